@@ -1,0 +1,78 @@
+import type { FastifyInstance } from 'fastify';
+import { Redis } from 'ioredis';
+import type { Config } from './config.js';
+import { Database } from './db/index.js';
+import { EventLog } from './events/index.js';
+import { eventRoutes } from './events/routes.js';
+import { AdminAuth } from './http/auth.js';
+import { createHttpServer } from './http/server.js';
+import { Metrics } from './ops/metrics.js';
+import { opsRoutes } from './ops/routes.js';
+import { presenceRoutes } from './presence/routes.js';
+import { PresenceService } from './presence/service.js';
+import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, type RateLimitStore } from './ratelimit/index.js';
+import { VERSION } from './version.js';
+
+export interface App {
+  http: FastifyInstance;
+  database: Database;
+  events: EventLog;
+  presence: PresenceService;
+  metrics: Metrics;
+  redis: Redis | null;
+  rateLimit: RateLimitGuard;
+  /** Starts background work (timers, integrations); `listen` is separate so tests can use inject(). */
+  start(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** How often the away-delay sweeper looks for persons due to become `not_home`. */
+const sweepIntervalMs = (awayDelayMs: number) => Math.max(50, Math.min(1000, Math.floor(awayDelayMs / 4) || 50));
+
+/** The composition root: builds every part from the config and wires them to the event bus. */
+export async function buildApp(config: Config): Promise<App> {
+  const database = await Database.open(config);
+  const metrics = new Metrics();
+  const events = new EventLog(database);
+  events.subscribe((event) => metrics.events.inc({ event_type: event.payload.event_type }));
+  const presence = new PresenceService(database, events, { awayDelayMs: config.presenceAwayDelayMs, nodeTimeoutMs: config.nodeTimeoutMs });
+
+  // Commands fail at once while Redis is away (no offline queue), so the limiter can fail open or closed promptly.
+  const redis = config.redisUrl ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false }) : null;
+  redis?.on('error', () => {});
+  const store: RateLimitStore = redis ? new RedisStore(redis, config.redisPrefix + 'rl:') : new MemoryStore();
+  const limiter = new RateLimiter(store, { capacity: config.rateLimit.capacity, refillPerSecond: config.rateLimit.refillPerSecond });
+  const rateLimit = new RateLimitGuard(limiter, metrics, { failOpen: config.rateLimit.failOpen, costs: config.rateLimit.costs });
+
+  const http = await createHttpServer({ logLevel: config.logLevel, trustProxy: config.trustProxy, version: VERSION });
+  rateLimit.register(http);
+  new AdminAuth(config.adminToken, config.secretsKey).register(http);
+  opsRoutes(http, { database, metrics, mqttState: () => ({ enabled: false, connected: false }) });
+  presenceRoutes(http, presence);
+  eventRoutes(http, events);
+
+  const timers: NodeJS.Timeout[] = [];
+  const log = http.log;
+  const every = (ms: number, task: () => Promise<unknown>, what: string) =>
+    timers.push(setInterval(() => task().catch((error: Error) => log.warn({ err: error }, `${what} failed`)), ms).unref());
+
+  return {
+    http,
+    database,
+    events,
+    presence,
+    metrics,
+    redis,
+    rateLimit,
+    async start() {
+      every(sweepIntervalMs(config.presenceAwayDelayMs), () => presence.sweepAway(), 'away sweep');
+      every(config.healthIntervalMs, () => presence.emitHealth(), 'health report');
+    },
+    async close() {
+      timers.forEach(clearInterval);
+      await http.close();
+      await database.close();
+      redis?.disconnect();
+    },
+  };
+}

@@ -1,0 +1,79 @@
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import pg from 'pg';
+import path from 'node:path';
+import { migrations } from './migrations.js';
+import type { Schema } from './schema.js';
+
+export type Dialect = 'sqlite' | 'postgres';
+export type Db = Kysely<Schema>;
+
+// PostgreSQL returns int8 (bigserial ids, counts) as strings by default; every value we keep fits a double.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+
+/** The one data layer: Kysely over SQLite (embedded default) or PostgreSQL. */
+export class Database {
+  private constructor(
+    readonly db: Db,
+    readonly dialect: Dialect,
+  ) {}
+
+  static async open(options: { databaseUrl: string | null; dataDir: string }): Promise<Database> {
+    let database: Database;
+    if (options.databaseUrl) {
+      const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
+      // A broken idle connection (server restart) must not crash the process; the pool replaces it.
+      pool.on('error', () => {});
+      database = new Database(new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) }), 'postgres');
+    } else {
+      const file = new BetterSqlite3(path.join(options.dataDir, 'mothership.db'));
+      file.pragma('journal_mode = WAL');
+      file.pragma('synchronous = NORMAL');
+      file.pragma('busy_timeout = 5000');
+      database = new Database(new Kysely<Schema>({ dialect: new SqliteDialect({ database: file }) }), 'sqlite');
+    }
+    await database.migrate();
+    return database;
+  }
+
+  private async migrate(): Promise<void> {
+    const all = migrations(this.dialect);
+    const migrator = new Migrator({ db: this.db, provider: { getMigrations: async () => all } });
+    const { error } = await migrator.migrateToLatest();
+    if (error) throw error;
+  }
+
+  /**
+   * Runs `work` in one transaction. On SQLite it starts with BEGIN IMMEDIATE so that a second process
+   * (a standalone worker) waits for the write lock up front instead of failing on a lock upgrade.
+   */
+  async transaction<T>(work: (trx: Db) => Promise<T>): Promise<T> {
+    if (this.dialect === 'postgres') return this.db.transaction().execute(work);
+    return this.db.connection().execute(async (conn) => {
+      await sql`begin immediate`.execute(conn);
+      try {
+        const result = await work(conn);
+        await sql`commit`.execute(conn);
+        return result;
+      } catch (error) {
+        await sql`rollback`.execute(conn).catch(() => {});
+        throw error;
+      }
+    });
+  }
+
+  /** Row lock for read-modify-write in a transaction. SQLite already holds the database write lock. */
+  forUpdate<Q extends { forUpdate(): Q }>(query: Q): Q {
+    return this.dialect === 'postgres' ? query.forUpdate() : query;
+  }
+
+  async ping(): Promise<void> {
+    await sql`select 1`.execute(this.db);
+  }
+
+  async close(): Promise<void> {
+    await this.db.destroy();
+  }
+}
+
+export const now = (): string => new Date().toISOString();

@@ -1,0 +1,125 @@
+import { sql, type Kysely, type Migration } from 'kysely';
+import type { Dialect } from './index.js';
+
+/**
+ * Versioned migrations, run at start-up by Kysely's Migrator. Append new ones; never edit a released one.
+ * The few differences between SQLite and PostgreSQL (auto-increment keys) are decided by `dialect`.
+ */
+export function migrations(dialect: Dialect): Record<string, Migration> {
+  const serial = (table: ReturnType<Kysely<unknown>['schema']['createTable']>, column: string) =>
+    dialect === 'postgres'
+      ? table.addColumn(column, 'bigserial', (c) => c.primaryKey())
+      : table.addColumn(column, 'integer', (c) => c.primaryKey().autoIncrement());
+
+  return {
+    '001_initial': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('zones')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('name', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createTable('persons')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('name', 'text', (c) => c.notNull())
+          .addColumn('presence', 'text', (c) => c.notNull())
+          .addColumn('zone_id', 'text')
+          .addColumn('last_seen', 'text')
+          .addColumn('left_at', 'text')
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('persons_left_at').on('persons').column('left_at').execute();
+        await db.schema
+          .createTable('nodes')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('quality', 'real', (c) => c.notNull())
+          .addColumn('last_seen', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createTable('settings')
+          .addColumn('key', 'text', (c) => c.primaryKey())
+          .addColumn('value', 'text', (c) => c.notNull())
+          .addColumn('updated_at', 'text', (c) => c.notNull())
+          .execute();
+        await serial(db.schema.createTable('events'), 'seq')
+          .addColumn('event_type', 'text', (c) => c.notNull())
+          .addColumn('timestamp', 'text', (c) => c.notNull())
+          .addColumn('payload', 'text', (c) => c.notNull())
+          .execute();
+        await serial(db.schema.createTable('baselines'), 'id')
+          .addColumn('commit_sha', 'text', (c) => c.notNull())
+          .addColumn('recorded_at', 'text', (c) => c.notNull())
+          .addColumn('record', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('baselines_commit_sha').on('baselines').column('commit_sha').execute();
+        await serial(db.schema.createTable('webhook_deliveries'), 'id')
+          .addColumn('webhook_id', 'text', (c) => c.notNull())
+          .addColumn('event_seq', 'bigint')
+          .addColumn('event_type', 'text', (c) => c.notNull())
+          .addColumn('url', 'text', (c) => c.notNull())
+          .addColumn('payload', 'text', (c) => c.notNull())
+          .addColumn('attempt', 'integer', (c) => c.notNull())
+          .addColumn('state', 'text', (c) => c.notNull())
+          .addColumn('due_at', 'text', (c) => c.notNull())
+          .addColumn('status_code', 'integer')
+          .addColumn('error', 'text')
+          .addColumn('duration_ms', 'integer')
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('attempted_at', 'text')
+          .execute();
+        await db.schema.createIndex('webhook_deliveries_due').on('webhook_deliveries').columns(['state', 'due_at']).execute();
+        await db.schema
+          .createTable('bots')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('name', 'text', (c) => c.notNull())
+          .addColumn('secret_encrypted', 'text', (c) => c.notNull())
+          .addColumn('previous_secret_encrypted', 'text')
+          .addColumn('previous_secret_expires_at', 'text')
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createTable('matches')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('status', 'text', (c) => c.notNull())
+          .addColumn('replay', 'text')
+          .addColumn('enrichment_requested_at', 'text')
+          .addColumn('enrichment_status', 'text')
+          .addColumn('commentary', 'text')
+          .addColumn('enrichment_error', 'text')
+          .addColumn('enrichment_completed_at', 'text')
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .execute();
+        await serial(db.schema.createTable('enrichment_jobs'), 'id')
+          .addColumn('match_id', 'text', (c) => c.notNull())
+          .addColumn('bot_id', 'text', (c) => c.notNull())
+          .addColumn('state', 'text', (c) => c.notNull())
+          .addColumn('attempts', 'integer', (c) => c.notNull())
+          .addColumn('run_after', 'text', (c) => c.notNull())
+          .addColumn('lease_owner', 'text')
+          .addColumn('lease_expires_at', 'text')
+          .addColumn('enqueued_at', 'text', (c) => c.notNull())
+          .addColumn('started_at', 'text')
+          .addColumn('finished_at', 'text')
+          .addColumn('last_error', 'text')
+          .execute();
+        // One job per match, ever: the database itself refuses a second enqueue.
+        await db.schema.createIndex('enrichment_jobs_match').unique().on('enrichment_jobs').column('match_id').execute();
+        await db.schema.createIndex('enrichment_jobs_bot_enqueued').on('enrichment_jobs').columns(['bot_id', 'enqueued_at']).execute();
+        await db.schema.createIndex('enrichment_jobs_claim').on('enrichment_jobs').columns(['state', 'run_after']).execute();
+        await db.schema
+          .createTable('workers')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('heartbeat_at', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createTable('nonces')
+          .addColumn('key', 'text', (c) => c.primaryKey())
+          .addColumn('expires_at', 'text', (c) => c.notNull())
+          .execute();
+        await sql`select 1`.execute(db);
+      },
+    },
+  };
+}

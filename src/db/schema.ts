@@ -1,0 +1,130 @@
+/**
+ * Row types of every table, shared by SQLite and PostgreSQL. Timestamps are RFC 3339 UTC strings
+ * (`toISOString()`), which sort correctly as text on both databases; JSON documents are stored as text.
+ */
+import type { Generated } from 'kysely';
+
+export interface PersonsTable {
+  id: string;
+  name: string;
+  presence: 'home' | 'not_home';
+  zone_id: string | null;
+  last_seen: string | null;
+  /** When the person left their last zone; drives the away delay. */
+  left_at: string | null;
+  created_at: string;
+}
+
+export interface ZonesTable {
+  id: string;
+  name: string;
+  created_at: string;
+}
+
+export interface NodesTable {
+  id: string;
+  quality: number;
+  last_seen: string;
+}
+
+export interface SettingsTable {
+  key: string;
+  /** JSON text. Secret values are stored encrypted (see src/crypto.ts). */
+  value: string;
+  updated_at: string;
+}
+
+export interface EventsTable {
+  seq: Generated<number>;
+  event_type: string;
+  timestamp: string;
+  /** The serialized event payload, exactly as delivered. */
+  payload: string;
+}
+
+export interface BaselinesTable {
+  id: Generated<number>;
+  commit_sha: string;
+  recorded_at: string;
+  /** The record exactly as sent (raw JSON text). */
+  record: string;
+}
+
+export interface WebhookDeliveriesTable {
+  id: Generated<number>;
+  webhook_id: string;
+  event_seq: number | null;
+  event_type: string;
+  url: string;
+  payload: string;
+  attempt: number;
+  /** pending -> delivered | failed | retry_scheduled -> ... */
+  state: 'pending' | 'delivered' | 'failed' | 'retry_scheduled' | 'superseded';
+  due_at: string;
+  status_code: number | null;
+  error: string | null;
+  duration_ms: number | null;
+  created_at: string;
+  attempted_at: string | null;
+}
+
+export interface BotsTable {
+  id: string;
+  name: string;
+  secret_encrypted: string;
+  previous_secret_encrypted: string | null;
+  previous_secret_expires_at: string | null;
+  created_at: string;
+}
+
+export interface MatchesTable {
+  id: string;
+  status: 'scheduled' | 'in_progress' | 'completed' | 'cancelled';
+  replay: string | null;
+  enrichment_requested_at: string | null;
+  enrichment_status: 'queued' | 'running' | 'completed' | 'failed' | null;
+  commentary: string | null;
+  enrichment_error: string | null;
+  enrichment_completed_at: string | null;
+  created_at: string;
+}
+
+export interface EnrichmentJobsTable {
+  id: Generated<number>;
+  match_id: string;
+  bot_id: string;
+  state: 'queued' | 'running' | 'completed' | 'failed';
+  attempts: number;
+  run_after: string;
+  lease_owner: string | null;
+  lease_expires_at: string | null;
+  enqueued_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  last_error: string | null;
+}
+
+export interface WorkersTable {
+  id: string;
+  heartbeat_at: string;
+}
+
+export interface NoncesTable {
+  key: string;
+  expires_at: string;
+}
+
+export interface Schema {
+  persons: PersonsTable;
+  zones: ZonesTable;
+  nodes: NodesTable;
+  settings: SettingsTable;
+  events: EventsTable;
+  baselines: BaselinesTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+  bots: BotsTable;
+  matches: MatchesTable;
+  enrichment_jobs: EnrichmentJobsTable;
+  workers: WorkersTable;
+  nonces: NoncesTable;
+}

@@ -1,0 +1,87 @@
+import type { Database, Db } from '../db/index.js';
+import { makeEvent, type EventFields, type EventPayload, type EventType, type StoredEvent } from './types.js';
+
+export * from './types.js';
+
+type Subscriber = (event: StoredEvent) => void;
+export type Emit = (type: EventType, fields?: EventFields) => EventPayload;
+
+/**
+ * The event log and in-process bus. A state change and the events it causes are written in one
+ * transaction (`write`); only after the commit are the events handed to subscribers (MQTT, webhook,
+ * dashboard stream), so an event that a client saw acknowledged is never lost, and a rolled-back
+ * change never announces itself.
+ */
+export class EventLog {
+  private readonly subscribers = new Set<Subscriber>();
+
+  constructor(private readonly database: Database) {}
+
+  async write<T>(work: (trx: Db, emit: Emit) => Promise<T>): Promise<T> {
+    const pending: EventPayload[] = [];
+    const emit: Emit = (type, fields) => {
+      const event = makeEvent(type, fields);
+      pending.push(event);
+      return event;
+    };
+    const stored: StoredEvent[] = [];
+    const result = await this.database.transaction(async (trx) => {
+      const value = await work(trx, emit);
+      stored.push(...(await this.append(trx, pending)));
+      return value;
+    });
+    this.publish(stored);
+    return result;
+  }
+
+  /** Appends one event on its own (no state change goes with it). */
+  async emit(type: EventType, fields?: EventFields): Promise<StoredEvent> {
+    const [stored] = await this.append(this.database.db, [makeEvent(type, fields)]);
+    this.publish([stored!]);
+    return stored!;
+  }
+
+  private async append(trx: Db, events: EventPayload[]): Promise<StoredEvent[]> {
+    if (events.length === 0) return [];
+    const rows = events.map((payload) => ({ payload, json: JSON.stringify(payload) }));
+    const inserted = await trx
+      .insertInto('events')
+      .values(rows.map(({ payload, json }) => ({ event_type: payload.event_type, timestamp: payload.timestamp, payload: json })))
+      .returning('seq')
+      .execute();
+    return rows.map((row, index) => ({ seq: Number(inserted[index]!.seq), ...row }));
+  }
+
+  private publish(events: StoredEvent[]): void {
+    for (const event of events) {
+      for (const subscriber of this.subscribers) {
+        try {
+          subscriber(event);
+        } catch {
+          // A subscriber's failure must never reach the producer; each output logs its own errors.
+        }
+      }
+    }
+  }
+
+  subscribe(subscriber: Subscriber): () => void {
+    this.subscribers.add(subscriber);
+    return () => this.subscribers.delete(subscriber);
+  }
+
+  async history(after: number, limit: number): Promise<StoredEvent[]> {
+    const rows = await this.database.db
+      .selectFrom('events')
+      .select(['seq', 'payload'])
+      .where('seq', '>', after)
+      .orderBy('seq')
+      .limit(limit)
+      .execute();
+    return rows.map((row) => ({ seq: Number(row.seq), json: row.payload, payload: JSON.parse(row.payload) as EventPayload }));
+  }
+
+  async latestSeq(): Promise<number> {
+    const row = await this.database.db.selectFrom('events').select((eb) => eb.fn.max('seq').as('seq')).executeTakeFirst();
+    return Number(row?.seq ?? 0);
+  }
+}

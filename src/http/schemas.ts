@@ -1,0 +1,48 @@
+/** JSON Schema fragments shared by route definitions (and so by the OpenAPI document). */
+export const ID_PATTERN_SOURCE = '^[a-z0-9][a-z0-9_-]{0,63}$';
+
+export const idString = { type: 'string', pattern: ID_PATTERN_SOURCE, description: 'Lowercase id: letters, digits, _ and -; at most 64 characters' } as const;
+export const nameString = { type: 'string', minLength: 1, maxLength: 200 } as const;
+
+export const idParams = {
+  type: 'object',
+  required: ['id'],
+  properties: { id: idString },
+} as const;
+
+export const problemSchema = {
+  type: 'object',
+  description: 'RFC 9457 problem details',
+  properties: {
+    type: { type: 'string' },
+    title: { type: 'string' },
+    status: { type: 'integer' },
+    detail: { type: 'string' },
+    code: { type: 'string' },
+    errors: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } } },
+  },
+} as const;
+
+export const nullableString = { type: ['string', 'null'] } as const;
+
+export const eventPayloadSchema = {
+  type: 'object',
+  properties: {
+    event_type: { type: 'string' },
+    timestamp: { type: 'string', format: 'date-time' },
+    zone: nullableString,
+    person: nullableString,
+    blob_id: nullableString,
+    severity: { type: 'string', enum: ['info', 'warning', 'critical'] },
+    detail: { type: 'object', additionalProperties: true },
+  },
+} as const;
+
+export const pageQuery = (maxLimit: number, defaultLimit: number) =>
+  ({
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      limit: { type: 'integer', minimum: 1, maximum: maxLimit, default: defaultLimit },
+    },
+  }) as const;

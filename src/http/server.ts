@@ -1,0 +1,125 @@
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import { Ajv } from 'ajv';
+import addFormats from 'ajv-formats';
+import { fieldErrors, problem, ProblemError } from './problem.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The request body exactly as received; bot signatures are computed over these bytes. */
+    rawBody?: Buffer;
+  }
+}
+
+export const BODY_LIMIT = 1024 * 1024;
+
+const STATUS_CODES: Record<number, string> = {
+  400: 'validation_failed',
+  401: 'unauthorized',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  409: 'conflict',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  429: 'rate_limited',
+};
+
+/** Secrets that must never reach a log line, wherever they appear in a logged object. */
+const REDACTED_PATHS = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'req.headers["x-bot-signature"]',
+  'res.headers["set-cookie"]',
+  '*.password',
+  '*.secret',
+  '*.shared_secret',
+  '*.token',
+  '*.ca_cert',
+];
+
+export function loggerOptions(level: string): FastifyServerOptions['logger'] {
+  return { level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } };
+}
+
+/**
+ * The HTTP shell shared by every capability: strict JSON validation (unknown properties rejected,
+ * every violation reported), problem+json for every failure, the raw body kept for signatures,
+ * and the OpenAPI 3.1 document generated from the route schemas.
+ */
+export async function createHttpServer(options: { logLevel: string; trustProxy: string | false; version: string }): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: loggerOptions(options.logLevel),
+    bodyLimit: BODY_LIMIT,
+    trustProxy: options.trustProxy === false ? false : options.trustProxy.split(',').map((entry) => entry.trim()),
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  });
+
+  // Bodies are validated without coercion (a "5" is not a 5); query strings and path params are text, so they are coerced.
+  const bodyValidator = new Ajv({ allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: true, strict: false });
+  const textValidator = new Ajv({ allErrors: true, coerceTypes: 'array', removeAdditional: false, useDefaults: true, strict: false });
+  addFormats.default(bodyValidator);
+  addFormats.default(textValidator);
+  app.setValidatorCompiler(({ schema, httpPart }) =>
+    (httpPart === 'body' ? bodyValidator : textValidator).compile(schema as object),
+  );
+
+  // The API speaks JSON only: any other body is a 415, not a string that fails validation later.
+  app.removeContentTypeParser('text/plain');
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    request.rawBody = body as Buffer;
+    parseJson(request, body as unknown as string, done);
+  });
+
+  app.setErrorHandler((error: FastifyError & { validation?: unknown[]; validationContext?: string }, request, reply) => {
+    if (error instanceof ProblemError) {
+      return reply.code(error.status).headers(error.headers).type('application/problem+json').send(error.toProblem());
+    }
+    if (error.validation) {
+      const where = error.validationContext === 'body' ? '' : `${error.validationContext}:`;
+      const errors = fieldErrors(error.validation as Parameters<typeof fieldErrors>[0], where);
+      const detail = errors.map((entry) => `${entry.path} ${entry.message}`).join('; ');
+      return reply.code(400).type('application/problem+json').send(problem(400, 'validation_failed', detail, errors));
+    }
+    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
+    if (status >= 500) {
+      request.log.error({ err: error }, 'request failed');
+      return reply.code(status).type('application/problem+json').send(problem(status, 'internal_error', 'The server could not complete the request'));
+    }
+    const code = STATUS_CODES[status] ?? 'bad_request';
+    const detail = status === 413 ? `Request body exceeds ${BODY_LIMIT} bytes` : error.message;
+    return reply.code(status).type('application/problem+json').send(problem(status, code, detail));
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    reply.code(404).type('application/problem+json').send(problem(404, 'not_found', `No route for ${request.method} ${request.url.split('?')[0]}`));
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Mothership',
+        version: options.version,
+        description: 'Benchmark baselines, presence and home automation integration, signed enrichment requests. See docs/api.md.',
+      },
+      components: {
+        securitySchemes: {
+          admin: { type: 'http', scheme: 'bearer', description: 'The admin token (ADMIN_TOKEN or DATA_DIR/admin-token)' },
+          bot: { type: 'apiKey', in: 'header', name: 'X-Bot-Signature', description: 'HMAC signature, see docs/enrichment.md' },
+        },
+      },
+    },
+    transform: ({ schema, url, route }) => {
+      const auth = route.config?.auth ?? (url.startsWith('/api/') ? 'admin' : 'public');
+      const security = auth === 'admin' ? [{ admin: [] }] : auth === 'bot' ? [{ bot: [] }] : auth === 'admin_or_bot' ? [{ admin: [] }, { bot: [] }] : undefined;
+      return { schema: { ...(schema ?? {}), ...(security ? { security } : {}) } as typeof schema, url };
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  return app;
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env node
+import { loadConfig, ConfigError } from './config.js';
+import { buildApp } from './app.js';
+
+const USAGE = `Usage:
+  mothership serve                                   HTTP API, dashboard, integrations, embedded worker
+  mothership worker                                  standalone enrichment worker
+  mothership baseline validate FILE...               exit 1 when any file is not a valid baseline record
+  mothership baseline compare BASE HEAD [--threshold PCT] [--format table|json|markdown]
+  mothership bots create NAME                        prints the new bot id and shared secret once`;
+
+async function serve(): Promise<void> {
+  const config = loadConfig();
+  const app = await buildApp(config);
+  if (config.adminTokenGenerated) {
+    // Logged once, on the start that generated it; afterwards it lives in DATA_DIR/admin-token.
+    app.http.log.warn(`Generated admin token (stored in ${config.dataDir}/admin-token): ${config.adminToken}`);
+  }
+  await app.start();
+  await app.http.listen({ port: config.port, host: config.host });
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    app.http.log.info({ signal }, 'shutting down');
+    await app.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [command] = argv;
+  switch (command) {
+    case 'serve':
+    case undefined:
+      await serve();
+      return -1;
+    case '--help':
+    case '-h':
+    case 'help':
+      console.log(USAGE);
+      return 0;
+    default:
+      console.error(`Unknown command "${command}"\n\n${USAGE}`);
+      return 2;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exitCode = code;
+  },
+  (error: unknown) => {
+    console.error(error instanceof ConfigError ? `Configuration error: ${error.message}` : error);
+    process.exit(error instanceof ConfigError ? 2 : 1);
+  },
+);

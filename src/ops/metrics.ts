@@ -1,0 +1,55 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Every Prometheus metric of one service instance (a registry per instance keeps tests independent). */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly events = new Counter({ name: 'mothership_events_total', help: 'Events appended to the log', labelNames: ['event_type'], registers: [this.registry] });
+  readonly webhookDeliveries = new Counter({
+    name: 'mothership_webhook_deliveries_total',
+    help: 'Webhook delivery attempts by outcome',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  readonly webhookDuration = new Histogram({
+    name: 'mothership_webhook_delivery_seconds',
+    help: 'Webhook delivery attempt duration',
+    buckets: [0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+  readonly mqttConnected = new Gauge({ name: 'mothership_mqtt_connected', help: '1 when the MQTT client is connected', registers: [this.registry] });
+  readonly mqttPublishes = new Counter({ name: 'mothership_mqtt_publishes_total', help: 'MQTT messages published', registers: [this.registry] });
+  readonly mqttReconnects = new Counter({ name: 'mothership_mqtt_reconnect_attempts_total', help: 'MQTT reconnect attempts', registers: [this.registry] });
+  readonly rateLimited = new Counter({
+    name: 'mothership_ratelimit_rejections_total',
+    help: 'Requests rejected by the rate limiter',
+    labelNames: ['group'],
+    registers: [this.registry],
+  });
+  readonly rateLimitStoreErrors = new Counter({
+    name: 'mothership_ratelimit_store_errors_total',
+    help: 'Rate-limit checks that could not reach the store (answered per RATE_LIMIT_REDIS_FAILURE)',
+    registers: [this.registry],
+  });
+  readonly enrichmentJobs = new Counter({
+    name: 'mothership_enrichment_jobs_total',
+    help: 'Enrichment jobs by outcome',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'mothership_' });
+  }
+
+  /** A gauge read at scrape time (queue depth, outbox size...). */
+  gauge(name: string, help: string, read: () => Promise<number>): void {
+    new Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      async collect() {
+        this.set(await read());
+      },
+    });
+  }
+}

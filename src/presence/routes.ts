@@ -1,0 +1,160 @@
+import type { FastifyInstance } from 'fastify';
+import { eventPayloadSchema, idParams, idString, nameString } from '../http/schemas.js';
+import { MODES, type Mode, type PresenceService, type SensingEvent } from './service.js';
+
+const personSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'string' },
+    name: { type: 'string' },
+    presence: { type: 'string', enum: ['home', 'not_home'] },
+    zone: { type: ['string', 'null'] },
+    last_seen: { type: ['string', 'null'] },
+  },
+} as const;
+
+const zoneSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'string' },
+    name: { type: 'string' },
+    count: { type: 'integer' },
+    occupied: { type: 'boolean' },
+    occupants: { type: 'array', items: { type: 'string' } },
+  },
+} as const;
+
+const createBody = {
+  type: 'object',
+  required: ['name'],
+  additionalProperties: false,
+  properties: { id: idString, name: nameString },
+} as const;
+
+const patchBody = { type: 'object', additionalProperties: false, properties: { name: nameString } } as const;
+
+const optionalRefs = { person: idString, zone: idString, blob_id: { type: 'string', minLength: 1, maxLength: 128 } } as const;
+
+/** The body of POST /api/events: one schema per event type, chosen by `type`. */
+const sensingEventBody = {
+  type: 'object',
+  required: ['type'],
+  properties: { type: { type: 'string', enum: ['zone.entry', 'zone.exit', 'fall.detected', 'fall.cleared', 'anomaly.detected'] } },
+  allOf: [
+    {
+      if: { properties: { type: { enum: ['zone.entry', 'zone.exit'] } } },
+      then: { required: ['person', 'zone'], additionalProperties: false, properties: { type: {}, ...optionalRefs } },
+    },
+    {
+      if: { properties: { type: { enum: ['fall.detected', 'fall.cleared'] } } },
+      then: { additionalProperties: false, properties: { type: {}, ...optionalRefs } },
+    },
+    {
+      if: { properties: { type: { const: 'anomaly.detected' } } },
+      then: {
+        additionalProperties: false,
+        properties: {
+          type: {},
+          ...optionalRefs,
+          severity: { type: 'string', enum: ['info', 'warning', 'critical'] },
+          detail: { type: 'object', maxProperties: 64 },
+        },
+      },
+    },
+  ],
+} as const;
+
+/** A CRUD resource (persons, zones): list, create, get, patch, delete under one prefix. */
+function crudRoutes<View>(
+  app: FastifyInstance,
+  options: {
+    path: string;
+    tag: string;
+    schema: object;
+    list: () => Promise<View[]>;
+    get: (id: string) => Promise<View>;
+    create: (body: { id?: string; name: string }) => Promise<View>;
+    update: (id: string, body: { name?: string }) => Promise<View>;
+    remove: (id: string) => Promise<void>;
+  },
+): void {
+  const { path, tag, schema } = options;
+  const tags = [tag];
+  app.get(path, { schema: { tags, response: { 200: { type: 'array', items: schema } } } }, () => options.list());
+  app.post(path, { schema: { tags, body: createBody, response: { 201: schema } } }, async (request, reply) =>
+    reply.code(201).send(await options.create(request.body as { id?: string; name: string })),
+  );
+  app.get(`${path}/:id`, { schema: { tags, params: idParams, response: { 200: schema } } }, (request) =>
+    options.get((request.params as { id: string }).id),
+  );
+  app.patch(`${path}/:id`, { schema: { tags, params: idParams, body: patchBody, response: { 200: schema } } }, (request) =>
+    options.update((request.params as { id: string }).id, request.body as { name?: string }),
+  );
+  app.delete(`${path}/:id`, { schema: { tags, params: idParams } }, async (request, reply) => {
+    await options.remove((request.params as { id: string }).id);
+    return reply.code(204).send();
+  });
+}
+
+export function presenceRoutes(app: FastifyInstance, presence: PresenceService): void {
+  crudRoutes(app, {
+    path: '/api/persons',
+    tag: 'persons',
+    schema: personSchema,
+    list: () => presence.listPersons(),
+    get: (id) => presence.getPerson(id),
+    create: (body) => presence.createPerson(body),
+    update: (id, body) => presence.updatePerson(id, body),
+    remove: (id) => presence.deletePerson(id),
+  });
+  crudRoutes(app, {
+    path: '/api/zones',
+    tag: 'zones',
+    schema: zoneSchema,
+    list: () => presence.listZones(),
+    get: (id) => presence.getZone(id),
+    create: (body) => presence.createZone(body),
+    update: (id, body) => presence.updateZone(id, body),
+    remove: (id) => presence.deleteZone(id),
+  });
+
+  app.post(
+    '/api/nodes/:id/heartbeat',
+    {
+      schema: {
+        tags: ['system'],
+        params: idParams,
+        body: { type: 'object', required: ['quality'], additionalProperties: false, properties: { quality: { type: 'number', minimum: 0, maximum: 100 } } },
+      },
+    },
+    async (request, reply) => {
+      await presence.heartbeat((request.params as { id: string }).id, (request.body as { quality: number }).quality);
+      return reply.code(204).send();
+    },
+  );
+
+  const healthSchema = {
+    type: 'object',
+    properties: { node_count: { type: 'integer' }, quality: { type: ['number', 'null'] }, mode: { type: 'string' } },
+  } as const;
+  app.get('/api/system/health', { schema: { tags: ['system'], response: { 200: healthSchema } } }, () => presence.health());
+
+  const modeSchema = { type: 'object', required: ['mode'], additionalProperties: false, properties: { mode: { type: 'string', enum: MODES } } } as const;
+  app.get('/api/system/mode', { schema: { tags: ['system'], response: { 200: modeSchema } } }, async () => ({ mode: await presence.mode() }));
+  app.put('/api/system/mode', { schema: { tags: ['system'], body: modeSchema, response: { 200: modeSchema } } }, async (request) => ({
+    mode: await presence.setMode((request.body as { mode: Mode }).mode, 'api'),
+  }));
+
+  app.post(
+    '/api/events',
+    {
+      schema: {
+        tags: ['events'],
+        summary: 'Ingest a sensing event (zone entry/exit, fall, anomaly)',
+        body: sensingEventBody,
+        response: { 202: { type: 'object', properties: { event: eventPayloadSchema } } },
+      },
+    },
+    async (request, reply) => reply.code(202).send({ event: await presence.ingest(request.body as SensingEvent) }),
+  );
+}

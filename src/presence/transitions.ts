@@ -1,0 +1,70 @@
+/**
+ * Presence rules as plain functions (CONTRACT section 4): a person is in at most one zone; entering
+ * a zone leaves the previous one and makes the person `home`; a person in no zone becomes `not_home`
+ * once `awayDelayMs` has passed since they left.
+ */
+import type { EventType } from '../events/index.js';
+
+export type Presence = 'home' | 'not_home';
+
+export interface PersonState {
+  presence: Presence;
+  zone_id: string | null;
+  left_at: string | null;
+  last_seen: string | null;
+}
+
+export interface Transition {
+  next: PersonState;
+  /** Events in the order they happened, with the zone each concerns. */
+  events: { type: EventType; zone: string | null; detail: Record<string, unknown> }[];
+}
+
+export function enterZone(person: PersonState, zone: string, at: string): Transition {
+  const events: Transition['events'] = [];
+  if (person.zone_id && person.zone_id !== zone) {
+    events.push({ type: 'zone.exit', zone: person.zone_id, detail: { reason: 'entered_other_zone', to_zone: zone } });
+  }
+  events.push({ type: 'zone.entry', zone, detail: { from_zone: person.zone_id !== zone ? person.zone_id : null, already_inside: person.zone_id === zone } });
+  if (person.presence !== 'home') {
+    events.push({ type: 'presence.changed', zone, detail: { from: person.presence, to: 'home' } });
+  }
+  return { next: { presence: 'home', zone_id: zone, left_at: null, last_seen: at }, events };
+}
+
+export function exitZone(person: PersonState, zone: string, at: string, awayDelayMs: number): Transition {
+  if (person.zone_id !== zone) {
+    // A late or duplicate exit from a zone the person is not in: recorded, but it changes nothing.
+    return { next: { ...person, last_seen: at }, events: [{ type: 'zone.exit', zone, detail: { ignored: true, reason: 'not_in_zone' } }] };
+  }
+  const left: PersonState = { presence: person.presence, zone_id: null, left_at: at, last_seen: at };
+  const events: Transition['events'] = [{ type: 'zone.exit', zone, detail: {} }];
+  if (awayDelayMs === 0) return markAway(left, events);
+  return { next: left, events };
+}
+
+/** True when a person who left every zone has been away long enough to become `not_home`. */
+export function isAwayDue(person: PersonState, nowMs: number, awayDelayMs: number): boolean {
+  return person.presence === 'home' && person.zone_id === null && person.left_at !== null && Date.parse(person.left_at) + awayDelayMs <= nowMs;
+}
+
+export function markAway(person: PersonState, events: Transition['events'] = []): Transition {
+  if (person.presence === 'not_home') return { next: person, events };
+  return {
+    next: { ...person, presence: 'not_home', left_at: null },
+    events: [...events, { type: 'presence.changed', zone: null, detail: { from: 'home', to: 'not_home' } }],
+  };
+}
+
+/** Derives a topic-safe id from a display name (CONTRACT: `^[a-z0-9][a-z0-9_-]{0,63}$`). */
+export function slugify(name: string, fallback: string): string {
+  const slug = name
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9_-]+/g, '-')
+    .replace(/^[-_]+|[-_]+$/g, '')
+    .slice(0, 56)
+    .replace(/[-_]+$/g, '');
+  return slug || fallback;
+}

@@ -1,0 +1,79 @@
+/**
+ * Token-bucket arithmetic, after Go's golang.org/x/time/rate AllowN: tokens refill lazily at a fixed
+ * rate up to the capacity; a check takes `n` tokens or none at all.
+ *
+ * Tokens are counted in integer micro-tokens and time in integer milliseconds, and the refill rate is
+ * kept to 0.001 token/s steps, so `elapsed * rate` is an exact integer: no drift however long it runs.
+ */
+export const MICRO = 1_000_000;
+
+export interface BucketPolicy {
+  /** Largest burst, in tokens. */
+  capacity: number;
+  /** Tokens added per second (a multiple of 0.001). */
+  refillPerSecond: number;
+}
+
+export interface BucketState {
+  /** Micro-tokens in the bucket at `updatedAtMs`. */
+  tokens: number;
+  updatedAtMs: number;
+}
+
+export interface Decision {
+  allowed: boolean;
+  /** Whole tokens left after this check. */
+  remaining: number;
+  /** When denied: ms until `n` tokens are available; null when `n` exceeds the capacity (never possible). */
+  retry_after_ms: number | null;
+  /** ms until the bucket is full again (for the RateLimit header's reset). */
+  reset_ms: number;
+}
+
+export class PolicyError extends Error {}
+
+/** Micro-tokens per millisecond; an integer by construction. */
+export function refillPerMs(policy: BucketPolicy): number {
+  return Math.round(policy.refillPerSecond * 1000);
+}
+
+export function validatePolicy(policy: BucketPolicy): void {
+  if (!Number.isInteger(policy.capacity) || policy.capacity < 1) throw new PolicyError(`capacity must be a whole number >= 1, got ${policy.capacity}`);
+  if (!(policy.refillPerSecond > 0) || refillPerMs(policy) < 1) {
+    throw new PolicyError(`refillPerSecond must be at least 0.001, got ${policy.refillPerSecond}`);
+  }
+  if (policy.capacity * MICRO > Number.MAX_SAFE_INTEGER / 2) throw new PolicyError(`capacity ${policy.capacity} is too large`);
+}
+
+/** The state of a key never seen (or evicted because it was full): a full bucket. */
+export const fullBucket = (policy: BucketPolicy, nowMs: number): BucketState => ({ tokens: policy.capacity * MICRO, updatedAtMs: nowMs });
+
+/**
+ * Takes `n` tokens if available. Returns the decision and the state to store (`null` = the bucket is
+ * full, nothing needs storing). A clock that went backwards refills nothing and restarts from `nowMs`.
+ */
+export function takeTokens(
+  policy: BucketPolicy,
+  state: BucketState | undefined,
+  n: number,
+  nowMs: number,
+): { decision: Decision; state: BucketState | null } {
+  if (!Number.isInteger(n) || n < 0) throw new RangeError(`n must be a whole number >= 0, got ${n}`);
+  const capacity = policy.capacity * MICRO;
+  const rate = refillPerMs(policy);
+  const current = state ?? fullBucket(policy, nowMs);
+  const elapsed = Math.max(0, nowMs - current.updatedAtMs);
+  let tokens = Math.min(capacity, current.tokens + elapsed * rate);
+
+  const want = n * MICRO;
+  const allowed = want <= tokens;
+  if (allowed) tokens -= want;
+  const resetMs = Math.ceil((capacity - tokens) / rate);
+  const decision: Decision = {
+    allowed,
+    remaining: Math.floor(tokens / MICRO),
+    retry_after_ms: allowed ? 0 : want > capacity ? null : Math.ceil((want - tokens) / rate),
+    reset_ms: resetMs,
+  };
+  return { decision, state: tokens >= capacity ? null : { tokens, updatedAtMs: nowMs } };
+}

@@ -1,0 +1,84 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ProblemError } from '../http/problem.js';
+import type { Metrics } from '../ops/metrics.js';
+import { PolicyError, type Decision } from './bucket.js';
+import type { RateLimiter } from './limiter.js';
+
+export { RateLimiter } from './limiter.js';
+export { MemoryStore, type RateLimitStore } from './memory-store.js';
+export { RedisStore } from './redis-store.js';
+
+/** Per-route limiting: the bucket group and how many tokens one request costs (the AllowN check). */
+export interface RouteRateLimit {
+  group?: string;
+  cost?: number;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** `false` exempts a route (liveness, metrics, static assets). */
+    rateLimit?: RouteRateLimit | false;
+  }
+}
+
+const DEFAULT_GROUP = 'default';
+
+/**
+ * Applies the limiter to every route: keyed by client (`ip:<address>`, or `bot:<id>` on bot-signed
+ * routes, checked by the enrichment module once the signature is verified) and route group, with the
+ * route's cost. Emits the IETF RateLimit-Policy / RateLimit headers, and a 429 problem with
+ * Retry-After when the bucket is empty.
+ */
+export class RateLimitGuard {
+  constructor(
+    private readonly limiter: RateLimiter,
+    private readonly metrics: Metrics,
+    private readonly options: { failOpen: boolean; costs: Record<string, number> },
+  ) {}
+
+  private route(request: FastifyRequest): { group: string; cost: number } | null {
+    const config = request.routeOptions.config?.rateLimit;
+    if (config === false || !request.routeOptions.url) return null;
+    const group = config?.group ?? DEFAULT_GROUP;
+    return { group, cost: this.options.costs[group] ?? config?.cost ?? 1 };
+  }
+
+  register(app: FastifyInstance): void {
+    app.addHook('onRoute', (route) => {
+      const config = route.config?.rateLimit;
+      if (!config) return;
+      const cost = this.options.costs[config.group ?? DEFAULT_GROUP] ?? config.cost ?? 1;
+      // A cost the bucket can never hold would answer 429 forever: refuse to start instead.
+      if (cost > this.limiter.policy.capacity) {
+        throw new PolicyError(`Route ${route.method} ${route.url} costs ${cost} tokens, more than the bucket capacity ${this.limiter.policy.capacity}`);
+      }
+    });
+    app.addHook('onRequest', async (request, reply) => {
+      if (request.routeOptions.config?.auth === 'bot') return;
+      await this.enforce(request, reply, `ip:${request.ip}`);
+    });
+  }
+
+  /** Charges the route's cost to `client`; sets the headers; throws 429 when the bucket is short. */
+  async enforce(request: FastifyRequest, reply: FastifyReply, client: string): Promise<void> {
+    const route = this.route(request);
+    if (!route) return;
+    let decision: Decision;
+    try {
+      decision = await this.limiter.allowN(`${route.group}:${client}`, route.cost);
+    } catch (error) {
+      this.metrics.rateLimitStoreErrors.inc();
+      request.log.warn({ err: error }, `rate-limit store unavailable; failing ${this.options.failOpen ? 'open' : 'closed'}`);
+      if (this.options.failOpen) return;
+      throw new ProblemError(503, 'service_unavailable', 'Rate limiting is unavailable; try again shortly', undefined, { 'retry-after': '5' });
+    }
+    const { capacity, refillPerSecond } = this.limiter.policy;
+    reply.header('ratelimit-policy', `"${route.group}";q=${capacity};w=${Math.ceil(capacity / refillPerSecond)}`);
+    reply.header('ratelimit', `"${route.group}";r=${decision.remaining};t=${Math.ceil(decision.reset_ms / 1000)}`);
+    if (!decision.allowed) {
+      this.metrics.rateLimited.inc({ group: route.group });
+      const retryAfter = Math.max(1, Math.ceil((decision.retry_after_ms ?? 0) / 1000));
+      throw new ProblemError(429, 'rate_limited', `Too many requests; retry in ${retryAfter} s`, undefined, { 'retry-after': String(retryAfter) });
+    }
+  }
+}

@@ -1,0 +1,20 @@
+import { validatePolicy, type BucketPolicy, type Decision } from './bucket.js';
+import type { RateLimitStore } from './memory-store.js';
+
+/** The limiter library of CONTRACT section 9: one policy over a store, with Allow and AllowN checks. */
+export class RateLimiter {
+  constructor(
+    private readonly store: RateLimitStore,
+    readonly policy: BucketPolicy,
+  ) {
+    validatePolicy(policy);
+  }
+
+  allow(key: string): Promise<Decision> {
+    return this.allowN(key, 1);
+  }
+
+  allowN(key: string, n: number): Promise<Decision> {
+    return this.store.take(key, this.policy, n);
+  }
+}

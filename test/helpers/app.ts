@@ -1,0 +1,119 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { buildApp, type App } from '../../src/app.js';
+import { loadConfig, type Config } from '../../src/config.js';
+
+export type DialectName = 'sqlite' | 'postgres';
+/** Both databases, always: CI has PostgreSQL, and a missing server must fail the run, not skip it. */
+export const DIALECTS: DialectName[] = ['sqlite', 'postgres'];
+
+export const ADMIN_TOKEN = 'test-admin-token-0123456789';
+export const PG_ADMIN_URL = process.env.TEST_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+/** A fresh PostgreSQL database for one test file; dropped by the returned function. */
+export async function createPgDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `ms_test_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+  await admin.connect();
+  await admin.query(`create database ${name}`);
+  await admin.end();
+  const url = PG_ADMIN_URL.replace(/\/[^/]*$/, `/${name}`);
+  return {
+    url,
+    drop: async () => {
+      const client = new pg.Client({ connectionString: PG_ADMIN_URL });
+      await client.connect();
+      await client.query(`drop database if exists ${name} with (force)`);
+      await client.end();
+    },
+  };
+}
+
+export interface TestEnv {
+  dataDir: string;
+  env: Record<string, string>;
+  cleanup: () => Promise<void>;
+}
+
+/** A temporary DATA_DIR and, for PostgreSQL, a private database. */
+export async function createTestEnv(dialect: DialectName, extra: Record<string, string> = {}): Promise<TestEnv> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-test-'));
+  const database = dialect === 'postgres' ? await createPgDatabase() : null;
+  const env: Record<string, string> = {
+    DATA_DIR: dataDir,
+    ADMIN_TOKEN,
+    LOG_LEVEL: 'silent',
+    MOTHERSHIP_ID: 'test-ms',
+    WORKER: 'off',
+    // Tests that are not about rate limiting must not be limited; the limiter tests set their own.
+    RATE_LIMIT_CAPACITY: '100000',
+    RATE_LIMIT_REFILL_PER_SEC: '10000',
+    ...(database ? { DATABASE_URL: database.url } : {}),
+    ...extra,
+  };
+  return {
+    dataDir,
+    env,
+    cleanup: async () => {
+      await database?.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface TestApp extends App {
+  config: Config;
+  /** Injects a request as admin; JSON in, parsed JSON out. */
+  api(method: string, url: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; body: any; headers: Record<string, unknown> }>;
+  cleanup(): Promise<void>;
+}
+
+export async function startTestApp(dialect: DialectName, extra: Record<string, string> = {}, options: { start?: boolean; testEnv?: TestEnv } = {}): Promise<TestApp> {
+  const testEnv = options.testEnv ?? (await createTestEnv(dialect, extra));
+  const config = loadConfig({ ...testEnv.env, ...extra });
+  const app = await buildApp(config);
+  if (options.start) await app.start();
+  await app.http.ready();
+  return Object.assign(app, {
+    config,
+    async api(method: string, url: string, body?: unknown, headers: Record<string, string> = {}) {
+      const response = await app.http.inject({
+        method: method as 'GET',
+        url,
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+        ...(body !== undefined ? { payload: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
+      });
+      const text = response.body;
+      let parsed: unknown = text;
+      try {
+        parsed = text ? JSON.parse(text) : undefined;
+      } catch {
+        // not JSON (metrics, HTML): keep the text
+      }
+      return { status: response.statusCode, body: parsed, headers: response.headers };
+    },
+    async cleanup() {
+      await app.close();
+      if (!options.testEnv) await testEnv.cleanup();
+    },
+  });
+}
+
+/** Polls `check` until it returns a truthy value or `timeoutMs` passes. */
+export async function eventually<T>(check: () => Promise<T> | T, timeoutMs = 5000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await check();
+      if (value) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`Timed out waiting for ${what}${lastError ? `: ${(lastError as Error).message}` : ''}`);
+}

@@ -1,0 +1,138 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { ADMIN_TOKEN, createTestEnv, startTestApp, type TestApp, type TestEnv } from './helpers/app.js';
+import { loadConfig } from '../src/config.js';
+
+describe('HTTP conventions', () => {
+  let app: TestApp;
+  before(async () => {
+    app = await startTestApp('sqlite');
+  });
+  after(() => app.cleanup());
+
+  it('refuses admin endpoints without a valid token with a 401 problem', async () => {
+    for (const headers of [{ authorization: '' }, { authorization: 'Bearer wrong-token' }, { authorization: `Basic ${ADMIN_TOKEN}` }]) {
+      const response = await app.api('GET', '/api/persons', undefined, headers);
+      assert.equal(response.status, 401);
+      assert.equal(response.body.code, 'unauthorized');
+      assert.equal(response.headers['content-type'], 'application/problem+json; charset=utf-8');
+    }
+  });
+
+  it('signs the dashboard in with a session cookie and out again', async () => {
+    const wrong = await app.api('POST', '/api/session', { token: 'nope' }, { authorization: '' });
+    assert.equal(wrong.status, 401);
+    const signIn = await app.api('POST', '/api/session', { token: ADMIN_TOKEN }, { authorization: '' });
+    assert.equal(signIn.status, 204);
+    const cookie = String(signIn.headers['set-cookie']);
+    assert.match(cookie, /HttpOnly/);
+    assert.match(cookie, /SameSite=Strict/);
+    const session = cookie.split(';')[0]!;
+    assert.equal((await app.api('GET', '/api/persons', undefined, { authorization: '', cookie: session })).status, 200);
+    const forged = session.replace(/\.[^.]+$/, '.AAAA');
+    assert.equal((await app.api('GET', '/api/persons', undefined, { authorization: '', cookie: forged })).status, 401);
+    const signOut = await app.api('DELETE', '/api/session', undefined, { authorization: '' });
+    assert.match(String(signOut.headers['set-cookie']), /Max-Age=0/);
+  });
+
+  it('answers problem+json for unknown routes, malformed JSON, oversized bodies and wrong media types', async () => {
+    const unknown = await app.api('GET', '/api/nothing-here');
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.body.code, 'not_found');
+    const malformed = await app.api('POST', '/api/persons', '{"name": ');
+    assert.equal(malformed.status, 400);
+    assert.equal(malformed.body.code, 'validation_failed');
+    const huge = await app.api('POST', '/api/persons', { name: 'x'.repeat(2 * 1024 * 1024) });
+    assert.equal(huge.status, 413);
+    assert.equal(huge.body.code, 'payload_too_large');
+    const text = await app.api('POST', '/api/persons', 'name=x', { 'content-type': 'text/plain' });
+    assert.equal(text.status, 415);
+    assert.equal(text.headers['content-type'], 'application/problem+json; charset=utf-8');
+    const proto = await app.api('POST', '/api/persons', '{"name":"x","__proto__":{"admin":true}}');
+    assert.equal(proto.status, 400);
+    assert.equal((await app.api('GET', '/api/persons')).body.length, 0, 'nothing was created');
+  });
+
+  it('serves health, readiness, metrics and the OpenAPI document without a token', async () => {
+    assert.equal((await app.api('GET', '/healthz', undefined, { authorization: '' })).status, 200);
+    const ready = await app.api('GET', '/readyz', undefined, { authorization: '' });
+    assert.equal(ready.status, 200);
+    assert.equal(ready.body.database, 'ok');
+    const metrics = await app.api('GET', '/metrics', undefined, { authorization: '' });
+    assert.match(metrics.body, /mothership_events_total/);
+    const openapi = await app.api('GET', '/openapi.json', undefined, { authorization: '' });
+    assert.equal(openapi.body.openapi, '3.1.0');
+    assert.ok(openapi.body.paths['/api/persons']);
+    assert.deepEqual(openapi.body.paths['/api/persons'].get.security, [{ admin: [] }]);
+    const docs = await app.http.inject({ method: 'GET', url: '/docs/' });
+    assert.equal(docs.statusCode, 200);
+  });
+
+  it('streams new events over Server-Sent Events and resumes after Last-Event-ID', async () => {
+    const address = await app.http.listen({ port: 0, host: '127.0.0.1' });
+    await app.api('POST', '/api/zones', { id: 'hall', name: 'Hall' });
+    const controller = new AbortController();
+    const response = await fetch(`${address}/api/events/stream`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'last-event-id': '0' }, signal: controller.signal });
+    assert.equal(response.headers.get('content-type'), 'text/event-stream');
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    const created = app.api('POST', '/api/persons', { id: 'eve', name: 'Eve' });
+    while (!text.includes('person.created')) text += decoder.decode((await reader.read()).value);
+    controller.abort();
+    await created;
+    assert.match(text, /id: 1\nevent: zone.created\ndata: \{"event_type":"zone.created"/, 'history replayed after Last-Event-ID 0');
+    assert.match(text, /id: 2\nevent: person.created\n/, 'live event follows');
+  });
+});
+
+describe('durability', () => {
+  let env: TestEnv;
+  before(async () => {
+    env = await createTestEnv('sqlite');
+  });
+  after(() => env.cleanup());
+
+  it('keeps every acknowledged event and state change across a restart', async () => {
+    const first = await startTestApp('sqlite', {}, { testEnv: env });
+    await first.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
+    await first.api('POST', '/api/zones', { id: 'den', name: 'Den' });
+    await first.api('POST', '/api/events', { type: 'zone.entry', person: 'ada', zone: 'den' });
+    await first.close();
+    const second = await startTestApp('sqlite', {}, { testEnv: env });
+    try {
+      assert.deepEqual((await second.api('GET', '/api/zones/den')).body.occupants, ['ada']);
+      const types = (await second.api('GET', '/api/events')).body.events.map((event: { event_type: string }) => event.event_type);
+      assert.deepEqual(types, ['person.created', 'zone.created', 'zone.entry', 'presence.changed']);
+    } finally {
+      await second.close();
+    }
+  });
+});
+
+describe('configuration', () => {
+  it('rejects bad values with a message naming the variable', () => {
+    const base = { DATA_DIR: '/tmp/mothership-config-test', ADMIN_TOKEN };
+    assert.throws(() => loadConfig({ ...base, PORT: 'eighty' }), /PORT must be a whole number/);
+    assert.throws(() => loadConfig({ ...base, DATABASE_URL: 'mysql://x' }), /DATABASE_URL must be a postgres/);
+    assert.throws(() => loadConfig({ ...base, WORKER: 'maybe' }), /WORKER must be one of embedded, off/);
+    assert.throws(() => loadConfig({ ...base, MOTHERSHIP_ID: 'Has Spaces' }), /MOTHERSHIP_ID must match/);
+    assert.throws(() => loadConfig({ ...base, ADMIN_TOKEN: 'short' }), /ADMIN_TOKEN must be at least 16/);
+    assert.throws(() => loadConfig({ ...base, RATE_LIMIT_COSTS: 'settings:10' }), /RATE_LIMIT_COSTS/);
+  });
+
+  it('generates the admin token and installation id once and keeps them', async () => {
+    const env = await createTestEnv('sqlite');
+    try {
+      const first = loadConfig({ DATA_DIR: env.dataDir });
+      const second = loadConfig({ DATA_DIR: env.dataDir });
+      assert.equal(first.adminTokenGenerated, true);
+      assert.equal(second.adminTokenGenerated, false);
+      assert.equal(first.adminToken, second.adminToken);
+      assert.equal(first.mothershipId, second.mothershipId);
+      assert.ok(first.adminToken.length >= 24);
+    } finally {
+      await env.cleanup();
+    }
+  });
+});

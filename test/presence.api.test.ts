@@ -1,0 +1,183 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
+
+for (const dialect of DIALECTS) {
+  describe(`presence API (${dialect})`, () => {
+    let app: TestApp;
+    before(async () => {
+      app = await startTestApp(dialect, { PRESENCE_AWAY_DELAY_MS: '150', NODE_TIMEOUT_MS: '300' }, { start: true });
+    });
+    after(() => app.cleanup());
+
+    it('creates persons and zones, deriving unique ids from names', async () => {
+      const ada = await app.api('POST', '/api/persons', { name: 'Ada Lovelace' });
+      assert.equal(ada.status, 201);
+      assert.deepEqual(ada.body, { id: 'ada-lovelace', name: 'Ada Lovelace', presence: 'not_home', zone: null, last_seen: null });
+      const twin = await app.api('POST', '/api/persons', { name: 'Ada  Lovelace!' });
+      assert.equal(twin.body.id, 'ada-lovelace-2');
+      const bob = await app.api('POST', '/api/persons', { id: 'bob', name: 'Bob' });
+      assert.equal(bob.body.id, 'bob');
+      const duplicate = await app.api('POST', '/api/persons', { id: 'bob', name: 'Other Bob' });
+      assert.equal(duplicate.status, 409);
+      assert.equal(duplicate.body.code, 'conflict');
+      for (const name of ['Kitchen', 'Living Room', 'Garden']) {
+        assert.equal((await app.api('POST', '/api/zones', { name })).status, 201);
+      }
+      const zones = await app.api('GET', '/api/zones');
+      assert.deepEqual(zones.body.map((zone: { id: string }) => zone.id), ['garden', 'kitchen', 'living-room']);
+    });
+
+    it('rejects bad ids, unknown fields and wrong types naming the field, and changes nothing', async () => {
+      const before = (await app.api('GET', '/api/persons')).body;
+      const cases: [unknown, string][] = [
+        [{ id: 'Bad Id', name: 'x' }, '/id'],
+        [{ id: 'a'.repeat(65), name: 'x' }, '/id'],
+        [{ id: 'a/b', name: 'x' }, '/id'],
+        [{ name: 'x', colour: 'red' }, '/colour'],
+        [{ name: 42 }, '/name'],
+        [{}, '/name'],
+        [{ name: '' }, '/name'],
+      ];
+      for (const [body, path] of cases) {
+        const response = await app.api('POST', '/api/persons', body);
+        assert.equal(response.status, 400, JSON.stringify(body));
+        assert.equal(response.headers['content-type'], 'application/problem+json; charset=utf-8');
+        assert.equal(response.body.code, 'validation_failed');
+        assert.ok(response.body.errors.some((error: { path: string }) => error.path === path), `${JSON.stringify(body)} -> ${JSON.stringify(response.body.errors)}`);
+      }
+      assert.deepEqual((await app.api('GET', '/api/persons')).body, before);
+    });
+
+    it('moves a person between zones: entry leaves the previous zone and makes them home', async () => {
+      const entry = await app.api('POST', '/api/events', { type: 'zone.entry', person: 'ada-lovelace', zone: 'kitchen', blob_id: 'blob-1' });
+      assert.equal(entry.status, 202);
+      assert.equal(entry.body.event.event_type, 'zone.entry');
+      assert.equal(entry.body.event.person, 'ada-lovelace');
+      assert.equal(entry.body.event.zone, 'kitchen');
+      assert.equal(entry.body.event.blob_id, 'blob-1');
+      assert.equal(entry.body.event.severity, 'info');
+      assert.match(entry.body.event.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      assert.deepEqual(entry.body.event.detail.occupants, ['ada-lovelace']);
+
+      let person = (await app.api('GET', '/api/persons/ada-lovelace')).body;
+      assert.equal(person.presence, 'home');
+      assert.equal(person.zone, 'kitchen');
+      assert.ok(person.last_seen);
+
+      await app.api('POST', '/api/events', { type: 'zone.entry', person: 'bob', zone: 'kitchen' });
+      await app.api('POST', '/api/events', { type: 'zone.entry', person: 'ada-lovelace', zone: 'garden' });
+      const kitchen = (await app.api('GET', '/api/zones/kitchen')).body;
+      assert.deepEqual(kitchen, { id: 'kitchen', name: 'Kitchen', count: 1, occupied: true, occupants: ['bob'] });
+      const garden = (await app.api('GET', '/api/zones/garden')).body;
+      assert.deepEqual(garden.occupants, ['ada-lovelace']);
+      person = (await app.api('GET', '/api/persons/ada-lovelace')).body;
+      assert.equal(person.zone, 'garden');
+
+      const history = (await app.api('GET', '/api/events?limit=1000')).body.events;
+      const types = history.filter((event: { person: string }) => event.person === 'ada-lovelace').map((event: { event_type: string }) => event.event_type);
+      assert.deepEqual(types.filter((type: string) => type !== 'person.created'), ['zone.entry', 'presence.changed', 'zone.exit', 'zone.entry']);
+    });
+
+    it('makes a person not_home only after the away delay in no zone', async () => {
+      await app.api('POST', '/api/events', { type: 'zone.exit', person: 'ada-lovelace', zone: 'garden' });
+      let person = (await app.api('GET', '/api/persons/ada-lovelace')).body;
+      assert.equal(person.zone, null);
+      assert.equal(person.presence, 'home', 'still home during the away delay');
+      await eventually(async () => (await app.api('GET', '/api/persons/ada-lovelace')).body.presence === 'not_home', 3000, 'not_home');
+      const events = (await app.api('GET', '/api/events?limit=1000')).body.events;
+      const last = events.filter((event: { person: string }) => event.person === 'ada-lovelace').at(-1);
+      assert.equal(last.event_type, 'presence.changed');
+      assert.deepEqual(last.detail, { from: 'home', to: 'not_home' });
+    });
+
+    it('re-entering within the away delay keeps the person home without a presence change', async () => {
+      await app.api('POST', '/api/events', { type: 'zone.exit', person: 'bob', zone: 'kitchen' });
+      await app.api('POST', '/api/events', { type: 'zone.entry', person: 'bob', zone: 'kitchen' });
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      assert.equal((await app.api('GET', '/api/persons/bob')).body.presence, 'home');
+    });
+
+    it('ignores an exit from a zone the person is not in', async () => {
+      const exit = await app.api('POST', '/api/events', { type: 'zone.exit', person: 'bob', zone: 'garden' });
+      assert.equal(exit.status, 202);
+      assert.equal(exit.body.event.detail.ignored, true);
+      assert.equal((await app.api('GET', '/api/persons/bob')).body.zone, 'kitchen');
+    });
+
+    it('rejects events for unknown or deleted persons and zones with 404', async () => {
+      const before = (await app.api('GET', '/api/events?limit=1000')).body.last_seq;
+      assert.equal((await app.api('POST', '/api/events', { type: 'zone.entry', person: 'nobody', zone: 'kitchen' })).status, 404);
+      assert.equal((await app.api('POST', '/api/events', { type: 'zone.entry', person: 'bob', zone: 'attic' })).status, 404);
+      await app.api('POST', '/api/persons', { id: 'gone', name: 'Gone' });
+      assert.equal((await app.api('DELETE', '/api/persons/gone')).status, 204);
+      const entry = await app.api('POST', '/api/events', { type: 'zone.entry', person: 'gone', zone: 'kitchen' });
+      assert.equal(entry.status, 404);
+      assert.match(entry.body.detail, /gone/);
+      const missing = await app.api('POST', '/api/events', { type: 'zone.entry', person: 'bob' });
+      assert.equal(missing.status, 400);
+      assert.deepEqual(missing.body.errors.map((error: { path: string }) => error.path), ['/zone']);
+      const badType = await app.api('POST', '/api/events', { type: 'zone.teleport', person: 'bob', zone: 'kitchen' });
+      assert.equal(badType.status, 400);
+      assert.ok(badType.body.errors.some((error: { path: string }) => error.path === '/type'));
+      const history = (await app.api('GET', '/api/events?limit=1000')).body;
+      const created = history.events.filter((event: { seq: number }) => event.seq > before).map((event: { event_type: string }) => event.event_type);
+      assert.deepEqual(created, ['person.created', 'person.deleted'], 'rejected events change nothing');
+    });
+
+    it('records fall and anomaly events with their severity', async () => {
+      const fall = await app.api('POST', '/api/events', { type: 'fall.detected', person: 'bob', zone: 'kitchen' });
+      assert.equal(fall.status, 202);
+      assert.equal(fall.body.event.severity, 'critical');
+      assert.deepEqual((await app.presence.fallState()).state, 'ON');
+      await app.api('POST', '/api/events', { type: 'fall.cleared' });
+      assert.deepEqual((await app.presence.fallState()).state, 'OFF');
+      const anomaly = await app.api('POST', '/api/events', { type: 'anomaly.detected', zone: 'garden', detail: { motion: 'unexpected' } });
+      assert.equal(anomaly.body.event.severity, 'warning');
+      assert.deepEqual(anomaly.body.event.detail, { motion: 'unexpected' });
+      const extra = await app.api('POST', '/api/events', { type: 'fall.cleared', severity: 'info' });
+      assert.equal(extra.status, 400);
+      assert.ok(extra.body.errors.some((error: { path: string }) => error.path === '/severity'));
+    });
+
+    it('counts online nodes and their mean quality; nodes go offline after NODE_TIMEOUT_MS', async () => {
+      assert.deepEqual((await app.api('GET', '/api/system/health')).body, { node_count: 0, quality: null, mode: 'home' });
+      assert.equal((await app.api('POST', '/api/nodes/node-1/heartbeat', { quality: 80 })).status, 204);
+      assert.equal((await app.api('POST', '/api/nodes/node-2/heartbeat', { quality: 90 })).status, 204);
+      assert.deepEqual((await app.api('GET', '/api/system/health')).body, { node_count: 2, quality: 85, mode: 'home' });
+      assert.equal((await app.api('POST', '/api/nodes/node-3/heartbeat', { quality: 101 })).status, 400);
+      assert.equal((await app.api('POST', '/api/nodes/Bad!/heartbeat', { quality: 1 })).status, 400);
+      await eventually(async () => (await app.api('GET', '/api/system/health')).body.node_count === 0, 3000, 'nodes offline');
+    });
+
+    it('switches the system mode and rejects unknown modes', async () => {
+      assert.deepEqual((await app.api('PUT', '/api/system/mode', { mode: 'sleep' })).body, { mode: 'sleep' });
+      assert.deepEqual((await app.api('GET', '/api/system/mode')).body, { mode: 'sleep' });
+      const bad = await app.api('PUT', '/api/system/mode', { mode: 'party' });
+      assert.equal(bad.status, 400);
+      assert.equal(bad.body.errors[0].path, '/mode');
+      const events = (await app.api('GET', '/api/events?limit=1000')).body.events;
+      const changed = events.filter((event: { event_type: string }) => event.event_type === 'system.mode_changed');
+      assert.equal(changed.length, 1);
+      assert.deepEqual(changed[0].detail, { from: 'home', to: 'sleep', source: 'api' });
+    });
+
+    it('deleting a zone moves its occupants out', async () => {
+      await app.api('POST', '/api/zones', { id: 'attic', name: 'Attic' });
+      await app.api('POST', '/api/events', { type: 'zone.entry', person: 'bob', zone: 'attic' });
+      assert.equal((await app.api('DELETE', '/api/zones/attic')).status, 204);
+      assert.equal((await app.api('GET', '/api/persons/bob')).body.zone, null);
+      assert.equal((await app.api('GET', '/api/zones/attic')).status, 404);
+    });
+
+    it('pages the event history by sequence number', async () => {
+      const first = (await app.api('GET', '/api/events?limit=3')).body;
+      assert.equal(first.events.length, 3);
+      assert.deepEqual(first.events.map((event: { seq: number }) => event.seq), [1, 2, 3]);
+      const next = (await app.api('GET', `/api/events?after=${first.last_seq}&limit=2`)).body;
+      assert.deepEqual(next.events.map((event: { seq: number }) => event.seq), [4, 5]);
+      assert.equal((await app.api('GET', '/api/events?limit=0')).status, 400);
+      assert.equal((await app.api('GET', '/api/events?after=abc')).status, 400);
+    });
+  });
+}

@@ -1,0 +1,50 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { enterZone, exitZone, isAwayDue, markAway, slugify, type PersonState } from '../src/presence/transitions.js';
+
+const away: PersonState = { presence: 'not_home', zone_id: null, left_at: null, last_seen: null };
+const at = '2026-11-21T10:00:00.000Z';
+
+describe('presence transitions', () => {
+  it('entering from away: entry then presence change to home', () => {
+    const { next, events } = enterZone(away, 'kitchen', at);
+    assert.deepEqual(next, { presence: 'home', zone_id: 'kitchen', left_at: null, last_seen: at });
+    assert.deepEqual(events.map((event) => event.type), ['zone.entry', 'presence.changed']);
+  });
+
+  it('entering another zone exits the previous one first', () => {
+    const inKitchen = enterZone(away, 'kitchen', at).next;
+    const { next, events } = enterZone(inKitchen, 'garden', at);
+    assert.equal(next.zone_id, 'garden');
+    assert.deepEqual(events.map((event) => [event.type, event.zone]), [['zone.exit', 'kitchen'], ['zone.entry', 'garden']]);
+  });
+
+  it('exiting starts the away delay; with no delay the person is away at once', () => {
+    const inKitchen = enterZone(away, 'kitchen', at).next;
+    const delayed = exitZone(inKitchen, 'kitchen', at, 60_000);
+    assert.deepEqual(delayed.next, { presence: 'home', zone_id: null, left_at: at, last_seen: at });
+    assert.equal(isAwayDue(delayed.next, Date.parse(at) + 59_999, 60_000), false);
+    assert.equal(isAwayDue(delayed.next, Date.parse(at) + 60_000, 60_000), true);
+    const immediate = exitZone(inKitchen, 'kitchen', at, 0);
+    assert.equal(immediate.next.presence, 'not_home');
+    assert.deepEqual(immediate.events.map((event) => event.type), ['zone.exit', 'presence.changed']);
+  });
+
+  it('an exit from another zone changes nothing', () => {
+    const inKitchen = enterZone(away, 'kitchen', at).next;
+    const { next, events } = exitZone(inKitchen, 'garden', at, 0);
+    assert.equal(next.zone_id, 'kitchen');
+    assert.equal(events[0]!.detail.ignored, true);
+  });
+
+  it('marking a person away who is already away emits nothing', () => {
+    assert.deepEqual(markAway(away).events, []);
+  });
+
+  it('slugifies names into topic-safe ids', () => {
+    assert.equal(slugify('Ada Lovelace', 'p'), 'ada-lovelace');
+    assert.equal(slugify('Zoë’s Room #2', 'p'), 'zoe-s-room-2');
+    assert.equal(slugify('+/#', 'zone'), 'zone');
+    assert.match(slugify('x'.repeat(100), 'p'), /^[a-z0-9][a-z0-9_-]{0,63}$/);
+  });
+});

@@ -1,0 +1,190 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { MICRO, PolicyError, takeTokens, validatePolicy, type BucketState } from '../src/ratelimit/bucket.js';
+import { MemoryStore, RateLimiter, RedisStore, type RateLimitStore } from '../src/ratelimit/index.js';
+import { startTestApp, type TestApp } from './helpers/app.js';
+
+export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379/0';
+const policy = { capacity: 10, refillPerSecond: 2 };
+
+describe('token bucket arithmetic', () => {
+  const t0 = 1_000_000;
+
+  it('starts full, takes n tokens, and refills lazily up to the capacity', () => {
+    let result = takeTokens(policy, undefined, 10, t0);
+    assert.deepEqual(result.decision, { allowed: true, remaining: 0, retry_after_ms: 0, reset_ms: 5000 });
+    const state: BucketState = result.state!;
+    result = takeTokens(policy, state, 1, t0);
+    assert.equal(result.decision.allowed, false);
+    assert.equal(result.decision.retry_after_ms, 500, '1 token at 2/s takes 500 ms');
+    result = takeTokens(policy, state, 1, t0 + 500);
+    assert.equal(result.decision.allowed, true);
+    result = takeTokens(policy, state, 1, t0 + 3_600_000);
+    assert.equal(result.decision.remaining, 9, 'an hour idle refills to the capacity, never above');
+  });
+
+  it('a rejected check consumes nothing', () => {
+    const { state } = takeTokens(policy, undefined, 7, t0);
+    const rejected = takeTokens(policy, state!, 5, t0);
+    assert.equal(rejected.decision.allowed, false);
+    assert.equal(rejected.decision.remaining, 3);
+    assert.equal(rejected.decision.retry_after_ms, 1000);
+    assert.equal(takeTokens(policy, state!, 3, t0).decision.allowed, true);
+  });
+
+  it('n above the capacity is never allowed and has no retry time; n = 0 is always allowed', () => {
+    const over = takeTokens(policy, undefined, 11, t0).decision;
+    assert.equal(over.allowed, false);
+    assert.equal(over.retry_after_ms, null);
+    const empty = takeTokens(policy, undefined, 10, t0).state!;
+    const zero = takeTokens(policy, empty, 0, t0).decision;
+    assert.equal(zero.allowed, true);
+    assert.equal(zero.remaining, 0);
+    assert.throws(() => takeTokens(policy, undefined, -1, t0), RangeError);
+    assert.throws(() => takeTokens(policy, undefined, 1.5, t0), RangeError);
+  });
+
+  it('handles fractional refill rates exactly, without drift over many steps', () => {
+    const slow = { capacity: 5, refillPerSecond: 0.3 };
+    let state = takeTokens(slow, undefined, 5, t0).state!;
+    // 3 tokens take exactly 10 s at 0.3/s; split into 1,000 checks of 10 ms each.
+    for (let step = 1; step <= 1000; step++) state = takeTokens(slow, state, 0, t0 + step * 10).state!;
+    assert.equal(state.tokens, 3 * MICRO);
+    assert.equal(takeTokens(slow, state, 3, t0 + 10_000).decision.allowed, true);
+    assert.equal(takeTokens(slow, state, 4, t0 + 10_000).decision.allowed, false);
+  });
+
+  it('a clock that goes backwards refills nothing', () => {
+    const state = takeTokens(policy, undefined, 10, t0).state!;
+    const back = takeTokens(policy, state, 1, t0 - 60_000);
+    assert.equal(back.decision.allowed, false);
+    assert.equal(back.state!.tokens, 0);
+  });
+
+  it('returns no state once the bucket is full (nothing to store)', () => {
+    const state = takeTokens(policy, undefined, 1, t0).state!;
+    assert.equal(takeTokens(policy, state, 0, t0 + 500).state, null);
+  });
+
+  it('refuses impossible policies', () => {
+    assert.throws(() => validatePolicy({ capacity: 0, refillPerSecond: 1 }), PolicyError);
+    assert.throws(() => validatePolicy({ capacity: 1, refillPerSecond: 0.0001 }), PolicyError);
+    assert.throws(() => validatePolicy({ capacity: 1.5, refillPerSecond: 1 }), PolicyError);
+  });
+});
+
+function storeSuite(name: string, makeStore: () => Promise<{ store: RateLimitStore; close: () => Promise<void> }>) {
+  describe(`limiter with the ${name} store`, () => {
+    let store: RateLimitStore;
+    let close: () => Promise<void>;
+    before(async () => ({ store, close } = await makeStore()));
+    after(() => close());
+
+    it('allows a burst up to the capacity, then refuses with a retry time', async () => {
+      const limiter = new RateLimiter(store, { capacity: 5, refillPerSecond: 1 });
+      const key = `burst-${randomBytes(4).toString('hex')}`;
+      for (let i = 4; i >= 0; i--) assert.deepEqual((await limiter.allow(key)).remaining, i);
+      const refused = await limiter.allow(key);
+      assert.equal(refused.allowed, false);
+      assert.ok(refused.retry_after_ms! > 0 && refused.retry_after_ms! <= 1000, String(refused.retry_after_ms));
+    });
+
+    it('allowN takes several tokens at once or none', async () => {
+      const limiter = new RateLimiter(store, { capacity: 10, refillPerSecond: 0.001 });
+      const key = `n-${randomBytes(4).toString('hex')}`;
+      assert.equal((await limiter.allowN(key, 7)).allowed, true);
+      const refused = await limiter.allowN(key, 4);
+      assert.equal(refused.allowed, false);
+      assert.equal(refused.remaining, 3);
+      assert.equal((await limiter.allowN(key, 3)).allowed, true);
+      const over = await limiter.allowN(`${key}-x`, 11);
+      assert.equal(over.allowed, false);
+      assert.equal(over.retry_after_ms, null);
+    });
+
+    it('refills over time', async () => {
+      const limiter = new RateLimiter(store, { capacity: 2, refillPerSecond: 20 });
+      const key = `refill-${randomBytes(4).toString('hex')}`;
+      await limiter.allowN(key, 2);
+      assert.equal((await limiter.allow(key)).allowed, false);
+      await new Promise((resolve) => setTimeout(resolve, 120));
+      assert.equal((await limiter.allow(key)).allowed, true);
+    });
+
+    it('never over-grants under 200 parallel checks on one key', async () => {
+      const limiter = new RateLimiter(store, { capacity: 50, refillPerSecond: 0.001 });
+      const key = `race-${randomBytes(4).toString('hex')}`;
+      const results = await Promise.all(Array.from({ length: 200 }, () => limiter.allowN(key, 2)));
+      assert.equal(results.filter((result) => result.allowed).length, 25);
+    });
+  });
+}
+
+storeSuite('memory', async () => ({ store: new MemoryStore(), close: async () => {} }));
+storeSuite('Redis', async () => {
+  const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
+  return { store: new RedisStore(redis, `mothership-test:${randomBytes(6).toString('hex')}:`), close: async () => void redis.disconnect() };
+});
+
+describe('Redis limiter shared by two clients', () => {
+  it('enforces one limit across instances', async () => {
+    const prefix = `mothership-test:${randomBytes(6).toString('hex')}:`;
+    const a = new Redis(REDIS_URL);
+    const b = new Redis(REDIS_URL);
+    try {
+      const limiterA = new RateLimiter(new RedisStore(a, prefix), { capacity: 30, refillPerSecond: 0.001 });
+      const limiterB = new RateLimiter(new RedisStore(b, prefix), { capacity: 30, refillPerSecond: 0.001 });
+      const results = await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 ? limiterA : limiterB).allow('shared')));
+      assert.equal(results.filter((result) => result.allowed).length, 30);
+      const ttl = await a.pttl(`${prefix}shared`);
+      assert.ok(ttl > 0, 'the key expires when the bucket would be full again');
+    } finally {
+      a.disconnect();
+      b.disconnect();
+    }
+  });
+});
+
+describe('memory store stays bounded', () => {
+  it('drops full buckets and caps the number of keys under a flood of distinct keys', async () => {
+    let clock = 0;
+    const store = new MemoryStore({ maxKeys: 1000, now: () => clock });
+    const limiter = new RateLimiter(store, { capacity: 5, refillPerSecond: 1 });
+    for (let i = 0; i < 50_000; i++) {
+      await limiter.allow(`flood-${i}`);
+      clock += 1;
+    }
+    assert.ok(store.size <= 1000, `size ${store.size}`);
+    clock += 10_000;
+    for (let i = 0; i < 300; i++) await limiter.allow(`late-${i}`);
+    assert.ok(store.size <= 1000);
+    assert.ok(store.size < 700, `idle full buckets are swept as new keys arrive (size ${store.size})`);
+  });
+});
+
+describe('rate limiting over HTTP', () => {
+  let app: TestApp;
+  before(async () => {
+    app = await startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '20', RATE_LIMIT_REFILL_PER_SEC: '0.01' });
+  });
+  after(() => app.cleanup());
+
+  it('sends RateLimit headers and a 429 problem with Retry-After once the bucket is empty', async () => {
+    const first = await app.api('GET', '/api/persons');
+    assert.equal(first.headers['ratelimit-policy'], '"default";q=20;w=2000');
+    assert.equal(first.headers['ratelimit'], '"default";r=19;t=100');
+    for (let i = 0; i < 19; i++) assert.equal((await app.api('GET', '/api/persons')).status, 200);
+    const limited = await app.api('GET', '/api/persons');
+    assert.equal(limited.status, 429);
+    assert.equal(limited.body.code, 'rate_limited');
+    assert.equal(limited.headers['retry-after'], '100');
+    assert.equal(limited.headers['content-type'], 'application/problem+json; charset=utf-8');
+    assert.equal((await app.api('GET', '/healthz')).status, 200, 'liveness is never limited');
+  });
+
+  it('refuses to start when a route costs more than the bucket holds', async () => {
+    await assert.rejects(startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '3', RATE_LIMIT_COSTS: 'session=5' }), PolicyError);
+  });
+});
