@@ -9,6 +9,8 @@ import { createHttpServer } from './http/server.js';
 import { Metrics } from './ops/metrics.js';
 import { opsRoutes } from './ops/routes.js';
 import { presenceRoutes } from './presence/routes.js';
+import { baselineRoutes } from './baselines/routes.js';
+import { BaselineService } from './baselines/service.js';
 import { PresenceService } from './presence/service.js';
 import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, type RateLimitStore } from './ratelimit/index.js';
 import { VERSION } from './version.js';
@@ -50,6 +52,7 @@ export async function buildApp(config: Config): Promise<App> {
   opsRoutes(http, { database, metrics, mqttState: () => ({ enabled: false, connected: false }) });
   presenceRoutes(http, presence);
   eventRoutes(http, events);
+  baselineRoutes(http, new BaselineService(database, events));
 
   const timers: NodeJS.Timeout[] = [];
   const log = http.log;

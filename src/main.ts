@@ -1,6 +1,9 @@
 #!/usr/bin/env node
 import { loadConfig, ConfigError } from './config.js';
 import { buildApp } from './app.js';
+import { compareCommand, validateCommand } from './cli/baseline.js';
+
+const io = { out: (line: string) => console.log(line), err: (line: string) => console.error(line) };
 
 const USAGE = `Usage:
   mothership serve                                   HTTP API, dashboard, integrations, embedded worker
@@ -37,6 +40,13 @@ async function main(argv: string[]): Promise<number> {
     case undefined:
       await serve();
       return -1;
+    case 'baseline': {
+      const [sub, ...rest] = argv.slice(1);
+      if (sub === 'validate') return validateCommand(rest, io);
+      if (sub === 'compare') return compareCommand(rest, io);
+      console.error(USAGE);
+      return 2;
+    }
     case '--help':
     case '-h':
     case 'help':

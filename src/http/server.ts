@@ -14,6 +14,12 @@ declare module 'fastify' {
 
 export const BODY_LIMIT = 1024 * 1024;
 
+// Bodies are validated without coercion (a "5" is not a 5); query strings and path params are text, so they are coerced.
+const bodyValidator = new Ajv({ allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: true, strict: false });
+export const textValidator = new Ajv({ allErrors: true, coerceTypes: 'array', removeAdditional: false, useDefaults: true, strict: false });
+addFormats.default(bodyValidator);
+addFormats.default(textValidator);
+
 const STATUS_CODES: Record<number, string> = {
   400: 'validation_failed',
   401: 'unauthorized',
@@ -56,11 +62,6 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
     forceCloseConnections: 'idle',
   });
 
-  // Bodies are validated without coercion (a "5" is not a 5); query strings and path params are text, so they are coerced.
-  const bodyValidator = new Ajv({ allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: true, strict: false });
-  const textValidator = new Ajv({ allErrors: true, coerceTypes: 'array', removeAdditional: false, useDefaults: true, strict: false });
-  addFormats.default(bodyValidator);
-  addFormats.default(textValidator);
   app.setValidatorCompiler(({ schema, httpPart }) =>
     (httpPart === 'body' ? bodyValidator : textValidator).compile(schema as object),
   );

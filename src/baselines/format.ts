@@ -1,0 +1,68 @@
+import type { ComparisonReport, Status } from './compare.js';
+
+export type ReportFormat = 'table' | 'json' | 'markdown';
+
+const show = (value: number | null) => (value === null ? '-' : String(value));
+const pct = (value: number | null) => (value === null ? '-' : `${value > 0 ? '+' : ''}${value.toFixed(2)}%`);
+const MARK: Record<Status, string> = { improved: 'improved', regressed: 'regressed', unchanged: 'unchanged', missing: 'missing' };
+
+function rows(report: ComparisonReport): string[][] {
+  return [
+    ...report.metrics.map((metric) => [
+      `${metric.field} (${metric.unit})${metric.role === 'reference' ? ' [ref]' : ''}`,
+      show(metric.base),
+      show(metric.head),
+      pct(metric.change_pct),
+      metric.regression ? 'REGRESSION' : MARK[metric.status],
+    ]),
+    ...report.speedups.map((entry) => [
+      `speedup vs ${entry.tool} (x)`,
+      show(entry.base),
+      show(entry.head),
+      pct(entry.change_pct),
+      entry.regression ? 'REGRESSION' : MARK[entry.status],
+    ]),
+  ];
+}
+
+const HEADER = ['metric', 'base', 'head', 'change', 'status'];
+
+function verdict(report: ComparisonReport): string {
+  return report.regressed
+    ? `REGRESSED beyond ${report.threshold_pct}%: ${report.regressions.join(', ')}`
+    : `No regression beyond ${report.threshold_pct}%`;
+}
+
+/** Renders a comparison for a terminal, a machine, or a pull-request comment. */
+export function formatReport(report: ComparisonReport, format: ReportFormat): string {
+  if (format === 'json') return JSON.stringify(report, null, 2);
+  const table = rows(report);
+  if (format === 'markdown') {
+    const icon = report.regressed ? ':x:' : ':white_check_mark:';
+    const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
+    return [
+      `### Benchmark comparison: \`${report.base.commit_sha}\` → \`${report.head.commit_sha}\``,
+      '',
+      `${icon} ${verdict(report)}`,
+      '',
+      line(HEADER),
+      line(HEADER.map((_, index) => (index === 0 ? '---' : '---:'))),
+      ...table.map((cells) => line(cells.map((cell, index) => (index === 4 && cell === 'REGRESSION' ? '**REGRESSION**' : cell)))),
+      ...(report.warnings.length ? ['', ...report.warnings.map((warning) => `> :warning: ${warning}`)] : []),
+      '',
+    ].join('\n');
+  }
+  const widths = HEADER.map((_, column) => Math.max(HEADER[column]!.length, ...table.map((cells) => cells[column]!.length)));
+  const line = (cells: string[]) => cells.map((cell, column) => (column === 0 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join('  ');
+  return [
+    `base ${report.base.commit_sha} (${report.base.timestamp})  ->  head ${report.head.commit_sha} (${report.head.timestamp})`,
+    '',
+    line(HEADER),
+    line(widths.map((width) => '-'.repeat(width))),
+    ...table.map(line),
+    '',
+    verdict(report),
+    ...report.warnings.map((warning) => `warning: ${warning}`),
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,87 @@
+import type { FastifyInstance } from 'fastify';
+import { textValidator } from '../http/server.js';
+import { baselineSchema, baselineSchemaForOpenApi, validateBaseline, type BaselineRecord } from './schema.js';
+import type { BaselineService } from './service.js';
+import { DEFAULT_THRESHOLD_PCT } from './compare.js';
+
+const storedSchema = {
+  type: 'object',
+  properties: { id: { type: 'integer' }, recorded_at: { type: 'string' }, record: { type: 'object', additionalProperties: true } },
+} as const;
+
+const thresholdSchema = { type: 'number', minimum: 0, maximum: 10000, default: DEFAULT_THRESHOLD_PCT, description: 'Regression threshold in percent' } as const;
+const referenceSchema = { type: 'string', minLength: 1, maxLength: 64, description: 'latest, a record id, or a commit sha' } as const;
+
+export function baselineRoutes(app: FastifyInstance, baselines: BaselineService): void {
+  app.get('/schemas/baseline.schema.json', { schema: { tags: ['baselines'], summary: 'The baseline record JSON Schema (draft 2020-12)' } }, async (_request, reply) =>
+    reply.type('application/schema+json').send(baselineSchema),
+  );
+
+  app.post(
+    '/api/baselines',
+    {
+      schema: {
+        tags: ['baselines'],
+        summary: 'Record a baseline; answers it with a comparison against the previous record',
+        body: baselineSchemaForOpenApi,
+        querystring: { type: 'object', additionalProperties: false, properties: { threshold: thresholdSchema } },
+      },
+      // The body is checked by the schema file's own compiled draft 2020-12 validator (schema.ts).
+      validatorCompiler: ({ schema, httpPart }) => (httpPart === 'body' ? validateBaseline : textValidator.compile(schema as object)),
+    },
+    async (request, reply) => {
+      const record = request.body as BaselineRecord;
+      const raw = request.rawBody?.toString('utf8') ?? JSON.stringify(record);
+      const { threshold } = request.query as { threshold: number };
+      return reply.code(201).send(await baselines.record(record, raw, threshold));
+    },
+  );
+
+  app.get(
+    '/api/baselines',
+    {
+      schema: {
+        tags: ['baselines'],
+        summary: 'Recorded baselines, newest first',
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 }, before: { type: 'integer', minimum: 1 } },
+        },
+        response: { 200: { type: 'array', items: storedSchema } },
+      },
+    },
+    (request) => {
+      const { limit, before } = request.query as { limit: number; before?: number };
+      return baselines.list(limit, before);
+    },
+  );
+
+  app.get('/api/baselines/latest', { schema: { tags: ['baselines'], response: { 200: storedSchema } } }, () => baselines.latest());
+
+  app.get(
+    '/api/baselines/compare',
+    {
+      schema: {
+        tags: ['baselines'],
+        summary: 'Compare two recorded baselines',
+        querystring: {
+          type: 'object',
+          required: ['head'],
+          additionalProperties: false,
+          properties: { base: { ...referenceSchema, default: 'latest' }, head: referenceSchema, threshold: thresholdSchema },
+        },
+      },
+    },
+    (request) => {
+      const { base, head, threshold } = request.query as { base: string; head: string; threshold: number };
+      return baselines.compare(base, head, threshold);
+    },
+  );
+
+  app.get(
+    '/api/baselines/:id',
+    { schema: { tags: ['baselines'], params: { type: 'object', properties: { id: { type: 'integer', minimum: 1 } } }, response: { 200: storedSchema } } },
+    (request) => baselines.get((request.params as { id: number }).id),
+  );
+}

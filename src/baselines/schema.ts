@@ -1,0 +1,37 @@
+import { readFileSync } from 'node:fs';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import type { FieldError } from '../http/problem.js';
+import { fieldErrors } from '../http/problem.js';
+
+/** The record of seed section 2.1, as shipped in schemas/baseline.schema.json. */
+export interface BaselineRecord {
+  commit_sha: string;
+  timestamp: string;
+  subject_geomean: number;
+  alpha_geomean?: number;
+  beta_geomean?: number;
+  gamma_geomean?: number;
+  grep_1000_mean_ms: number;
+  throughput_mb_per_sec?: number;
+  files_per_sec?: number;
+  total_runtime_sec?: number;
+  corpus_size?: number;
+  notes?: string;
+}
+
+export const BASELINE_SCHEMA_PATH = new URL('../../../schemas/baseline.schema.json', import.meta.url);
+export const baselineSchema = JSON.parse(readFileSync(BASELINE_SCHEMA_PATH, 'utf8')) as Record<string, unknown>;
+
+// Compiled once, in strict mode: a schema mistake fails at start-up, not on the first request.
+const ajv = new Ajv2020({ strict: true, allErrors: true });
+addFormats.default(ajv);
+export const validateBaseline = ajv.compile<BaselineRecord>(baselineSchema);
+
+/** Every violation of the record, as JSON pointer + reason (empty when valid). */
+export function baselineErrors(record: unknown): FieldError[] {
+  return validateBaseline(record) ? [] : fieldErrors(validateBaseline.errors ?? []);
+}
+
+/** The schema without the meta keywords, for embedding in the OpenAPI document. */
+export const baselineSchemaForOpenApi = Object.fromEntries(Object.entries(baselineSchema).filter(([key]) => !['$schema', '$id'].includes(key)));

@@ -1,0 +1,262 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, writeFileSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { Validator } from '@cfworker/json-schema';
+import { baselineErrors, BASELINE_SCHEMA_PATH, type BaselineRecord } from '../src/baselines/schema.js';
+import { compareBaselines } from '../src/baselines/compare.js';
+import { formatReport } from '../src/baselines/format.js';
+import { DIALECTS, startTestApp, type TestApp } from './helpers/app.js';
+
+const valid: BaselineRecord = {
+  commit_sha: 'a1b2c3d',
+  timestamp: '2026-11-21T22:00:00.000Z',
+  subject_geomean: 0.5,
+  alpha_geomean: 1.5,
+  beta_geomean: 1.0,
+  gamma_geomean: 2.0,
+  grep_1000_mean_ms: 40,
+  throughput_mb_per_sec: 400,
+  files_per_sec: 2500,
+  total_runtime_sec: 180,
+  corpus_size: 1000,
+  notes: 'ci',
+};
+
+const REQUIRED = ['commit_sha', 'timestamp', 'subject_geomean', 'grep_1000_mean_ms'] as const;
+const NUMERIC = ['subject_geomean', 'alpha_geomean', 'beta_geomean', 'gamma_geomean', 'grep_1000_mean_ms', 'throughput_mb_per_sec', 'files_per_sec', 'total_runtime_sec', 'corpus_size'] as const;
+
+/** [name, record, valid?, path of the violation] */
+const cases: [string, unknown, boolean, string?][] = [
+  ['the full valid record', valid, true],
+  ['only the required fields', { commit_sha: 'main', timestamp: '2026-01-01T00:00:00Z', subject_geomean: 0, grep_1000_mean_ms: 0 }, true],
+  ...REQUIRED.map((field): [string, unknown, boolean, string] => {
+    const record: Record<string, unknown> = { ...valid };
+    delete record[field];
+    return [`missing ${field}`, record, false, `/${field}`];
+  }),
+  ...['extra', 'subject', 'delta_geomean', 'Commit_sha'].map((field): [string, unknown, boolean, string] => [`unknown property ${field}`, { ...valid, [field]: 1 }, false, `/${field}`]),
+  ...NUMERIC.map((field): [string, unknown, boolean, string] => [`negative ${field}`, { ...valid, [field]: -1 }, false, `/${field}`]),
+  ...NUMERIC.map((field): [string, unknown, boolean, string] => [`string in ${field}`, { ...valid, [field]: '1' }, false, `/${field}`]),
+  ['commit_sha of 6 hex characters', { ...valid, commit_sha: 'abcdef' }, false, '/commit_sha'],
+  ['commit_sha of 7 hex characters', { ...valid, commit_sha: 'abcdef0' }, true],
+  ['commit_sha of 40 hex characters', { ...valid, commit_sha: 'a'.repeat(40) }, true],
+  ['commit_sha of 41 hex characters', { ...valid, commit_sha: 'a'.repeat(41) }, false, '/commit_sha'],
+  ['upper-case hex commit_sha', { ...valid, commit_sha: 'ABCDEF0123' }, true],
+  ['non-hex commit_sha', { ...valid, commit_sha: 'abcdefg' }, false, '/commit_sha'],
+  ['commit_sha main', { ...valid, commit_sha: 'main' }, true],
+  ['commit_sha xmain (the seed regex would accept it)', { ...valid, commit_sha: 'xmain' }, false, '/commit_sha'],
+  ['commit_sha feature/main', { ...valid, commit_sha: 'feature/main' }, false, '/commit_sha'],
+  ['commit_sha Main', { ...valid, commit_sha: 'Main' }, false, '/commit_sha'],
+  ['commit_sha main with a newline', { ...valid, commit_sha: 'main\n' }, false, '/commit_sha'],
+  ['corpus_size not an integer', { ...valid, corpus_size: 10.5 }, false, '/corpus_size'],
+  ['corpus_size 1000.0 is an integer', { ...valid, corpus_size: 1000.0 }, true],
+  ['null in an optional field', { ...valid, alpha_geomean: null }, false, '/alpha_geomean'],
+  ['null in notes', { ...valid, notes: null }, false, '/notes'],
+  ['timestamp without an offset', { ...valid, timestamp: '2026-11-21T22:00:00' }, false, '/timestamp'],
+  ['timestamp as a date only', { ...valid, timestamp: '2026-11-21' }, false, '/timestamp'],
+  ['timestamp with an offset', { ...valid, timestamp: '2026-11-21T23:00:00+01:00' }, true],
+  ['an array body', [valid], false, '/'],
+  ['a string body', 'a1b2c3d', false, '/'],
+  ['null body', null, false, '/'],
+];
+
+describe('baseline schema', () => {
+  const independent = new Validator(JSON.parse(readFileSync(BASELINE_SCHEMA_PATH, 'utf8')), '2020-12', false);
+
+  for (const [name, record, expected, pointer] of cases) {
+    it(`${expected ? 'accepts' : 'rejects'} ${name}`, () => {
+      const errors = baselineErrors(record);
+      assert.equal(errors.length === 0, expected, JSON.stringify(errors));
+      if (pointer) assert.ok(errors.some((error) => error.path === pointer), `expected ${pointer} in ${JSON.stringify(errors)}`);
+      // The schema file itself, under a second validator that shares no code with Ajv.
+      assert.equal(independent.validate(record).valid, expected, `@cfworker/json-schema disagrees on: ${name}`);
+    });
+  }
+
+  it('reports every violation, not only the first', () => {
+    const errors = baselineErrors({ commit_sha: 'nope', subject_geomean: -1, extra: true });
+    const paths = errors.map((error) => error.path).sort();
+    assert.deepEqual(paths, ['/commit_sha', '/extra', '/grep_1000_mean_ms', '/subject_geomean', '/timestamp']);
+  });
+});
+
+describe('baseline comparison', () => {
+  it('judges each field in its own direction and flags regressions beyond the threshold', () => {
+    const head = { ...valid, commit_sha: 'b2c3d4e', subject_geomean: 0.6, grep_1000_mean_ms: 42, throughput_mb_per_sec: 300, files_per_sec: 3000 };
+    const report = compareBaselines(valid, head, 10);
+    const byField = Object.fromEntries(report.metrics.map((metric) => [metric.field, metric]));
+    assert.equal(byField.subject_geomean!.change_pct, 20);
+    assert.equal(byField.subject_geomean!.regression, true);
+    assert.equal(byField.grep_1000_mean_ms!.change_pct, 5);
+    assert.equal(byField.grep_1000_mean_ms!.status, 'regressed');
+    assert.equal(byField.grep_1000_mean_ms!.regression, false, '5% is within the threshold');
+    assert.equal(byField.throughput_mb_per_sec!.change_pct, -25);
+    assert.equal(byField.throughput_mb_per_sec!.regression, true, 'lower throughput is worse');
+    assert.equal(byField.files_per_sec!.status, 'improved');
+    assert.equal(byField.files_per_sec!.regression, false);
+    assert.equal(report.regressed, true);
+    assert.deepEqual(report.regressions, ['subject_geomean', 'throughput_mb_per_sec', 'speedup_vs_alpha', 'speedup_vs_beta', 'speedup_vs_gamma']);
+  });
+
+  it('computes within-run speedups that cancel out machine speed', () => {
+    // Everything twice as slow (a slower machine): no regression.
+    const slower = { ...valid, commit_sha: 'c3d4e5f', subject_geomean: 1.0, alpha_geomean: 3.0, beta_geomean: 2.0, gamma_geomean: 4.0, grep_1000_mean_ms: 40 };
+    const report = compareBaselines(valid, slower, 10);
+    assert.deepEqual(report.speedups.map((entry) => [entry.tool, entry.base, entry.head, entry.change_pct]), [
+      ['alpha', 3, 3, 0],
+      ['beta', 2, 2, 0],
+      ['gamma', 4, 4, 0],
+    ]);
+    assert.deepEqual(report.regressions, ['subject_geomean']);
+    assert.equal(report.metrics.find((metric) => metric.field === 'alpha_geomean')!.regression, false, 'reference tools never flag a regression');
+  });
+
+  it('handles absent and zero fields without NaN or Infinity', () => {
+    const base = { commit_sha: 'main', timestamp: valid.timestamp, subject_geomean: 0, grep_1000_mean_ms: 0 };
+    const head = { ...base, grep_1000_mean_ms: 5, throughput_mb_per_sec: 10 };
+    const report = compareBaselines(base, head, 10);
+    const json = JSON.stringify(report);
+    assert.doesNotMatch(json, /NaN|Infinity|null,"head":null,"change":0/);
+    const grep = report.metrics.find((metric) => metric.field === 'grep_1000_mean_ms')!;
+    assert.equal(grep.change_pct, null);
+    assert.equal(grep.regression, true, '0 -> 5 ms is worse');
+    const throughput = report.metrics.find((metric) => metric.field === 'throughput_mb_per_sec')!;
+    assert.equal(throughput.status, 'missing');
+    assert.equal(report.speedups.every((entry) => entry.base === null && entry.status === 'missing'), true);
+    assert.ok(report.warnings.some((warning) => warning.includes('subject_geomean is 0')));
+    assert.equal(compareBaselines(base, base).regressed, false);
+  });
+
+  it('warns when the corpus size changed', () => {
+    const report = compareBaselines(valid, { ...valid, corpus_size: 2000 });
+    assert.match(report.warnings[0]!, /corpus_size differs/);
+  });
+
+  it('renders a markdown table ready for a pull-request comment', () => {
+    const markdown = formatReport(compareBaselines(valid, { ...valid, commit_sha: 'b2c3d4e', subject_geomean: 0.75 }), 'markdown');
+    assert.match(markdown, /^### Benchmark comparison: `a1b2c3d` → `b2c3d4e`/);
+    assert.match(markdown, /:x: REGRESSED beyond 10%: subject_geomean/);
+    assert.match(markdown, /\| subject_geomean \(s\) \| 0\.5 \| 0\.75 \| \+50\.00% \| \*\*REGRESSION\*\* \|/);
+  });
+});
+
+for (const dialect of DIALECTS) {
+  describe(`baselines API (${dialect})`, () => {
+    let app: TestApp;
+    before(async () => {
+      app = await startTestApp(dialect);
+    });
+    after(() => app.cleanup());
+
+    it('stores a record exactly as sent and answers with a comparison against the previous one', async () => {
+      const raw = '{"commit_sha":"a1b2c3d",  "timestamp":"2026-11-21T22:00:00.000Z","subject_geomean":0.50,"grep_1000_mean_ms":40.0, "alpha_geomean": 1.5}';
+      const first = await app.api('POST', '/api/baselines', raw);
+      assert.equal(first.status, 201);
+      assert.equal(first.body.comparison, null);
+      assert.equal(first.body.record.commit_sha, 'a1b2c3d');
+      const row = await app.database.db.selectFrom('baselines').select('record').where('id', '=', first.body.id).executeTakeFirstOrThrow();
+      assert.equal(row.record, raw, 'stored byte for byte');
+
+      const second = await app.api('POST', '/api/baselines', { ...valid, commit_sha: 'b2c3d4e', subject_geomean: 0.6, alpha_geomean: 1.5 });
+      assert.equal(second.status, 201);
+      assert.equal(second.body.comparison.regressed, true);
+      assert.deepEqual(second.body.comparison.regressions, ['subject_geomean', 'speedup_vs_alpha']);
+
+      const events = (await app.api('GET', '/api/events')).body.events.filter((event: { event_type: string }) => event.event_type === 'baseline.recorded');
+      assert.equal(events.length, 2);
+      assert.equal(events[1].severity, 'warning');
+      assert.equal(events[1].detail.commit_sha, 'b2c3d4e');
+    });
+
+    it('rejects an invalid record with one entry per violation and stores nothing', async () => {
+      const before = (await app.api('GET', '/api/baselines')).body.length;
+      const response = await app.api('POST', '/api/baselines', { commit_sha: 'xmain', subject_geomean: -2, timestamp: 'yesterday', grep_1000_mean_ms: 1, bogus: 1 });
+      assert.equal(response.status, 400);
+      assert.equal(response.body.code, 'validation_failed');
+      assert.deepEqual(response.body.errors.map((error: { path: string }) => error.path).sort(), ['/bogus', '/commit_sha', '/subject_geomean', '/timestamp']);
+      assert.equal((await app.api('POST', '/api/baselines', [valid])).status, 400);
+      assert.equal((await app.api('GET', '/api/baselines')).body.length, before);
+    });
+
+    it('lists newest first, reads one, the latest, and compares by id, commit sha or latest', async () => {
+      const third = await app.api('POST', '/api/baselines', { ...valid, commit_sha: 'c3d4e5f', subject_geomean: 0.4 });
+      const list = (await app.api('GET', '/api/baselines?limit=2')).body;
+      assert.deepEqual(list.map((entry: { record: BaselineRecord }) => entry.record.commit_sha), ['c3d4e5f', 'b2c3d4e']);
+      const older = (await app.api('GET', `/api/baselines?before=${list[1].id}`)).body;
+      assert.deepEqual(older.map((entry: { record: BaselineRecord }) => entry.record.commit_sha), ['a1b2c3d']);
+      assert.equal((await app.api('GET', '/api/baselines/latest')).body.id, third.body.id);
+      assert.equal((await app.api('GET', `/api/baselines/${list[1].id}`)).body.record.commit_sha, 'b2c3d4e');
+      assert.equal((await app.api('GET', '/api/baselines/99999')).status, 404);
+
+      const bySha = (await app.api('GET', `/api/baselines/compare?base=a1b2c3d&head=${third.body.id}`)).body;
+      assert.equal(bySha.base.commit_sha, 'a1b2c3d');
+      assert.equal(bySha.head.commit_sha, 'c3d4e5f');
+      assert.equal(bySha.regressed, false);
+      const strict = (await app.api('GET', `/api/baselines/compare?base=b2c3d4e&head=${third.body.id}&threshold=0`)).body;
+      assert.equal(strict.threshold_pct, 0);
+      const latest = (await app.api('GET', `/api/baselines/compare?base=latest&head=${list[1].id}`)).body;
+      assert.equal(latest.base_id, third.body.id);
+      assert.equal((await app.api('GET', '/api/baselines/compare?base=deadbee&head=1')).status, 404);
+      assert.equal((await app.api('GET', '/api/baselines/compare?base=1')).status, 400);
+    });
+
+    it('serves the schema file', async () => {
+      const response = await app.api('GET', '/schemas/baseline.schema.json', undefined, { authorization: '' });
+      assert.equal(response.status, 200);
+      assert.equal(response.body.$id, 'urn:mothership:schema:baseline:v1');
+    });
+  });
+}
+
+describe('baseline CLI', () => {
+  const run = promisify(execFile);
+  const dir = mkdtempSync(path.join(tmpdir(), 'mothership-cli-'));
+  const file = (name: string, content: unknown) => {
+    const target = path.join(dir, name);
+    writeFileSync(target, typeof content === 'string' ? content : JSON.stringify(content));
+    return target;
+  };
+  const cli = async (...args: string[]) => {
+    try {
+      const { stdout, stderr } = await run(process.execPath, ['dist/src/main.js', 'baseline', ...args]);
+      return { code: 0, stdout, stderr };
+    } catch (error) {
+      const failure = error as { code: number; stdout: string; stderr: string };
+      return { code: failure.code, stdout: failure.stdout, stderr: failure.stderr };
+    }
+  };
+
+  it('validate: exit 0 for valid files, 1 with file, pointer and reason for each error', async () => {
+    const good = file('good.json', valid);
+    const bad = file('bad.json', { ...valid, commit_sha: 'xyz', corpus_size: -1 });
+    assert.equal((await cli('validate', good)).code, 0);
+    const result = await cli('validate', good, bad, file('broken.json', '{'));
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /bad\.json: \/commit_sha: must match pattern/);
+    assert.match(result.stderr, /bad\.json: \/corpus_size: must be >= 0/);
+    assert.match(result.stderr, /broken\.json: not valid JSON/);
+    assert.equal((await cli('validate')).code, 2);
+  });
+
+  it('compare: exit 1 on a regression beyond the threshold, 0 otherwise, in every format', async () => {
+    const base = file('base.json', valid);
+    const head = file('head.json', { ...valid, commit_sha: 'b2c3d4e', subject_geomean: 0.53, alpha_geomean: 1.59 });
+    const within = await cli('compare', base, head);
+    assert.equal(within.code, 0, within.stderr);
+    assert.match(within.stdout, /No regression beyond 10%/);
+    const strict = await cli('compare', base, head, '--threshold', '5');
+    assert.equal(strict.code, 1);
+    assert.match(strict.stdout, /REGRESSED beyond 5%: subject_geomean/);
+    const json = await cli('compare', base, head, '--format=json', '--threshold=5');
+    assert.equal(JSON.parse(json.stdout).regressed, true);
+    const markdown = await cli('compare', base, head, '--format', 'markdown');
+    assert.match(markdown.stdout, /^### Benchmark comparison/);
+    assert.equal((await cli('compare', base, head, '--format', 'xml')).code, 2);
+    assert.equal((await cli('compare', base)).code, 2);
+    assert.equal((await cli('compare', base, file('invalid.json', { nope: 1 }))).code, 2);
+  });
+});
