@@ -10,6 +10,8 @@ import { Metrics } from './ops/metrics.js';
 import { opsRoutes } from './ops/routes.js';
 import { presenceRoutes } from './presence/routes.js';
 import { baselineRoutes } from './baselines/routes.js';
+import { SecretBox } from './crypto.js';
+import { createEnrichment, type Enrichment } from './enrichment/index.js';
 import { BaselineService } from './baselines/service.js';
 import { PresenceService } from './presence/service.js';
 import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, type RateLimitStore } from './ratelimit/index.js';
@@ -23,6 +25,8 @@ export interface App {
   metrics: Metrics;
   redis: Redis | null;
   rateLimit: RateLimitGuard;
+  box: SecretBox;
+  enrichment: Enrichment;
   /** Starts background work (timers, integrations); `listen` is separate so tests can use inject(). */
   start(): Promise<void>;
   close(): Promise<void>;
@@ -53,6 +57,9 @@ export async function buildApp(config: Config): Promise<App> {
   presenceRoutes(http, presence);
   eventRoutes(http, events);
   baselineRoutes(http, new BaselineService(database, events));
+  const box = new SecretBox(config.secretsKey);
+  const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: http.log });
+  enrichment.register(http, rateLimit);
 
   const timers: NodeJS.Timeout[] = [];
   const log = http.log;
@@ -67,13 +74,18 @@ export async function buildApp(config: Config): Promise<App> {
     metrics,
     redis,
     rateLimit,
+    box,
+    enrichment,
     async start() {
       every(sweepIntervalMs(config.presenceAwayDelayMs), () => presence.sweepAway(), 'away sweep');
       every(config.healthIntervalMs, () => presence.emitHealth(), 'health report');
+      every(60_000, () => enrichment.purgeNonces(), 'nonce purge');
+      await enrichment.worker?.start();
     },
     async close() {
       timers.forEach(clearInterval);
       await http.close();
+      await enrichment.worker?.stop();
       await database.close();
       redis?.disconnect();
     },

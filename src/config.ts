@@ -24,6 +24,8 @@ export interface Config {
   nodeTimeoutMs: number;
   presenceAwayDelayMs: number;
   enrichmentLeaseMs: number;
+  /** Delay before the second attempt of a failed job; the third waits 4x this. */
+  enrichmentRetryBaseMs: number;
   enrichmentLlm: { url: string; model: string; apiKey: string | null } | null;
   rateLimit: { capacity: number; refillPerSecond: number; failOpen: boolean; costs: Record<string, number> };
   /** Prefix of every Redis key (rate-limit buckets, nonces), so installations and tests can share a server. */
@@ -132,6 +134,7 @@ export function loadConfig(env: Env = process.env): Config {
     nodeTimeoutMs: integer(env, 'NODE_TIMEOUT_MS', 30_000, 1),
     presenceAwayDelayMs: integer(env, 'PRESENCE_AWAY_DELAY_MS', 60_000),
     enrichmentLeaseMs: integer(env, 'ENRICHMENT_LEASE_MS', 300_000, 1),
+    enrichmentRetryBaseMs: integer(env, 'ENRICHMENT_RETRY_BASE_MS', 1_000),
     enrichmentLlm: llmUrl
       ? { url: llmUrl, model: env.ENRICHMENT_LLM_MODEL || 'gpt-4o-mini', apiKey: env.ENRICHMENT_LLM_API_KEY || null }
       : null,

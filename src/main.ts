@@ -2,6 +2,7 @@
 import { loadConfig, ConfigError } from './config.js';
 import { buildApp } from './app.js';
 import { compareCommand, validateCommand } from './cli/baseline.js';
+import { createBotCommand, workerCommand } from './cli/enrichment.js';
 
 const io = { out: (line: string) => console.log(line), err: (line: string) => console.error(line) };
 
@@ -40,6 +41,13 @@ async function main(argv: string[]): Promise<number> {
     case undefined:
       await serve();
       return -1;
+    case 'worker':
+      await workerCommand(loadConfig());
+      return -1;
+    case 'bots':
+      if (argv[1] === 'create' && argv[2]) return createBotCommand(loadConfig(), argv.slice(2).join(' '), io);
+      console.error('usage: mothership bots create NAME');
+      return 2;
     case 'baseline': {
       const [sub, ...rest] = argv.slice(1);
       if (sub === 'validate') return validateCommand(rest, io);

@@ -1,0 +1,39 @@
+import { pino } from 'pino';
+import type { Config } from '../config.js';
+import { SecretBox } from '../crypto.js';
+import { Database } from '../db/index.js';
+import { EventLog } from '../events/index.js';
+import { createEnrichment } from '../enrichment/index.js';
+import { loggerOptions } from '../http/server.js';
+
+type Output = { out: (line: string) => void; err: (line: string) => void };
+
+/** `mothership bots create NAME`: prints the new bot's id and shared secret, once. */
+export async function createBotCommand(config: Config, name: string, io: Output): Promise<number> {
+  const database = await Database.open(config);
+  try {
+    const enrichment = createEnrichment({ config, database, events: new EventLog(database), box: new SecretBox(config.secretsKey), redis: null, metrics: null, log: pino({ level: 'silent' }) });
+    const bot = await enrichment.bots.create({ name });
+    io.out(`id: ${bot.id}\nshared_secret: ${bot.shared_secret}\n(the secret is shown only now; rotate it with POST /api/bots/${bot.id}/rotate-secret)`);
+    return 0;
+  } finally {
+    await database.close();
+  }
+}
+
+/** `mothership worker`: a standalone enrichment worker against the configured database, until SIGTERM/SIGINT. */
+export async function workerCommand(config: Config): Promise<void> {
+  const log = pino(loggerOptions(config.logLevel) as object);
+  const database = await Database.open(config);
+  const enrichment = createEnrichment({ config, database, events: new EventLog(database), box: new SecretBox(config.secretsKey), redis: null, metrics: null, log });
+  const worker = enrichment.newWorker();
+  await worker.start();
+  log.info({ worker: worker.id }, 'enrichment worker started');
+  const stop = async () => {
+    await worker.stop();
+    await database.close();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void stop());
+  process.once('SIGINT', () => void stop());
+}

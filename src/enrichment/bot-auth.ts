@@ -1,0 +1,82 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyRequest } from 'fastify';
+import type { Redis } from 'ioredis';
+import type { Database } from '../db/index.js';
+import { unauthorized } from '../http/auth.js';
+import { ID_PATTERN } from '../config.js';
+import type { BotService } from './bots.js';
+import { NONCE_PATTERN, NONCE_TTL_SECONDS, parseSignatures, timestampFresh, verifySignatures } from './signing.js';
+
+/** Remembers nonces for NONCE_TTL_SECONDS; `firstUse` is false for a replay. */
+export interface NonceStore {
+  firstUse(key: string): Promise<boolean>;
+}
+
+export class RedisNonceStore implements NonceStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+  ) {}
+
+  async firstUse(key: string): Promise<boolean> {
+    return (await this.redis.set(this.prefix + key, '1', 'EX', NONCE_TTL_SECONDS, 'NX')) === 'OK';
+  }
+}
+
+/** Nonces in the database: they survive a restart, and instances sharing the database share them. */
+export class DatabaseNonceStore implements NonceStore {
+  constructor(private readonly database: Database) {}
+
+  async firstUse(key: string): Promise<boolean> {
+    const at = new Date();
+    const expires = new Date(at.getTime() + NONCE_TTL_SECONDS * 1000).toISOString();
+    // Inserted, or an expired entry taken over: first use. A live entry: replay (no row returned).
+    const row = await this.database.db
+      .insertInto('nonces')
+      .values({ key, expires_at: expires })
+      .onConflict((oc) => oc.column('key').doUpdateSet({ expires_at: expires }).where('nonces.expires_at', '<', at.toISOString()))
+      .returning('key')
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
+  async purgeExpired(): Promise<void> {
+    await this.database.db.deleteFrom('nonces').where('expires_at', '<', new Date().toISOString()).execute();
+  }
+}
+
+const header = (request: FastifyRequest, name: string) => {
+  const value = request.headers[name];
+  return typeof value === 'string' ? value : undefined;
+};
+
+/**
+ * Verifies a bot-signed request. Every failure is the same opaque 401: missing header, unknown bot,
+ * stale timestamp, bad signature or replayed nonce. An unknown bot id is checked against a throwaway
+ * secret so the response time does not reveal which bot ids exist; the nonce is recorded only after
+ * the signature is valid, so unauthenticated requests cannot fill the cache.
+ */
+export class BotAuthenticator {
+  private readonly dummySecret = randomBytes(32).toString('base64url');
+
+  constructor(
+    private readonly bots: BotService,
+    private readonly nonces: NonceStore,
+  ) {}
+
+  async authenticate(request: FastifyRequest): Promise<string> {
+    const botId = header(request, 'x-bot-id');
+    const timestamp = header(request, 'x-bot-timestamp');
+    const nonce = header(request, 'x-bot-nonce');
+    const signatureHeader = header(request, 'x-bot-signature');
+    if (!botId || !timestamp || !nonce || !signatureHeader || !ID_PATTERN.test(botId) || !NONCE_PATTERN.test(nonce)) throw unauthorized();
+
+    const secrets = (await this.bots.secretsOf(botId)) ?? [this.dummySecret];
+    const known = secrets[0] !== this.dummySecret;
+    const parts = { method: request.method, pathAndQuery: request.url, timestamp, nonce, body: request.rawBody ?? Buffer.alloc(0) };
+    const valid = verifySignatures(secrets, parts, parseSignatures(signatureHeader));
+    if (!known || !valid || !timestampFresh(timestamp, Date.now())) throw unauthorized();
+    if (!(await this.nonces.firstUse(`${botId}:${nonce}`))) throw unauthorized();
+    return botId;
+  }
+}

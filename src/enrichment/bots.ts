@@ -1,0 +1,85 @@
+import { randomBytes } from 'node:crypto';
+import type { Database } from '../db/index.js';
+import { now } from '../db/index.js';
+import { uniqueId } from '../db/ids.js';
+import type { SecretBox } from '../crypto.js';
+import { conflict, notFound } from '../http/problem.js';
+
+/** How long a rotated-out secret keeps working, so bots can be redeployed without downtime. */
+export const ROTATION_GRACE_MS = 24 * 60 * 60 * 1000;
+
+export interface BotView {
+  id: string;
+  name: string;
+  created_at: string;
+  previous_secret_expires_at: string | null;
+}
+
+export interface BotWithSecret {
+  id: string;
+  name: string;
+  shared_secret: string;
+}
+
+const newSecret = () => 'mss_' + randomBytes(32).toString('base64url');
+
+/** Bots and their shared secrets (generated with a CSPRNG, stored encrypted, shown once). */
+export class BotService {
+  constructor(
+    private readonly database: Database,
+    private readonly box: SecretBox,
+  ) {}
+
+  async create(input: { id?: string; name: string }): Promise<BotWithSecret> {
+    return this.database.transaction(async (trx) => {
+      const id = input.id ?? (await uniqueId(trx, 'bots', input.name, 'bot'));
+      if (await trx.selectFrom('bots').select('id').where('id', '=', id).executeTakeFirst()) throw conflict(`Bot "${id}" already exists`);
+      const secret = newSecret();
+      await trx
+        .insertInto('bots')
+        .values({ id, name: input.name, secret_encrypted: this.box.seal(secret), previous_secret_encrypted: null, previous_secret_expires_at: null, created_at: now() })
+        .execute();
+      return { id, name: input.name, shared_secret: secret };
+    });
+  }
+
+  async list(): Promise<BotView[]> {
+    return this.database.db.selectFrom('bots').select(['id', 'name', 'created_at', 'previous_secret_expires_at']).orderBy('id').execute();
+  }
+
+  async remove(id: string): Promise<void> {
+    const result = await this.database.db.deleteFrom('bots').where('id', '=', id).executeTakeFirst();
+    if (Number(result.numDeletedRows) === 0) throw notFound('Bot', id);
+  }
+
+  /** A new secret; the current one keeps working for ROTATION_GRACE_MS. */
+  async rotate(id: string): Promise<BotWithSecret & { previous_secret_expires_at: string }> {
+    return this.database.transaction(async (trx) => {
+      const bot = await trx.selectFrom('bots').select(['id', 'name', 'secret_encrypted']).where('id', '=', id).executeTakeFirst();
+      if (!bot) throw notFound('Bot', id);
+      const secret = newSecret();
+      const expires = new Date(Date.now() + ROTATION_GRACE_MS).toISOString();
+      await trx
+        .updateTable('bots')
+        .set({ secret_encrypted: this.box.seal(secret), previous_secret_encrypted: bot.secret_encrypted, previous_secret_expires_at: expires })
+        .where('id', '=', id)
+        .execute();
+      return { id, name: bot.name, shared_secret: secret, previous_secret_expires_at: expires };
+    });
+  }
+
+  /** The secrets a signature may be made with right now (current, and the previous one within its grace period). */
+  async secretsOf(id: string, nowMs = Date.now()): Promise<string[] | null> {
+    const bot = await this.database.db
+      .selectFrom('bots')
+      .select(['secret_encrypted', 'previous_secret_encrypted', 'previous_secret_expires_at'])
+      .where('id', '=', id)
+      .executeTakeFirst();
+    if (!bot) return null;
+    const secrets = [this.box.open(bot.secret_encrypted)];
+    if (bot.previous_secret_encrypted && bot.previous_secret_expires_at && Date.parse(bot.previous_secret_expires_at) > nowMs) {
+      secrets.push(this.box.open(bot.previous_secret_encrypted));
+    }
+    return secrets;
+  }
+}

@@ -1,0 +1,70 @@
+import { randomBytes } from 'node:crypto';
+import type { Database, Db } from '../db/index.js';
+import { now } from '../db/index.js';
+import type { MatchesTable } from '../db/schema.js';
+import { conflict, notFound } from '../http/problem.js';
+
+export const MATCH_STATUSES = ['scheduled', 'in_progress', 'completed', 'cancelled'] as const;
+export type MatchStatus = (typeof MATCH_STATUSES)[number];
+
+export interface MatchView {
+  id: string;
+  status: MatchStatus;
+  enrichment_requested_at: string | null;
+  enrichment: { status: MatchesTable['enrichment_status']; commentary: string | null; error: string | null; completed_at: string | null };
+  created_at: string;
+}
+
+export const toMatchView = (row: MatchesTable): MatchView => ({
+  id: row.id,
+  status: row.status,
+  enrichment_requested_at: row.enrichment_requested_at,
+  enrichment: { status: row.enrichment_status, commentary: row.commentary, error: row.enrichment_error, completed_at: row.enrichment_completed_at },
+  created_at: row.created_at,
+});
+
+/** Matches (admin API): a status and an optional replay document the worker reads. */
+export class MatchService {
+  constructor(private readonly database: Database) {}
+
+  async create(input: { id?: string; status: MatchStatus; replay?: unknown }): Promise<MatchView> {
+    return this.database.transaction(async (trx) => {
+      const id = input.id ?? `m-${randomBytes(5).toString('hex')}`;
+      if (await trx.selectFrom('matches').select('id').where('id', '=', id).executeTakeFirst()) throw conflict(`Match "${id}" already exists`);
+      const row: MatchesTable = {
+        id,
+        status: input.status,
+        replay: input.replay === undefined ? null : JSON.stringify(input.replay),
+        enrichment_requested_at: null,
+        enrichment_status: null,
+        commentary: null,
+        enrichment_error: null,
+        enrichment_completed_at: null,
+        created_at: now(),
+      };
+      await trx.insertInto('matches').values(row).execute();
+      return toMatchView(row);
+    });
+  }
+
+  async update(id: string, input: { status?: MatchStatus; replay?: unknown }): Promise<MatchView> {
+    return this.database.transaction(async (trx) => {
+      await this.get(id, trx);
+      const changes: Partial<MatchesTable> = {};
+      if (input.status !== undefined) changes.status = input.status;
+      if (input.replay !== undefined) changes.replay = JSON.stringify(input.replay);
+      if (Object.keys(changes).length) await trx.updateTable('matches').set(changes).where('id', '=', id).execute();
+      return this.get(id, trx);
+    });
+  }
+
+  async get(id: string, trx: Db = this.database.db): Promise<MatchView> {
+    const row = await trx.selectFrom('matches').selectAll().where('id', '=', id).executeTakeFirst();
+    if (!row) throw notFound('Match', id);
+    return toMatchView(row);
+  }
+
+  async list(limit: number): Promise<MatchView[]> {
+    return (await this.database.db.selectFrom('matches').selectAll().orderBy('created_at', 'desc').orderBy('id').limit(limit).execute()).map(toMatchView);
+  }
+}

@@ -1,0 +1,286 @@
+import type { Database, Db } from '../db/index.js';
+import { now } from '../db/index.js';
+import type { EnrichmentJobsTable } from '../db/schema.js';
+import type { EventLog } from '../events/index.js';
+import { ProblemError } from '../http/problem.js';
+
+/**
+ * The enrichment job queue, in the database (SQLite or PostgreSQL), with an explicit state machine:
+ *
+ *   queued --claim--> running --complete--> completed
+ *     ^                 |  \--fail (attempts left)--> queued (run_after = now + backoff)
+ *     |                 \--fail (no attempts left)--> failed
+ *     \--lease expired (worker died): claimed again, counting an attempt
+ */
+export const DAILY_QUOTA = 5;
+export const QUOTA_WINDOW_MS = 24 * 60 * 60 * 1000;
+export const MAX_ATTEMPTS = 3;
+/** Estimate used until jobs have finished: what the built-in generator takes, rounded up generously. */
+export const PRIOR_JOB_SECONDS = 5;
+export const WORKER_HEARTBEAT_MS = 5000;
+
+export type JobState = EnrichmentJobsTable['state'];
+export type Job = Pick<EnrichmentJobsTable, 'match_id' | 'bot_id' | 'state' | 'attempts' | 'lease_owner'> & { id: number };
+
+export interface EnqueueResult {
+  match_id: string;
+  job_id: number;
+  status: JobState;
+  duplicate: boolean;
+  requested_at: string;
+  estimated_wait_seconds: number;
+  quota_remaining: number;
+  /** Seconds until the oldest counted job leaves the 24 h window (0 when none is counted). */
+  quota_reset_seconds: number;
+}
+
+/** Backoff before attempt n+1 after attempt n failed: base, then 4 x base (1 s, 4 s by default). */
+export const retryDelayMs = (attempts: number, baseMs: number) => baseMs * 4 ** (attempts - 1);
+
+export class EnrichmentQueue {
+  constructor(
+    private readonly database: Database,
+    private readonly events: EventLog,
+    private readonly options: { leaseMs: number; retryBaseMs: number },
+  ) {}
+
+  /**
+   * Seed section 4.1 steps 2 to 5, in one transaction: quota, match checks, idempotency, enqueue.
+   * On PostgreSQL the bot row is locked, so concurrent requests of one bot (on any instance) are
+   * serialized and never enqueue a sixth job; the unique index on match_id backs idempotency.
+   */
+  request(botId: string, matchId: string): Promise<EnqueueResult> {
+    return this.events.write(async (trx, emit) => {
+      await this.database.forUpdate(trx.selectFrom('bots').select('id').where('id', '=', botId)).executeTakeFirst();
+      const nowMs = Date.now();
+      const windowStart = new Date(nowMs - QUOTA_WINDOW_MS).toISOString();
+      const counted = await trx
+        .selectFrom('enrichment_jobs')
+        .select('enqueued_at')
+        .where('bot_id', '=', botId)
+        .where('enqueued_at', '>', windowStart)
+        .orderBy('enqueued_at')
+        .execute();
+      const resetSeconds = (used: { enqueued_at: string }[]) =>
+        used.length ? Math.max(1, Math.ceil((Date.parse(used[0]!.enqueued_at) + QUOTA_WINDOW_MS - nowMs) / 1000)) : 0;
+      if (counted.length >= DAILY_QUOTA) {
+        const retryAfter = resetSeconds(counted);
+        throw new ProblemError(429, 'quota_exceeded', `Bot "${botId}" has used its ${DAILY_QUOTA} enrichment requests of the last 24 hours`, undefined, {
+          'retry-after': String(retryAfter),
+          'x-quota-remaining': '0',
+          'x-quota-reset': String(retryAfter),
+        });
+      }
+
+      const match = await this.database.forUpdate(trx.selectFrom('matches').select(['id', 'status', 'enrichment_requested_at']).where('id', '=', matchId)).executeTakeFirst();
+      if (!match) throw new ProblemError(404, 'match_not_found', `Match "${matchId}" does not exist`);
+      if (match.status !== 'completed') throw new ProblemError(409, 'match_not_completed', `Match "${matchId}" is ${match.status}, not completed`);
+
+      const base = { match_id: matchId, quota_reset_seconds: resetSeconds(counted) };
+      if (match.enrichment_requested_at) {
+        const job = await trx.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', matchId).executeTakeFirstOrThrow();
+        return {
+          ...base,
+          job_id: Number(job.id),
+          status: job.state,
+          duplicate: true,
+          requested_at: match.enrichment_requested_at,
+          estimated_wait_seconds: await this.estimate(trx, Number(job.id), job.state),
+          quota_remaining: DAILY_QUOTA - counted.length,
+        };
+      }
+
+      const at = new Date(nowMs).toISOString();
+      await trx.updateTable('matches').set({ enrichment_requested_at: at, enrichment_status: 'queued', enrichment_error: null }).where('id', '=', matchId).execute();
+      const { id } = await trx
+        .insertInto('enrichment_jobs')
+        .values({ match_id: matchId, bot_id: botId, state: 'queued', attempts: 0, run_after: at, lease_owner: null, lease_expires_at: null, enqueued_at: at, started_at: null, finished_at: null, last_error: null })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      emit('enrichment.requested', { detail: { match_id: matchId, bot_id: botId, job_id: Number(id) } });
+      return {
+        ...base,
+        job_id: Number(id),
+        status: 'queued',
+        duplicate: false,
+        requested_at: at,
+        estimated_wait_seconds: await this.estimate(trx, Number(id), 'queued'),
+        quota_remaining: DAILY_QUOTA - counted.length - 1,
+        quota_reset_seconds: resetSeconds(counted.length ? counted : [{ enqueued_at: at }]),
+      };
+    });
+  }
+
+  /**
+   * Jobs ahead (this one included) x recent mean job duration / live workers. With no finished job
+   * yet the mean is PRIOR_JOB_SECONDS; with no live worker the estimate assumes one will start.
+   */
+  async estimate(trx: Db, jobId: number, state: JobState): Promise<number> {
+    if (state === 'completed' || state === 'failed') return 0;
+    const ahead = await trx
+      .selectFrom('enrichment_jobs')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('id', '<=', jobId)
+      .where('state', 'in', ['queued', 'running'])
+      .executeTakeFirstOrThrow();
+    const recent = await trx
+      .selectFrom('enrichment_jobs')
+      .select(['started_at', 'finished_at'])
+      .where('state', '=', 'completed')
+      .orderBy('id', 'desc')
+      .limit(20)
+      .execute();
+    const durations = recent.filter((job) => job.started_at && job.finished_at).map((job) => (Date.parse(job.finished_at!) - Date.parse(job.started_at!)) / 1000);
+    const meanSeconds = durations.length ? durations.reduce((sum, value) => sum + value, 0) / durations.length : PRIOR_JOB_SECONDS;
+    const workers = await this.liveWorkers(trx);
+    return Math.max(1, Math.ceil((Number(ahead.count) * meanSeconds) / Math.max(1, workers)));
+  }
+
+  async liveWorkers(trx: Db = this.database.db): Promise<number> {
+    const since = new Date(Date.now() - 3 * WORKER_HEARTBEAT_MS).toISOString();
+    const row = await trx.selectFrom('workers').select((eb) => eb.fn.countAll<number>().as('count')).where('heartbeat_at', '>=', since).executeTakeFirstOrThrow();
+    return Number(row.count);
+  }
+
+  async status(matchId: string): Promise<{ status: JobState | null; estimated_wait_seconds: number; commentary: string | null; error: string | null }> {
+    const match = await this.database.db.selectFrom('matches').select(['commentary', 'enrichment_error']).where('id', '=', matchId).executeTakeFirst();
+    if (!match) throw new ProblemError(404, 'match_not_found', `Match "${matchId}" does not exist`);
+    const job = await this.database.db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', matchId).executeTakeFirst();
+    if (!job) return { status: null, estimated_wait_seconds: 0, commentary: null, error: null };
+    return {
+      status: job.state,
+      estimated_wait_seconds: await this.estimate(this.database.db, Number(job.id), job.state),
+      commentary: match.commentary,
+      error: match.enrichment_error,
+    };
+  }
+
+  async depth(): Promise<number> {
+    const row = await this.database.db
+      .selectFrom('enrichment_jobs')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('state', 'in', ['queued', 'running'])
+      .executeTakeFirstOrThrow();
+    return Number(row.count);
+  }
+
+  async heartbeat(workerId: string): Promise<void> {
+    const at = now();
+    await this.database.db
+      .insertInto('workers')
+      .values({ id: workerId, heartbeat_at: at })
+      .onConflict((oc) => oc.column('id').doUpdateSet({ heartbeat_at: at }))
+      .execute();
+  }
+
+  async retire(workerId: string): Promise<void> {
+    await this.database.db.deleteFrom('workers').where('id', '=', workerId).execute();
+  }
+
+  /**
+   * Claims the oldest runnable job: queued and due, or running with an expired lease (its worker
+   * died). PostgreSQL skips rows other workers hold (FOR UPDATE SKIP LOCKED); SQLite's write lock
+   * serializes claims. The claim counts an attempt.
+   */
+  claim(workerId: string): Promise<Job | null> {
+    return this.database.transaction(async (trx) => {
+      const at = now();
+      let query = trx
+        .selectFrom('enrichment_jobs')
+        .select('id')
+        .where((eb) =>
+          eb.or([
+            eb.and([eb('state', '=', 'queued'), eb('run_after', '<=', at)]),
+            eb.and([eb('state', '=', 'running'), eb('lease_expires_at', '<', at)]),
+          ]),
+        )
+        .orderBy('id')
+        .limit(1);
+      if (this.database.dialect === 'postgres') query = query.forUpdate().skipLocked();
+      const candidate = await query.executeTakeFirst();
+      if (!candidate) return null;
+      const job = await trx
+        .updateTable('enrichment_jobs')
+        .set((eb) => ({
+          state: 'running',
+          lease_owner: workerId,
+          lease_expires_at: new Date(Date.now() + this.options.leaseMs).toISOString(),
+          attempts: eb('attempts', '+', 1),
+          started_at: at,
+        }))
+        .where('id', '=', candidate.id)
+        .returning(['id', 'match_id', 'bot_id', 'state', 'attempts', 'lease_owner'])
+        .executeTakeFirstOrThrow();
+      await trx.updateTable('matches').set({ enrichment_status: 'running' }).where('id', '=', job.match_id).execute();
+      return { ...job, id: Number(job.id) };
+    });
+  }
+
+  /** Extends the lease of a job this worker still owns; false when it lost the job. */
+  async renewLease(job: Job, workerId: string): Promise<boolean> {
+    const result = await this.database.db
+      .updateTable('enrichment_jobs')
+      .set({ lease_expires_at: new Date(Date.now() + this.options.leaseMs).toISOString() })
+      .where('id', '=', job.id)
+      .where('lease_owner', '=', workerId)
+      .where('state', '=', 'running')
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) === 1;
+  }
+
+  async readReplay(matchId: string): Promise<unknown> {
+    const match = await this.database.db.selectFrom('matches').select('replay').where('id', '=', matchId).executeTakeFirst();
+    return match?.replay ? JSON.parse(match.replay) : null;
+  }
+
+  /** Finishes a job this worker owns (a worker whose lease was taken over writes nothing). */
+  complete(job: Job, workerId: string, commentary: string): Promise<boolean> {
+    return this.events.write(async (trx, emit) => {
+      const at = now();
+      const owned = await trx
+        .updateTable('enrichment_jobs')
+        .set({ state: 'completed', finished_at: at, lease_owner: null, lease_expires_at: null, last_error: null })
+        .where('id', '=', job.id)
+        .where('lease_owner', '=', workerId)
+        .where('state', '=', 'running')
+        .executeTakeFirst();
+      if (Number(owned.numUpdatedRows) !== 1) return false;
+      await trx
+        .updateTable('matches')
+        .set({ enrichment_status: 'completed', commentary, enrichment_error: null, enrichment_completed_at: at })
+        .where('id', '=', job.match_id)
+        .execute();
+      emit('enrichment.completed', { detail: { match_id: job.match_id, bot_id: job.bot_id, job_id: job.id, attempts: job.attempts } });
+      return true;
+    });
+  }
+
+  /** Records a failed attempt: back to the queue with a delay, or failed for good after MAX_ATTEMPTS. */
+  fail(job: Job, workerId: string, error: string): Promise<JobState | null> {
+    return this.events.write(async (trx, emit) => {
+      const final = job.attempts >= MAX_ATTEMPTS;
+      const at = now();
+      const owned = await trx
+        .updateTable('enrichment_jobs')
+        .set(
+          final
+            ? { state: 'failed', finished_at: at, lease_owner: null, lease_expires_at: null, last_error: error }
+            : { state: 'queued', run_after: new Date(Date.now() + retryDelayMs(job.attempts, this.options.retryBaseMs)).toISOString(), lease_owner: null, lease_expires_at: null, last_error: error },
+        )
+        .where('id', '=', job.id)
+        .where('lease_owner', '=', workerId)
+        .where('state', '=', 'running')
+        .executeTakeFirst();
+      if (Number(owned.numUpdatedRows) !== 1) return null;
+      await trx
+        .updateTable('matches')
+        .set(final ? { enrichment_status: 'failed', enrichment_error: error, enrichment_completed_at: at } : { enrichment_status: 'queued' })
+        .where('id', '=', job.match_id)
+        .execute();
+      if (final) {
+        emit('enrichment.failed', { severity: 'warning', detail: { match_id: job.match_id, bot_id: job.bot_id, job_id: job.id, attempts: job.attempts, error } });
+      }
+      return final ? 'failed' : 'queued';
+    });
+  }
+}

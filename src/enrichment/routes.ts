@@ -1,0 +1,172 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { idParams, idString, nameString } from '../http/schemas.js';
+import { ProblemError } from '../http/problem.js';
+import type { RateLimitGuard } from '../ratelimit/index.js';
+import type { BotAuthenticator } from './bot-auth.js';
+import type { BotService } from './bots.js';
+import { MATCH_STATUSES, type MatchService, type MatchStatus } from './matches.js';
+import { DAILY_QUOTA, QUOTA_WINDOW_MS, type EnrichmentQueue } from './queue.js';
+
+const matchSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'string' },
+    status: { type: 'string', enum: MATCH_STATUSES },
+    enrichment_requested_at: { type: ['string', 'null'] },
+    enrichment: {
+      type: 'object',
+      properties: {
+        status: { type: ['string', 'null'] },
+        commentary: { type: ['string', 'null'] },
+        error: { type: ['string', 'null'] },
+        completed_at: { type: ['string', 'null'] },
+      },
+    },
+    created_at: { type: 'string' },
+  },
+} as const;
+
+const replaySchema = { type: 'object', description: 'Replay document the worker reads (docs/enrichment.md)' } as const;
+
+/** Adds the daily quota to the RateLimit headers the request limiter already set. */
+function quotaHeaders(reply: FastifyReply, remaining: number, resetSeconds: number): void {
+  const join = (name: string, value: string) => {
+    const existing = reply.getHeader(name);
+    reply.header(name, existing ? `${String(existing)}, ${value}` : value);
+  };
+  join('ratelimit-policy', `"daily";q=${DAILY_QUOTA};w=${QUOTA_WINDOW_MS / 1000}`);
+  join('ratelimit', `"daily";r=${remaining};t=${resetSeconds}`);
+}
+
+export function enrichmentRoutes(
+  app: FastifyInstance,
+  deps: { bots: BotService; matches: MatchService; queue: EnrichmentQueue; auth: BotAuthenticator; rateLimit: RateLimitGuard; onEnqueued: () => void },
+): void {
+  const { bots, matches, queue, auth, rateLimit } = deps;
+
+  /** Bot signature check for `bot` routes (and `admin_or_bot` ones without an admin); then the bot's own bucket. */
+  const authenticateBot = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (request.isAdmin) return;
+    try {
+      request.botId = await auth.authenticate(request);
+    } catch (error) {
+      // Failed signatures cost the client address, so guessing is rate limited too.
+      await rateLimit.enforce(request, reply, `ip:${request.ip}`);
+      throw error;
+    }
+    await rateLimit.enforce(request, reply, `bot:${request.botId}`);
+  };
+
+  // ---- bots (admin) ----
+  const botWithSecret = { type: 'object', properties: { id: { type: 'string' }, name: { type: 'string' }, shared_secret: { type: 'string' }, previous_secret_expires_at: { type: 'string' } } } as const;
+  app.post(
+    '/api/bots',
+    { schema: { tags: ['bots'], summary: 'Create a bot; the shared secret is shown once', body: { type: 'object', required: ['name'], additionalProperties: false, properties: { id: idString, name: nameString } }, response: { 201: botWithSecret } } },
+    async (request, reply) => reply.code(201).send(await bots.create(request.body as { id?: string; name: string })),
+  );
+  app.get('/api/bots', { schema: { tags: ['bots'] } }, () => bots.list());
+  app.delete('/api/bots/:id', { schema: { tags: ['bots'], params: idParams } }, async (request, reply) => {
+    await bots.remove((request.params as { id: string }).id);
+    return reply.code(204).send();
+  });
+  app.post(
+    '/api/bots/:id/rotate-secret',
+    { schema: { tags: ['bots'], summary: 'New shared secret; the previous one keeps working for 24 h', params: idParams, response: { 200: botWithSecret } } },
+    (request) => bots.rotate((request.params as { id: string }).id),
+  );
+
+  // ---- matches (admin) ----
+  app.post(
+    '/api/matches',
+    {
+      schema: {
+        tags: ['matches'],
+        body: { type: 'object', required: ['status'], additionalProperties: false, properties: { id: idString, status: { type: 'string', enum: MATCH_STATUSES }, replay: replaySchema } },
+        response: { 201: matchSchema },
+      },
+    },
+    async (request, reply) => reply.code(201).send(await matches.create(request.body as { id?: string; status: MatchStatus; replay?: unknown })),
+  );
+  app.get(
+    '/api/matches',
+    { schema: { tags: ['matches'], querystring: { type: 'object', additionalProperties: false, properties: { limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 } } }, response: { 200: { type: 'array', items: matchSchema } } } },
+    (request) => matches.list((request.query as { limit: number }).limit),
+  );
+  app.get('/api/matches/:id', { schema: { tags: ['matches'], params: idParams, response: { 200: matchSchema } } }, (request) => matches.get((request.params as { id: string }).id));
+  app.patch(
+    '/api/matches/:id',
+    {
+      schema: {
+        tags: ['matches'],
+        params: idParams,
+        body: { type: 'object', additionalProperties: false, properties: { status: { type: 'string', enum: MATCH_STATUSES }, replay: replaySchema } },
+        response: { 200: matchSchema },
+      },
+    },
+    (request) => matches.update((request.params as { id: string }).id, request.body as { status?: MatchStatus; replay?: unknown }),
+  );
+
+  // ---- bot-signed ----
+  app.post(
+    '/api/request-enrichment',
+    {
+      config: { auth: 'bot' },
+      preValidation: authenticateBot,
+      schema: {
+        tags: ['enrichment'],
+        summary: 'Request AI commentary for a completed match (bot-signed; 5 per bot per rolling 24 h)',
+        body: { type: 'object', required: ['match_id'], additionalProperties: false, properties: { match_id: idString } },
+        response: {
+          202: {
+            type: 'object',
+            properties: {
+              match_id: { type: 'string' },
+              job_id: { type: 'integer' },
+              status: { type: 'string', enum: ['queued', 'running', 'completed', 'failed'] },
+              duplicate: { type: 'boolean' },
+              requested_at: { type: 'string' },
+              estimated_wait_seconds: { type: 'integer' },
+            },
+          },
+        },
+      },
+    },
+    async (request, reply) => {
+      const { match_id: matchId } = request.body as { match_id: string };
+      try {
+        const result = await queue.request(request.botId!, matchId);
+        quotaHeaders(reply, result.quota_remaining, result.quota_reset_seconds);
+        if (!result.duplicate) deps.onEnqueued();
+        return reply.code(202).header('location', `/api/matches/${matchId}/enrichment`).send(result);
+      } catch (error) {
+        if (error instanceof ProblemError && error.code === 'quota_exceeded') quotaHeaders(reply, 0, Number(error.headers['retry-after']));
+        throw error;
+      }
+    },
+  );
+
+  app.get(
+    '/api/matches/:id/enrichment',
+    {
+      config: { auth: 'admin_or_bot' },
+      preValidation: authenticateBot,
+      schema: {
+        tags: ['enrichment'],
+        summary: 'Enrichment status and commentary of a match (bot-signed or admin)',
+        params: idParams,
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              status: { type: ['string', 'null'] },
+              estimated_wait_seconds: { type: 'integer' },
+              commentary: { type: ['string', 'null'] },
+              error: { type: ['string', 'null'] },
+            },
+          },
+        },
+      },
+    },
+    (request) => queue.status((request.params as { id: string }).id),
+  );
+}

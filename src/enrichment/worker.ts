@@ -1,0 +1,92 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Metrics } from '../ops/metrics.js';
+import type { CommentaryGenerator } from './commentary.js';
+import { MAX_ATTEMPTS, WORKER_HEARTBEAT_MS, type EnrichmentQueue, type Job } from './queue.js';
+
+const IDLE_POLL_MS = 1000;
+
+/**
+ * The enrichment worker: heartbeats (so the estimate knows how many workers run), claims jobs with a
+ * lease, renews the lease while generating, and records the outcome. Runs embedded in the server
+ * (WORKER=embedded) or standalone (`mothership worker`); any number may share one database.
+ */
+export class EnrichmentWorker {
+  readonly id = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+  private running = false;
+  private wake: (() => void) | null = null;
+  private loop: Promise<void> | null = null;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly queue: EnrichmentQueue,
+    private readonly generate: CommentaryGenerator,
+    private readonly log: FastifyBaseLogger,
+    private readonly metrics: Metrics | null,
+    private readonly options: { leaseMs: number },
+  ) {}
+
+  async start(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    await this.queue.heartbeat(this.id);
+    this.heartbeatTimer = setInterval(() => this.queue.heartbeat(this.id).catch((error: Error) => this.log.warn({ err: error }, 'worker heartbeat failed')), WORKER_HEARTBEAT_MS);
+    this.heartbeatTimer.unref();
+    this.loop = this.run();
+  }
+
+  /** Wakes an idle worker at once (a job was just enqueued). */
+  notify(): void {
+    this.wake?.();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.notify();
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    await this.loop;
+    await this.queue.retire(this.id).catch(() => {});
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      let job: Job | null = null;
+      try {
+        job = await this.queue.claim(this.id);
+        if (job) await this.process(job);
+      } catch (error) {
+        this.log.error({ err: error }, 'enrichment worker error');
+      }
+      if (!job && this.running) await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, IDLE_POLL_MS);
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wake = null;
+    }
+  }
+
+  async process(job: Job): Promise<void> {
+    if (job.attempts > MAX_ATTEMPTS) {
+      // Its earlier workers died holding it: it has had all its attempts.
+      await this.queue.fail({ ...job, attempts: MAX_ATTEMPTS }, this.id, 'worker lost the job (lease expired) on its last attempt');
+      this.metrics?.enrichmentJobs.inc({ outcome: 'failed' });
+      return;
+    }
+    const renew = setInterval(() => void this.queue.renewLease(job, this.id).catch(() => {}), Math.max(50, Math.floor(this.options.leaseMs / 3)));
+    try {
+      const commentary = await this.generate(await this.queue.readReplay(job.match_id), job.match_id);
+      if (await this.queue.complete(job, this.id, commentary)) this.metrics?.enrichmentJobs.inc({ outcome: 'completed' });
+    } catch (error) {
+      const message = (error as Error).message || String(error);
+      const state = await this.queue.fail(job, this.id, message);
+      this.metrics?.enrichmentJobs.inc({ outcome: state === 'failed' ? 'failed' : 'retried' });
+      this.log.warn({ match_id: job.match_id, attempt: job.attempts, error: message }, 'enrichment attempt failed');
+    } finally {
+      clearInterval(renew);
+    }
+  }
+}

@@ -1,0 +1,316 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash, createHmac } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { parseSignatures, sign, stringToSign, verifySignatures } from '../src/enrichment/signing.js';
+import { builtInCommentary, llmCommentary, parseReplay, ReplayError } from '../src/enrichment/commentary.js';
+import { DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
+import { botRequest } from './helpers/bot.js';
+import { REPLAY } from './helpers/fixtures.js';
+
+
+describe('bot request signing', () => {
+  const parts = { method: 'post', pathAndQuery: '/api/request-enrichment?x=1', timestamp: '1795300000', nonce: 'abcdefghijklmnop', body: '{"match_id":"m1"}' };
+
+  it('signs the documented string', () => {
+    const bodyHash = createHash('sha256').update('{"match_id":"m1"}').digest('hex');
+    assert.equal(stringToSign(parts), `v1\nPOST\n/api/request-enrichment?x=1\n1795300000\nabcdefghijklmnop\n${bodyHash}`);
+    // Plain HMAC-SHA256 hex, reproducible with openssl (docs/enrichment.md), over string or bytes alike.
+    assert.equal(sign('secret', parts), createHmac('sha256', 'secret').update(stringToSign(parts)).digest('hex'));
+    assert.equal(sign('secret', parts), sign('secret', { ...parts, body: Buffer.from(parts.body) }));
+  });
+
+  it('accepts any matching v1 entry and rejects everything else', () => {
+    const good = sign('s1', parts);
+    assert.deepEqual(parseSignatures(`v0=abc v1=${good} v1=zz`), [good]);
+    assert.equal(verifySignatures(['s1'], parts, [good]), true);
+    assert.equal(verifySignatures(['s2'], parts, [good]), false);
+    assert.equal(verifySignatures(['s2', 's1'], parts, ['0'.repeat(64), good]), true);
+    assert.equal(verifySignatures(['s1'], { ...parts, body: '{"match_id":"m2"}' }, [good]), false);
+  });
+});
+
+describe('commentary', () => {
+  it('writes readable commentary from a replay', () => {
+    const text = builtInCommentary(REPLAY, 'm1');
+    assert.match(text, /^Ranked match #42: red \(Nova\) against blue \(Blaze\) over 10:12\./);
+    assert.match(text, /At 0:35, Nova scores, opening the scoring for red\./);
+    assert.match(text, /At 3:30, Blaze scores, levelling it\./);
+    assert.match(text, /At 9:50, Blaze scores and blue takes the lead\./);
+    assert.match(text, /Player of the match: Blaze, with 2 points\./);
+    assert.match(text, /Final score: blue 2, red 1\. Blue takes it\./);
+  });
+
+  it('names the field when the replay is unusable', () => {
+    assert.throws(() => parseReplay(null), ReplayError);
+    assert.throws(() => parseReplay({ players: [] }), /replay.players must be a non-empty array/);
+    assert.throws(() => parseReplay({ players: [{ id: 'p1', name: 'A' }], events: [{ t: 'x', type: 'goal' }] }), /replay.events\[0\]/);
+  });
+
+  it('asks an OpenAI-compatible endpoint when configured', async () => {
+    let seen: { auth?: string; body?: any; url?: string } = {};
+    const server = createServer((request, response) => {
+      let body = '';
+      request.on('data', (chunk) => (body += chunk));
+      request.on('end', () => {
+        seen = { auth: request.headers.authorization, body: JSON.parse(body), url: request.url };
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(JSON.stringify({ choices: [{ message: { role: 'assistant', content: '  What a match!  ' } }] }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const generate = llmCommentary({ url: `http://127.0.0.1:${port}/v1`, model: 'test-model', apiKey: 'k-123' });
+      assert.equal(await generate(REPLAY, 'm1'), 'What a match!');
+      assert.equal(seen.url, '/v1/chat/completions');
+      assert.equal(seen.auth, 'Bearer k-123');
+      assert.equal(seen.body.model, 'test-model');
+      assert.match(seen.body.messages[1].content, /Ranked match #42/);
+    } finally {
+      server.close();
+    }
+  });
+});
+
+for (const dialect of DIALECTS) {
+  describe(`enrichment requests (${dialect})`, () => {
+    let app: TestApp;
+    let bot: { id: string; shared_secret: string };
+    const request = (body: unknown, options = {}) => botRequest(app.http, bot, 'POST', '/api/request-enrichment', body, options);
+    const jobs = () => app.database.db.selectFrom('enrichment_jobs').selectAll().execute();
+
+    before(async () => {
+      app = await startTestApp(dialect);
+      bot = (await app.api('POST', '/api/bots', { name: 'Replay Bot' })).body;
+      assert.equal(bot.id, 'replay-bot');
+      assert.match(bot.shared_secret, /^mss_[A-Za-z0-9_-]{43}$/);
+      for (let i = 1; i <= 12; i++) await app.api('POST', '/api/matches', { id: `m${i}`, status: 'completed', replay: REPLAY });
+      await app.api('POST', '/api/matches', { id: 'live', status: 'in_progress' });
+    });
+    after(() => app.cleanup());
+
+    it('stores the shared secret encrypted and never shows it again', async () => {
+      const row = await app.database.db.selectFrom('bots').selectAll().where('id', '=', bot.id).executeTakeFirstOrThrow();
+      assert.ok(!row.secret_encrypted.includes(bot.shared_secret.slice(4)));
+      assert.equal(app.box.open(row.secret_encrypted), bot.shared_secret);
+      const list = await app.api('GET', '/api/bots');
+      assert.equal(JSON.stringify(list.body).includes(bot.shared_secret), false);
+    });
+
+    it('accepts a signed request: 202, Location, estimate, one job, requested_at set, event emitted', async () => {
+      const response = await request({ match_id: 'm1' });
+      assert.equal(response.status, 202, JSON.stringify(response.body));
+      assert.equal(response.headers.location, '/api/matches/m1/enrichment');
+      assert.equal(response.body.match_id, 'm1');
+      assert.equal(response.body.status, 'queued');
+      assert.equal(response.body.duplicate, false);
+      assert.ok(Number.isInteger(response.body.estimated_wait_seconds) && response.body.estimated_wait_seconds >= 1);
+      assert.equal(response.headers['ratelimit-policy'], '"default";q=100000;w=10, "daily";q=5;w=86400');
+      assert.match(String(response.headers.ratelimit), /"daily";r=4;t=8640\d/);
+      const match = (await app.api('GET', '/api/matches/m1')).body;
+      assert.equal(match.enrichment_requested_at, response.body.requested_at);
+      assert.equal(match.enrichment.status, 'queued');
+      assert.equal((await jobs()).length, 1);
+      const events = (await app.api('GET', '/api/events')).body.events.map((event: { event_type: string }) => event.event_type);
+      assert.deepEqual(events, ['enrichment.requested']);
+    });
+
+    it('is idempotent per match: a repeat enqueues nothing and uses no quota', async () => {
+      const first = await request({ match_id: 'm1' });
+      assert.equal(first.status, 202);
+      assert.equal(first.body.duplicate, true);
+      assert.equal((await jobs()).length, 1);
+      assert.match(String(first.headers.ratelimit), /"daily";r=4;/);
+    });
+
+    it('rejects unknown and unfinished matches without using quota', async () => {
+      const unknown = await request({ match_id: 'nope' });
+      assert.equal(unknown.status, 404);
+      assert.equal(unknown.body.code, 'match_not_found');
+      const live = await request({ match_id: 'live' });
+      assert.equal(live.status, 409);
+      assert.equal(live.body.code, 'match_not_completed');
+      const bad = await request({ match_id: 'm1', extra: true });
+      assert.equal(bad.status, 400);
+      assert.equal(bad.body.errors[0].path, '/extra');
+      assert.equal((await jobs()).length, 1);
+    });
+
+    it('enforces 5 jobs per rolling 24 h with Retry-After until the oldest leaves the window', async () => {
+      for (const id of ['m2', 'm3', 'm4', 'm5']) assert.equal((await request({ match_id: id })).status, 202);
+      const sixth = await request({ match_id: 'm6' });
+      assert.equal(sixth.status, 429);
+      assert.equal(sixth.body.code, 'quota_exceeded');
+      const retryAfter = Number(sixth.headers['retry-after']);
+      assert.ok(retryAfter > 86_000 && retryAfter <= 86_400, String(retryAfter));
+      assert.match(String(sixth.headers.ratelimit), /"daily";r=0;/);
+      // Quota is checked before the match (seed order): an idempotent repeat is refused too while at quota.
+      assert.equal((await request({ match_id: 'm1' })).status, 429);
+
+      // Window edges: a job enqueued 24 h - 1 s ago still counts; at 24 h + 1 s it has left.
+      const shift = async (seconds: number) =>
+        app.database.db.updateTable('enrichment_jobs').set({ enqueued_at: new Date(Date.now() - seconds * 1000).toISOString() }).where('match_id', '=', 'm1').execute();
+      await shift(86_400 - 1);
+      const stillCounted = await request({ match_id: 'm6' });
+      assert.equal(stillCounted.status, 429);
+      assert.ok(Number(stillCounted.headers['retry-after']) <= 2);
+      await shift(86_400 + 1);
+      assert.equal((await request({ match_id: 'm6' })).status, 202);
+      assert.equal((await jobs()).length, 6);
+    });
+
+    it('answers status to the bot and to an admin', async () => {
+      const byBot = await botRequest(app.http, bot, 'GET', '/api/matches/m2/enrichment');
+      assert.equal(byBot.status, 200);
+      assert.equal(byBot.body.status, 'queued');
+      assert.equal(byBot.body.commentary, null);
+      const byAdmin = await app.api('GET', '/api/matches/m2/enrichment');
+      assert.equal(byAdmin.status, 200);
+      assert.equal((await app.api('GET', '/api/matches/m2/enrichment', undefined, { authorization: '' })).status, 401);
+    });
+  });
+
+  describe(`bot authentication (${dialect})`, () => {
+    let app: TestApp;
+    let bot: { id: string; shared_secret: string };
+    before(async () => {
+      app = await startTestApp(dialect);
+      bot = (await app.api('POST', '/api/bots', { id: 'auth-bot', name: 'Auth' })).body;
+      await app.api('POST', '/api/matches', { id: 'done', status: 'completed', replay: REPLAY });
+    });
+    after(() => app.cleanup());
+
+    const expect401 = async (what: string, promise: Promise<{ status: number; body: any }>) => {
+      const response = await promise;
+      assert.equal(response.status, 401, what);
+      assert.deepEqual(response.body, { type: '/problems/unauthorized', title: 'Unauthorized', status: 401, detail: 'Missing or invalid credentials', code: 'unauthorized' }, what);
+    };
+
+    it('answers one opaque 401 for every failure and enqueues nothing', async () => {
+      const body = { match_id: 'done' };
+      const send = (options = {}, who = bot) => botRequest(app.http, who, 'POST', '/api/request-enrichment', body, options);
+      const now = Math.floor(Date.now() / 1000);
+      await expect401('no headers', app.http.inject({ method: 'POST', url: '/api/request-enrichment', payload: body }).then((r) => ({ status: r.statusCode, body: r.json() })));
+      await expect401('unknown bot', send({}, { id: 'ghost', shared_secret: bot.shared_secret }));
+      await expect401('wrong secret', send({ secrets: ['mss_wrong'] }));
+      await expect401('tampered body', send({ tamper: { body: '{"match_id":"other"}' } }));
+      await expect401('tampered path', send({ tamper: { url: '/api/request-enrichment?x=1' } }));
+      await expect401('timestamp 301 s ahead', send({ timestamp: now + 301 }));
+      await expect401('timestamp 301 s behind', send({ timestamp: now - 301 }));
+      await expect401('nonce too short', send({ nonce: 'short' }));
+      await expect401('nonce with bad characters', send({ nonce: 'abcdefghijklmnop!' }));
+      await expect401('not v1', send({ headers: { 'x-bot-signature': 'v2=' + 'a'.repeat(64) } }));
+      assert.equal((await app.database.db.selectFrom('enrichment_jobs').selectAll().execute()).length, 0);
+    });
+
+    it('tampered method is refused', async () => {
+      const response = await botRequest(app.http, bot, 'GET', '/api/matches/done/enrichment', undefined, { tamper: { url: '/api/matches/other/enrichment' } });
+      assert.equal(response.status, 401);
+    });
+
+    it('accepts skew within 300 s both ways and refuses a replayed nonce', async () => {
+      const now = Math.floor(Date.now() / 1000);
+      assert.equal((await botRequest(app.http, bot, 'GET', '/api/matches/done/enrichment', undefined, { timestamp: now + 295 })).status, 200);
+      assert.equal((await botRequest(app.http, bot, 'GET', '/api/matches/done/enrichment', undefined, { timestamp: now - 295 })).status, 200);
+      const nonce = 'replay-nonce-0123456789';
+      assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'done' }, { nonce })).status, 202);
+      const replayed = await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'done' }, { nonce });
+      assert.equal(replayed.status, 401);
+    });
+
+    it('accepts several v1 entries when one matches', async () => {
+      const response = await botRequest(app.http, bot, 'GET', '/api/matches/done/enrichment', undefined, { secrets: ['mss_old_wrong', bot.shared_secret] });
+      assert.equal(response.status, 200);
+    });
+
+    it('keeps the previous secret working for 24 h after a rotation, then refuses it', async () => {
+      const rotated = (await app.api('POST', `/api/bots/${bot.id}/rotate-secret`)).body;
+      assert.notEqual(rotated.shared_secret, bot.shared_secret);
+      const expires = Date.parse(rotated.previous_secret_expires_at) - Date.now();
+      assert.ok(expires > 86_390_000 && expires <= 86_400_000);
+      assert.equal((await botRequest(app.http, bot, 'GET', '/api/matches/done/enrichment')).status, 200, 'old secret within grace');
+      assert.equal((await botRequest(app.http, { id: bot.id, shared_secret: rotated.shared_secret }, 'GET', '/api/matches/done/enrichment')).status, 200);
+      await app.database.db.updateTable('bots').set({ previous_secret_expires_at: new Date(Date.now() - 1000).toISOString() }).where('id', '=', bot.id).execute();
+      assert.equal((await botRequest(app.http, bot, 'GET', '/api/matches/done/enrichment')).status, 401, 'old secret after grace');
+    });
+  });
+
+  describe(`enrichment concurrency (${dialect})`, () => {
+    let app: TestApp;
+    before(async () => {
+      app = await startTestApp(dialect);
+    });
+    after(() => app.cleanup());
+
+    it('50 concurrent requests for 10 matches by one bot enqueue exactly 5 jobs, each match at most once', async () => {
+      const bot = (await app.api('POST', '/api/bots', { id: 'racer', name: 'Racer' })).body;
+      for (let i = 0; i < 10; i++) await app.api('POST', '/api/matches', { id: `race-${i}`, status: 'completed', replay: REPLAY });
+      const responses = await Promise.all(Array.from({ length: 50 }, (_, i) => botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: `race-${i % 10}` })));
+      const statuses = responses.map((response) => response.status);
+      assert.ok(statuses.every((status) => status === 202 || status === 429), String(statuses));
+      const jobs = await app.database.db.selectFrom('enrichment_jobs').select('match_id').execute();
+      assert.equal(jobs.length, 5);
+      assert.equal(new Set(jobs.map((job) => job.match_id)).size, 5);
+      const fresh = responses.filter((response) => response.status === 202 && !response.body.duplicate);
+      assert.equal(fresh.length, 5);
+    });
+  });
+
+  describe(`enrichment worker (${dialect})`, () => {
+    let app: TestApp;
+    let bot: { id: string; shared_secret: string };
+    before(async () => {
+      app = await startTestApp(dialect, { WORKER: 'embedded', ENRICHMENT_LEASE_MS: '400', ENRICHMENT_RETRY_BASE_MS: '50' }, { start: true });
+      bot = (await app.api('POST', '/api/bots', { id: 'worker-bot', name: 'W' })).body;
+    });
+    after(() => app.cleanup());
+
+    it('writes the commentary and emits enrichment.completed', async () => {
+      await app.api('POST', '/api/matches', { id: 'good', status: 'completed', replay: REPLAY });
+      assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'good' })).status, 202);
+      const status = await eventually(async () => {
+        const body = (await botRequest(app.http, bot, 'GET', '/api/matches/good/enrichment')).body;
+        return body.status === 'completed' ? body : null;
+      }, 5000, 'completed');
+      assert.match(status.commentary, /Blue takes it/);
+      assert.equal(status.estimated_wait_seconds, 0);
+      const match = (await app.api('GET', '/api/matches/good')).body;
+      assert.equal(match.enrichment.status, 'completed');
+      assert.ok(match.enrichment.completed_at);
+      const types = (await app.api('GET', '/api/events')).body.events.map((event: { event_type: string }) => event.event_type);
+      assert.deepEqual(types, ['enrichment.requested', 'enrichment.completed']);
+    });
+
+    it('retries a failing job up to 3 attempts, then marks it failed with the error', async () => {
+      await app.api('POST', '/api/matches', { id: 'broken', status: 'completed', replay: { players: 'nobody' } });
+      assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'broken' })).status, 202);
+      const status = await eventually(async () => {
+        const body = (await app.api('GET', '/api/matches/broken/enrichment')).body;
+        return body.status === 'failed' ? body : null;
+      }, 5000, 'failed');
+      assert.match(status.error, /replay.players must be a non-empty array/);
+      const job = await app.database.db.selectFrom('enrichment_jobs').selectAll().where('match_id', '=', 'broken').executeTakeFirstOrThrow();
+      assert.equal(job.attempts, 3);
+      const failed = (await app.api('GET', '/api/events')).body.events.filter((event: { event_type: string }) => event.event_type === 'enrichment.failed');
+      assert.equal(failed.length, 1);
+      assert.equal(failed[0].detail.attempts, 3);
+    });
+
+    it('claims a job again when the worker holding it went silent past its lease', async () => {
+      await app.api('POST', '/api/matches', { id: 'orphan', status: 'completed', replay: REPLAY });
+      // Stop the embedded worker so a "dead" worker can hold the job.
+      await app.enrichment.worker!.stop();
+      assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'orphan' })).status, 202);
+      const claimed = await app.enrichment.queue.claim('dead-worker');
+      assert.equal(claimed?.match_id, 'orphan');
+      await app.enrichment.worker!.start();
+      const done = await eventually(async () => (await app.api('GET', '/api/matches/orphan/enrichment')).body.status === 'completed', 5000, 'reclaimed');
+      assert.ok(done);
+      const job = await app.database.db.selectFrom('enrichment_jobs').selectAll().where('match_id', '=', 'orphan').executeTakeFirstOrThrow();
+      assert.equal(job.attempts, 2);
+      assert.equal(await app.enrichment.queue.complete(claimed!, 'dead-worker', 'late'), false, 'the dead worker cannot overwrite the result');
+    });
+  });
+}

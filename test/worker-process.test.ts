@@ -1,0 +1,69 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { DIALECTS, eventually, startTestApp, createTestEnv, type TestApp, type TestEnv } from './helpers/app.js';
+import { botRequest } from './helpers/bot.js';
+import { spawnMothership, stopProcess } from './helpers/process.js';
+import { REPLAY } from './helpers/fixtures.js';
+
+for (const dialect of DIALECTS) {
+  describe(`standalone worker killed mid-job (${dialect})`, () => {
+    let env: TestEnv;
+    let app: TestApp;
+    let llm: Server;
+    let calls = 0;
+    let llmUrl = '';
+
+    before(async () => {
+      // A fake LLM endpoint: the first call never answers (the worker dies holding the job), later calls do.
+      llm = createServer((request, response) => {
+        calls++;
+        request.resume();
+        if (calls === 1) return;
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(JSON.stringify({ choices: [{ message: { content: 'Commentary from the second worker.' } }] }));
+      });
+      await new Promise<void>((resolve) => llm.listen(0, '127.0.0.1', resolve));
+      llmUrl = `http://127.0.0.1:${(llm.address() as AddressInfo).port}/v1`;
+      env = await createTestEnv(dialect, { ENRICHMENT_LEASE_MS: '1000' });
+      app = await startTestApp(dialect, {}, { testEnv: env });
+    });
+    after(async () => {
+      await app.cleanup();
+      llm.closeAllConnections();
+      llm.close();
+      await env.cleanup();
+    });
+
+    it('runs the job again after the lease, exactly once to completion', async () => {
+      const bot = (await app.api('POST', '/api/bots', { id: 'b', name: 'B' })).body;
+      await app.api('POST', '/api/matches', { id: 'm', status: 'completed', replay: REPLAY });
+      assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'm' })).status, 202);
+
+      const workerEnv = { ...env.env, ENRICHMENT_LEASE_MS: '1000', ENRICHMENT_LLM_URL: llmUrl, LOG_LEVEL: 'info' };
+      const first = spawnMothership(['worker'], workerEnv);
+      await eventually(() => calls === 1, 10_000, 'first worker to call the LLM');
+      const running = await app.database.db.selectFrom('enrichment_jobs').selectAll().executeTakeFirstOrThrow();
+      assert.equal(running.state, 'running');
+      await stopProcess(first, 'SIGKILL');
+
+      const second = spawnMothership(['worker'], workerEnv);
+      try {
+        const status = await eventually(async () => {
+          const body = (await app.api('GET', '/api/matches/m/enrichment')).body;
+          return body.status === 'completed' ? body : null;
+        }, 15_000, 'the second worker to finish the job');
+        assert.equal(status.commentary, 'Commentary from the second worker.');
+        const job = await app.database.db.selectFrom('enrichment_jobs').selectAll().executeTakeFirstOrThrow();
+        assert.equal(job.attempts, 2);
+        assert.equal(calls, 2);
+        const completed = (await app.api('GET', '/api/events')).body.events.filter((event: { event_type: string }) => event.event_type === 'enrichment.completed');
+        assert.equal(completed.length, 1);
+      } finally {
+        await stopProcess(second);
+      }
+      assert.equal(second.exitCode, 0, second.output());
+    });
+  });
+}
