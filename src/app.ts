@@ -12,6 +12,11 @@ import { presenceRoutes } from './presence/routes.js';
 import { baselineRoutes } from './baselines/routes.js';
 import { SecretBox } from './crypto.js';
 import { createEnrichment, type Enrichment } from './enrichment/index.js';
+import { MqttIntegration } from './mqtt/index.js';
+import { settingsRoutes } from './settings/routes.js';
+import { SettingsStore } from './settings/store.js';
+import { WebhookService } from './webhook/index.js';
+import { webhookRoutes } from './webhook/routes.js';
 import { BaselineService } from './baselines/service.js';
 import { PresenceService } from './presence/service.js';
 import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, type RateLimitStore } from './ratelimit/index.js';
@@ -27,6 +32,9 @@ export interface App {
   rateLimit: RateLimitGuard;
   box: SecretBox;
   enrichment: Enrichment;
+  settings: SettingsStore;
+  webhook: WebhookService;
+  mqtt: MqttIntegration;
   /** Starts background work (timers, integrations); `listen` is separate so tests can use inject(). */
   start(): Promise<void>;
   close(): Promise<void>;
@@ -53,11 +61,26 @@ export async function buildApp(config: Config): Promise<App> {
   const http = await createHttpServer({ logLevel: config.logLevel, trustProxy: config.trustProxy, version: VERSION });
   rateLimit.register(http);
   new AdminAuth(config.adminToken, config.secretsKey).register(http);
-  opsRoutes(http, { database, metrics, mqttState: () => ({ enabled: false, connected: false }) });
+  const box = new SecretBox(config.secretsKey);
+  const settings = new SettingsStore(database, box);
+  const webhook = new WebhookService(database, events, settings, http.log, metrics, { timeoutMs: config.webhookTimeoutMs, retryDelayMs: config.webhookRetryDelayMs });
+  metrics.gauge('mothership_webhook_backlog', 'Webhook deliveries waiting to be sent', () => webhook.backlog());
+  const mqtt = new MqttIntegration({
+    presence,
+    events,
+    mothershipId: config.mothershipId,
+    backoff: { initialMs: config.mqttBackoffInitialMs, maxMs: config.mqttBackoffMaxMs },
+    metrics,
+    log: http.log,
+  });
+  settings.on('change', (next) => void mqtt.configure(next.mqtt).catch((error: Error) => http.log.error({ err: error }, 'MQTT reconfiguration failed')));
+
+  opsRoutes(http, { database, metrics, mqttState: () => mqtt.status() });
   presenceRoutes(http, presence);
   eventRoutes(http, events);
   baselineRoutes(http, new BaselineService(database, events));
-  const box = new SecretBox(config.secretsKey);
+  settingsRoutes(http, { store: settings, mqtt, webhook });
+  webhookRoutes(http, webhook);
   const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: http.log });
   enrichment.register(http, rateLimit);
 
@@ -76,7 +99,12 @@ export async function buildApp(config: Config): Promise<App> {
     rateLimit,
     box,
     enrichment,
+    settings,
+    webhook,
+    mqtt,
     async start() {
+      await mqtt.configure((await settings.get()).mqtt);
+      webhook.start();
       every(sweepIntervalMs(config.presenceAwayDelayMs), () => presence.sweepAway(), 'away sweep');
       every(config.healthIntervalMs, () => presence.emitHealth(), 'health report');
       every(60_000, () => enrichment.purgeNonces(), 'nonce purge');
@@ -86,6 +114,8 @@ export async function buildApp(config: Config): Promise<App> {
       timers.forEach(clearInterval);
       await http.close();
       await enrichment.worker?.stop();
+      await webhook.stop();
+      await mqtt.stop();
       await database.close();
       redis?.disconnect();
     },

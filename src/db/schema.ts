@@ -58,8 +58,8 @@ export interface WebhookDeliveriesTable {
   url: string;
   payload: string;
   attempt: number;
-  /** pending -> delivered | failed | retry_scheduled -> ... */
-  state: 'pending' | 'delivered' | 'failed' | 'retry_scheduled' | 'superseded';
+  /** One row per attempt: pending -> sending -> delivered | failed | retry_scheduled (a new row is the retry). */
+  state: 'pending' | 'sending' | 'delivered' | 'failed' | 'retry_scheduled';
   due_at: string;
   status_code: number | null;
   error: string | null;

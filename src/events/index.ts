@@ -4,6 +4,8 @@ import { makeEvent, type EventFields, type EventPayload, type EventType, type St
 export * from './types.js';
 
 type Subscriber = (event: StoredEvent) => void;
+/** Runs inside the appending transaction (a transactional outbox, e.g. webhook deliveries). */
+type AppendHook = (trx: Db, events: StoredEvent[]) => Promise<void>;
 export type Emit = (type: EventType, fields?: EventFields) => EventPayload;
 
 /**
@@ -14,6 +16,7 @@ export type Emit = (type: EventType, fields?: EventFields) => EventPayload;
  */
 export class EventLog {
   private readonly subscribers = new Set<Subscriber>();
+  private readonly appendHooks: AppendHook[] = [];
 
   constructor(private readonly database: Database) {}
 
@@ -35,10 +38,12 @@ export class EventLog {
   }
 
   /** Appends one event on its own (no state change goes with it). */
-  async emit(type: EventType, fields?: EventFields): Promise<StoredEvent> {
-    const [stored] = await this.append(this.database.db, [makeEvent(type, fields)]);
-    this.publish([stored!]);
-    return stored!;
+  async emit(type: EventType, fields?: EventFields): Promise<EventPayload> {
+    return this.write(async (_trx, emit) => emit(type, fields));
+  }
+
+  onAppend(hook: AppendHook): void {
+    this.appendHooks.push(hook);
   }
 
   private async append(trx: Db, events: EventPayload[]): Promise<StoredEvent[]> {
@@ -49,7 +54,9 @@ export class EventLog {
       .values(rows.map(({ payload, json }) => ({ event_type: payload.event_type, timestamp: payload.timestamp, payload: json })))
       .returning('seq')
       .execute();
-    return rows.map((row, index) => ({ seq: Number(inserted[index]!.seq), ...row }));
+    const stored = rows.map((row, index) => ({ seq: Number(inserted[index]!.seq), ...row }));
+    for (const hook of this.appendHooks) await hook(trx, stored);
+    return stored;
   }
 
   private publish(events: StoredEvent[]): void {

@@ -3,7 +3,7 @@ import type { Database } from '../db/index.js';
 import type { Metrics } from './metrics.js';
 
 /** Liveness, readiness and Prometheus metrics (CONTRACT section 10). */
-export function opsRoutes(app: FastifyInstance, deps: { database: Database; metrics: Metrics; mqttState: () => { connected: boolean; enabled: boolean } }): void {
+export function opsRoutes(app: FastifyInstance, deps: { database: Database; metrics: Metrics; mqttState: () => { connected: boolean; enabled: boolean; last_error: string | null } }): void {
   app.get('/healthz', { config: { rateLimit: false }, schema: { tags: ['operations'], summary: 'The process is up' } }, async () => ({ status: 'ok' }));
 
   app.get('/readyz', { config: { rateLimit: false }, schema: { tags: ['operations'], summary: 'The database is reachable; MQTT state is reported, not required' } }, async (_request, reply) => {

@@ -1,0 +1,144 @@
+import { MODES } from '../presence/service.js';
+import type { Topics } from './topics.js';
+
+/**
+ * Home Assistant MQTT discovery configs (pure). Keys follow Home Assistant's MQTT platform schemas
+ * (homeassistant/components/mqtt/{binary_sensor,sensor,select}.py): Home Assistant drops unknown keys
+ * and refuses invalid combinations with only a log line, so the tests pin these payloads exactly.
+ */
+export interface DiscoveryMessage {
+  topic: string;
+  /** The config object; `null` clears the entity (empty retained payload). */
+  payload: Record<string, unknown> | null;
+}
+
+export interface DiscoveryContext {
+  topics: Topics;
+  version: string;
+}
+
+const device = ({ topics, version }: DiscoveryContext) => ({
+  identifiers: [`mothership_${topics.mid}`],
+  name: `Mothership ${topics.mid}`,
+  manufacturer: 'Mothership',
+  model: 'Presence hub',
+  sw_version: version,
+});
+
+function common(context: DiscoveryContext, uniqueSuffix: string, name: string) {
+  return {
+    name,
+    unique_id: `${context.topics.mid}_${uniqueSuffix}`,
+    availability: [{ topic: context.topics.availability, payload_available: 'online', payload_not_available: 'offline' }],
+    device: device(context),
+    origin: { name: 'Mothership', sw_version: context.version },
+    qos: 1,
+  };
+}
+
+export function personConfigs(context: DiscoveryContext, person: { id: string; name: string }): DiscoveryMessage[] {
+  const { topics } = context;
+  return [
+    {
+      topic: topics.discovery('binary_sensor', `person_${person.id}_presence`),
+      payload: {
+        ...common(context, `person_${person.id}_presence`, `${person.name} presence`),
+        state_topic: topics.personPresence(person.id),
+        payload_on: 'home',
+        payload_off: 'not_home',
+        device_class: 'presence',
+        json_attributes_topic: topics.personAttributes(person.id),
+      },
+    },
+  ];
+}
+
+export function zoneConfigs(context: DiscoveryContext, zone: { id: string; name: string }): DiscoveryMessage[] {
+  const { topics } = context;
+  const state = topics.zoneOccupancy(zone.id);
+  return [
+    {
+      topic: topics.discovery('sensor', `zone_${zone.id}_count`),
+      payload: {
+        ...common(context, `zone_${zone.id}_count`, `${zone.name} occupants`),
+        state_topic: state,
+        value_template: '{{ value_json.count }}',
+        state_class: 'measurement',
+        icon: 'mdi:account-group',
+        json_attributes_topic: state,
+      },
+    },
+    {
+      topic: topics.discovery('binary_sensor', `zone_${zone.id}_occupied`),
+      payload: {
+        ...common(context, `zone_${zone.id}_occupied`, `${zone.name} occupied`),
+        state_topic: state,
+        value_template: "{{ 'ON' if value_json.occupied else 'OFF' }}",
+        payload_on: 'ON',
+        payload_off: 'OFF',
+        device_class: 'occupancy',
+      },
+    },
+  ];
+}
+
+export function systemConfigs(context: DiscoveryContext): DiscoveryMessage[] {
+  const { topics } = context;
+  return [
+    {
+      topic: topics.discovery('binary_sensor', 'fall'),
+      payload: {
+        ...common(context, 'fall', 'Fall detected'),
+        state_topic: topics.fall,
+        value_template: '{{ value_json.state }}',
+        payload_on: 'ON',
+        payload_off: 'OFF',
+        device_class: 'safety',
+        json_attributes_topic: topics.fall,
+      },
+    },
+    {
+      topic: topics.discovery('sensor', 'node_count'),
+      payload: {
+        ...common(context, 'node_count', 'Online nodes'),
+        state_topic: topics.health,
+        value_template: '{{ value_json.node_count }}',
+        state_class: 'measurement',
+        entity_category: 'diagnostic',
+        icon: 'mdi:access-point-network',
+      },
+    },
+    {
+      topic: topics.discovery('sensor', 'quality'),
+      payload: {
+        ...common(context, 'quality', 'Sensing quality'),
+        state_topic: topics.health,
+        value_template: '{{ value_json.quality }}',
+        unit_of_measurement: '%',
+        state_class: 'measurement',
+        entity_category: 'diagnostic',
+        icon: 'mdi:signal',
+      },
+    },
+    {
+      topic: topics.discovery('select', 'mode'),
+      payload: {
+        ...common(context, 'mode', 'System mode'),
+        state_topic: topics.mode,
+        command_topic: topics.modeCommand,
+        options: [...MODES],
+        icon: 'mdi:home-switch',
+      },
+    },
+  ];
+}
+
+/** Every config of the installation, in a stable order. */
+export function allConfigs(context: DiscoveryContext, persons: { id: string; name: string }[], zones: { id: string; name: string }[]): DiscoveryMessage[] {
+  return [...systemConfigs(context), ...persons.flatMap((person) => personConfigs(context, person)), ...zones.flatMap((zone) => zoneConfigs(context, zone))];
+}
+
+/** Empty payloads for a deleted person's or zone's discovery topics (removes the entities). */
+export function removal(messages: DiscoveryMessage[]): DiscoveryMessage[] {
+  return messages.map((message) => ({ topic: message.topic, payload: null }));
+}

@@ -1,0 +1,296 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { EventLog, StoredEvent } from '../events/index.js';
+import { conflict } from '../http/problem.js';
+import type { Metrics } from '../ops/metrics.js';
+import { MODES, type Mode, type PresenceService } from '../presence/service.js';
+import type { IntegrationSettings } from '../settings/store.js';
+import { VERSION } from '../version.js';
+import { MqttConnection, testConnection, type MqttSettings, type MqttStatus } from './connection.js';
+import { allConfigs, personConfigs, removal, zoneConfigs, type DiscoveryContext, type DiscoveryMessage } from './discovery.js';
+import { Topics } from './topics.js';
+
+export type { MqttStatus } from './connection.js';
+
+/** What changed since the last flush. Bounded by the number of entities, however fast events come. */
+interface Pending {
+  persons: Set<string>;
+  zones: Set<string>;
+  configs: { persons: Set<string>; zones: Set<string> };
+  removed: DiscoveryMessage[];
+  clearTopics: Set<string>;
+  fall: boolean;
+  mode: boolean;
+}
+
+const emptyPending = (): Pending => ({ persons: new Set(), zones: new Set(), configs: { persons: new Set(), zones: new Set() }, removed: [], clearTopics: new Set(), fall: false, mode: false });
+const RETAINED = { qos: 1 as const, retain: true };
+
+/**
+ * The MQTT integration (one extension per concern, after Zigbee2MQTT's lib/extension): mirrors the
+ * service's state to retained topics, publishes Home Assistant discovery, answers Home Assistant's
+ * birth message, accepts mode commands, and reconnects with backoff. It never queues while
+ * disconnected: on every (re)connect it republishes the whole current state from the database.
+ */
+export class MqttIntegration {
+  private connection: MqttConnection | null = null;
+  private settings: MqttSettings | null = null;
+  private topics: Topics | null = null;
+  private pending = emptyPending();
+  private flushing: Promise<void> | null = null;
+  private expectedConfigs = new Set<string>();
+  private lastHealth: Record<string, unknown> | null = null;
+
+  constructor(
+    private readonly deps: {
+      presence: PresenceService;
+      events: EventLog;
+      mothershipId: string;
+      backoff: { initialMs: number; maxMs: number };
+      metrics: Metrics | null;
+      log: FastifyBaseLogger;
+    },
+  ) {
+    deps.events.subscribe((event) => this.onEvent(event));
+  }
+
+  get clientId(): string {
+    return `mothership-${this.deps.mothershipId}`;
+  }
+
+  status(): MqttStatus & { enabled: boolean } {
+    const status = this.connection?.status ?? { connected: false, last_error: null, last_connected_at: null, next_reconnect_at: null };
+    return { enabled: Boolean(this.settings?.enabled), ...status };
+  }
+
+  /** Applies new settings at once: the old connection says `offline` and closes, a new one opens. */
+  async configure(settings: IntegrationSettings['mqtt']): Promise<void> {
+    const previous = this.connection;
+    this.connection = null;
+    if (previous) await previous.close(() => this.publishAvailability(previous, 'offline'));
+    this.settings = settings;
+    this.topics = new Topics(settings.topic_root, this.deps.mothershipId, settings.discovery_prefix);
+    this.deps.metrics?.mqttConnected.set(0);
+    if (!settings.enabled || !settings.broker_url) return;
+    const topics = this.topics;
+    const connection: MqttConnection = new MqttConnection(
+      settings,
+      this.clientId,
+      { topic: topics.availability, payload: Buffer.from('offline'), qos: 1, retain: true },
+      this.deps.backoff,
+      {
+        onConnect: () => void this.onConnect(connection).catch((error: Error) => this.deps.log.warn({ err: error }, 'MQTT sync failed')),
+        onStatus: (status) => this.deps.metrics?.mqttConnected.set(status.connected ? 1 : 0),
+        onReconnectAttempt: () => this.deps.metrics?.mqttReconnects.inc(),
+      },
+    );
+    connection.client.on('message', (topic, payload, packet) => void this.onMessage(topic, payload.toString('utf8'), packet.retain).catch((error: Error) => this.deps.log.warn({ err: error, topic }, 'MQTT message handling failed')));
+    this.connection = connection;
+  }
+
+  async stop(): Promise<void> {
+    const connection = this.connection;
+    this.connection = null;
+    await this.flushing;
+    if (connection) await connection.close(() => this.publishAvailability(connection, 'offline'));
+  }
+
+  /** Connects once with candidate settings (Test Connection). */
+  test(settings: MqttSettings) {
+    return testConnection(settings, `${this.clientId}-test-${Math.random().toString(36).slice(2, 8)}`);
+  }
+
+  /** Republishes every discovery config (Publish Discovery); 409 when not connected. */
+  async publishDiscovery(): Promise<number> {
+    const connection = this.connection;
+    if (!connection?.client.connected) throw conflict('MQTT is not connected');
+    const configs = await this.configs();
+    await this.publishAll(connection, configs);
+    return configs.length;
+  }
+
+  private context(): DiscoveryContext {
+    return { topics: this.topics!, version: VERSION };
+  }
+
+  private async configs(): Promise<DiscoveryMessage[]> {
+    const [persons, zones] = await Promise.all([this.deps.presence.listPersons(), this.deps.presence.listZones()]);
+    const configs = allConfigs(this.context(), persons, zones);
+    this.expectedConfigs = new Set(configs.map((config) => config.topic));
+    return configs;
+  }
+
+  private async onConnect(connection: MqttConnection): Promise<void> {
+    await this.fullSync(connection);
+    const topics = this.topics!;
+    // Subscribing to our discovery topics after the sync delivers every retained config: any that is
+    // not ours any more (an entity deleted while we were away) is a ghost and gets cleared.
+    await connection.client.subscribeAsync([topics.haStatus, topics.modeCommand, topics.allDiscovery], { qos: 1 });
+  }
+
+  /** Availability, every discovery config, and the current state of every entity. */
+  private async fullSync(connection: MqttConnection): Promise<void> {
+    if (!connection.client.connected) return;
+    await this.publishAvailability(connection, 'online');
+    const configs = await this.configs();
+    const [persons, zones, fall, mode, health] = await Promise.all([
+      this.deps.presence.listPersons(),
+      this.deps.presence.listZones(),
+      this.deps.presence.fallState(),
+      this.deps.presence.mode(),
+      this.deps.presence.health(),
+    ]);
+    const topics = this.topics!;
+    const states: [string, string][] = [
+      ...persons.flatMap((person): [string, string][] => [
+        [topics.personPresence(person.id), person.presence],
+        [topics.personAttributes(person.id), JSON.stringify({ zone: person.zone, last_seen: person.last_seen })],
+      ]),
+      ...zones.map((zone): [string, string] => [topics.zoneOccupancy(zone.id), JSON.stringify({ count: zone.count, occupied: zone.occupied, occupants: zone.occupants })]),
+      [topics.fall, JSON.stringify(fall)],
+      [topics.mode, mode],
+      [topics.health, JSON.stringify(this.lastHealth ?? { ...health, timestamp: new Date().toISOString() })],
+    ];
+    await this.publishAll(connection, configs);
+    await Promise.all(states.map(([topic, payload]) => this.publish(connection, topic, payload)));
+  }
+
+  private publishAvailability(connection: MqttConnection, state: 'online' | 'offline'): Promise<void> {
+    return this.publish(connection, this.topics!.availability, state);
+  }
+
+  private async publishAll(connection: MqttConnection, messages: DiscoveryMessage[]): Promise<void> {
+    await Promise.all(messages.map((message) => this.publish(connection, message.topic, message.payload === null ? '' : JSON.stringify(message.payload))));
+  }
+
+  private async publish(connection: MqttConnection, topic: string, payload: string, options: { qos: 0 | 1; retain: boolean } = RETAINED): Promise<void> {
+    if (!connection.client.connected) return;
+    await connection.client.publishAsync(topic, payload, options);
+    this.deps.metrics?.mqttPublishes.inc();
+  }
+
+  private async onMessage(topic: string, payload: string, retained: boolean): Promise<void> {
+    const topics = this.topics;
+    const connection = this.connection;
+    if (!topics || !connection) return;
+    if (topic === topics.haStatus) {
+      if (payload === 'online') await this.fullSync(connection);
+      return;
+    }
+    if (topic === topics.modeCommand) {
+      if (retained) return; // a stale retained command must not flip the mode on every reconnect
+      if (!MODES.includes(payload as Mode)) {
+        this.deps.log.warn({ payload: payload.slice(0, 64) }, 'ignored MQTT mode command: unknown mode');
+        return;
+      }
+      await this.deps.presence.setMode(payload as Mode, 'mqtt');
+      return;
+    }
+    if (retained && payload !== '' && !this.expectedConfigs.has(topic)) {
+      this.deps.log.info({ topic }, 'clearing a stale discovery config');
+      await this.publish(connection, topic, '');
+    }
+  }
+
+  private onEvent(event: StoredEvent): void {
+    if (!this.connection || !this.topics) return;
+    const { event_type: type, person, zone, detail } = event.payload;
+    const pending = this.pending;
+    switch (type) {
+      case 'zone.entry':
+      case 'zone.exit':
+      case 'presence.changed':
+        if (person) pending.persons.add(person);
+        if (zone) pending.zones.add(zone);
+        break;
+      case 'person.created':
+      case 'person.updated':
+        pending.configs.persons.add(person!);
+        pending.persons.add(person!);
+        break;
+      case 'person.deleted':
+        pending.removed.push(...removal(personConfigs(this.context(), { id: person!, name: '' })));
+        pending.clearTopics.add(this.topics.personPresence(person!)).add(this.topics.personAttributes(person!));
+        if (zone) pending.zones.add(zone);
+        break;
+      case 'zone.created':
+      case 'zone.updated':
+        pending.configs.zones.add(zone!);
+        pending.zones.add(zone!);
+        break;
+      case 'zone.deleted':
+        pending.removed.push(...removal(zoneConfigs(this.context(), { id: zone!, name: '' })));
+        pending.clearTopics.add(this.topics.zoneOccupancy(zone!));
+        for (const occupant of (detail.occupants as string[] | undefined) ?? []) pending.persons.add(occupant);
+        break;
+      case 'fall.detected':
+      case 'fall.cleared':
+        pending.fall = true;
+        break;
+      case 'system.mode_changed':
+        pending.mode = true;
+        break;
+      case 'system.health':
+        this.lastHealth = { ...detail, timestamp: event.payload.timestamp };
+        void this.publish(this.connection, this.topics.health, JSON.stringify(this.lastHealth)).catch(() => {});
+        return;
+      case 'anomaly.detected':
+        void this.publish(this.connection, this.topics.anomaly, event.json, { qos: 1, retain: false }).catch(() => {});
+        return;
+      default:
+        return;
+    }
+    this.scheduleFlush();
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushing) return;
+    this.flushing = new Promise<void>((resolve) => setImmediate(resolve))
+      .then(() => this.flush())
+      .catch((error: Error) => this.deps.log.warn({ err: error }, 'MQTT state publish failed'))
+      .finally(() => {
+        this.flushing = null;
+        const next = this.pending;
+        if (next.persons.size || next.zones.size || next.removed.length || next.clearTopics.size || next.fall || next.mode) this.scheduleFlush();
+      });
+  }
+
+  /** Publishes the current state of everything that changed, read from the database (always current). */
+  private async flush(): Promise<void> {
+    const work = this.pending;
+    this.pending = emptyPending();
+    const connection = this.connection;
+    const topics = this.topics;
+    if (!connection?.client.connected || !topics) return; // the next connect republishes everything
+    const { presence } = this.deps;
+    const publishes: Promise<void>[] = [];
+    const send = (topic: string, payload: string) => publishes.push(this.publish(connection, topic, payload));
+
+    for (const message of work.removed) {
+      this.expectedConfigs.delete(message.topic);
+      send(message.topic, '');
+    }
+    for (const topic of work.clearTopics) send(topic, '');
+    for (const id of work.persons) {
+      const person = await presence.getPerson(id).catch(() => null);
+      if (!person) continue;
+      if (work.configs.persons.has(id)) for (const config of personConfigs(this.context(), person)) {
+        this.expectedConfigs.add(config.topic);
+        send(config.topic, JSON.stringify(config.payload));
+      }
+      send(topics.personPresence(id), person.presence);
+      send(topics.personAttributes(id), JSON.stringify({ zone: person.zone, last_seen: person.last_seen }));
+    }
+    for (const id of work.zones) {
+      const zone = await presence.getZone(id).catch(() => null);
+      if (!zone) continue;
+      if (work.configs.zones.has(id)) for (const config of zoneConfigs(this.context(), zone)) {
+        this.expectedConfigs.add(config.topic);
+        send(config.topic, JSON.stringify(config.payload));
+      }
+      send(topics.zoneOccupancy(id), JSON.stringify({ count: zone.count, occupied: zone.occupied, occupants: zone.occupants }));
+    }
+    if (work.fall) send(topics.fall, JSON.stringify(await presence.fallState()));
+    if (work.mode) send(topics.mode, await presence.mode());
+    await Promise.all(publishes);
+  }
+}

@@ -1,0 +1,51 @@
+/** Every topic of one installation (CONTRACT section 7): `{root}/{mid}/...` and `{prefix}/...`. */
+export class Topics {
+  readonly base: string;
+
+  constructor(
+    readonly root: string,
+    readonly mid: string,
+    readonly prefix: string,
+  ) {
+    this.base = `${root}/${mid}`;
+  }
+
+  get availability() {
+    return `${this.base}/availability`;
+  }
+  personPresence(id: string) {
+    return `${this.base}/person/${id}/presence`;
+  }
+  personAttributes(id: string) {
+    return `${this.base}/person/${id}/attributes`;
+  }
+  zoneOccupancy(id: string) {
+    return `${this.base}/zone/${id}/occupancy`;
+  }
+  get fall() {
+    return `${this.base}/fall`;
+  }
+  get anomaly() {
+    return `${this.base}/anomaly`;
+  }
+  get health() {
+    return `${this.base}/system/health`;
+  }
+  get mode() {
+    return `${this.base}/system/mode`;
+  }
+  get modeCommand() {
+    return `${this.base}/system/mode/set`;
+  }
+  /** Home Assistant's birth message topic. */
+  get haStatus() {
+    return `${this.prefix}/status`;
+  }
+  discovery(component: 'binary_sensor' | 'sensor' | 'select', objectId: string) {
+    return `${this.prefix}/${component}/${this.mid}/${objectId}/config`;
+  }
+  /** Matches every discovery config of this installation (to find ghosts). */
+  get allDiscovery() {
+    return `${this.prefix}/+/${this.mid}/+/config`;
+  }
+}

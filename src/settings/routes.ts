@@ -1,0 +1,151 @@
+import type { FastifyInstance } from 'fastify';
+import { ProblemError } from '../http/problem.js';
+import type { MqttIntegration } from '../mqtt/index.js';
+import { generateWebhookSecret, type WebhookService } from '../webhook/index.js';
+import { applyPatch, type IntegrationPatch, type IntegrationSettings, type SettingsStore } from './store.js';
+import { integrationErrors } from './validate.js';
+
+const text = (maxLength: number) => ({ type: 'string', maxLength }) as const;
+const writeOnly = (maxLength: number, description: string) => ({ type: ['string', 'null'], maxLength, description: `${description} Write-only: absent keeps the stored value, null or "" clears it.` }) as const;
+
+const mqttInput = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    enabled: { type: 'boolean' },
+    broker_url: { ...text(2048), description: 'mqtt://, mqtts://, ws:// or wss:// with host and port' },
+    username: text(256),
+    password: writeOnly(1024, 'Broker password.'),
+    tls: { type: 'boolean' },
+    tls_insecure: { type: 'boolean', description: 'Skip verification of the broker certificate' },
+    ca_cert: writeOnly(65536, 'PEM CA certificate to trust.'),
+    discovery_prefix: text(128),
+    topic_root: text(128),
+  },
+} as const;
+
+const webhookInput = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    enabled: { type: 'boolean' },
+    url: { ...text(2048), description: 'http:// or https:// URL receiving every event' },
+    secret: writeOnly(200, 'Standard Webhooks secret (whsec_ + base64).'),
+  },
+} as const;
+
+const statusSchema = (properties: Record<string, unknown>) => ({ type: 'object', properties }) as const;
+const nullableString = { type: ['string', 'null'] } as const;
+
+const viewSchema = {
+  type: 'object',
+  properties: {
+    mqtt: {
+      type: 'object',
+      properties: {
+        enabled: { type: 'boolean' },
+        broker_url: { type: 'string' },
+        username: { type: 'string' },
+        password_set: { type: 'boolean' },
+        tls: { type: 'boolean' },
+        tls_insecure: { type: 'boolean' },
+        ca_cert_set: { type: 'boolean' },
+        discovery_prefix: { type: 'string' },
+        topic_root: { type: 'string' },
+        status: statusSchema({ connected: { type: 'boolean' }, last_error: nullableString, last_connected_at: nullableString, next_reconnect_at: nullableString }),
+      },
+    },
+    webhook: {
+      type: 'object',
+      properties: {
+        enabled: { type: 'boolean' },
+        url: { type: 'string' },
+        secret_set: { type: 'boolean' },
+        status: statusSchema({ last_delivery_at: nullableString, last_status_code: { type: ['integer', 'null'] }, last_error: nullableString }),
+      },
+    },
+  },
+} as const;
+
+/** The GET shape: secrets reduced to `*_set` flags, plus live status (CONTRACT section 6). */
+async function view(settings: IntegrationSettings, mqtt: MqttIntegration, webhook: WebhookService) {
+  const { password, ca_cert, ...mqttRest } = settings.mqtt;
+  const { secret, ...webhookRest } = settings.webhook;
+  const { enabled: _enabled, ...mqttStatus } = mqtt.status();
+  return {
+    mqtt: { ...mqttRest, password_set: Boolean(password), ca_cert_set: Boolean(ca_cert), status: mqttStatus },
+    webhook: { ...webhookRest, secret_set: Boolean(secret), status: await webhook.status() },
+  };
+}
+
+export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStore; mqtt: MqttIntegration; webhook: WebhookService }): void {
+  const { store, mqtt, webhook } = deps;
+  const tags = ['settings'];
+
+  app.get('/api/settings/integration', { schema: { tags, summary: 'MQTT and webhook settings with live status (secrets never returned)', response: { 200: viewSchema } } }, async () =>
+    view(await store.get(), mqtt, webhook),
+  );
+
+  app.post(
+    '/api/settings/integration',
+    {
+      schema: {
+        tags,
+        summary: 'Save MQTT and webhook settings; MQTT reconnects at once',
+        body: { type: 'object', additionalProperties: false, properties: { mqtt: mqttInput, webhook: webhookInput } },
+        response: { 200: viewSchema },
+      },
+    },
+    async (request) => view(await store.update(request.body as IntegrationPatch), mqtt, webhook),
+  );
+
+  app.post(
+    '/api/settings/integration/test',
+    {
+      config: { rateLimit: { group: 'integration_test', cost: 10 } },
+      schema: {
+        tags,
+        summary: 'Test candidate settings (not saved): connects to the broker, sends a webhook.test delivery',
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { target: { type: 'string', enum: ['mqtt', 'webhook', 'all'], default: 'all' }, mqtt: mqttInput, webhook: webhookInput },
+        },
+      },
+    },
+    async (request) => {
+      const body = (request.body ?? {}) as IntegrationPatch & { target?: 'mqtt' | 'webhook' | 'all' };
+      const target = body.target ?? 'all';
+      const candidate = applyPatch(await store.get(), body);
+      const errors = integrationErrors(candidate).filter((error) => target === 'all' || error.path.startsWith(`/${target}/`));
+      if ((target === 'mqtt' || target === 'all') && !candidate.mqtt.broker_url) errors.push({ path: '/mqtt/broker_url', message: 'is required to test MQTT' });
+      if ((target === 'webhook' || target === 'all') && !candidate.webhook.url) errors.push({ path: '/webhook/url', message: 'is required to test the webhook' });
+      const unique = errors.filter((error, index) => errors.findIndex((other) => other.path === error.path) === index);
+      if (unique.length) throw new ProblemError(400, 'validation_failed', unique.map((error) => `${error.path} ${error.message}`).join('; '), unique);
+
+      const result: Record<string, unknown> = {};
+      await Promise.all([
+        (target === 'mqtt' || target === 'all') && mqtt.test(candidate.mqtt).then((outcome) => (result.mqtt = outcome)),
+        (target === 'webhook' || target === 'all') &&
+          webhook.test(candidate.webhook).then(({ ok, statusCode, durationMs, error }) => (result.webhook = { ok, status_code: statusCode, latency_ms: durationMs, error })),
+      ]);
+      return result;
+    },
+  );
+
+  app.post(
+    '/api/settings/integration/discovery',
+    { config: { rateLimit: { group: 'discovery', cost: 10 } }, schema: { tags, summary: 'Republish every Home Assistant discovery config (409 when MQTT is not connected)' } },
+    async () => ({ published: await mqtt.publishDiscovery() }),
+  );
+
+  app.post(
+    '/api/settings/integration/webhook-secret',
+    { schema: { tags, summary: 'Generate and save a new webhook signing secret; returned once' } },
+    async () => {
+      const secret = generateWebhookSecret();
+      await store.update({ webhook: { secret } });
+      return { secret };
+    },
+  );
+}

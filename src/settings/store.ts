@@ -1,0 +1,97 @@
+import { EventEmitter } from 'node:events';
+import type { SecretBox } from '../crypto.js';
+import type { Database, Db } from '../db/index.js';
+import { getSetting, putSetting } from '../db/kv.js';
+import { ProblemError } from '../http/problem.js';
+import { integrationErrors } from './validate.js';
+
+/** The integration settings with secrets in clear; never leaves the process. */
+export interface IntegrationSettings {
+  mqtt: {
+    enabled: boolean;
+    broker_url: string;
+    username: string;
+    password: string;
+    tls: boolean;
+    tls_insecure: boolean;
+    ca_cert: string;
+    discovery_prefix: string;
+    topic_root: string;
+  };
+  webhook: { enabled: boolean; url: string; secret: string };
+}
+
+/** What a POST may carry: every field optional; write-only secrets: absent keeps, null or "" clears. */
+export interface IntegrationPatch {
+  mqtt?: Partial<Omit<IntegrationSettings['mqtt'], 'password' | 'ca_cert'>> & { password?: string | null; ca_cert?: string | null };
+  webhook?: Partial<Omit<IntegrationSettings['webhook'], 'secret'>> & { secret?: string | null };
+}
+
+export const DEFAULT_SETTINGS: IntegrationSettings = {
+  mqtt: { enabled: false, broker_url: '', username: '', password: '', tls: false, tls_insecure: false, ca_cert: '', discovery_prefix: 'homeassistant', topic_root: 'mothership' },
+  webhook: { enabled: false, url: '', secret: '' },
+};
+
+const SECRET_FIELDS = { mqtt: ['password', 'ca_cert'], webhook: ['secret'] } as const;
+const KEY = 'integration';
+
+/** Merges a patch into settings with the write-only rules for secrets. */
+export function applyPatch(current: IntegrationSettings, patch: IntegrationPatch): IntegrationSettings {
+  const merge = <T extends object>(base: T, changes: object | undefined): T => {
+    const next = { ...base } as Record<string, unknown>;
+    for (const [key, value] of Object.entries(changes ?? {})) if (value !== undefined) next[key] = value ?? '';
+    return next as T;
+  };
+  return { mqtt: merge(current.mqtt, patch.mqtt), webhook: merge(current.webhook, patch.webhook) };
+}
+
+/**
+ * The settings table row `integration`: secrets sealed with the SecretBox, everything else as is.
+ * Emits `change` with the new settings after each save, so integrations reconfigure at once.
+ */
+export class SettingsStore extends EventEmitter<{ change: [IntegrationSettings] }> {
+  constructor(
+    private readonly database: Database,
+    private readonly box: SecretBox,
+  ) {
+    super();
+  }
+
+  async get(trx: Db = this.database.db): Promise<IntegrationSettings> {
+    const stored = await getSetting<{ mqtt?: Record<string, unknown>; webhook?: Record<string, unknown> }>(trx, KEY);
+    const settings: IntegrationSettings = { mqtt: { ...DEFAULT_SETTINGS.mqtt }, webhook: { ...DEFAULT_SETTINGS.webhook } };
+    for (const group of ['mqtt', 'webhook'] as const) {
+      const values = stored?.[group] ?? {};
+      for (const [key, value] of Object.entries(values)) {
+        if (key.endsWith('_sealed')) (settings[group] as Record<string, unknown>)[key.slice(0, -7)] = value ? this.box.open(String(value)) : '';
+        else if (key in settings[group]) (settings[group] as Record<string, unknown>)[key] = value;
+      }
+    }
+    return settings;
+  }
+
+  /** Validates the merged result (400 naming each field) and saves it. */
+  async update(patch: IntegrationPatch): Promise<IntegrationSettings> {
+    const next = await this.database.transaction(async (trx) => {
+      const merged = applyPatch(await this.get(trx), patch);
+      const errors = integrationErrors(merged);
+      if (errors.length) throw new ProblemError(400, 'validation_failed', errors.map((error) => `${error.path} ${error.message}`).join('; '), errors);
+      await putSetting(trx, KEY, this.seal(merged));
+      return merged;
+    });
+    this.emit('change', next);
+    return next;
+  }
+
+  private seal(settings: IntegrationSettings): object {
+    const sealGroup = (group: 'mqtt' | 'webhook') => {
+      const out: Record<string, unknown> = {};
+      for (const [key, value] of Object.entries(settings[group])) {
+        if ((SECRET_FIELDS[group] as readonly string[]).includes(key)) out[`${key}_sealed`] = value ? this.box.seal(String(value)) : '';
+        else out[key] = value;
+      }
+      return out;
+    };
+    return { mqtt: sealGroup('mqtt'), webhook: sealGroup('webhook') };
+  }
+}

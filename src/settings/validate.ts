@@ -1,0 +1,71 @@
+import type { FieldError } from '../http/problem.js';
+import type { IntegrationSettings } from './store.js';
+
+/** A topic level usable as a prefix: no wildcards, no empty levels, no leading or trailing slash. */
+export function topicPrefixError(value: string): string | null {
+  if (value === '') return 'must not be empty';
+  if (/[+#]/.test(value)) return 'must not contain the MQTT wildcards + or #';
+  if (value.startsWith('/') || value.endsWith('/')) return 'must not start or end with /';
+  if (value.split('/').some((level) => level === '')) return 'must not contain an empty level (//)';
+  if (/[\u0000-\u001f]/.test(value)) return 'must not contain control characters';
+  return null;
+}
+
+const BROKER_SCHEMES = ['mqtt:', 'mqtts:', 'ws:', 'wss:'];
+
+export function brokerUrlError(value: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'must be a URL like mqtt://host:1883';
+  }
+  if (!BROKER_SCHEMES.includes(url.protocol)) return 'must use mqtt://, mqtts://, ws:// or wss://';
+  if (!url.hostname) return 'must name a host';
+  if (!url.port) return 'must name a port (1..65535), e.g. mqtt://host:1883';
+  const port = Number(url.port);
+  if (!(port >= 1 && port <= 65535)) return 'port must be 1..65535';
+  if (url.username || url.password) return 'must not contain credentials: use the username and password fields';
+  return null;
+}
+
+export function webhookUrlError(value: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'must be a URL like https://host/path';
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must use http:// or https://';
+  if (!url.hostname) return 'must name a host';
+  if (url.username || url.password) return 'must not contain credentials';
+  return null;
+}
+
+/** Standard Webhooks secrets: `whsec_` + base64 of 24 to 64 random bytes. */
+export function webhookSecretError(value: string): string | null {
+  if (!/^whsec_[A-Za-z0-9+/]+={0,2}$/.test(value)) return 'must be whsec_ followed by base64';
+  const bytes = Buffer.from(value.slice(6), 'base64').length;
+  if (bytes < 24 || bytes > 64) return 'must encode 24 to 64 bytes';
+  return null;
+}
+
+export function caCertError(value: string): string | null {
+  return /-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----/.test(value) ? null : 'must be a PEM certificate (-----BEGIN CERTIFICATE-----)';
+}
+
+/** The rules that depend on more than one field or on the URL's parts (CONTRACT section 6). */
+export function integrationErrors(settings: IntegrationSettings): FieldError[] {
+  const errors: FieldError[] = [];
+  const check = (path: string, error: string | null) => error && errors.push({ path, message: error });
+  const { mqtt, webhook } = settings;
+  if (mqtt.enabled && !mqtt.broker_url) errors.push({ path: '/mqtt/broker_url', message: 'is required when MQTT is enabled' });
+  if (mqtt.broker_url) check('/mqtt/broker_url', brokerUrlError(mqtt.broker_url));
+  check('/mqtt/discovery_prefix', topicPrefixError(mqtt.discovery_prefix));
+  check('/mqtt/topic_root', topicPrefixError(mqtt.topic_root));
+  if (mqtt.ca_cert) check('/mqtt/ca_cert', caCertError(mqtt.ca_cert));
+  if (webhook.enabled && !webhook.url) errors.push({ path: '/webhook/url', message: 'is required when the webhook is enabled' });
+  if (webhook.url) check('/webhook/url', webhookUrlError(webhook.url));
+  if (webhook.secret) check('/webhook/secret', webhookSecretError(webhook.secret));
+  return errors;
+}

@@ -1,0 +1,302 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import { Webhook } from 'standardwebhooks';
+import type { Database, Db } from '../db/index.js';
+import { now } from '../db/index.js';
+import type { Insertable, Selectable } from 'kysely';
+import type { WebhookDeliveriesTable } from '../db/schema.js';
+import { makeEvent, type EventLog, type StoredEvent } from '../events/index.js';
+import { notFound } from '../http/problem.js';
+import type { Metrics } from '../ops/metrics.js';
+import type { SettingsStore } from '../settings/store.js';
+import { VERSION } from '../version.js';
+import { postJson, type PostResult } from './http-client.js';
+import { outcomeOf } from './policy.js';
+
+export interface DeliveryView {
+  id: number;
+  webhook_id: string;
+  event_seq: number | null;
+  event_type: string;
+  url: string;
+  attempt: number;
+  state: WebhookDeliveriesTable['state'];
+  status_code: number | null;
+  error: string | null;
+  duration_ms: number | null;
+  created_at: string;
+  attempted_at: string | null;
+  due_at: string;
+}
+
+export interface WebhookStatus {
+  last_delivery_at: string | null;
+  last_status_code: number | null;
+  last_error: string | null;
+}
+
+/** A fresh Standard Webhooks secret: `whsec_` + base64 of 32 random bytes. */
+export const generateWebhookSecret = () => 'whsec_' + randomBytes(32).toString('base64');
+
+type DeliveryRow = Selectable<WebhookDeliveriesTable>;
+
+/** A new pending attempt of an existing delivery: same webhook-id, URL and body. */
+const resendOf = (row: DeliveryRow, attempt: number, dueAt: string): Insertable<WebhookDeliveriesTable> => ({
+  webhook_id: row.webhook_id,
+  event_seq: row.event_seq,
+  event_type: row.event_type,
+  url: row.url,
+  payload: row.payload,
+  attempt,
+  state: 'pending',
+  due_at: dueAt,
+  status_code: null,
+  error: null,
+  duration_ms: null,
+  created_at: now(),
+  attempted_at: null,
+});
+
+const BATCH = 50;
+const CONCURRENCY = 4;
+const POLL_MS = 1000;
+
+/**
+ * The system webhook: a transactional outbox (a delivery row per event, written with the event) and
+ * a dispatcher that sends due rows. One row per attempt; a retry is a new row with the same
+ * `webhook-id`, due WEBHOOK_RETRY_DELAY_MS later, so a pending retry survives a restart and the log
+ * shows every attempt in order. Memory stays flat whatever the receiver does: the backlog is in the
+ * database and at most CONCURRENCY requests are in flight.
+ */
+export class WebhookService {
+  private timer: NodeJS.Timeout | null = null;
+  private draining: Promise<void> | null = null;
+  private again = false;
+  private stopped = true;
+
+  constructor(
+    private readonly database: Database,
+    events: EventLog,
+    private readonly settings: SettingsStore,
+    private readonly log: FastifyBaseLogger,
+    private readonly metrics: Metrics | null,
+    private readonly options: { timeoutMs: number; retryDelayMs: number },
+  ) {
+    events.onAppend((trx, stored) => this.enqueue(trx, stored));
+    events.subscribe(() => this.kick());
+  }
+
+  /** Outbox: inside the event's transaction, one pending delivery per event when the webhook is on. */
+  private async enqueue(trx: Db, events: StoredEvent[]): Promise<void> {
+    const { webhook } = await this.settings.get(trx);
+    if (!webhook.enabled || !webhook.url) return;
+    const at = now();
+    await trx
+      .insertInto('webhook_deliveries')
+      .values(
+        events.map((event) => ({
+          webhook_id: `msg_${randomUUID().replace(/-/g, '')}`,
+          event_seq: event.seq,
+          event_type: event.payload.event_type,
+          url: webhook.url,
+          payload: event.json,
+          attempt: 1,
+          state: 'pending' as const,
+          due_at: at,
+          status_code: null,
+          error: null,
+          duration_ms: null,
+          created_at: at,
+          attempted_at: null,
+        })),
+      )
+      .execute();
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.timer = setInterval(() => this.kick(), POLL_MS);
+    this.timer.unref();
+    this.kick();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.draining;
+  }
+
+  /** Starts a drain unless one runs; a drain in progress runs once more (new rows may have arrived). */
+  kick(): void {
+    if (this.stopped) return;
+    if (this.draining) {
+      this.again = true;
+      return;
+    }
+    this.draining = this.drain()
+      .catch((error: Error) => this.log.warn({ err: error }, 'webhook dispatch failed'))
+      .finally(() => {
+        this.draining = null;
+        if (this.again && !this.stopped) {
+          this.again = false;
+          this.kick();
+        }
+      });
+  }
+
+  private async drain(): Promise<void> {
+    while (!this.stopped) {
+      const due = await this.claimDue();
+      if (due.length === 0) return;
+      const queue = [...due];
+      await Promise.all(Array.from({ length: Math.min(CONCURRENCY, queue.length) }, async () => {
+        for (let row = queue.shift(); row; row = queue.shift()) await this.attempt(row);
+      }));
+    }
+  }
+
+  /**
+   * Claims due rows by moving them to `sending` with a deadline; a process that dies mid-send leaves
+   * them to be claimed again after it (at-least-once), and two instances never send the same row.
+   */
+  private async claimDue(): Promise<DeliveryRow[]> {
+    const at = now();
+    const rows = await this.database.db
+      .selectFrom('webhook_deliveries')
+      .selectAll()
+      .where((eb) => eb.or([eb('state', '=', 'pending'), eb('state', '=', 'sending')]))
+      .where('due_at', '<=', at)
+      .orderBy('id')
+      .limit(BATCH)
+      .execute();
+    const claimed: DeliveryRow[] = [];
+    const deadline = new Date(Date.now() + this.options.timeoutMs + 30_000).toISOString();
+    for (const row of rows) {
+      const result = await this.database.db
+        .updateTable('webhook_deliveries')
+        .set({ state: 'sending', due_at: deadline })
+        .where('id', '=', row.id)
+        .where('state', '=', row.state)
+        .where('due_at', '=', row.due_at)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 1) claimed.push(row);
+    }
+    return claimed;
+  }
+
+  /** Sends one attempt, records its outcome, and schedules the retry when the policy says so. */
+  private async attempt(row: DeliveryRow): Promise<void> {
+    const { webhook } = await this.settings.get();
+    const result = await this.send(row.url, row.webhook_id, row.payload, row.event_type, webhook.secret);
+    const outcome = outcomeOf(result, row.attempt);
+    await this.database.transaction(async (trx) => {
+      await trx
+        .updateTable('webhook_deliveries')
+        .set({
+          state: outcome === 'delivered' ? 'delivered' : outcome === 'retry' ? 'retry_scheduled' : 'failed',
+          status_code: result.statusCode,
+          error: result.error,
+          duration_ms: result.durationMs,
+          attempted_at: now(),
+        })
+        .where('id', '=', row.id)
+        .execute();
+      if (outcome === 'retry') {
+        await trx.insertInto('webhook_deliveries').values(resendOf(row, row.attempt + 1, new Date(Date.now() + this.options.retryDelayMs).toISOString())).execute();
+      }
+    });
+    this.metrics?.webhookDeliveries.inc({ outcome });
+    this.metrics?.webhookDuration.observe(result.durationMs / 1000);
+    if (outcome === 'retry') {
+      this.log.info({ delivery: row.id, status: result.statusCode, error: result.error }, 'webhook attempt failed; retry scheduled');
+      setTimeout(() => this.kick(), this.options.retryDelayMs + 10).unref();
+    }
+  }
+
+  /** Signs (Standard Webhooks, when a secret is set) and POSTs the exact payload bytes. */
+  private send(url: string, webhookId: string, payload: string, eventType: string, secret: string): Promise<PostResult> {
+    const timestamp = new Date();
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'user-agent': `mothership/${VERSION}`,
+      'x-service-event': eventType,
+      'webhook-id': webhookId,
+      'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
+    };
+    if (secret) headers['webhook-signature'] = new Webhook(secret).sign(webhookId, timestamp, payload);
+    return postJson(url, payload, headers, this.options.timeoutMs);
+  }
+
+  /**
+   * The settings page's Test: a real `webhook.test` delivery to the candidate URL and secret, logged
+   * like any other, answered with its outcome (no retry: the person is waiting for the answer).
+   */
+  async test(candidate: { url: string; secret: string }): Promise<PostResult & { ok: boolean }> {
+    const payload = JSON.stringify(makeEvent('webhook.test', { detail: { message: 'Test delivery from Mothership' } }));
+    const webhookId = `msg_${randomUUID().replace(/-/g, '')}`;
+    const at = now();
+    const { id } = await this.database.db
+      .insertInto('webhook_deliveries')
+      .values({ webhook_id: webhookId, event_seq: null, event_type: 'webhook.test', url: candidate.url, payload, attempt: 1, state: 'sending', due_at: at, status_code: null, error: null, duration_ms: null, created_at: at, attempted_at: null })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const result = await this.send(candidate.url, webhookId, payload, 'webhook.test', candidate.secret);
+    const ok = outcomeOf(result, 1) === 'delivered';
+    await this.database.db
+      .updateTable('webhook_deliveries')
+      .set({ state: ok ? 'delivered' : 'failed', status_code: result.statusCode, error: result.error, duration_ms: result.durationMs, attempted_at: now() })
+      .where('id', '=', id)
+      .execute();
+    this.metrics?.webhookDeliveries.inc({ outcome: ok ? 'delivered' : 'failed' });
+    return { ...result, ok };
+  }
+
+  /** Sends a logged delivery again, now, as a new first attempt with the same webhook-id and body. */
+  async redeliver(id: number): Promise<DeliveryView> {
+    const row = await this.database.db.selectFrom('webhook_deliveries').selectAll().where('id', '=', id).executeTakeFirst();
+    if (!row) throw notFound('Delivery', String(id));
+    const { id: newId } = await this.database.db
+      .insertInto('webhook_deliveries')
+      .values(resendOf(row, 1, now()))
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    this.kick();
+    return this.get(Number(newId));
+  }
+
+  async get(id: number): Promise<DeliveryView> {
+    const row = await this.database.db.selectFrom('webhook_deliveries').selectAll().where('id', '=', id).executeTakeFirst();
+    if (!row) throw notFound('Delivery', String(id));
+    return toView(row);
+  }
+
+  async list(limit: number): Promise<DeliveryView[]> {
+    return (await this.database.db.selectFrom('webhook_deliveries').selectAll().orderBy('id', 'desc').limit(limit).execute()).map(toView);
+  }
+
+  async status(): Promise<WebhookStatus> {
+    const last = await this.database.db
+      .selectFrom('webhook_deliveries')
+      .select(['attempted_at', 'status_code', 'error'])
+      .where('attempted_at', 'is not', null)
+      .orderBy('attempted_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return { last_delivery_at: last?.attempted_at ?? null, last_status_code: last?.status_code ?? null, last_error: last?.error ?? null };
+  }
+
+  async backlog(): Promise<number> {
+    const row = await this.database.db
+      .selectFrom('webhook_deliveries')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('state', 'in', ['pending', 'sending'])
+      .executeTakeFirstOrThrow();
+    return Number(row.count);
+  }
+}
+
+function toView(row: DeliveryRow): DeliveryView {
+  const { payload: _payload, ...rest } = row;
+  return { ...rest, id: Number(row.id), event_seq: row.event_seq === null ? null : Number(row.event_seq) };
+}

@@ -1,0 +1,48 @@
+import type { FastifyInstance } from 'fastify';
+import type { WebhookService } from './index.js';
+
+const deliverySchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'integer' },
+    webhook_id: { type: 'string' },
+    event_seq: { type: ['integer', 'null'] },
+    event_type: { type: 'string' },
+    url: { type: 'string' },
+    attempt: { type: 'integer' },
+    state: { type: 'string', enum: ['pending', 'sending', 'delivered', 'failed', 'retry_scheduled'] },
+    status_code: { type: ['integer', 'null'] },
+    error: { type: ['string', 'null'] },
+    duration_ms: { type: ['integer', 'null'] },
+    created_at: { type: 'string' },
+    attempted_at: { type: ['string', 'null'] },
+    due_at: { type: 'string' },
+  },
+} as const;
+
+export function webhookRoutes(app: FastifyInstance, webhook: WebhookService): void {
+  app.get(
+    '/api/webhook/deliveries',
+    {
+      schema: {
+        tags: ['webhook'],
+        summary: 'Recent delivery attempts, newest first (one row per attempt)',
+        querystring: { type: 'object', additionalProperties: false, properties: { limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 } } },
+        response: { 200: { type: 'array', items: deliverySchema } },
+      },
+    },
+    (request) => webhook.list((request.query as { limit: number }).limit),
+  );
+  app.post(
+    '/api/webhook/deliveries/:id/redeliver',
+    {
+      schema: {
+        tags: ['webhook'],
+        summary: 'Send a logged delivery again (same webhook-id and body)',
+        params: { type: 'object', properties: { id: { type: 'integer', minimum: 1 } } },
+        response: { 202: deliverySchema },
+      },
+    },
+    async (request, reply) => reply.code(202).send(await webhook.redeliver((request.params as { id: number }).id)),
+  );
+}
