@@ -11,6 +11,8 @@ export interface MqttStatus {
 
 export type MqttSettings = IntegrationSettings['mqtt'];
 
+const CLOSE_GRACE_MS = 2000;
+
 /** mqtt.js options from the settings: TLS for mqtts://, wss:// or the TLS flag, with an optional CA. */
 export function clientOptions(settings: MqttSettings, clientId: string, will?: IClientOptions['will']): { url: string; options: IClientOptions } {
   const url = new URL(settings.broker_url);
@@ -102,8 +104,12 @@ export class MqttConnection {
   async close(beforeClose?: () => Promise<void>): Promise<void> {
     this.closing = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
-    if (this.client.connected && beforeClose) await Promise.race([beforeClose().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 2000))]);
-    await this.client.endAsync(!this.client.connected).catch(() => {});
+    const capped = (work: Promise<unknown>) => Promise.race([work.catch(() => {}), new Promise((resolve) => setTimeout(resolve, CLOSE_GRACE_MS).unref())]);
+    if (this.client.connected && beforeClose) await capped(beforeClose());
+    // A graceful end waits for every in-flight QoS 1 acknowledgement, which a broker that restarted
+    // may never send: give it a moment, then force the close.
+    if (this.client.connected) await capped(this.client.endAsync(false));
+    await this.client.endAsync(true).catch(() => {});
     this.status.connected = false;
     this.status.next_reconnect_at = null;
     this.hooks.onStatus(this.status);

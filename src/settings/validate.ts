@@ -22,8 +22,10 @@ export function brokerUrlError(value: string): string | null {
   }
   if (!BROKER_SCHEMES.includes(url.protocol)) return 'must use mqtt://, mqtts://, ws:// or wss://';
   if (!url.hostname) return 'must name a host';
-  if (!url.port) return 'must name a port (1..65535), e.g. mqtt://host:1883';
-  const port = Number(url.port);
+  // Read the port from the text: URL drops a default one (wss://host:443 has url.port === '').
+  const explicitPort = /^[a-z]+:\/\/(?:[^@/?#]*@)?(?:\[[^\]]*\]|[^/:?#]*):(\d+)(?:[/?#]|$)/i.exec(value)?.[1];
+  if (!explicitPort) return 'must name a port (1..65535), e.g. mqtt://host:1883';
+  const port = Number(explicitPort);
   if (!(port >= 1 && port <= 65535)) return 'port must be 1..65535';
   if (url.username || url.password) return 'must not contain credentials: use the username and password fields';
   return null;

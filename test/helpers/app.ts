@@ -103,13 +103,13 @@ export async function startTestApp(dialect: DialectName, extra: Record<string, s
 }
 
 /** Polls `check` until it returns a truthy value or `timeoutMs` passes. */
-export async function eventually<T>(check: () => Promise<T> | T, timeoutMs = 5000, what = 'condition'): Promise<T> {
+export async function eventually<T>(check: () => Promise<T> | T, timeoutMs = 5000, what = "condition"): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
     try {
       const value = await check();
-      if (value) return value;
+      if (value) return value as NonNullable<T>;
     } catch (error) {
       lastError = error;
     }

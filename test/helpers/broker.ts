@@ -1,0 +1,122 @@
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { chmodSync, mkdtempSync, readdirSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import mqtt, { type MqttClient } from 'mqtt';
+
+export const SHARED_BROKER = process.env.TEST_MQTT_URL ?? 'mqtt://127.0.0.1:1883';
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+    probe.on('error', reject);
+  });
+}
+
+async function waitForPort(port: number, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, '127.0.0.1', () => {
+        socket.end();
+        resolve(true);
+      });
+      socket.on('error', () => resolve(false));
+    });
+    if (open) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`mosquitto did not listen on ${port}`);
+}
+
+export interface TlsMaterial {
+  caCert: string;
+  dir: string;
+}
+
+/** A CA and a server certificate for localhost/127.0.0.1, made with openssl. */
+export function makeTlsMaterial(dir: string): TlsMaterial {
+  const run = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+  run('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=Mothership Test CA');
+  run('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=localhost');
+  writeFileSync(path.join(dir, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
+  run('x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.crt', '-days', '2', '-extfile', 'san.ext');
+  return { caCert: readFileSync(path.join(dir, 'ca.crt'), 'utf8'), dir };
+}
+
+/** A private Mosquitto the test starts, stops and restarts on a fixed port. */
+export async function startBroker(options: { tls?: boolean; users?: Record<string, string> } = {}) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mothership-broker-'));
+  const port = await freePort();
+  const lines = [`listener ${port} 127.0.0.1`, 'persistence false', 'log_dest none'];
+  let tls: TlsMaterial | null = null;
+  if (options.tls) {
+    tls = makeTlsMaterial(dir);
+    lines.push(`cafile ${dir}/ca.crt`, `certfile ${dir}/server.crt`, `keyfile ${dir}/server.key`);
+  }
+  if (options.users) {
+    const file = path.join(dir, 'passwords');
+    writeFileSync(file, '');
+    for (const [user, password] of Object.entries(options.users)) execFileSync('mosquitto_passwd', ['-b', file, user, password], { stdio: 'pipe' });
+    lines.push('allow_anonymous false', `password_file ${file}`);
+  } else {
+    lines.push('allow_anonymous true');
+  }
+  const config = path.join(dir, 'mosquitto.conf');
+  writeFileSync(config, lines.join('\n') + '\n');
+  // Started as root, mosquitto drops to its own user: it must be able to read the (test-only) files.
+  chmodSync(dir, 0o755);
+  for (const file of readdirSync(dir)) chmodSync(path.join(dir, file), 0o644);
+  let process: ChildProcess | null = null;
+
+  const broker = {
+    port,
+    url: `${options.tls ? 'mqtts' : 'mqtt'}://${options.tls ? 'localhost' : '127.0.0.1'}:${port}`,
+    caCert: tls?.caCert ?? '',
+    async start() {
+      process = spawn('mosquitto', ['-c', config], { stdio: 'ignore' });
+      await waitForPort(port);
+    },
+    async stop() {
+      if (!process || process.exitCode !== null) return;
+      const exited = new Promise((resolve) => process!.once('exit', resolve));
+      process.kill('SIGTERM');
+      await exited;
+    },
+    async destroy() {
+      await broker.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  await broker.start();
+  return broker;
+}
+
+/** A plain MQTT client standing in for Home Assistant: it reads what the service publishes. */
+export async function observer(url: string, filters: string[], options: mqtt.IClientOptions = {}) {
+  const client: MqttClient = await mqtt.connectAsync(url, { reconnectPeriod: 200, ...options });
+  const messages: { topic: string; payload: string; retain: boolean }[] = [];
+  client.on('message', (topic, payload, packet) => messages.push({ topic, payload: payload.toString(), retain: packet.retain }));
+  if (filters.length) await client.subscribeAsync(filters, { qos: 1 });
+  return {
+    client,
+    messages,
+    /** The last payload seen on a topic. */
+    last: (topic: string) => messages.filter((message) => message.topic === topic).at(-1)?.payload,
+    close: () => client.endAsync(true),
+  };
+}
+
+/** What a fresh subscriber sees: the retained message of every topic under `filters`. */
+export async function retainedSet(url: string, filters: string[], settleMs = 300, options: mqtt.IClientOptions = {}): Promise<Map<string, string>> {
+  const view = await observer(url, filters, options);
+  await new Promise((resolve) => setTimeout(resolve, settleMs));
+  await view.close();
+  const retained = new Map<string, string>();
+  for (const message of view.messages) if (message.retain) retained.set(message.topic, message.payload);
+  return retained;
+}

@@ -1,0 +1,328 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
+import { observer, retainedSet, SHARED_BROKER, startBroker } from './helpers/broker.js';
+import { spawnMothership, stopProcess } from './helpers/process.js';
+
+const unique = () => randomBytes(4).toString('hex');
+
+/** An app whose MQTT topics are private to this test (shared broker, unique root, prefix and client id). */
+async function mqttApp(extra: Record<string, string> = {}) {
+  const id = unique();
+  const names = { mid: `ms${id}`, root: `root${id}`, prefix: `ha${id}` };
+  const app = await startTestApp('sqlite', { MOTHERSHIP_ID: names.mid, MQTT_BACKOFF_INITIAL_MS: '100', MQTT_BACKOFF_MAX_MS: '400', ...extra }, { start: true });
+  return { app, ...names };
+}
+
+const connected = (app: TestApp) => eventually(async () => (await app.api('GET', '/api/settings/integration')).body.mqtt.status.connected === true, 5000, 'MQTT connected');
+
+describe('MQTT publishing on the shared broker', () => {
+  let app: TestApp;
+  let mid: string;
+  let root: string;
+  let prefix: string;
+
+  before(async () => {
+    ({ app, mid, root, prefix } = await mqttApp());
+    await app.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
+    await app.api('POST', '/api/zones', { id: 'kitchen', name: 'Kitchen' });
+    // A ghost: a retained config of this installation for a person that no longer exists.
+    const ghost = await observer(SHARED_BROKER, []);
+    await ghost.client.publishAsync(`${prefix}/binary_sensor/${mid}/person_ghost_presence/config`, JSON.stringify({ name: 'Ghost' }), { retain: true, qos: 1 });
+    await ghost.close();
+    const saved = await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: SHARED_BROKER, topic_root: root, discovery_prefix: prefix } });
+    assert.equal(saved.status, 200, JSON.stringify(saved.body));
+    await connected(app);
+  });
+  after(() => app.cleanup());
+
+  it('publishes availability, every discovery config and the current state, retained', async () => {
+    const retained = await eventually(async () => {
+      const set = await retainedSet(SHARED_BROKER, [`${root}/#`, `${prefix}/#`]);
+      return set.has(`${root}/${mid}/system/health`) && set.size >= 13 ? set : null;
+    }, 5000, 'retained set');
+    assert.equal(retained.get(`${root}/${mid}/availability`), 'online');
+    const configs = [...retained.keys()].filter((topic) => topic.endsWith('/config')).sort();
+    assert.deepEqual(configs, [
+      `${prefix}/binary_sensor/${mid}/fall/config`,
+      `${prefix}/binary_sensor/${mid}/person_ada_presence/config`,
+      `${prefix}/binary_sensor/${mid}/zone_kitchen_occupied/config`,
+      `${prefix}/select/${mid}/mode/config`,
+      `${prefix}/sensor/${mid}/node_count/config`,
+      `${prefix}/sensor/${mid}/quality/config`,
+      `${prefix}/sensor/${mid}/zone_kitchen_count/config`,
+    ]);
+    const presence = JSON.parse(retained.get(`${prefix}/binary_sensor/${mid}/person_ada_presence/config`)!);
+    assert.equal(presence.state_topic, `${root}/${mid}/person/ada/presence`);
+    assert.equal(presence.availability[0].topic, `${root}/${mid}/availability`);
+    assert.equal(retained.get(`${root}/${mid}/person/ada/presence`), 'not_home');
+    assert.deepEqual(JSON.parse(retained.get(`${root}/${mid}/zone/kitchen/occupancy`)!), { count: 0, occupied: false, occupants: [] });
+    assert.deepEqual(JSON.parse(retained.get(`${root}/${mid}/fall`)!), { state: 'OFF', person: null, zone: null, timestamp: null });
+    assert.equal(retained.get(`${root}/${mid}/system/mode`), 'home');
+    const health = JSON.parse(retained.get(`${root}/${mid}/system/health`)!);
+    assert.deepEqual(Object.keys(health).sort(), ['mode', 'node_count', 'quality', 'timestamp']);
+  });
+
+  it('cleared the ghost config of an entity that no longer exists', async () => {
+    await eventually(async () => !(await retainedSet(SHARED_BROKER, [`${prefix}/#`])).has(`${prefix}/binary_sensor/${mid}/person_ghost_presence/config`), 5000, 'ghost cleared');
+  });
+
+  it('mirrors zone entry and exit into presence and occupancy topics', async () => {
+    const view = await observer(SHARED_BROKER, [`${root}/${mid}/#`]);
+    try {
+      await app.api('POST', '/api/events', { type: 'zone.entry', person: 'ada', zone: 'kitchen' });
+      await eventually(() => view.last(`${root}/${mid}/person/ada/presence`) === 'home', 3000, 'home');
+      await eventually(() => view.last(`${root}/${mid}/zone/kitchen/occupancy`) === JSON.stringify({ count: 1, occupied: true, occupants: ['ada'] }), 3000, 'occupied');
+      const attributes = JSON.parse(view.last(`${root}/${mid}/person/ada/attributes`)!);
+      assert.equal(attributes.zone, 'kitchen');
+      await app.api('POST', '/api/events', { type: 'zone.exit', person: 'ada', zone: 'kitchen' });
+      await eventually(() => view.last(`${root}/${mid}/zone/kitchen/occupancy`) === JSON.stringify({ count: 0, occupied: false, occupants: [] }), 3000, 'empty');
+    } finally {
+      await view.close();
+    }
+  });
+
+  it('publishes falls (retained) and anomalies (not retained)', async () => {
+    const view = await observer(SHARED_BROKER, [`${root}/${mid}/fall`, `${root}/${mid}/anomaly`]);
+    try {
+      await app.api('POST', '/api/events', { type: 'fall.detected', person: 'ada', zone: 'kitchen' });
+      await app.api('POST', '/api/events', { type: 'anomaly.detected', zone: 'kitchen', detail: { kind: 'motion' } });
+      await eventually(() => view.last(`${root}/${mid}/anomaly`), 3000, 'anomaly');
+      const fall = await eventually(() => view.messages.find((message) => message.topic.endsWith('/fall') && message.payload.includes('"ON"')), 3000, 'fall');
+      assert.deepEqual(Object.keys(JSON.parse(fall.payload)).sort(), ['person', 'state', 'timestamp', 'zone']);
+      assert.equal(JSON.parse(fall.payload).person, 'ada');
+      const anomaly = JSON.parse(view.last(`${root}/${mid}/anomaly`)!);
+      assert.equal(anomaly.event_type, 'anomaly.detected');
+      const retained = await retainedSet(SHARED_BROKER, [`${root}/${mid}/anomaly`, `${root}/${mid}/fall`]);
+      assert.equal(retained.has(`${root}/${mid}/anomaly`), false, 'anomalies are not retained');
+      assert.equal(JSON.parse(retained.get(`${root}/${mid}/fall`)!).state, 'ON');
+    } finally {
+      await view.close();
+    }
+  });
+
+  it('republishes everything when Home Assistant announces itself', async () => {
+    const view = await observer(SHARED_BROKER, [`${root}/${mid}/availability`, `${prefix}/select/${mid}/mode/config`]);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      view.messages.length = 0;
+      await view.client.publishAsync(`${prefix}/status`, 'online', { qos: 1 });
+      await eventually(() => view.messages.some((message) => message.topic.endsWith('/mode/config')) && view.last(`${root}/${mid}/availability`) === 'online', 3000, 'birth republish');
+    } finally {
+      await view.close();
+    }
+  });
+
+  it('follows mode commands and ignores retained or unknown ones', async () => {
+    const commander = await observer(SHARED_BROKER, []);
+    try {
+      await commander.client.publishAsync(`${root}/${mid}/system/mode/set`, 'sleep', { qos: 1 });
+      await eventually(async () => (await app.api('GET', '/api/system/mode')).body.mode === 'sleep', 3000, 'mode sleep');
+      await commander.client.publishAsync(`${root}/${mid}/system/mode/set`, 'disco', { qos: 1 });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      assert.equal((await app.api('GET', '/api/system/mode')).body.mode, 'sleep', 'an unknown mode is ignored');
+      await eventually(async () => (await retainedSet(SHARED_BROKER, [`${root}/${mid}/system/mode`])).get(`${root}/${mid}/system/mode`) === 'sleep', 3000, 'mode state');
+      // A retained command reaches the service on every (re)subscribe: it must not flip the mode then.
+      await commander.client.publishAsync(`${root}/${mid}/system/mode/set`, 'away', { qos: 1, retain: true });
+      await eventually(async () => (await app.api('GET', '/api/system/mode')).body.mode === 'away', 3000, 'live command applied');
+      await app.api('PUT', '/api/system/mode', { mode: 'sleep' });
+      await app.api('POST', '/api/settings/integration', { mqtt: { enabled: false } });
+      await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true } });
+      await connected(app);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.equal((await app.api('GET', '/api/system/mode')).body.mode, 'sleep', 'the stale retained command was ignored on resubscribe');
+      await commander.client.publishAsync(`${root}/${mid}/system/mode/set`, '', { qos: 1, retain: true });
+    } finally {
+      await commander.close();
+    }
+  });
+
+  it('removes a deleted person: empty config and cleared state', async () => {
+    await app.api('POST', '/api/persons', { id: 'bob', name: 'Bob' });
+    const config = `${prefix}/binary_sensor/${mid}/person_bob_presence/config`;
+    await eventually(async () => (await retainedSet(SHARED_BROKER, [config])).has(config), 3000, 'bob config');
+    await app.api('DELETE', '/api/persons/bob');
+    await eventually(async () => {
+      const set = await retainedSet(SHARED_BROKER, [`${prefix}/#`, `${root}/${mid}/person/bob/#`]);
+      return !set.has(config) && !set.has(`${root}/${mid}/person/bob/presence`) && !set.has(`${root}/${mid}/person/bob/attributes`);
+    }, 3000, 'bob removed');
+  });
+
+  it('republishes discovery on request', async () => {
+    const response = await app.api('POST', '/api/settings/integration/discovery');
+    assert.equal(response.status, 200);
+    assert.deepEqual(response.body, { published: 7 });
+  });
+});
+
+describe('MQTT connection management', () => {
+  it('reconnects with backoff after the broker stops and starts again, then republishes', async () => {
+    const broker = await startBroker();
+    const { app, mid, root, prefix } = await mqttApp();
+    try {
+      await app.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
+      await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
+      await connected(app);
+      await broker.stop();
+      const down = await eventually(async () => {
+        const status = (await app.api('GET', '/api/settings/integration')).body.mqtt.status;
+        return !status.connected && status.next_reconnect_at ? status : null;
+      }, 3000, 'disconnected');
+      assert.ok(Date.parse(down.next_reconnect_at) - Date.now() <= 400);
+      // Several attempts fail while the broker is down (the schedule runs to its cap).
+      await new Promise((resolve) => setTimeout(resolve, 900));
+      await app.api('POST', '/api/events', { type: 'fall.detected', person: 'ada' });
+      await broker.start();
+      await connected(app);
+      const retained = await eventually(async () => {
+        const set = await retainedSet(broker.url, [`${root}/#`, `${prefix}/#`]);
+        return set.get(`${root}/${mid}/availability`) === 'online' && set.has(`${root}/${mid}/fall`) ? set : null;
+      }, 5000, 'state republished after reconnect');
+      assert.equal(JSON.parse(retained.get(`${root}/${mid}/fall`)!).state, 'ON', 'state changed while down is there after reconnect');
+      assert.ok(retained.has(`${prefix}/binary_sensor/${mid}/person_ada_presence/config`));
+      const metrics = (await app.api('GET', '/metrics')).body as string;
+      assert.match(metrics, /mothership_mqtt_reconnect_attempts_total [1-9]/);
+    } finally {
+      await app.cleanup();
+      await broker.destroy();
+    }
+  });
+
+  it('moves to another broker at run time, leaving offline on the old one', async () => {
+    const first = await startBroker();
+    const second = await startBroker();
+    const { app, mid, root, prefix } = await mqttApp();
+    try {
+      await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: first.url, topic_root: root, discovery_prefix: prefix } });
+      await connected(app);
+      await app.api('POST', '/api/settings/integration', { mqtt: { broker_url: second.url } });
+      await connected(app);
+      await eventually(async () => (await retainedSet(first.url, [`${root}/${mid}/availability`])).get(`${root}/${mid}/availability`) === 'offline', 3000, 'offline on the old broker');
+      await eventually(async () => (await retainedSet(second.url, [`${root}/${mid}/availability`])).get(`${root}/${mid}/availability`) === 'online', 3000, 'online on the new broker');
+      await app.api('POST', '/api/settings/integration', { mqtt: { enabled: false } });
+      assert.equal((await app.api('POST', '/api/settings/integration/discovery')).status, 409);
+    } finally {
+      await app.cleanup();
+      await first.destroy();
+      await second.destroy();
+    }
+  });
+
+  it('connects over TLS trusting a CA made by the test, and explains a TLS failure', async () => {
+    const broker = await startBroker({ tls: true });
+    const { app, root, prefix } = await mqttApp();
+    try {
+      const untrusted = await app.api('POST', '/api/settings/integration/test', { target: 'mqtt', mqtt: { broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
+      assert.equal(untrusted.body.mqtt.ok, false);
+      assert.match(untrusted.body.mqtt.error, /^TLS error/);
+      const insecure = await app.api('POST', '/api/settings/integration/test', { target: 'mqtt', mqtt: { broker_url: broker.url, tls_insecure: true } });
+      assert.equal(insecure.body.mqtt.ok, true);
+      const saved = await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, ca_cert: broker.caCert, topic_root: root, discovery_prefix: prefix } });
+      assert.equal(saved.body.mqtt.ca_cert_set, true);
+      assert.equal(JSON.stringify(saved.body).includes('BEGIN CERTIFICATE'), false);
+      await connected(app);
+      const test = await app.api('POST', '/api/settings/integration/test', { target: 'mqtt' });
+      assert.equal(test.body.mqtt.ok, true, 'the stored CA is used when the form sends none');
+      assert.ok(test.body.mqtt.latency_ms >= 0);
+    } finally {
+      await app.cleanup();
+      await broker.destroy();
+    }
+  });
+
+  it('authenticates with username and password, reporting bad credentials', async () => {
+    const broker = await startBroker({ users: { hub: 's3cret-pass' } });
+    const { app, root, prefix } = await mqttApp();
+    try {
+      const wrong = await app.api('POST', '/api/settings/integration/test', { target: 'mqtt', mqtt: { broker_url: broker.url, username: 'hub', password: 'nope' } });
+      assert.equal(wrong.body.mqtt.ok, false);
+      assert.match(wrong.body.mqtt.error, /not authorized|bad username or password/);
+      const saved = await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, username: 'hub', password: 's3cret-pass', topic_root: root, discovery_prefix: prefix } });
+      assert.equal(saved.body.mqtt.password_set, true);
+      assert.equal(JSON.stringify(saved.body).includes('s3cret-pass'), false);
+      await connected(app);
+      const test = await app.api('POST', '/api/settings/integration/test', { target: 'mqtt', mqtt: { username: 'hub' } });
+      assert.equal(test.body.mqtt.ok, true, 'the stored password is used when the form leaves it out');
+      const row = await app.database.db.selectFrom('settings').select('value').where('key', '=', 'integration').executeTakeFirstOrThrow();
+      assert.equal(row.value.includes('s3cret-pass'), false, 'encrypted at rest');
+    } finally {
+      await app.cleanup();
+      await broker.destroy();
+    }
+  });
+
+  it('the broker publishes the retained offline Last Will when the service process is killed', async () => {
+    const broker = await startBroker();
+    const env = await createTestEnv('sqlite', { MOTHERSHIP_ID: `ms${unique()}` });
+    const root = `root${unique()}`;
+    try {
+      const setup = await startTestApp('sqlite', {}, { testEnv: env });
+      await setup.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root } });
+      await setup.close();
+      const topic = `${root}/${env.env.MOTHERSHIP_ID}/availability`;
+      const view = await observer(broker.url, [topic]);
+      const service = spawnMothership(['serve'], { ...env.env, PORT: '0' });
+      try {
+        await eventually(() => view.last(topic) === 'online', 10_000, `online (${service.output()})`);
+        await stopProcess(service, 'SIGKILL');
+        await eventually(() => view.last(topic) === 'offline', 5000, 'last will');
+        const retained = await retainedSet(broker.url, [topic]);
+        assert.equal(retained.get(topic), 'offline');
+      } finally {
+        await stopProcess(service, 'SIGKILL');
+        await view.close();
+      }
+    } finally {
+      await env.cleanup();
+      await broker.destroy();
+    }
+  });
+});
+
+describe('MQTT settings validation', () => {
+  it('rejects bad URLs and topic prefixes naming the field, and saves nothing', async () => {
+    const app = await startTestApp('sqlite');
+    try {
+      const cases: [unknown, string][] = [
+        [{ mqtt: { enabled: true } }, '/mqtt/broker_url'],
+        [{ mqtt: { enabled: true, broker_url: 'http://x:1883' } }, '/mqtt/broker_url'],
+        [{ mqtt: { broker_url: 'mqtt://host' } }, '/mqtt/broker_url'],
+        [{ mqtt: { discovery_prefix: 'home/+' } }, '/mqtt/discovery_prefix'],
+        [{ mqtt: { topic_root: '' } }, '/mqtt/topic_root'],
+        [{ mqtt: { topic_root: 'a//b' } }, '/mqtt/topic_root'],
+        [{ mqtt: { ca_cert: 'not a cert' } }, '/mqtt/ca_cert'],
+        [{ mqtt: { enabled: 'yes' } }, '/mqtt/enabled'],
+        [{ mqtt: { colour: 'red' } }, '/mqtt/colour'],
+        [{ webhook: { enabled: true } }, '/webhook/url'],
+        [{ webhook: { url: 'ftp://x/' } }, '/webhook/url'],
+        [{ webhook: { secret: 'plain' } }, '/webhook/secret'],
+        [{ other: {} }, '/other'],
+      ];
+      for (const [body, path] of cases) {
+        const response = await app.api('POST', '/api/settings/integration', body);
+        assert.equal(response.status, 400, JSON.stringify(body));
+        assert.ok(response.body.errors.some((error: { path: string }) => error.path === path), `${JSON.stringify(body)}: ${JSON.stringify(response.body.errors)}`);
+      }
+      const settings = (await app.api('GET', '/api/settings/integration')).body;
+      assert.deepEqual(settings.mqtt, {
+        enabled: false,
+        broker_url: '',
+        username: '',
+        password_set: false,
+        tls: false,
+        tls_insecure: false,
+        ca_cert_set: false,
+        discovery_prefix: 'homeassistant',
+        topic_root: 'mothership',
+        status: { connected: false, last_error: null, last_connected_at: null, next_reconnect_at: null },
+      });
+      assert.deepEqual(settings.webhook, { enabled: false, url: '', secret_set: false, status: { last_delivery_at: null, last_status_code: null, last_error: null } });
+      const test = await app.api('POST', '/api/settings/integration/test', { target: 'mqtt' });
+      assert.equal(test.status, 400);
+      assert.equal(test.body.errors[0].path, '/mqtt/broker_url');
+    } finally {
+      await app.cleanup();
+    }
+  });
+});

@@ -1,0 +1,180 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { backoffDelay } from '../src/mqtt/backoff.js';
+import { allConfigs, personConfigs, removal, systemConfigs, zoneConfigs } from '../src/mqtt/discovery.js';
+import { Topics } from '../src/mqtt/topics.js';
+import { clientOptions, describeMqttError } from '../src/mqtt/connection.js';
+import { brokerUrlError, topicPrefixError, webhookUrlError, webhookSecretError } from '../src/settings/validate.js';
+import { applyPatch, DEFAULT_SETTINGS } from '../src/settings/store.js';
+
+const context = { topics: new Topics('mothership', 'ms-1', 'homeassistant'), version: '1.2.3' };
+const shared = {
+  availability: [{ topic: 'mothership/ms-1/availability', payload_available: 'online', payload_not_available: 'offline' }],
+  device: { identifiers: ['mothership_ms-1'], name: 'Mothership ms-1', manufacturer: 'Mothership', model: 'Presence hub', sw_version: '1.2.3' },
+  origin: { name: 'Mothership', sw_version: '1.2.3' },
+  qos: 1,
+};
+
+describe('MQTT reconnect backoff', () => {
+  it('doubles from 5 s and caps at 120 s', () => {
+    assert.deepEqual([1, 2, 3, 4, 5, 6, 7, 8, 50].map((attempt) => backoffDelay(attempt, 5000, 120_000)), [5000, 10_000, 20_000, 40_000, 80_000, 120_000, 120_000, 120_000, 120_000]);
+  });
+});
+
+describe('Home Assistant discovery payloads', () => {
+  it('person presence: a presence binary sensor with home/not_home payloads', () => {
+    assert.deepEqual(personConfigs(context, { id: 'ada', name: 'Ada' }), [
+      {
+        topic: 'homeassistant/binary_sensor/ms-1/person_ada_presence/config',
+        payload: {
+          name: 'Ada presence',
+          unique_id: 'ms-1_person_ada_presence',
+          ...shared,
+          state_topic: 'mothership/ms-1/person/ada/presence',
+          payload_on: 'home',
+          payload_off: 'not_home',
+          device_class: 'presence',
+          json_attributes_topic: 'mothership/ms-1/person/ada/attributes',
+        },
+      },
+    ]);
+  });
+
+  it('zone: a measurement count sensor and an occupancy binary sensor on the occupancy topic', () => {
+    assert.deepEqual(zoneConfigs(context, { id: 'kitchen', name: 'Kitchen' }), [
+      {
+        topic: 'homeassistant/sensor/ms-1/zone_kitchen_count/config',
+        payload: {
+          name: 'Kitchen occupants',
+          unique_id: 'ms-1_zone_kitchen_count',
+          ...shared,
+          state_topic: 'mothership/ms-1/zone/kitchen/occupancy',
+          value_template: '{{ value_json.count }}',
+          state_class: 'measurement',
+          icon: 'mdi:account-group',
+          json_attributes_topic: 'mothership/ms-1/zone/kitchen/occupancy',
+        },
+      },
+      {
+        topic: 'homeassistant/binary_sensor/ms-1/zone_kitchen_occupied/config',
+        payload: {
+          name: 'Kitchen occupied',
+          unique_id: 'ms-1_zone_kitchen_occupied',
+          ...shared,
+          state_topic: 'mothership/ms-1/zone/kitchen/occupancy',
+          value_template: "{{ 'ON' if value_json.occupied else 'OFF' }}",
+          payload_on: 'ON',
+          payload_off: 'OFF',
+          device_class: 'occupancy',
+        },
+      },
+    ]);
+  });
+
+  it('system: fall (safety), diagnostics node count and quality, the mode select', () => {
+    const configs = Object.fromEntries(systemConfigs(context).map((config) => [config.topic, config.payload]));
+    assert.deepEqual(Object.keys(configs), [
+      'homeassistant/binary_sensor/ms-1/fall/config',
+      'homeassistant/sensor/ms-1/node_count/config',
+      'homeassistant/sensor/ms-1/quality/config',
+      'homeassistant/select/ms-1/mode/config',
+    ]);
+    assert.deepEqual(configs['homeassistant/binary_sensor/ms-1/fall/config'], {
+      name: 'Fall detected',
+      unique_id: 'ms-1_fall',
+      ...shared,
+      state_topic: 'mothership/ms-1/fall',
+      value_template: '{{ value_json.state }}',
+      payload_on: 'ON',
+      payload_off: 'OFF',
+      device_class: 'safety',
+      json_attributes_topic: 'mothership/ms-1/fall',
+    });
+    assert.deepEqual(configs['homeassistant/sensor/ms-1/quality/config'], {
+      name: 'Sensing quality',
+      unique_id: 'ms-1_quality',
+      ...shared,
+      state_topic: 'mothership/ms-1/system/health',
+      value_template: '{{ value_json.quality }}',
+      unit_of_measurement: '%',
+      state_class: 'measurement',
+      entity_category: 'diagnostic',
+      icon: 'mdi:signal',
+    });
+    assert.equal((configs['homeassistant/sensor/ms-1/node_count/config'] as any).entity_category, 'diagnostic');
+    assert.deepEqual(configs['homeassistant/select/ms-1/mode/config'], {
+      name: 'System mode',
+      unique_id: 'ms-1_mode',
+      ...shared,
+      state_topic: 'mothership/ms-1/system/mode',
+      command_topic: 'mothership/ms-1/system/mode/set',
+      options: ['home', 'away', 'sleep', 'vacation'],
+      icon: 'mdi:home-switch',
+    });
+  });
+
+  it('every config is unique and removal empties each topic', () => {
+    const configs = allConfigs(context, [{ id: 'ada', name: 'Ada' }], [{ id: 'hall', name: 'Hall' }]);
+    assert.equal(configs.length, 7);
+    assert.equal(new Set(configs.map((config) => (config.payload as any).unique_id)).size, 7);
+    assert.deepEqual(removal(personConfigs(context, { id: 'ada', name: '' })), [{ topic: 'homeassistant/binary_sensor/ms-1/person_ada_presence/config', payload: null }]);
+  });
+});
+
+describe('MQTT client options', () => {
+  const base = { ...DEFAULT_SETTINGS.mqtt, enabled: true, broker_url: 'mqtt://broker.lan:1883' };
+  it('turns TLS on for mqtts://, wss:// or the TLS flag, trusting the CA and honouring tls_insecure', () => {
+    assert.equal(clientOptions(base, 'c').url, 'mqtt://broker.lan:1883');
+    assert.equal(clientOptions(base, 'c').options.rejectUnauthorized, undefined);
+    const flagged = clientOptions({ ...base, tls: true, ca_cert: 'PEM' }, 'c');
+    assert.equal(flagged.url, 'mqtts://broker.lan:1883');
+    assert.equal(flagged.options.ca, 'PEM');
+    assert.equal(flagged.options.rejectUnauthorized, true);
+    assert.equal(clientOptions({ ...base, broker_url: 'ws://h:9001/mqtt', tls: true, tls_insecure: true }, 'c').url, 'wss://h:9001/mqtt');
+    assert.equal(clientOptions({ ...base, broker_url: 'wss://h:9001', tls_insecure: true }, 'c').options.rejectUnauthorized, false);
+    assert.equal(clientOptions({ ...base, username: 'u', password: 'p' }, 'c').options.password, 'p');
+    assert.equal(clientOptions(base, 'c').options.reconnectPeriod, 0, 'we run the backoff ourselves');
+  });
+
+  it('explains connection failures', () => {
+    assert.match(describeMqttError(Object.assign(new Error('Connection refused: Not authorized'), { code: 5 })), /not authorized/);
+    assert.match(describeMqttError(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })), /connection refused/);
+    assert.match(describeMqttError(Object.assign(new Error('self-signed certificate in certificate chain'), { code: 'SELF_SIGNED_CERT_IN_CHAIN' })), /^TLS error/);
+  });
+});
+
+describe('settings validation', () => {
+  it('checks broker URLs', () => {
+    assert.equal(brokerUrlError('mqtt://host:1883'), null);
+    assert.equal(brokerUrlError('wss://host:443/mqtt'), null);
+    assert.match(brokerUrlError('http://host:1883')!, /mqtt:\/\//);
+    assert.match(brokerUrlError('mqtt://host')!, /port/);
+    assert.match(brokerUrlError('mqtt://host:70000')!, /URL|port/);
+    assert.match(brokerUrlError('not a url')!, /URL/);
+    assert.match(brokerUrlError('mqtt://u:p@host:1883')!, /credentials/);
+  });
+
+  it('checks webhook URLs and secrets', () => {
+    assert.equal(webhookUrlError('http://192.168.1.5:1880/hook'), null);
+    assert.match(webhookUrlError('ftp://x/')!, /http/);
+    assert.match(webhookUrlError('http://exa mple.com/\r\nX: y')!, /URL/);
+    assert.equal(webhookSecretError('whsec_' + Buffer.alloc(32).toString('base64')), null);
+    assert.match(webhookSecretError('secret')!, /whsec_/);
+    assert.match(webhookSecretError('whsec_' + Buffer.alloc(8).toString('base64'))!, /24 to 64/);
+  });
+
+  it('checks topic prefixes', () => {
+    assert.equal(topicPrefixError('homeassistant'), null);
+    assert.equal(topicPrefixError('home/assistant'), null);
+    for (const bad of ['', 'a/+/b', '#', '/lead', 'trail/', 'a//b']) assert.ok(topicPrefixError(bad), bad);
+  });
+
+  it('keeps absent secrets, clears null and empty ones', () => {
+    const stored = { ...DEFAULT_SETTINGS, mqtt: { ...DEFAULT_SETTINGS.mqtt, password: 'p', ca_cert: 'c' }, webhook: { ...DEFAULT_SETTINGS.webhook, secret: 's' } };
+    assert.equal(applyPatch(stored, { mqtt: { username: 'u' } }).mqtt.password, 'p');
+    assert.equal(applyPatch(stored, { mqtt: { password: null } }).mqtt.password, '');
+    assert.equal(applyPatch(stored, { mqtt: { ca_cert: '' } }).mqtt.ca_cert, '');
+    assert.equal(applyPatch(stored, { webhook: { url: 'http://x/' } }).webhook.secret, 's');
+    assert.equal(applyPatch(stored, { webhook: { secret: null } }).webhook.secret, '');
+  });
+});
