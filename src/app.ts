@@ -10,6 +10,7 @@ import { Metrics } from './ops/metrics.js';
 import { opsRoutes } from './ops/routes.js';
 import { presenceRoutes } from './presence/routes.js';
 import { baselineRoutes } from './baselines/routes.js';
+import { dashboardRoutes } from './dashboard/index.js';
 import { SecretBox } from './crypto.js';
 import { createEnrichment, type Enrichment } from './enrichment/index.js';
 import { MqttIntegration } from './mqtt/index.js';
@@ -81,6 +82,7 @@ export async function buildApp(config: Config): Promise<App> {
   baselineRoutes(http, new BaselineService(database, events));
   settingsRoutes(http, { store: settings, mqtt, webhook });
   webhookRoutes(http, webhook);
+  dashboardRoutes(http);
   const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: http.log });
   enrichment.register(http, rateLimit);
 

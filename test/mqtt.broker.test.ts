@@ -292,6 +292,7 @@ describe('MQTT settings validation', () => {
         [{ mqtt: { topic_root: '' } }, '/mqtt/topic_root'],
         [{ mqtt: { topic_root: 'a//b' } }, '/mqtt/topic_root'],
         [{ mqtt: { ca_cert: 'not a cert' } }, '/mqtt/ca_cert'],
+        [{ mqtt: { password: 'secret' } }, '/mqtt/username'],
         [{ mqtt: { enabled: 'yes' } }, '/mqtt/enabled'],
         [{ mqtt: { colour: 'red' } }, '/mqtt/colour'],
         [{ webhook: { enabled: true } }, '/webhook/url'],

@@ -76,12 +76,12 @@ export class EventLog {
     return () => this.subscribers.delete(subscriber);
   }
 
-  async history(after: number, limit: number): Promise<StoredEvent[]> {
+  async history(after: number, limit: number, order: 'asc' | 'desc' = 'asc'): Promise<StoredEvent[]> {
     const rows = await this.database.db
       .selectFrom('events')
       .select(['seq', 'payload'])
       .where('seq', '>', after)
-      .orderBy('seq')
+      .orderBy('seq', order)
       .limit(limit)
       .execute();
     return rows.map((row) => ({ seq: Number(row.seq), json: row.payload, payload: JSON.parse(row.payload) as EventPayload }));

@@ -10,6 +10,7 @@ const historyQuery = {
   properties: {
     after: { type: 'integer', minimum: 0, default: 0, description: 'Return events with a sequence number above this one' },
     limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
+    order: { type: 'string', enum: ['asc', 'desc'], default: 'asc', description: 'desc: newest first (the most recent `limit` events)' },
   },
 } as const;
 
@@ -22,7 +23,7 @@ export function eventRoutes(app: FastifyInstance, events: EventLog): void {
     {
       schema: {
         tags: ['events'],
-        summary: 'Event history, oldest first, after a sequence number',
+        summary: 'Event history after a sequence number, oldest first (or newest first with order=desc)',
         querystring: historyQuery,
         response: {
           200: {
@@ -36,9 +37,10 @@ export function eventRoutes(app: FastifyInstance, events: EventLog): void {
       },
     },
     async (request) => {
-      const { after, limit } = request.query as { after: number; limit: number };
-      const page = await events.history(after, limit);
-      return { events: page.map((event) => ({ seq: event.seq, ...event.payload })), last_seq: page.at(-1)?.seq ?? after };
+      const { after, limit, order } = request.query as { after: number; limit: number; order: 'asc' | 'desc' };
+      const page = await events.history(after, limit, order);
+      const lastSeq = page.reduce((max, event) => Math.max(max, event.seq), after);
+      return { events: page.map((event) => ({ seq: event.seq, ...event.payload })), last_seq: lastSeq };
     },
   );
 

@@ -66,6 +66,8 @@ export function integrationErrors(settings: IntegrationSettings): FieldError[] {
   check('/mqtt/discovery_prefix', topicPrefixError(mqtt.discovery_prefix));
   check('/mqtt/topic_root', topicPrefixError(mqtt.topic_root));
   if (mqtt.ca_cert) check('/mqtt/ca_cert', caCertError(mqtt.ca_cert));
+  // MQTT 3.1.1 does not allow a password without a username; brokers refuse the connection.
+  if (mqtt.password && !mqtt.username) errors.push({ path: '/mqtt/username', message: 'is required when a password is set' });
   if (webhook.enabled && !webhook.url) errors.push({ path: '/webhook/url', message: 'is required when the webhook is enabled' });
   if (webhook.url) check('/webhook/url', webhookUrlError(webhook.url));
   if (webhook.secret) check('/webhook/secret', webhookSecretError(webhook.secret));

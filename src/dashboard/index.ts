@@ -1,0 +1,33 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import type { FastifyInstance } from 'fastify';
+
+/** The dashboard's files, shipped as written (no build step), read once at start-up. */
+const PUBLIC_DIR = new URL('../../../src/dashboard/public/', import.meta.url);
+const TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml',
+};
+
+// Everything the page loads comes from this server; no inline script, no third party.
+const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+
+export function dashboardRoutes(app: FastifyInstance): void {
+  const files = new Map<string, { body: Buffer; type: string }>();
+  for (const name of readdirSync(PUBLIC_DIR)) {
+    const extension = name.slice(name.lastIndexOf('.'));
+    if (TYPES[extension]) files.set(name, { body: readFileSync(new URL(name, PUBLIC_DIR)), type: TYPES[extension]! });
+  }
+  const options = { config: { auth: 'public' as const, rateLimit: false as const }, schema: { hide: true } };
+
+  app.get('/', options, async (_request, reply) => {
+    const page = files.get('index.html')!;
+    return reply.type(page.type).header('content-security-policy', CSP).header('x-content-type-options', 'nosniff').header('cache-control', 'no-cache').send(page.body);
+  });
+  app.get('/dashboard/:file', options, async (request, reply) => {
+    const file = files.get((request.params as { file: string }).file);
+    if (!file) return reply.callNotFound();
+    return reply.type(file.type).header('x-content-type-options', 'nosniff').header('cache-control', 'no-cache').send(file.body);
+  });
+}

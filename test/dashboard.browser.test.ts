@@ -1,0 +1,164 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { ADMIN_TOKEN, startTestApp, type TestApp } from './helpers/app.js';
+import { SHARED_BROKER } from './helpers/broker.js';
+import { startReceiver } from './helpers/receiver.js';
+
+const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url).pathname;
+const DOCS_IMAGES = new URL('../../docs/images/', import.meta.url).pathname;
+export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+describe('dashboard in Chromium', () => {
+  let app: TestApp;
+  let browser: Browser;
+  let page: Page;
+  let base: string;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  const foreignRequests: string[] = [];
+  const pageErrors: string[] = [];
+  const id = randomBytes(4).toString('hex');
+  const shot = async (name: string) => {
+    await page.screenshot({ path: `${ARTIFACTS}dashboard-${name}.png`, fullPage: true });
+    // UPDATE_DOCS_SCREENSHOTS=1 npm test refreshes the pictures in docs/dashboard.md.
+    if (process.env.UPDATE_DOCS_SCREENSHOTS) await page.screenshot({ path: `${DOCS_IMAGES}${name}.png`, fullPage: true });
+  };
+
+  before(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    if (process.env.UPDATE_DOCS_SCREENSHOTS) mkdirSync(DOCS_IMAGES, { recursive: true });
+    receiver = await startReceiver();
+    app = await startTestApp('sqlite', { MOTHERSHIP_ID: `ms${id}` }, { start: true });
+    base = await app.http.listen({ port: 0, host: '127.0.0.1' });
+    await app.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
+    await app.api('POST', '/api/persons', { id: 'bob', name: 'Bob' });
+    for (const name of ['Kitchen', 'Living room', 'Bedroom']) await app.api('POST', '/api/zones', { name });
+    await app.api('POST', '/api/events', { type: 'zone.entry', person: 'bob', zone: 'bedroom' });
+    const runs = [
+      ['a1b2c3d', 0.52, 1.6, 1.1, 2.4, 41],
+      ['b2c3d4e', 0.5, 1.58, 1.08, 2.45, 40],
+      ['c3d4e5f', 0.47, 1.61, 1.12, 2.39, 37],
+      ['d4e5f60', 0.45, 1.59, 1.1, 2.41, 36],
+      ['e5f6071', 0.51, 1.6, 1.09, 2.4, 38],
+    ] as const;
+    for (const [sha, subject, alpha, beta, gamma, grep] of runs) {
+      await app.api('POST', '/api/baselines', { commit_sha: sha, timestamp: new Date().toISOString(), subject_geomean: subject, alpha_geomean: alpha, beta_geomean: beta, gamma_geomean: gamma, grep_1000_mean_ms: grep });
+    }
+    await app.api('POST', '/api/matches', { id: 'final-42', status: 'completed' });
+    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    page.on('request', (request) => {
+      if (!request.url().startsWith(base) && !request.url().startsWith('data:')) foreignRequests.push(request.url());
+    });
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+  });
+  after(async () => {
+    await browser?.close();
+    await app?.cleanup();
+    await receiver?.close();
+  });
+
+  it('signs in with the admin token (and refuses a wrong one)', async () => {
+    await page.goto(base + '/');
+    await page.waitForSelector('#signin:not([hidden])');
+    await shot('signin');
+    await page.fill('#signin-form [name=token]', 'not-the-token');
+    await page.click('#signin-form button[type=submit]');
+    await page.waitForSelector('[data-error-for="/token"]:has-text("not right")');
+    await page.fill('#signin-form [name=token]', ADMIN_TOKEN);
+    await page.click('#signin-form button[type=submit]');
+    await page.waitForSelector('#app:not([hidden])');
+    await page.waitForSelector('#live:has-text("live")');
+  });
+
+  it('shows occupancy and changes it live when an event is posted', async () => {
+    await page.waitForSelector('[data-zone="bedroom"] .count:has-text("1")');
+    assert.equal(await page.textContent('[data-zone="kitchen"] .count'), '0');
+    await app.api('POST', '/api/events', { type: 'zone.entry', person: 'ada', zone: 'kitchen' });
+    await page.waitForSelector('[data-zone="kitchen"].occupied .count:has-text("1")', { timeout: 5000 });
+    assert.equal(await page.textContent('[data-zone="kitchen"] .who'), 'Ada');
+    await page.waitForSelector('#events li:has-text("zone.entry")');
+    await shot('overview');
+  });
+
+  it('shows a validation error next to the broker URL field', async () => {
+    await page.click('nav button[data-view="integrations"]');
+    await page.waitForSelector('#view-integrations:not([hidden])');
+    await page.fill('#mqtt-form [name=broker_url]', 'mqtt://broker-without-port');
+    await page.check('#mqtt-form [name=enabled]');
+    await page.click('#mqtt-form button[type=submit]');
+    const error = await page.waitForSelector('[data-error-for="/mqtt/broker_url"]:has-text("port")');
+    assert.match((await error.textContent())!, /must name a port/);
+    assert.ok(await page.$('.field.invalid [name=broker_url]'));
+    await shot('validation');
+  });
+
+  it('saves MQTT settings against a real broker and turns connected', async () => {
+    await page.fill('#mqtt-form [name=broker_url]', SHARED_BROKER);
+    await page.fill('#mqtt-form [name=topic_root]', `root${id}`);
+    await page.fill('#mqtt-form [name=discovery_prefix]', `ha${id}`);
+    await page.fill('#mqtt-form [name=password]', 'broker-pass');
+    await page.click('#mqtt-form button[type=submit]');
+    await page.waitForSelector('[data-error-for="/mqtt/username"]:has-text("required when a password is set")');
+    await page.fill('#mqtt-form [name=username]', 'hub');
+    await page.fill('#mqtt-form [name=password]', 'broker-pass');
+    await page.click('#mqtt-form button[type=submit]');
+    await page.waitForSelector('#mqtt-status:has-text("connected")', { timeout: 8000 });
+    assert.equal(await page.inputValue('#mqtt-form [name=password]'), '', 'the password is never prefilled');
+    assert.match((await page.getAttribute('#mqtt-form [name=password]', 'placeholder'))!, /saved/);
+    assert.equal((await app.api('GET', '/api/settings/integration')).body.mqtt.status.connected, true);
+  });
+
+  it('tests both connections and publishes discovery', async () => {
+    await page.click('#mqtt-test');
+    await page.waitForSelector('#mqtt-result:has-text("Connected to the broker in")');
+    await page.click('#mqtt-discovery');
+    await page.waitForSelector('#mqtt-result:has-text("Published 12 discovery configs")');
+
+    await page.fill('#webhook-form [name=url]', 'ftp://nope');
+    await page.click('#webhook-test');
+    await page.waitForSelector('[data-error-for="/webhook/url"]:has-text("http")');
+    await page.fill('#webhook-form [name=url]', receiver.url);
+    await page.click('#webhook-test');
+    await page.waitForSelector('#webhook-result:has-text("Test delivery answered 200")');
+    assert.equal(receiver.received.at(-1)?.headers['x-service-event'], 'webhook.test');
+    await page.waitForSelector('#deliveries tbody tr:has-text("webhook.test")');
+    await shot('integrations');
+  });
+
+  it('renders the baseline history chart with the subject and the three comparison tools', async () => {
+    await page.click('nav button[data-view="baselines"]');
+    await page.waitForSelector('#chart-geomean svg[data-points="5"]');
+    for (const series of ['subject', 'alpha', 'beta', 'gamma']) assert.ok(await page.$(`#chart-geomean path[data-series="${series}"]`), series);
+    assert.ok(await page.$('#chart-grep path[data-series="grep 1000"]'));
+    await page.waitForSelector('#comparison tbody tr');
+    assert.match((await page.textContent('#comparison-verdict'))!, /Regressed beyond 10%: subject_geomean/);
+    await shot('baselines');
+  });
+
+  it('lists bots and matches, and creates a bot showing its secret once', async () => {
+    await page.click('nav button[data-view="enrichment"]');
+    await page.waitForSelector('#matches tr[data-match="final-42"]');
+    await page.fill('#bot-form [name=name]', 'Replay Bot');
+    await page.click('#bot-form button[type=submit]');
+    await page.waitForSelector('#bot-secret:has-text("mss_")');
+    await page.waitForSelector('#bots li:has-text("replay-bot")');
+    await shot('enrichment');
+  });
+
+  it('fits a phone screen', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.click('nav button[data-view="overview"]');
+    await page.waitForSelector('[data-zone="kitchen"]');
+    const overflow = (await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number;
+    assert.ok(overflow <= 0, `page is ${overflow}px wider than the screen`);
+    await shot('phone');
+  });
+
+  it('made no request outside the service and raised no script error', () => {
+    assert.deepEqual(foreignRequests, []);
+    assert.deepEqual(pageErrors, []);
+  });
+});
