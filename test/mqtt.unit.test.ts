@@ -150,14 +150,16 @@ describe('settings validation', () => {
     assert.match(brokerUrlError('http://host:1883')!, /mqtt:\/\//);
     assert.match(brokerUrlError('mqtt://host')!, /port/);
     assert.match(brokerUrlError('mqtt://host:70000')!, /URL|port/);
-    assert.match(brokerUrlError('not a url')!, /URL/);
+    assert.match(brokerUrlError('notaurl')!, /URL/);
+    assert.match(brokerUrlError('not a url')!, /spaces/);
     assert.match(brokerUrlError('mqtt://u:p@host:1883')!, /credentials/);
   });
 
   it('checks webhook URLs and secrets', () => {
     assert.equal(webhookUrlError('http://192.168.1.5:1880/hook'), null);
     assert.match(webhookUrlError('ftp://x/')!, /http/);
-    assert.match(webhookUrlError('http://exa mple.com/\r\nX: y')!, /URL/);
+    assert.match(webhookUrlError('http://example.com/\r\nX-Injected: 1')!, /control characters/);
+    assert.match(brokerUrlError('mqtt://host:1883/\t')!, /control characters/);
     assert.equal(webhookSecretError('whsec_' + Buffer.alloc(32).toString('base64')), null);
     assert.match(webhookSecretError('secret')!, /whsec_/);
     assert.match(webhookSecretError('whsec_' + Buffer.alloc(8).toString('base64'))!, /24 to 64/);

@@ -14,32 +14,32 @@ describe('token bucket arithmetic', () => {
 
   it('starts full, takes n tokens, and refills lazily up to the capacity', () => {
     let result = takeTokens(policy, undefined, 10, t0);
-    assert.deepEqual(result.decision, { allowed: true, remaining: 0, retry_after_ms: 0, reset_ms: 5000 });
-    const state: BucketState = result.state!;
+    assert.deepEqual(result, { allowed: true, remaining: 0, retry_after_ms: 0, reset_ms: 5000, tokens: 0 });
+    const state: BucketState = { tokens: result.tokens, updatedAtMs: t0 };
     result = takeTokens(policy, state, 1, t0);
-    assert.equal(result.decision.allowed, false);
-    assert.equal(result.decision.retry_after_ms, 500, '1 token at 2/s takes 500 ms');
+    assert.equal(result.allowed, false);
+    assert.equal(result.retry_after_ms, 500, '1 token at 2/s takes 500 ms');
     result = takeTokens(policy, state, 1, t0 + 500);
-    assert.equal(result.decision.allowed, true);
+    assert.equal(result.allowed, true);
     result = takeTokens(policy, state, 1, t0 + 3_600_000);
-    assert.equal(result.decision.remaining, 9, 'an hour idle refills to the capacity, never above');
+    assert.equal(result.remaining, 9, 'an hour idle refills to the capacity, never above');
   });
 
   it('a rejected check consumes nothing', () => {
-    const { state } = takeTokens(policy, undefined, 7, t0);
-    const rejected = takeTokens(policy, state!, 5, t0);
-    assert.equal(rejected.decision.allowed, false);
-    assert.equal(rejected.decision.remaining, 3);
-    assert.equal(rejected.decision.retry_after_ms, 1000);
-    assert.equal(takeTokens(policy, state!, 3, t0).decision.allowed, true);
+    const state = { tokens: takeTokens(policy, undefined, 7, t0).tokens, updatedAtMs: t0 };
+    const rejected = takeTokens(policy, state, 5, t0);
+    assert.equal(rejected.allowed, false);
+    assert.equal(rejected.remaining, 3);
+    assert.equal(rejected.retry_after_ms, 1000);
+    assert.equal(takeTokens(policy, state, 3, t0).allowed, true);
   });
 
   it('n above the capacity is never allowed and has no retry time; n = 0 is always allowed', () => {
-    const over = takeTokens(policy, undefined, 11, t0).decision;
+    const over = takeTokens(policy, undefined, 11, t0);
     assert.equal(over.allowed, false);
     assert.equal(over.retry_after_ms, null);
-    const empty = takeTokens(policy, undefined, 10, t0).state!;
-    const zero = takeTokens(policy, empty, 0, t0).decision;
+    const empty = { tokens: takeTokens(policy, undefined, 10, t0).tokens, updatedAtMs: t0 };
+    const zero = takeTokens(policy, empty, 0, t0);
     assert.equal(zero.allowed, true);
     assert.equal(zero.remaining, 0);
     assert.throws(() => takeTokens(policy, undefined, -1, t0), RangeError);
@@ -48,24 +48,25 @@ describe('token bucket arithmetic', () => {
 
   it('handles fractional refill rates exactly, without drift over many steps', () => {
     const slow = { capacity: 5, refillPerSecond: 0.3 };
-    let state = takeTokens(slow, undefined, 5, t0).state!;
+    let state = { tokens: takeTokens(slow, undefined, 5, t0).tokens, updatedAtMs: t0 };
     // 3 tokens take exactly 10 s at 0.3/s; split into 1,000 checks of 10 ms each.
-    for (let step = 1; step <= 1000; step++) state = takeTokens(slow, state, 0, t0 + step * 10).state!;
+    for (let step = 1; step <= 1000; step++) state = { tokens: takeTokens(slow, state, 0, t0 + step * 10).tokens, updatedAtMs: t0 + step * 10 };
     assert.equal(state.tokens, 3 * MICRO);
-    assert.equal(takeTokens(slow, state, 3, t0 + 10_000).decision.allowed, true);
-    assert.equal(takeTokens(slow, state, 4, t0 + 10_000).decision.allowed, false);
+    assert.equal(takeTokens(slow, state, 3, t0 + 10_000).allowed, true);
+    assert.equal(takeTokens(slow, state, 4, t0 + 10_000).allowed, false);
   });
 
   it('a clock that goes backwards refills nothing', () => {
-    const state = takeTokens(policy, undefined, 10, t0).state!;
+    const state = { tokens: takeTokens(policy, undefined, 10, t0).tokens, updatedAtMs: t0 };
     const back = takeTokens(policy, state, 1, t0 - 60_000);
-    assert.equal(back.decision.allowed, false);
-    assert.equal(back.state!.tokens, 0);
+    assert.equal(back.allowed, false);
+    assert.equal(back.tokens, 0);
   });
 
-  it('returns no state once the bucket is full (nothing to store)', () => {
-    const state = takeTokens(policy, undefined, 1, t0).state!;
-    assert.equal(takeTokens(policy, state, 0, t0 + 500).state, null);
+  it('reports a full bucket once refilled (nothing to store)', () => {
+    const state = { tokens: takeTokens(policy, undefined, 1, t0).tokens, updatedAtMs: t0 };
+    assert.equal(takeTokens(policy, state, 0, t0 + 499).tokens < policy.capacity * MICRO, true);
+    assert.equal(takeTokens(policy, state, 0, t0 + 500).tokens, policy.capacity * MICRO);
   });
 
   it('refuses impossible policies', () => {
@@ -160,7 +161,7 @@ describe('memory store stays bounded', () => {
     clock += 10_000;
     for (let i = 0; i < 300; i++) await limiter.allow(`late-${i}`);
     assert.ok(store.size <= 1000);
-    assert.ok(store.size < 700, `idle full buckets are swept as new keys arrive (size ${store.size})`);
+    assert.ok(store.size <= 300, `idle full buckets are swept as new keys arrive (size ${store.size})`);
   });
 });
 

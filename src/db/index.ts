@@ -3,6 +3,7 @@ import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import path from 'node:path';
 import { migrations } from './migrations.js';
+import { cachingStatements } from './statement-cache.js';
 import type { Schema } from './schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -30,7 +31,7 @@ export class Database {
       file.pragma('journal_mode = WAL');
       file.pragma('synchronous = NORMAL');
       file.pragma('busy_timeout = 5000');
-      database = new Database(new Kysely<Schema>({ dialect: new SqliteDialect({ database: file }) }), 'sqlite');
+      database = new Database(new Kysely<Schema>({ dialect: new SqliteDialect({ database: cachingStatements(file) }) }), 'sqlite');
     }
     await database.migrate();
     return database;

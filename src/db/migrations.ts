@@ -121,5 +121,11 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await sql`select 1`.execute(db);
       },
     },
+    '002_jobs_by_state_and_id': {
+      // The wait estimate counts queued and running jobs up to an id.
+      async up(db: Kysely<any>) {
+        await db.schema.createIndex('enrichment_jobs_state_id').on('enrichment_jobs').columns(['state', 'id']).execute();
+      },
+    },
   };
 }

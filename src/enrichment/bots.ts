@@ -4,6 +4,13 @@ import { now } from '../db/index.js';
 import { uniqueId } from '../db/ids.js';
 import type { SecretBox } from '../crypto.js';
 import { conflict, notFound } from '../http/problem.js';
+import { memoByKey } from '../memo.js';
+
+/**
+ * How long decrypted secrets are cached. A rotation or deletion takes effect at once on this instance
+ * and within this time on others sharing the database.
+ */
+export const SECRET_CACHE_MS = 5000;
 
 /** How long a rotated-out secret keeps working, so bots can be redeployed without downtime. */
 export const ROTATION_GRACE_MS = 24 * 60 * 60 * 1000;
@@ -25,6 +32,8 @@ const newSecret = () => 'mss_' + randomBytes(32).toString('base64url');
 
 /** Bots and their shared secrets (generated with a CSPRNG, stored encrypted, shown once). */
 export class BotService {
+  private readonly secrets = memoByKey(SECRET_CACHE_MS, (id) => this.loadSecrets(id));
+
   constructor(
     private readonly database: Database,
     private readonly box: SecretBox,
@@ -49,6 +58,7 @@ export class BotService {
 
   async remove(id: string): Promise<void> {
     const result = await this.database.db.deleteFrom('bots').where('id', '=', id).executeTakeFirst();
+    this.secrets.clear(id);
     if (Number(result.numDeletedRows) === 0) throw notFound('Bot', id);
   }
 
@@ -64,22 +74,30 @@ export class BotService {
         .set({ secret_encrypted: this.box.seal(secret), previous_secret_encrypted: bot.secret_encrypted, previous_secret_expires_at: expires })
         .where('id', '=', id)
         .execute();
+      this.secrets.clear(id);
       return { id, name: bot.name, shared_secret: secret, previous_secret_expires_at: expires };
     });
   }
 
   /** The secrets a signature may be made with right now (current, and the previous one within its grace period). */
   async secretsOf(id: string, nowMs = Date.now()): Promise<string[] | null> {
+    const bot = await this.secrets.get(id);
+    if (!bot) return null;
+    return bot.previousExpiresMs > nowMs ? [bot.current, bot.previous!] : [bot.current];
+  }
+
+  private async loadSecrets(id: string): Promise<{ current: string; previous: string | null; previousExpiresMs: number } | null> {
     const bot = await this.database.db
       .selectFrom('bots')
       .select(['secret_encrypted', 'previous_secret_encrypted', 'previous_secret_expires_at'])
       .where('id', '=', id)
       .executeTakeFirst();
     if (!bot) return null;
-    const secrets = [this.box.open(bot.secret_encrypted)];
-    if (bot.previous_secret_encrypted && bot.previous_secret_expires_at && Date.parse(bot.previous_secret_expires_at) > nowMs) {
-      secrets.push(this.box.open(bot.previous_secret_encrypted));
-    }
-    return secrets;
+    const previous = bot.previous_secret_encrypted && bot.previous_secret_expires_at ? bot.previous_secret_encrypted : null;
+    return {
+      current: this.box.open(bot.secret_encrypted),
+      previous: previous ? this.box.open(previous) : null,
+      previousExpiresMs: previous ? Date.parse(bot.previous_secret_expires_at!) : 0,
+    };
   }
 }

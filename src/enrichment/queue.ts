@@ -3,6 +3,7 @@ import { now } from '../db/index.js';
 import type { EnrichmentJobsTable } from '../db/schema.js';
 import type { EventLog } from '../events/index.js';
 import { ProblemError } from '../http/problem.js';
+import { memo } from '../memo.js';
 
 /**
  * The enrichment job queue, in the database (SQLite or PostgreSQL), with an explicit state machine:
@@ -37,7 +38,12 @@ export interface EnqueueResult {
 /** Backoff before attempt n+1 after attempt n failed: base, then 4 x base (1 s, 4 s by default). */
 export const retryDelayMs = (attempts: number, baseMs: number) => baseMs * 4 ** (attempts - 1);
 
+/** The estimate's slow-moving inputs (mean job duration, live workers) are refreshed at most this often. */
+const ESTIMATE_INPUTS_MS = 1000;
+
 export class EnrichmentQueue {
+  private readonly estimateInputs = memo(ESTIMATE_INPUTS_MS, async (trx: Db) => ({ meanSeconds: await this.meanJobSeconds(trx), workers: await this.liveWorkers(trx) }));
+
   constructor(
     private readonly database: Database,
     private readonly events: EventLog,
@@ -51,7 +57,8 @@ export class EnrichmentQueue {
    */
   request(botId: string, matchId: string): Promise<EnqueueResult> {
     return this.events.write(async (trx, emit) => {
-      await this.database.forUpdate(trx.selectFrom('bots').select('id').where('id', '=', botId)).executeTakeFirst();
+      // SQLite's write lock already serializes this transaction; PostgreSQL needs the row lock.
+      if (this.database.dialect === 'postgres') await trx.selectFrom('bots').select('id').where('id', '=', botId).forUpdate().executeTakeFirst();
       const nowMs = Date.now();
       const windowStart = new Date(nowMs - QUOTA_WINDOW_MS).toISOString();
       const counted = await trx
@@ -120,9 +127,15 @@ export class EnrichmentQueue {
     const ahead = await trx
       .selectFrom('enrichment_jobs')
       .select((eb) => eb.fn.countAll<number>().as('count'))
-      .where('id', '<=', jobId)
       .where('state', 'in', ['queued', 'running'])
+      .where('id', '<=', jobId)
       .executeTakeFirstOrThrow();
+    const { meanSeconds, workers } = await this.estimateInputs.get(trx);
+    return Math.max(1, Math.ceil((Number(ahead.count) * meanSeconds) / Math.max(1, workers)));
+  }
+
+  /** Mean duration of the last 20 completed jobs, or the prior when none finished yet. */
+  private async meanJobSeconds(trx: Db): Promise<number> {
     const recent = await trx
       .selectFrom('enrichment_jobs')
       .select(['started_at', 'finished_at'])
@@ -131,9 +144,7 @@ export class EnrichmentQueue {
       .limit(20)
       .execute();
     const durations = recent.filter((job) => job.started_at && job.finished_at).map((job) => (Date.parse(job.finished_at!) - Date.parse(job.started_at!)) / 1000);
-    const meanSeconds = durations.length ? durations.reduce((sum, value) => sum + value, 0) / durations.length : PRIOR_JOB_SECONDS;
-    const workers = await this.liveWorkers(trx);
-    return Math.max(1, Math.ceil((Number(ahead.count) * meanSeconds) / Math.max(1, workers)));
+    return durations.length ? durations.reduce((sum, value) => sum + value, 0) / durations.length : PRIOR_JOB_SECONDS;
   }
 
   async liveWorkers(trx: Db = this.database.db): Promise<number> {

@@ -23,6 +23,7 @@ const TITLES: Record<string, string> = {
   match_not_found: 'Match not found',
   match_not_completed: 'Match not completed',
   payload_too_large: 'Payload too large',
+  uri_too_long: 'URI too long',
   unsupported_media_type: 'Unsupported media type',
   method_not_allowed: 'Method not allowed',
   bad_gateway: 'Upstream failure',
@@ -65,7 +66,6 @@ interface AjvLikeError {
 
 /** Turns Ajv errors into one `{path, message}` per violation, the path pointing at the offending field. */
 export function fieldErrors(errors: readonly AjvLikeError[], prefix = ''): FieldError[] {
-  const seen = new Set<string>();
   const result: FieldError[] = [];
   for (const error of errors) {
     let path = prefix + error.instancePath;
@@ -79,11 +79,9 @@ export function fieldErrors(errors: readonly AjvLikeError[], prefix = ''): Field
     } else if (error.keyword === 'if') {
       continue; // the failing `then` branch already names the field
     }
-    const key = path + '\0' + message;
-    if (!seen.has(key)) {
-      seen.add(key);
-      result.push({ path: path || '/', message });
-    }
+    path ||= '/';
+    // Ajv can report one violation twice (allOf branches); lists are short, a scan is cheapest.
+    if (!result.some((entry) => entry.path === path && entry.message === message)) result.push({ path, message });
   }
   return result;
 }

@@ -1,4 +1,4 @@
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
@@ -60,6 +60,13 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
     trustProxy: options.trustProxy === false ? false : options.trustProxy.split(',').map((entry) => entry.trim()),
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    // Long path parameters reach validation, which names the field (ids are at most 64 characters).
+    maxParamLength: 2048,
+    // Errors the router raises before any route runs (bad URL encoding, over-long parameters).
+    frameworkErrors: (error, _request, reply) => {
+      const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
+      (reply as FastifyReply).code(status).type('application/problem+json').send(problem(status, status === 414 ? 'uri_too_long' : 'validation_failed', error.message));
+    },
   });
 
   app.setValidatorCompiler(({ schema, httpPart }) =>

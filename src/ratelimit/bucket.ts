@@ -6,6 +6,7 @@
  * kept to 0.001 token/s steps, so `elapsed * rate` is an exact integer: no drift however long it runs.
  */
 export const MICRO = 1_000_000;
+export const MAX_CAPACITY = 10_000_000;
 
 export interface BucketPolicy {
   /** Largest burst, in tokens. */
@@ -42,38 +43,33 @@ export function validatePolicy(policy: BucketPolicy): void {
   if (!(policy.refillPerSecond > 0) || refillPerMs(policy) < 1) {
     throw new PolicyError(`refillPerSecond must be at least 0.001, got ${policy.refillPerSecond}`);
   }
-  if (policy.capacity * MICRO > Number.MAX_SAFE_INTEGER / 2) throw new PolicyError(`capacity ${policy.capacity} is too large`);
+  // Redis's Lua prints numbers with 14 significant digits: micro-token counts must stay below 1e14.
+  if (policy.capacity > MAX_CAPACITY) throw new PolicyError(`capacity must be at most ${MAX_CAPACITY}, got ${policy.capacity}`);
 }
 
-/** The state of a key never seen (or evicted because it was full): a full bucket. */
-export const fullBucket = (policy: BucketPolicy, nowMs: number): BucketState => ({ tokens: policy.capacity * MICRO, updatedAtMs: nowMs });
+/** A decision plus the micro-tokens left in the bucket (what a store keeps). */
+export interface Take extends Decision {
+  tokens: number;
+}
 
 /**
- * Takes `n` tokens if available. Returns the decision and the state to store (`null` = the bucket is
- * full, nothing needs storing). A clock that went backwards refills nothing and restarts from `nowMs`.
+ * Takes `n` tokens if available from a bucket that held `tokens` micro-tokens at `updatedAtMs`
+ * (a key never seen is a full bucket: pass `undefined`). A clock that went backwards refills nothing.
+ * When the returned `tokens` equals the capacity the bucket is full and needs no stored state.
  */
-export function takeTokens(
-  policy: BucketPolicy,
-  state: BucketState | undefined,
-  n: number,
-  nowMs: number,
-): { decision: Decision; state: BucketState | null } {
+export function takeTokens(policy: BucketPolicy, state: BucketState | undefined, n: number, nowMs: number): Take {
   if (!Number.isInteger(n) || n < 0) throw new RangeError(`n must be a whole number >= 0, got ${n}`);
   const capacity = policy.capacity * MICRO;
   const rate = refillPerMs(policy);
-  const current = state ?? fullBucket(policy, nowMs);
-  const elapsed = Math.max(0, nowMs - current.updatedAtMs);
-  let tokens = Math.min(capacity, current.tokens + elapsed * rate);
-
+  let tokens = state === undefined ? capacity : Math.min(capacity, state.tokens + Math.max(0, nowMs - state.updatedAtMs) * rate);
   const want = n * MICRO;
   const allowed = want <= tokens;
   if (allowed) tokens -= want;
-  const resetMs = Math.ceil((capacity - tokens) / rate);
-  const decision: Decision = {
+  return {
     allowed,
     remaining: Math.floor(tokens / MICRO),
     retry_after_ms: allowed ? 0 : want > capacity ? null : Math.ceil((want - tokens) / rate),
-    reset_ms: resetMs,
+    reset_ms: Math.ceil((capacity - tokens) / rate),
+    tokens,
   };
-  return { decision, state: tokens >= capacity ? null : { tokens, updatedAtMs: nowMs } };
 }

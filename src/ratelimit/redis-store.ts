@@ -4,7 +4,8 @@ import type { RateLimitStore } from './memory-store.js';
 
 /**
  * The same arithmetic as bucket.ts, run atomically inside Redis with Redis's own clock, so every
- * instance sharing the server enforces one limit. A key expires when its bucket would be full.
+ * instance sharing the server enforces one limit. State is one string "tokens:at" (GET and SET PX: the
+ * fewest commands), and a key expires when its bucket would be full again.
  * Returns {allowed, remaining, retry_after_ms (-1 = never), reset_ms}.
  */
 const TAKE_SCRIPT = `
@@ -13,15 +14,13 @@ local rate = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
-local tokens = tonumber(state[1])
-local at = tonumber(state[2])
-if tokens == nil or at == nil then
-  tokens = capacity
-  at = now
-end
-if now > at then
-  tokens = math.min(capacity, tokens + (now - at) * rate)
+local tokens = capacity
+local state = redis.call('GET', KEYS[1])
+if state then
+  local sep = string.find(state, ':', 1, true)
+  local at = tonumber(string.sub(state, sep + 1))
+  tokens = tonumber(string.sub(state, 1, sep - 1))
+  if now > at then tokens = math.min(capacity, tokens + (now - at) * rate) end
 end
 local allowed = 0
 local retry = 0
@@ -35,10 +34,9 @@ else
 end
 local reset = math.ceil((capacity - tokens) / rate)
 if tokens >= capacity then
-  redis.call('DEL', KEYS[1])
+  if state then redis.call('DEL', KEYS[1]) end
 else
-  redis.call('HSET', KEYS[1], 'tokens', tokens, 'at', now)
-  redis.call('PEXPIRE', KEYS[1], reset)
+  redis.call('SET', KEYS[1], tokens .. ':' .. now, 'PX', reset)
 end
 return {allowed, math.floor(tokens / ${MICRO}), retry, reset}
 `;

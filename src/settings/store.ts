@@ -3,6 +3,7 @@ import type { SecretBox } from '../crypto.js';
 import type { Database, Db } from '../db/index.js';
 import { getSetting, putSetting } from '../db/kv.js';
 import { ProblemError } from '../http/problem.js';
+import { memo } from '../memo.js';
 import { integrationErrors } from './validate.js';
 
 /** The integration settings with secrets in clear; never leaves the process. */
@@ -33,6 +34,8 @@ export const DEFAULT_SETTINGS: IntegrationSettings = {
 };
 
 const SECRET_FIELDS = { mqtt: ['password', 'ca_cert'], webhook: ['secret'] } as const;
+/** Every event write reads the webhook settings; a save here clears the cache, other processes see it within this time. */
+const CACHE_MS = 2000;
 const KEY = 'integration';
 
 /** Merges a patch into settings with the write-only rules for secrets. */
@@ -50,6 +53,8 @@ export function applyPatch(current: IntegrationSettings, patch: IntegrationPatch
  * Emits `change` with the new settings after each save, so integrations reconfigure at once.
  */
 export class SettingsStore extends EventEmitter<{ change: [IntegrationSettings] }> {
+  private readonly cached = memo(CACHE_MS, (trx: Db) => this.read(trx));
+
   constructor(
     private readonly database: Database,
     private readonly box: SecretBox,
@@ -57,7 +62,12 @@ export class SettingsStore extends EventEmitter<{ change: [IntegrationSettings] 
     super();
   }
 
-  async get(trx: Db = this.database.db): Promise<IntegrationSettings> {
+  /** The current settings, cached for CACHE_MS (inside a transaction, pass it: a cold cache loads through it). */
+  get(trx: Db = this.database.db): Promise<IntegrationSettings> {
+    return this.cached.get(trx);
+  }
+
+  private async read(trx: Db): Promise<IntegrationSettings> {
     const stored = await getSetting<{ mqtt?: Record<string, unknown>; webhook?: Record<string, unknown> }>(trx, KEY);
     const settings: IntegrationSettings = { mqtt: { ...DEFAULT_SETTINGS.mqtt }, webhook: { ...DEFAULT_SETTINGS.webhook } };
     for (const group of ['mqtt', 'webhook'] as const) {
@@ -73,12 +83,13 @@ export class SettingsStore extends EventEmitter<{ change: [IntegrationSettings] 
   /** Validates the merged result (400 naming each field) and saves it. */
   async update(patch: IntegrationPatch): Promise<IntegrationSettings> {
     const next = await this.database.transaction(async (trx) => {
-      const merged = applyPatch(await this.get(trx), patch);
+      const merged = applyPatch(await this.read(trx), patch);
       const errors = integrationErrors(merged);
       if (errors.length) throw new ProblemError(400, 'validation_failed', errors.map((error) => `${error.path} ${error.message}`).join('; '), errors);
       await putSetting(trx, KEY, this.seal(merged));
       return merged;
     });
+    this.cached.clear();
     this.emit('change', next);
     return next;
   }

@@ -13,7 +13,11 @@ export function topicPrefixError(value: string): string | null {
 
 const BROKER_SCHEMES = ['mqtt:', 'mqtts:', 'ws:', 'wss:'];
 
+// The URL parser silently drops tabs and newlines; a stored URL must be exactly what was checked.
+const hasControlOrSpace = (value: string) => /[\u0000-\u0020\u007f]/.test(value);
+
 export function brokerUrlError(value: string): string | null {
+  if (hasControlOrSpace(value)) return 'must not contain spaces or control characters';
   let url: URL;
   try {
     url = new URL(value);
@@ -32,6 +36,7 @@ export function brokerUrlError(value: string): string | null {
 }
 
 export function webhookUrlError(value: string): string | null {
+  if (hasControlOrSpace(value)) return 'must not contain spaces or control characters';
   let url: URL;
   try {
     url = new URL(value);

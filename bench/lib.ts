@@ -1,0 +1,65 @@
+import os from 'node:os';
+
+/** `--quick` (or BENCH_QUICK=1): a small size, so CI can prove every benchmark still runs. */
+export const QUICK = process.argv.includes('--quick') || process.env.BENCH_QUICK === '1';
+
+export interface Row {
+  name: string;
+  value: number;
+  unit: string;
+  note?: string;
+}
+
+/** Calls `step` repeatedly for `durationMs` (after a warm-up); returns operations per second. */
+export async function opsPerSecond(step: () => Promise<unknown> | unknown, durationMs: number, batch = 1): Promise<number> {
+  const warmUntil = performance.now() + Math.min(300, durationMs / 5);
+  while (performance.now() < warmUntil) await step();
+  let operations = 0;
+  const started = performance.now();
+  while (performance.now() - started < durationMs) {
+    await step();
+    operations += batch;
+  }
+  return operations / ((performance.now() - started) / 1000);
+}
+
+/**
+ * Measures two contenders in alternation over `rounds` rounds and keeps each one's best rate, so
+ * machine noise and JIT warm-up order favour neither.
+ */
+export async function compareRates(ours: () => Promise<unknown> | unknown, reference: () => Promise<unknown> | unknown, durationMs: number, batch: number, rounds = 3): Promise<[number, number]> {
+  let best: [number, number] = [0, 0];
+  for (let round = 0; round < rounds; round++) {
+    best = [Math.max(best[0], await opsPerSecond(ours, durationMs / rounds, batch)), Math.max(best[1], await opsPerSecond(reference, durationMs / rounds, batch))];
+  }
+  return best;
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+export const fmt = (value: number, digits = 0) => value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+export function header(title: string): void {
+  console.log(`\n## ${title}\n`);
+}
+
+export function table(rows: Row[]): void {
+  const width = Math.max(...rows.map((row) => row.name.length));
+  for (const row of rows) console.log(`${row.name.padEnd(width)}  ${fmt(row.value, row.value < 100 ? 2 : 0).padStart(12)} ${row.unit}${row.note ? `  (${row.note})` : ''}`);
+}
+
+/** Prints `ours / reference` with the target, and returns whether it was met. */
+export function ratio(label: string, ours: number, reference: number, target: number, higherIsBetter = true): boolean {
+  const value = ours / reference;
+  const met = higherIsBetter ? value >= target : value <= target;
+  console.log(`ratio ${label}: ${value.toFixed(2)}x (target ${higherIsBetter ? '>=' : '<='} ${target}x) ${met ? 'MET' : 'NOT MET'}`);
+  return met;
+}
+
+export function machine(): string {
+  const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
+  return `${os.cpus().length} x ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}`;
+}
