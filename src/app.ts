@@ -44,6 +44,20 @@ export interface App {
 /** How often the away-delay sweeper looks for persons due to become `not_home`. */
 const sweepIntervalMs = (awayDelayMs: number) => Math.max(50, Math.min(1000, Math.floor(awayDelayMs / 4) || 50));
 
+const REDIS_STARTUP_WAIT_MS = 5000;
+
+/** Gives Redis a moment at start-up, so the first requests are limited rather than failing open. */
+async function waitForRedis(redis: Redis): Promise<void> {
+  if (redis.status === 'ready') return;
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, REDIS_STARTUP_WAIT_MS);
+    redis.once('ready', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
 /** The composition root: builds every part from the config and wires them to the event bus. */
 export async function buildApp(config: Config): Promise<App> {
   const database = await Database.open(config);
@@ -55,6 +69,7 @@ export async function buildApp(config: Config): Promise<App> {
   // Commands fail at once while Redis is away (no offline queue), so the limiter can fail open or closed promptly.
   const redis = config.redisUrl ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false }) : null;
   redis?.on('error', () => {});
+  if (redis) await waitForRedis(redis);
   const store: RateLimitStore = redis ? new RedisStore(redis, config.redisPrefix + 'rl:') : new MemoryStore();
   const limiter = new RateLimiter(store, { capacity: config.rateLimit.capacity, refillPerSecond: config.rateLimit.refillPerSecond });
   const rateLimit = new RateLimitGuard(limiter, metrics, { failOpen: config.rateLimit.failOpen, costs: config.rateLimit.costs });

@@ -23,8 +23,11 @@ export class Database {
     let database: Database;
     if (options.databaseUrl) {
       const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
-      // A broken idle connection (server restart) must not crash the process; the pool replaces it.
+      // A connection the server terminates (restart, failover) emits 'error' on its client, idle or
+      // checked out; unhandled, that would crash the process. The failing query rejects on its own and
+      // the pool replaces the client.
       pool.on('error', () => {});
+      pool.on('connect', (client) => client.on('error', () => {}));
       database = new Database(new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) }), 'postgres');
     } else {
       const file = new BetterSqlite3(path.join(options.dataDir, 'mothership.db'));

@@ -3,6 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Database } from '../db/index.js';
 import { unauthorized } from '../http/auth.js';
+import { ProblemError } from '../http/problem.js';
 import { ID_PATTERN } from '../config.js';
 import type { BotService } from './bots.js';
 import { NONCE_PATTERN, NONCE_TTL_SECONDS, parseSignatures, timestampFresh, verifySignatures } from './signing.js';
@@ -76,7 +77,14 @@ export class BotAuthenticator {
     const parts = { method: request.method, pathAndQuery: request.url, timestamp, nonce, body: request.rawBody ?? Buffer.alloc(0) };
     const valid = verifySignatures(secrets, parts, parseSignatures(signatureHeader));
     if (!known || !valid || !timestampFresh(timestamp, Date.now())) throw unauthorized();
-    if (!(await this.nonces.firstUse(`${botId}:${nonce}`))) throw unauthorized();
+    let firstUse: boolean;
+    try {
+      firstUse = await this.nonces.firstUse(`${botId}:${nonce}`);
+    } catch {
+      // Without the nonce cache a replay cannot be ruled out: refuse, but say why.
+      throw new ProblemError(503, 'service_unavailable', 'Replay protection is unavailable; try again shortly', undefined, { 'retry-after': '5' });
+    }
+    if (!firstUse) throw unauthorized();
     return botId;
   }
 }

@@ -14,6 +14,12 @@ declare module 'fastify' {
 
 export const BODY_LIMIT = 1024 * 1024;
 
+/** Errors that mean a backing service is briefly away (database restarting, lock timeout): 503, not 500. */
+const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006', 'SQLITE_BUSY']);
+export function isUnavailable(error: { code?: unknown; message?: string }): boolean {
+  return UNAVAILABLE_CODES.has(String(error.code)) || /Connection terminated|connection timeout|timeout exceeded when trying to connect|is not queryable/i.test(error.message ?? '');
+}
+
 // Bodies are validated without coercion (a "5" is not a 5); query strings and path params are text, so they are coerced.
 const bodyValidator = new Ajv({ allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: true, strict: false });
 export const textValidator = new Ajv({ allErrors: true, coerceTypes: 'array', removeAdditional: false, useDefaults: true, strict: false });
@@ -90,6 +96,10 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
       const errors = fieldErrors(error.validation as Parameters<typeof fieldErrors>[0], where);
       const detail = errors.map((entry) => `${entry.path} ${entry.message}`).join('; ');
       return reply.code(400).type('application/problem+json').send(problem(400, 'validation_failed', detail, errors));
+    }
+    if (isUnavailable(error)) {
+      request.log.warn({ err: error }, 'backing service unavailable');
+      return reply.code(503).header('retry-after', '5').type('application/problem+json').send(problem(503, 'service_unavailable', 'A backing service is unavailable; try again shortly'));
     }
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
     if (status >= 500) {

@@ -58,6 +58,7 @@ const resendOf = (row: DeliveryRow, attempt: number, dueAt: string): Insertable<
 });
 
 const BATCH = 50;
+const CLAIM_MARGIN_MS = 5000;
 const CONCURRENCY = 4;
 const POLL_MS = 1000;
 
@@ -170,7 +171,8 @@ export class WebhookService {
       .limit(BATCH)
       .execute();
     const claimed: DeliveryRow[] = [];
-    const deadline = new Date(Date.now() + this.options.timeoutMs + 30_000).toISOString();
+    // Past this, the attempt cannot still be running anywhere (its timeout has passed): reclaim it.
+    const deadline = new Date(Date.now() + this.options.timeoutMs + CLAIM_MARGIN_MS).toISOString();
     for (const row of rows) {
       const result = await this.database.db
         .updateTable('webhook_deliveries')

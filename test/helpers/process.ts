@@ -17,3 +17,17 @@ export async function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 
   child.kill(signal);
   await exited;
 }
+
+/** Starts `mothership serve` on a free port and waits until it answers. */
+export async function startService(env: Record<string, string>, port: number) {
+  const child = spawnMothership(['serve'], { ...env, PORT: String(port) });
+  const base = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const ok = await fetch(`${base}/healthz`).then((response) => response.ok, () => false);
+    if (ok) break;
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`service did not start: ${child.output()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return { child, base };
+}

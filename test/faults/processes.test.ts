@@ -1,0 +1,122 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { ADMIN_TOKEN, createTestEnv, eventually, type TestEnv } from '../helpers/app.js';
+import { freePort, observer, retainedSet, startBroker } from '../helpers/broker.js';
+import { startService, stopProcess } from '../helpers/process.js';
+import { startReceiver } from '../helpers/receiver.js';
+
+const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
+const post = (base: string, path: string, body: unknown) => fetch(base + path, { method: 'POST', headers: admin, body: JSON.stringify(body) });
+
+async function allEvents(base: string): Promise<{ seq: number; event_type: string; detail: Record<string, unknown> }[]> {
+  const events = [];
+  for (let after = 0; ; ) {
+    const page = (await (await fetch(`${base}/api/events?after=${after}&limit=1000`, { headers: admin })).json()) as { events: { seq: number; event_type: string; detail: Record<string, unknown> }[]; last_seq: number };
+    events.push(...page.events);
+    if (page.events.length < 1000) return events;
+    after = page.last_seq;
+  }
+}
+
+describe('the service killed with SIGKILL', () => {
+  let env: TestEnv;
+  before(async () => {
+    env = await createTestEnv('sqlite', { WEBHOOK_RETRY_DELAY_MS: '1500', WEBHOOK_TIMEOUT_MS: '1000' });
+  });
+  after(() => env.cleanup());
+
+  it('loses no acknowledged event or delivery while events flow, and delivers them after the restart', async () => {
+    const receiver = await startReceiver();
+    const port = await freePort();
+    let service = await startService(env.env, port);
+    assert.equal((await post(service.base, '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
+    const acknowledged = new Set<number>();
+    let next = 0;
+    let running = true;
+    const sender = async () => {
+      while (running) {
+        const n = next++;
+        const response = await post(service.base, '/api/events', { type: 'anomaly.detected', detail: { n } }).catch(() => null);
+        if (response?.status === 202) acknowledged.add(n);
+      }
+    };
+    const senders = Array.from({ length: 8 }, sender);
+    await eventually(() => acknowledged.size >= 300, 10_000, '300 acknowledged events');
+    await stopProcess(service.child, 'SIGKILL');
+    running = false;
+    await Promise.all(senders);
+
+    service = await startService(env.env, port);
+    try {
+      const logged = (await allEvents(service.base)).filter((event) => event.event_type === 'anomaly.detected').map((event) => event.detail.n as number);
+      const counts = new Map<number, number>();
+      for (const n of logged) counts.set(n, (counts.get(n) ?? 0) + 1);
+      for (const n of acknowledged) assert.equal(counts.get(n), 1, `acknowledged event ${n} appears ${counts.get(n) ?? 0} times`);
+      assert.ok([...counts.values()].every((count) => count === 1), 'no event is doubled');
+      // Every logged event reaches the webhook at least once (the outbox survived the kill).
+      await eventually(() => {
+        const delivered = new Set(receiver.received.map((request) => JSON.parse(request.body)).filter((body) => body.event_type === 'anomaly.detected').map((body) => body.detail.n));
+        return logged.every((n) => delivered.has(n));
+      }, 20_000, 'all logged events delivered');
+    } finally {
+      await stopProcess(service.child);
+      await receiver.close();
+    }
+  });
+
+  it('sends a pending webhook retry after a restart', async () => {
+    const receiver = await startReceiver();
+    const port = await freePort();
+    let service = await startService(env.env, port);
+    try {
+      await post(service.base, '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } });
+      receiver.received.length = 0;
+      receiver.answerNext(500);
+      await post(service.base, '/api/zones', { id: `retry-zone`, name: 'Retry' });
+      await eventually(() => receiver.received.some((request) => request.headers['x-service-event'] === 'zone.created'), 5000, 'first attempt');
+      await stopProcess(service.child, 'SIGKILL');
+      service = await startService(env.env, port);
+      const attempts = await eventually(() => {
+        const matching = receiver.received.filter((request) => request.headers['x-service-event'] === 'zone.created');
+        return matching.length >= 2 ? matching : null;
+      }, 10_000, 'retry after restart');
+      assert.equal(attempts[0]!.headers['webhook-id'], attempts[1]!.headers['webhook-id']);
+    } finally {
+      await stopProcess(service.child);
+      await receiver.close();
+    }
+  });
+});
+
+describe('graceful shutdown on SIGTERM', () => {
+  it('finishes in-flight requests, publishes offline, and exits 0', async () => {
+    const broker = await startBroker();
+    const env = await createTestEnv('sqlite', { WEBHOOK_TIMEOUT_MS: '5000' });
+    const slow = await startReceiver((response) => setTimeout(() => response.end('late but fine'), 1000));
+    try {
+      const port = await freePort();
+      const service = await startService(env.env, port);
+      await post(service.base, '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url } });
+      const availability = `mothership/${env.env.MOTHERSHIP_ID}/availability`;
+      const view = await observer(broker.url, [availability]);
+      await eventually(() => view.last(availability) === 'online', 5000, 'online');
+      // An in-flight request: the webhook test waits a second for the slow receiver.
+      const inFlight = post(service.base, '/api/settings/integration/test', { target: 'webhook', webhook: { url: slow.url } });
+      await eventually(() => slow.received.length === 1, 5000, 'the slow request to start');
+      service.child.kill('SIGTERM');
+      const response = await inFlight;
+      assert.equal(response.status, 200);
+      assert.equal(((await response.json()) as { webhook: { ok: boolean } }).webhook.ok, true);
+      const code = await new Promise((resolve) => (service.child.exitCode !== null ? resolve(service.child.exitCode) : service.child.once('exit', resolve)));
+      assert.equal(code, 0, service.child.output());
+      await eventually(() => view.last(availability) === 'offline', 5000, 'offline');
+      assert.equal((await retainedSet(broker.url, [availability])).get(availability), 'offline');
+      await view.close();
+      assert.equal(await fetch(`${service.base}/healthz`).then(() => 'answered', () => 'refused'), 'refused');
+    } finally {
+      await slow.close();
+      await env.cleanup();
+      await broker.destroy();
+    }
+  });
+});

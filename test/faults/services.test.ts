@@ -1,0 +1,113 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createTestEnv, eventually, startTestApp } from '../helpers/app.js';
+import { botRequest } from '../helpers/bot.js';
+import { REPLAY } from '../helpers/fixtures.js';
+import { spawnMothership, stopProcess } from '../helpers/process.js';
+import { startPostgres, startRedis } from '../helpers/services.js';
+
+describe('Redis stopped under the limiter', () => {
+  it('fails open by default: requests pass, the failure is counted; bot requests get a clear 503', async () => {
+    const redis = await startRedis();
+    const app = await startTestApp('sqlite', { REDIS_URL: redis.url, REDIS_PREFIX: 'fault:' });
+    try {
+      const bot = (await app.api('POST', '/api/bots', { id: 'b', name: 'B' })).body;
+      await app.api('POST', '/api/matches', { id: 'm', status: 'completed', replay: REPLAY });
+      const before = await app.api('GET', '/api/persons');
+      assert.equal(before.status, 200);
+      assert.ok(before.headers['ratelimit'], 'limited through Redis');
+      await redis.stop();
+      const during = await app.api('GET', '/api/persons');
+      assert.equal(during.status, 200, 'fail-open');
+      assert.equal(during.headers['ratelimit'], undefined);
+      const signed = await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'm' });
+      assert.equal(signed.status, 503, 'replay protection unavailable');
+      assert.equal(signed.body.code, 'service_unavailable');
+      assert.match((await app.api('GET', '/metrics')).body, /mothership_ratelimit_store_errors_total [1-9]/);
+      await redis.start();
+      await eventually(async () => (await app.api('GET', '/api/persons')).headers['ratelimit'], 5000, 'limiting again after Redis returns');
+      assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'm' })).status, 202);
+    } finally {
+      await app.cleanup();
+      await redis.stop();
+    }
+  });
+
+  it('fails closed when configured: 503 with Retry-After', async () => {
+    const redis = await startRedis();
+    const app = await startTestApp('sqlite', { REDIS_URL: redis.url, RATE_LIMIT_REDIS_FAILURE: 'closed' });
+    try {
+      await redis.stop();
+      const response = await app.api('GET', '/api/persons');
+      assert.equal(response.status, 503);
+      assert.equal(response.body.code, 'service_unavailable');
+      assert.equal(response.headers['retry-after'], '5');
+    } finally {
+      await app.cleanup();
+    }
+  });
+});
+
+describe('PostgreSQL restarted under load', () => {
+  it('the service recovers by itself: no 500, only brief 503s, and every acknowledged change is kept', async () => {
+    const postgres = await startPostgres();
+    const app = await startTestApp('postgres', { DATABASE_URL: postgres.url });
+    try {
+      const statuses = new Map<number, number>();
+      const acknowledged: string[] = [];
+      let running = true;
+      let n = 0;
+      const worker = async () => {
+        while (running) {
+          const id = `p${n++}`;
+          const response = await app.api('POST', '/api/persons', { id, name: id });
+          statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
+          if (response.status === 201) acknowledged.push(id);
+          if (response.status === 503) await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      };
+      const workers = Array.from({ length: 4 }, worker);
+      await eventually(() => acknowledged.length >= 50, 10_000, 'load before the restart');
+      await postgres.restart();
+      const before = acknowledged.length;
+      await eventually(() => acknowledged.length >= before + 50, 15_000, 'load after the restart');
+      running = false;
+      await Promise.all(workers);
+      assert.deepEqual([...statuses.keys()].filter((status) => status !== 201 && status !== 503), [], JSON.stringify([...statuses]));
+      const stored = new Set((await app.api('GET', '/api/persons')).body.map((person: { id: string }) => person.id));
+      assert.ok(acknowledged.every((id) => stored.has(id)), 'an acknowledged person is missing');
+    } finally {
+      await app.cleanup();
+      await postgres.destroy();
+    }
+  });
+});
+
+describe('two standalone workers racing on PostgreSQL', () => {
+  it('each job runs exactly once to completion', async () => {
+    const env = await createTestEnv('postgres');
+    const app = await startTestApp('postgres', {}, { testEnv: env });
+    const workers = [spawnMothership(['worker'], env.env), spawnMothership(['worker'], env.env)];
+    try {
+      const jobs = 20;
+      for (let b = 0; b < jobs / 5; b++) {
+        const bot = (await app.api('POST', '/api/bots', { id: `bot${b}`, name: `Bot ${b}` })).body;
+        for (let m = 0; m < 5; m++) {
+          const id = `m${b}-${m}`;
+          await app.api('POST', '/api/matches', { id, status: 'completed', replay: REPLAY });
+          assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: id })).status, 202);
+        }
+      }
+      await eventually(async () => (await app.database.db.selectFrom('enrichment_jobs').select('state').where('state', '!=', 'completed').execute()).length === 0, 20_000, 'all jobs completed');
+      const rows = await app.database.db.selectFrom('enrichment_jobs').select(['attempts']).execute();
+      assert.equal(rows.length, jobs);
+      assert.ok(rows.every((row) => row.attempts === 1), 'no job ran twice');
+      const completed = (await app.api('GET', '/api/events?limit=1000')).body.events.filter((event: { event_type: string }) => event.event_type === 'enrichment.completed');
+      assert.equal(completed.length, jobs);
+    } finally {
+      for (const worker of workers) await stopProcess(worker);
+      await app.cleanup();
+      await env.cleanup();
+    }
+  });
+});

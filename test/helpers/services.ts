@@ -1,0 +1,81 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { connect } from 'node:net';
+import { freePort } from './broker.js';
+
+async function waitForPort(port: number, open: boolean, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const isOpen = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, '127.0.0.1', () => {
+        socket.end();
+        resolve(true);
+      });
+      socket.on('error', () => resolve(false));
+    });
+    if (isOpen === open) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`port ${port} did not ${open ? 'open' : 'close'}`);
+}
+
+/** A private redis-server the test can stop and start. */
+export async function startRedis() {
+  const port = await freePort();
+  let child: ChildProcess | null = null;
+  const redis = {
+    url: `redis://127.0.0.1:${port}/0`,
+    async start() {
+      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+      await waitForPort(port, true);
+    },
+    async stop() {
+      if (!child || child.exitCode !== null) return;
+      const exited = new Promise((resolve) => child!.once('exit', resolve));
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+  await redis.start();
+  return redis;
+}
+
+const PG_BIN = (() => {
+  try {
+    return execFileSync('sh', ['-c', 'ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1']).toString().trim();
+  } catch {
+    return '/usr/lib/postgresql/15/bin';
+  }
+})();
+
+/** A private PostgreSQL cluster (run as the postgres user) the test can restart. */
+export async function startPostgres() {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mothership-pg-'));
+  chmodSync(dir, 0o777);
+  const data = path.join(dir, 'data');
+  const port = await freePort();
+  const asPostgres = (command: string) => execFileSync('su', ['postgres', '-s', '/bin/sh', '-c', command], { stdio: 'pipe' });
+  asPostgres(`${PG_BIN}/initdb -D ${data} -A trust -U postgres >/dev/null`);
+  const pgctl = (action: string) => asPostgres(`${PG_BIN}/pg_ctl -D ${data} -o "-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off" -l ${dir}/log -w ${action} >/dev/null`);
+  pgctl('start');
+  await waitForPort(port, true);
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    async restart() {
+      pgctl('-m fast stop');
+      await waitForPort(port, false);
+      pgctl('start');
+      await waitForPort(port, true);
+    },
+    async destroy() {
+      try {
+        pgctl('-m immediate stop');
+      } catch {
+        // already stopped
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
