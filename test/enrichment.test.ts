@@ -232,7 +232,9 @@ for (const dialect of DIALECTS) {
       assert.ok(expires > 86_390_000 && expires <= 86_400_000);
       assert.equal((await botRequest(app.http, bot, 'GET', '/api/matches/done/enrichment')).status, 200, 'old secret within grace');
       assert.equal((await botRequest(app.http, { id: bot.id, shared_secret: rotated.shared_secret }, 'GET', '/api/matches/done/enrichment')).status, 200);
+      // 24 h later: moved back in the database, and the cached copy dropped as its TTL would.
       await app.database.db.updateTable('bots').set({ previous_secret_expires_at: new Date(Date.now() - 1000).toISOString() }).where('id', '=', bot.id).execute();
+      app.enrichment.bots.invalidate(bot.id);
       assert.equal((await botRequest(app.http, bot, 'GET', '/api/matches/done/enrichment')).status, 401, 'old secret after grace');
     });
   });

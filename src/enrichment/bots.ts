@@ -58,7 +58,7 @@ export class BotService {
 
   async remove(id: string): Promise<void> {
     const result = await this.database.db.deleteFrom('bots').where('id', '=', id).executeTakeFirst();
-    this.secrets.clear(id);
+    this.invalidate(id);
     if (Number(result.numDeletedRows) === 0) throw notFound('Bot', id);
   }
 
@@ -74,9 +74,14 @@ export class BotService {
         .set({ secret_encrypted: this.box.seal(secret), previous_secret_encrypted: bot.secret_encrypted, previous_secret_expires_at: expires })
         .where('id', '=', id)
         .execute();
-      this.secrets.clear(id);
+      this.invalidate(id);
       return { id, name: bot.name, shared_secret: secret, previous_secret_expires_at: expires };
     });
+  }
+
+  /** Forgets the cached secrets of a bot (its row changed). */
+  invalidate(id: string): void {
+    this.secrets.clear(id);
   }
 
   /** The secrets a signature may be made with right now (current, and the previous one within its grace period). */
