@@ -28,9 +28,11 @@ const ajv = new Ajv2020({ strict: true, allErrors: true });
 addFormats.default(ajv);
 export const validateBaseline = ajv.compile<BaselineRecord>(baselineSchema);
 
+const VALID: readonly FieldError[] = Object.freeze([]);
+
 /** Every violation of the record, as JSON pointer + reason (empty when valid). */
-export function baselineErrors(record: unknown): FieldError[] {
-  return validateBaseline(record) ? [] : fieldErrors(validateBaseline.errors ?? []);
+export function baselineErrors(record: unknown): readonly FieldError[] {
+  return validateBaseline(record) ? VALID : fieldErrors(validateBaseline.errors ?? []);
 }
 
 /** The schema without the meta keywords, for embedding in the OpenAPI document. */

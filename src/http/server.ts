@@ -67,7 +67,7 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     // Long path parameters reach validation, which names the field (ids are at most 64 characters).
-    maxParamLength: 2048,
+    routerOptions: { maxParamLength: 2048 },
     // Errors the router raises before any route runs (bad URL encoding, over-long parameters).
     frameworkErrors: (error, _request, reply) => {
       const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;

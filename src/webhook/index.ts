@@ -149,70 +149,77 @@ export class WebhookService {
     while (!this.stopped) {
       const due = await this.claimDue();
       if (due.length === 0) return;
+      const { webhook } = await this.settings.get();
       const queue = [...due];
-      await Promise.all(Array.from({ length: Math.min(CONCURRENCY, queue.length) }, async () => {
-        for (let row = queue.shift(); row; row = queue.shift()) await this.attempt(row);
-      }));
+      const outcomes: { row: DeliveryRow; result: PostResult }[] = [];
+      await Promise.all(
+        Array.from({ length: Math.min(CONCURRENCY, queue.length) }, async () => {
+          for (let row = queue.shift(); row; row = queue.shift()) {
+            outcomes.push({ row, result: await this.send(row.url, row.webhook_id, row.payload, row.event_type, webhook.secret) });
+          }
+        }),
+      );
+      await this.record(outcomes);
     }
   }
 
   /**
-   * Claims due rows by moving them to `sending` with a deadline; a process that dies mid-send leaves
-   * them to be claimed again after it (at-least-once), and two instances never send the same row.
+   * Claims up to BATCH due rows in one statement, moving them to `sending` with a deadline: a process
+   * that dies mid-send leaves them to be claimed again after it (at-least-once), and two instances
+   * never send the same row (PostgreSQL skips rows another instance is claiming).
    */
   private async claimDue(): Promise<DeliveryRow[]> {
     const at = now();
-    const rows = await this.database.db
-      .selectFrom('webhook_deliveries')
-      .selectAll()
-      .where((eb) => eb.or([eb('state', '=', 'pending'), eb('state', '=', 'sending')]))
-      .where('due_at', '<=', at)
-      .orderBy('id')
-      .limit(BATCH)
-      .execute();
-    const claimed: DeliveryRow[] = [];
     // Past this, the attempt cannot still be running anywhere (its timeout has passed): reclaim it.
     const deadline = new Date(Date.now() + this.options.timeoutMs + CLAIM_MARGIN_MS).toISOString();
-    for (const row of rows) {
-      const result = await this.database.db
-        .updateTable('webhook_deliveries')
-        .set({ state: 'sending', due_at: deadline })
-        .where('id', '=', row.id)
-        .where('state', '=', row.state)
-        .where('due_at', '=', row.due_at)
-        .executeTakeFirst();
-      if (Number(result.numUpdatedRows) === 1) claimed.push(row);
-    }
-    return claimed;
+    const rows = await this.database.db
+      .updateTable('webhook_deliveries')
+      .set({ state: 'sending', due_at: deadline })
+      .where('id', 'in', (eb) => {
+        let due = eb
+          .selectFrom('webhook_deliveries')
+          .select('id')
+          .where('state', 'in', ['pending', 'sending'])
+          .where('due_at', '<=', at)
+          .orderBy('id')
+          .limit(BATCH);
+        if (this.database.dialect === 'postgres') due = due.forUpdate().skipLocked();
+        return due;
+      })
+      .returningAll()
+      .execute();
+    return rows.sort((a, b) => Number(a.id) - Number(b.id));
   }
 
-  /** Sends one attempt, records its outcome, and schedules the retry when the policy says so. */
-  private async attempt(row: DeliveryRow): Promise<void> {
-    const { webhook } = await this.settings.get();
-    const result = await this.send(row.url, row.webhook_id, row.payload, row.event_type, webhook.secret);
-    const outcome = outcomeOf(result, row.attempt);
+  /** Records a batch of attempts in one transaction, scheduling the retries the policy asks for. */
+  private async record(outcomes: { row: DeliveryRow; result: PostResult }[]): Promise<void> {
+    const attemptedAt = now();
+    const retryAt = new Date(Date.now() + this.options.retryDelayMs).toISOString();
+    let retries = 0;
     await this.database.transaction(async (trx) => {
-      await trx
-        .updateTable('webhook_deliveries')
-        .set({
-          state: outcome === 'delivered' ? 'delivered' : outcome === 'retry' ? 'retry_scheduled' : 'failed',
-          status_code: result.statusCode,
-          error: result.error,
-          duration_ms: result.durationMs,
-          attempted_at: now(),
-        })
-        .where('id', '=', row.id)
-        .execute();
-      if (outcome === 'retry') {
-        await trx.insertInto('webhook_deliveries').values(resendOf(row, row.attempt + 1, new Date(Date.now() + this.options.retryDelayMs).toISOString())).execute();
+      for (const { row, result } of outcomes) {
+        const outcome = outcomeOf(result, row.attempt);
+        await trx
+          .updateTable('webhook_deliveries')
+          .set({
+            state: outcome === 'delivered' ? 'delivered' : outcome === 'retry' ? 'retry_scheduled' : 'failed',
+            status_code: result.statusCode,
+            error: result.error,
+            duration_ms: result.durationMs,
+            attempted_at: attemptedAt,
+          })
+          .where('id', '=', row.id)
+          .execute();
+        if (outcome === 'retry') {
+          retries++;
+          await trx.insertInto('webhook_deliveries').values(resendOf(row, row.attempt + 1, retryAt)).execute();
+          this.log.info({ delivery: row.id, status: result.statusCode, error: result.error }, 'webhook attempt failed; retry scheduled');
+        }
+        this.metrics?.webhookDeliveries.inc({ outcome });
+        this.metrics?.webhookDuration.observe(result.durationMs / 1000);
       }
     });
-    this.metrics?.webhookDeliveries.inc({ outcome });
-    this.metrics?.webhookDuration.observe(result.durationMs / 1000);
-    if (outcome === 'retry') {
-      this.log.info({ delivery: row.id, status: result.statusCode, error: result.error }, 'webhook attempt failed; retry scheduled');
-      setTimeout(() => this.kick(), this.options.retryDelayMs + 10).unref();
-    }
+    if (retries) setTimeout(() => this.kick(), this.options.retryDelayMs + 10).unref();
   }
 
   /** Signs (Standard Webhooks, when a secret is set) and POSTs the exact payload bytes. */
