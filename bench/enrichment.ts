@@ -43,7 +43,7 @@ async function bareRoute(amount: number, bots: { id: string; shared_secret: stri
 }
 
 async function ours(dialect: 'sqlite' | 'postgres', botCount: number): Promise<{ result: LoadResult; bots: { id: string; shared_secret: string }[] }> {
-  const { app, url, close } = await benchApp(dialect);
+  const { app, url, close } = await benchApp(dialect, { WORKER: process.env.BENCH_WORKER ?? 'off' });
   try {
     const bots = [];
     for (let b = 0; b < botCount; b++) bots.push(await app.enrichment.bots.create({ id: `bot-${b}`, name: `Bot ${b}` }));
@@ -61,8 +61,8 @@ async function ours(dialect: 'sqlite' | 'postgres', botCount: number): Promise<{
     }));
     for (let start = 0; start < matches.length; start += 500) await app.database.db.insertInto('matches').values(matches.slice(start, start + 500)).execute();
     const result = await load({ url, connections: CONNECTIONS, amount: matches.length, requests: [signedRequests(bots, (index) => `m${index}`)] });
-    const jobs = await app.enrichment.queue.depth();
-    if (jobs !== matches.length) throw new Error(`expected ${matches.length} jobs, found ${jobs}`);
+    const jobs = await app.database.db.selectFrom('enrichment_jobs').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow();
+    if (Number(jobs.count) !== matches.length) throw new Error(`expected ${matches.length} jobs, found ${jobs.count}`);
     return { result, bots };
   } finally {
     await close();

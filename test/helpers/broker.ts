@@ -17,20 +17,21 @@ export async function freePort(): Promise<number> {
   });
 }
 
-async function waitForPort(port: number, timeoutMs = 5000): Promise<void> {
+/** Waits until something listens on the port (or, with `open` false, until nothing does). */
+export async function waitForPort(port: number, open = true, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    const open = await new Promise<boolean>((resolve) => {
+    const isOpen = await new Promise<boolean>((resolve) => {
       const socket = connect(port, '127.0.0.1', () => {
         socket.end();
         resolve(true);
       });
       socket.on('error', () => resolve(false));
     });
-    if (open) return;
+    if (isOpen === open) return;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  throw new Error(`mosquitto did not listen on ${port}`);
+  throw new Error(`port ${port} did not ${open ? 'open' : 'close'}`);
 }
 
 export interface TlsMaterial {

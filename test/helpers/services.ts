@@ -2,24 +2,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { connect } from 'node:net';
-import { freePort } from './broker.js';
-
-async function waitForPort(port: number, open: boolean, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const isOpen = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, '127.0.0.1', () => {
-        socket.end();
-        resolve(true);
-      });
-      socket.on('error', () => resolve(false));
-    });
-    if (isOpen === open) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`port ${port} did not ${open ? 'open' : 'close'}`);
-}
+import { freePort, waitForPort } from './broker.js';
 
 /** A private redis-server the test can stop and start. */
 export async function startRedis() {
