@@ -5,7 +5,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseSignatures, sign, stringToSign, verifySignatures } from '../src/enrichment/signing.js';
 import { builtInCommentary, llmCommentary, parseReplay, ReplayError } from '../src/enrichment/commentary.js';
-import { DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
+import { DIALECTS, createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { botRequest } from './helpers/bot.js';
 import { REPLAY } from './helpers/fixtures.js';
 
@@ -257,6 +257,29 @@ for (const dialect of DIALECTS) {
       assert.equal(new Set(jobs.map((job) => job.match_id)).size, 5);
       const fresh = responses.filter((response) => response.status === 202 && !response.body.duplicate);
       assert.equal(fresh.length, 5);
+    });
+  });
+
+  describe(`enrichment quota across two instances (${dialect})`, () => {
+    it('two service instances sharing the database never enqueue a sixth job for one bot', async () => {
+      const env = await createTestEnv(dialect);
+      const first = await startTestApp(dialect, {}, { testEnv: env });
+      const second = await startTestApp(dialect, {}, { testEnv: env });
+      try {
+        const bot = (await first.api('POST', '/api/bots', { id: 'shared', name: 'Shared' })).body;
+        for (let i = 0; i < 10; i++) await first.api('POST', '/api/matches', { id: `s-${i}`, status: 'completed', replay: REPLAY });
+        const responses = await Promise.all(
+          Array.from({ length: 30 }, (_, i) => botRequest((i % 2 ? first : second).http, bot, 'POST', '/api/request-enrichment', { match_id: `s-${i % 10}` })),
+        );
+        assert.ok(responses.every((response) => response.status === 202 || response.status === 429), JSON.stringify(responses.map((r) => r.status)));
+        const jobs = await first.database.db.selectFrom('enrichment_jobs').select('match_id').execute();
+        assert.equal(jobs.length, 5);
+        assert.equal(new Set(jobs.map((job) => job.match_id)).size, 5);
+      } finally {
+        await first.close();
+        await second.close();
+        await env.cleanup();
+      }
     });
   });
 

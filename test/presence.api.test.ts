@@ -162,6 +162,19 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(changed[0].detail, { from: 'home', to: 'sleep', source: 'api' });
     });
 
+    it('renames persons and zones with PATCH, refusing unknown ids and fields', async () => {
+      const renamed = await app.api('PATCH', '/api/persons/bob', { name: 'Robert' });
+      assert.equal(renamed.status, 200);
+      assert.equal(renamed.body.name, 'Robert');
+      assert.equal((await app.api('PATCH', '/api/zones/garden', { name: 'Back garden' })).body.name, 'Back garden');
+      assert.equal((await app.api('PATCH', '/api/persons/nobody', { name: 'X' })).status, 404);
+      const bad = await app.api('PATCH', '/api/zones/garden', { id: 'other' });
+      assert.equal(bad.status, 400);
+      assert.equal(bad.body.errors[0].path, '/id');
+      const types = (await app.api('GET', '/api/events?order=desc&limit=2')).body.events.map((event: { event_type: string }) => event.event_type);
+      assert.deepEqual(types, ['zone.updated', 'person.updated']);
+    });
+
     it('deleting a zone moves its occupants out', async () => {
       await app.api('POST', '/api/zones', { id: 'attic', name: 'Attic' });
       await app.api('POST', '/api/events', { type: 'zone.entry', person: 'bob', zone: 'attic' });

@@ -185,6 +185,24 @@ describe('rate limiting over HTTP', () => {
     assert.equal((await app.api('GET', '/healthz')).status, 200, 'liveness is never limited');
   });
 
+  it('keys clients by address, believing X-Forwarded-For only from a configured proxy', async () => {
+    const direct = await startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '20', RATE_LIMIT_REFILL_PER_SEC: '0.01' });
+    const proxied = await startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '20', RATE_LIMIT_REFILL_PER_SEC: '0.01', TRUST_PROXY: '127.0.0.1' });
+    try {
+      const remaining = async (target: TestApp, forwardedFor: string) =>
+        String((await target.api('GET', '/api/persons', undefined, { 'x-forwarded-for': forwardedFor })).headers['ratelimit']);
+      // Without a trusted proxy the header is ignored: both "clients" share the socket's bucket.
+      assert.match(await remaining(direct, '203.0.113.1'), /r=19;/);
+      assert.match(await remaining(direct, '203.0.113.2'), /r=18;/);
+      // Behind a trusted proxy each forwarded client has its own bucket.
+      assert.match(await remaining(proxied, '203.0.113.1'), /r=19;/);
+      assert.match(await remaining(proxied, '203.0.113.2'), /r=19;/);
+    } finally {
+      await direct.cleanup();
+      await proxied.cleanup();
+    }
+  });
+
   it('refuses to start when a route costs more than the bucket holds', async () => {
     await assert.rejects(startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '3', RATE_LIMIT_COSTS: 'session=5' }), PolicyError);
   });
