@@ -74,6 +74,8 @@ export class WebhookService {
   private draining: Promise<void> | null = null;
   private again = false;
   private stopped = true;
+  /** Set when the outbox inserted deliveries since the dispatcher was last woken. */
+  private enqueued = false;
 
   constructor(
     private readonly database: Database,
@@ -84,7 +86,13 @@ export class WebhookService {
     private readonly options: { timeoutMs: number; retryDelayMs: number },
   ) {
     events.onAppend((trx, stored) => this.enqueue(trx, stored));
-    events.subscribe(() => this.kick());
+    // Wake at once only for events that produced deliveries; the poll covers retries and other processes.
+    events.subscribe(() => {
+      if (this.enqueued) {
+        this.enqueued = false;
+        this.kick();
+      }
+    });
   }
 
   /** Outbox: inside the event's transaction, one pending delivery per event when the webhook is on. */
@@ -112,6 +120,7 @@ export class WebhookService {
         })),
       )
       .execute();
+    this.enqueued = true;
   }
 
   start(): void {
