@@ -10,19 +10,6 @@ export const idParams = {
   properties: { id: idString },
 } as const;
 
-export const problemSchema = {
-  type: 'object',
-  description: 'RFC 9457 problem details',
-  properties: {
-    type: { type: 'string' },
-    title: { type: 'string' },
-    status: { type: 'integer' },
-    detail: { type: 'string' },
-    code: { type: 'string' },
-    errors: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } } },
-  },
-} as const;
-
 export const nullableString = { type: ['string', 'null'] } as const;
 
 export const eventPayloadSchema = {
@@ -37,12 +24,3 @@ export const eventPayloadSchema = {
     detail: { type: 'object', additionalProperties: true },
   },
 } as const;
-
-export const pageQuery = (maxLimit: number, defaultLimit: number) =>
-  ({
-    type: 'object',
-    additionalProperties: false,
-    properties: {
-      limit: { type: 'integer', minimum: 1, maximum: maxLimit, default: defaultLimit },
-    },
-  }) as const;
