@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { backoffDelay } from '../src/mqtt/backoff.js';
 import { allConfigs, personConfigs, removal, systemConfigs, zoneConfigs } from '../src/mqtt/discovery.js';
 import { Topics } from '../src/mqtt/topics.js';
+import { personState, zoneState } from '../src/mqtt/state.js';
 import { clientOptions, describeMqttError } from '../src/mqtt/connection.js';
 import { brokerUrlError, topicPrefixError, webhookUrlError, webhookSecretError } from '../src/settings/validate.js';
 import { applyPatch, DEFAULT_SETTINGS } from '../src/settings/store.js';
@@ -118,6 +119,20 @@ describe('Home Assistant discovery payloads', () => {
     assert.equal(configs.length, 7);
     assert.equal(new Set(configs.map((config) => (config.payload as any).unique_id)).size, 7);
     assert.deepEqual(removal(personConfigs(context, { id: 'ada', name: '' })), [{ topic: 'homeassistant/binary_sensor/ms-1/person_ada_presence/config', payload: null }]);
+  });
+});
+
+describe('MQTT state payloads', () => {
+  it('a person: presence and attributes; a zone: count, occupied, occupants', () => {
+    const topics = new Topics('mothership', 'ms-1', 'homeassistant');
+    assert.deepEqual(personState(topics, { id: 'ada', name: 'Ada', presence: 'home', zone: 'kitchen', last_seen: '2026-11-21T22:00:00.000Z' }), [
+      ['mothership/ms-1/person/ada/presence', 'home'],
+      ['mothership/ms-1/person/ada/attributes', '{"zone":"kitchen","last_seen":"2026-11-21T22:00:00.000Z"}'],
+    ]);
+    assert.deepEqual(zoneState(topics, { id: 'kitchen', name: 'Kitchen', count: 1, occupied: true, occupants: ['ada'] }), [
+      'mothership/ms-1/zone/kitchen/occupancy',
+      '{"count":1,"occupied":true,"occupants":["ada"]}',
+    ]);
   });
 });
 

@@ -86,9 +86,4 @@ export class EventLog {
       .execute();
     return rows.map((row) => ({ seq: Number(row.seq), json: row.payload, payload: JSON.parse(row.payload) as EventPayload }));
   }
-
-  async latestSeq(): Promise<number> {
-    const row = await this.database.db.selectFrom('events').select((eb) => eb.fn.max('seq').as('seq')).executeTakeFirst();
-    return Number(row?.seq ?? 0);
-  }
 }

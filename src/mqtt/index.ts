@@ -2,11 +2,12 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { EventLog, StoredEvent } from '../events/index.js';
 import { conflict } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
-import { MODES, type Mode, type PresenceService } from '../presence/service.js';
+import { MODES, type Mode, type PersonView, type PresenceService, type ZoneView } from '../presence/service.js';
 import type { IntegrationSettings } from '../settings/store.js';
 import { VERSION } from '../version.js';
 import { MqttConnection, testConnection, type MqttSettings, type MqttStatus } from './connection.js';
 import { allConfigs, personConfigs, removal, zoneConfigs, type DiscoveryContext, type DiscoveryMessage } from './discovery.js';
+import { personState, zoneState, type StateMessage } from './state.js';
 import { Topics } from './topics.js';
 
 export type { MqttStatus } from './connection.js';
@@ -103,7 +104,8 @@ export class MqttIntegration {
   async publishDiscovery(): Promise<number> {
     const connection = this.connection;
     if (!connection?.client.connected) throw conflict('MQTT is not connected');
-    const configs = await this.configs();
+    const [persons, zones] = await Promise.all([this.deps.presence.listPersons(), this.deps.presence.listZones()]);
+    const configs = this.configs(persons, zones);
     await this.publishAll(connection, configs);
     return configs.length;
   }
@@ -112,8 +114,8 @@ export class MqttIntegration {
     return { topics: this.topics!, version: VERSION };
   }
 
-  private async configs(): Promise<DiscoveryMessage[]> {
-    const [persons, zones] = await Promise.all([this.deps.presence.listPersons(), this.deps.presence.listZones()]);
+  /** Every discovery config, remembered as the set a retained config must belong to (not a ghost). */
+  private configs(persons: PersonView[], zones: ZoneView[]): DiscoveryMessage[] {
     const configs = allConfigs(this.context(), persons, zones);
     this.expectedConfigs = new Set(configs.map((config) => config.topic));
     return configs;
@@ -131,7 +133,6 @@ export class MqttIntegration {
   private async fullSync(connection: MqttConnection): Promise<void> {
     if (!connection.client.connected) return;
     await this.publishAvailability(connection, 'online');
-    const configs = await this.configs();
     const [persons, zones, fall, mode, health] = await Promise.all([
       this.deps.presence.listPersons(),
       this.deps.presence.listZones(),
@@ -140,17 +141,14 @@ export class MqttIntegration {
       this.deps.presence.health(),
     ]);
     const topics = this.topics!;
-    const states: [string, string][] = [
-      ...persons.flatMap((person): [string, string][] => [
-        [topics.personPresence(person.id), person.presence],
-        [topics.personAttributes(person.id), JSON.stringify({ zone: person.zone, last_seen: person.last_seen })],
-      ]),
-      ...zones.map((zone): [string, string] => [topics.zoneOccupancy(zone.id), JSON.stringify({ count: zone.count, occupied: zone.occupied, occupants: zone.occupants })]),
+    const states: StateMessage[] = [
+      ...persons.flatMap((person) => personState(topics, person)),
+      ...zones.map((zone) => zoneState(topics, zone)),
       [topics.fall, JSON.stringify(fall)],
       [topics.mode, mode],
       [topics.health, JSON.stringify(this.lastHealth ?? { ...health, timestamp: new Date().toISOString() })],
     ];
-    await this.publishAll(connection, configs);
+    await this.publishAll(connection, this.configs(persons, zones));
     await Promise.all(states.map(([topic, payload]) => this.publish(connection, topic, payload)));
   }
 
@@ -264,6 +262,12 @@ export class MqttIntegration {
     const { presence } = this.deps;
     const publishes: Promise<void>[] = [];
     const send = (topic: string, payload: string) => publishes.push(this.publish(connection, topic, payload));
+    const sendConfigs = (configs: DiscoveryMessage[]) => {
+      for (const config of configs) {
+        this.expectedConfigs.add(config.topic);
+        send(config.topic, JSON.stringify(config.payload));
+      }
+    };
 
     for (const message of work.removed) {
       this.expectedConfigs.delete(message.topic);
@@ -273,21 +277,14 @@ export class MqttIntegration {
     for (const id of work.persons) {
       const person = await presence.getPerson(id).catch(() => null);
       if (!person) continue;
-      if (work.configs.persons.has(id)) for (const config of personConfigs(this.context(), person)) {
-        this.expectedConfigs.add(config.topic);
-        send(config.topic, JSON.stringify(config.payload));
-      }
-      send(topics.personPresence(id), person.presence);
-      send(topics.personAttributes(id), JSON.stringify({ zone: person.zone, last_seen: person.last_seen }));
+      if (work.configs.persons.has(id)) sendConfigs(personConfigs(this.context(), person));
+      for (const [topic, payload] of personState(topics, person)) send(topic, payload);
     }
     for (const id of work.zones) {
       const zone = await presence.getZone(id).catch(() => null);
       if (!zone) continue;
-      if (work.configs.zones.has(id)) for (const config of zoneConfigs(this.context(), zone)) {
-        this.expectedConfigs.add(config.topic);
-        send(config.topic, JSON.stringify(config.payload));
-      }
-      send(topics.zoneOccupancy(id), JSON.stringify({ count: zone.count, occupied: zone.occupied, occupants: zone.occupants }));
+      if (work.configs.zones.has(id)) sendConfigs(zoneConfigs(this.context(), zone));
+      send(...zoneState(topics, zone));
     }
     if (work.fall) send(topics.fall, JSON.stringify(await presence.fallState()));
     if (work.mode) send(topics.mode, await presence.mode());

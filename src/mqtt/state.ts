@@ -1,0 +1,16 @@
+import type { PersonView, ZoneView } from '../presence/service.js';
+import type { Topics } from './topics.js';
+
+/** A retained state message: topic and payload (pure; shared by the full sync and incremental updates). */
+export type StateMessage = [topic: string, payload: string];
+
+export function personState(topics: Topics, person: PersonView): StateMessage[] {
+  return [
+    [topics.personPresence(person.id), person.presence],
+    [topics.personAttributes(person.id), JSON.stringify({ zone: person.zone, last_seen: person.last_seen })],
+  ];
+}
+
+export function zoneState(topics: Topics, zone: ZoneView): StateMessage {
+  return [topics.zoneOccupancy(zone.id), JSON.stringify({ count: zone.count, occupied: zone.occupied, occupants: zone.occupants })];
+}
