@@ -1,26 +1,30 @@
 /**
  * Caches the result of `load` for `ttlMs`; `clear()` forgets it at once (after a local write).
- * Concurrent callers share one pending load. `get(arg)` hands `arg` to a load it starts: callers
- * inside a transaction pass it, because on SQLite a query outside the transaction would wait forever
- * for the connection the transaction holds.
+ * `get(arg)` hands `arg` to a load it starts: callers inside a transaction pass it, because on SQLite
+ * a query outside the transaction would wait forever for the connection the transaction holds. For
+ * the same reason a load still pending is shared only with callers passing the same `arg`: a caller
+ * inside a transaction that awaited a load started outside it would wait for itself.
  */
 export function memo<T, A = void>(ttlMs: number, load: (arg: A) => Promise<T>): { get: (arg: A) => Promise<T>; clear: () => void } {
-  let value: Promise<T> | null = null;
-  let expires = 0;
+  let cached: { value: Promise<T>; arg: A; settled: boolean; expires: number } | null = null;
   return {
     get(arg: A) {
       const now = Date.now();
-      if (!value || now >= expires) {
-        expires = now + ttlMs;
-        value = load(arg);
-        value.catch(() => {
-          value = null;
-        });
-      }
-      return value;
+      if (cached && now < cached.expires && (cached.settled || cached.arg === arg)) return cached.value;
+      const entry = { value: load(arg), arg, settled: false, expires: now + ttlMs };
+      cached = entry;
+      entry.value.then(
+        () => {
+          entry.settled = true;
+        },
+        () => {
+          if (cached === entry) cached = null;
+        },
+      );
+      return entry.value;
     },
     clear() {
-      value = null;
+      cached = null;
     },
   };
 }
