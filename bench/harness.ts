@@ -62,11 +62,23 @@ export interface LoadResult {
   total: number;
 }
 
-/** Runs autocannon and reduces its result to what the benchmarks report. */
+/**
+ * Runs autocannon and reduces its result to what the benchmarks report. Throughput is requests
+ * over the time from the start to the last response: with `amount`, autocannon only notices the end
+ * at its next one-second tick and reports that rounded-up duration, which understates a short run
+ * (10,000 requests in 0.6 s read as 1.01 s).
+ */
 export async function load(options: autocannon.Options): Promise<LoadResult> {
-  const result = await autocannon(options);
+  const started = performance.now();
+  let lastResponse = started;
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon(options, (error, finished) => (error ? reject(error) : resolve(finished)));
+    instance.on('response', () => {
+      lastResponse = performance.now();
+    });
+  });
   return {
-    rps: result.requests.total / result.duration,
+    rps: result.requests.total / ((lastResponse - started) / 1000),
     p50: result.latency.p50,
     p99: result.latency.p99,
     non2xx: result.non2xx,

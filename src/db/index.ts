@@ -3,6 +3,7 @@ import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import path from 'node:path';
 import { migrations } from './migrations.js';
+import { GroupCommit } from './group-commit.js';
 import { cachingStatements } from './statement-cache.js';
 import type { Schema } from './schema.js';
 
@@ -14,10 +15,16 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
 /** The one data layer: Kysely over SQLite (embedded default) or PostgreSQL. */
 export class Database {
+  /** SQLite only: concurrent transactions share one commit. */
+  private readonly groupCommit: GroupCommit<Db> | null;
+
   private constructor(
     readonly db: Db,
     readonly dialect: Dialect,
-  ) {}
+    sqliteFile: BetterSqlite3.Database | null = null,
+  ) {
+    this.groupCommit = sqliteFile ? new GroupCommit(db, sqliteFile) : null;
+  }
 
   static async open(options: { databaseUrl: string | null; dataDir: string }): Promise<Database> {
     let database: Database;
@@ -34,7 +41,7 @@ export class Database {
       file.pragma('journal_mode = WAL');
       file.pragma('synchronous = NORMAL');
       file.pragma('busy_timeout = 5000');
-      database = new Database(new Kysely<Schema>({ dialect: new SqliteDialect({ database: cachingStatements(file) }) }), 'sqlite');
+      database = new Database(new Kysely<Schema>({ dialect: new SqliteDialect({ database: cachingStatements(file) }) }), 'sqlite', file);
     }
     await database.migrate();
     return database;
@@ -48,22 +55,21 @@ export class Database {
   }
 
   /**
-   * Runs `work` in one transaction. On SQLite it starts with BEGIN IMMEDIATE so that a second process
-   * (a standalone worker) waits for the write lock up front instead of failing on a lock upgrade.
+   * Runs `work` in one transaction. On SQLite, transactions requested together share one commit
+   * (group commit, each in its own savepoint), which starts with BEGIN IMMEDIATE so that a second
+   * process (a standalone worker) waits for the write lock up front instead of failing on a lock
+   * upgrade.
    */
-  async transaction<T>(work: (trx: Db) => Promise<T>): Promise<T> {
-    if (this.dialect === 'postgres') return this.db.transaction().execute(work);
-    return this.db.connection().execute(async (conn) => {
-      await sql`begin immediate`.execute(conn);
-      try {
-        const result = await work(conn);
-        await sql`commit`.execute(conn);
-        return result;
-      } catch (error) {
-        await sql`rollback`.execute(conn).catch(() => {});
-        throw error;
-      }
-    });
+  transaction<T>(work: (trx: Db) => Promise<T>): Promise<T> {
+    return this.groupCommit ? this.groupCommit.run(work) : this.db.transaction().execute(work);
+  }
+
+  /**
+   * A write that needs no transaction of its own (one statement). On SQLite it joins the group
+   * commit rather than paying a commit of its own; on PostgreSQL it runs at once (autocommit).
+   */
+  write<T>(work: (db: Db) => Promise<T>): Promise<T> {
+    return this.groupCommit ? this.groupCommit.run(work) : work(this.db);
   }
 
   /** Row lock for read-modify-write in a transaction. SQLite already holds the database write lock. */

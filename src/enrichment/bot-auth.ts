@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Database } from '../db/index.js';
+import { prepare, type Prepared } from '../db/prepared.js';
 import { unauthorized } from '../http/auth.js';
 import { ProblemError } from '../http/problem.js';
 import { ID_PATTERN } from '../config.js';
@@ -26,19 +27,24 @@ export class RedisNonceStore implements NonceStore {
 
 /** Nonces in the database: they survive a restart, and instances sharing the database share them. */
 export class DatabaseNonceStore implements NonceStore {
-  constructor(private readonly database: Database) {}
+  // Inserted, or an expired entry taken over: first use. A live entry: replay (no row returned).
+  private readonly record: Prepared<{ key: string }>;
+
+  constructor(private readonly database: Database) {
+    this.record = prepare(database.db, (db, param) =>
+      db
+        .insertInto('nonces')
+        .values({ key: param('key'), expires_at: param('expires') })
+        .onConflict((oc) => oc.column('key').doUpdateSet({ expires_at: param('expires') }).where('nonces.expires_at', '<', param('now')))
+        .returning('key'),
+    );
+  }
 
   async firstUse(key: string): Promise<boolean> {
-    const at = new Date();
-    const expires = new Date(at.getTime() + NONCE_TTL_SECONDS * 1000).toISOString();
-    // Inserted, or an expired entry taken over: first use. A live entry: replay (no row returned).
-    const row = await this.database.db
-      .insertInto('nonces')
-      .values({ key, expires_at: expires })
-      .onConflict((oc) => oc.column('key').doUpdateSet({ expires_at: expires }).where('nonces.expires_at', '<', at.toISOString()))
-      .returning('key')
-      .executeTakeFirst();
-    return row !== undefined;
+    const now = Date.now();
+    const values = { key, now: new Date(now).toISOString(), expires: new Date(now + NONCE_TTL_SECONDS * 1000).toISOString() };
+    const { rows } = await this.database.write((db) => this.record.execute(db, values));
+    return rows.length > 0;
   }
 
   async purgeExpired(): Promise<void> {

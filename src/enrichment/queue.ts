@@ -1,5 +1,6 @@
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
+import { prepare } from '../db/prepared.js';
 import type { EnrichmentJobsTable } from '../db/schema.js';
 import type { EventLog } from '../events/index.js';
 import { ProblemError } from '../http/problem.js';
@@ -38,17 +39,65 @@ export interface EnqueueResult {
 /** Backoff before attempt n+1 after attempt n failed: base, then 4 x base (1 s, 4 s by default). */
 export const retryDelayMs = (attempts: number, baseMs: number) => baseMs * 4 ** (attempts - 1);
 
+/**
+ * A pending job's place in the queue, itself included: its distance from the oldest pending job.
+ * Jobs between the two that finished out of order (a retry waiting for its backoff while later jobs
+ * completed) still count, so it can only overestimate, by at most the jobs finished out of order.
+ */
+export function jobsAhead(jobId: number, oldestQueued: number | null, oldestRunning: number | null): number {
+  const heads = [oldestQueued, oldestRunning].filter((id): id is number => id !== null).map(Number);
+  return heads.length ? Math.max(1, jobId - Math.min(...heads) + 1) : 1;
+}
+
+/** Jobs ahead x mean job duration / live workers, rounded up; at least 1 s while pending. */
+export const estimateWaitSeconds = (ahead: number, meanSeconds: number, workers: number): number =>
+  Math.max(1, Math.ceil((ahead * meanSeconds) / Math.max(1, workers)));
+
 /** The estimate's slow-moving inputs (mean job duration, live workers) are refreshed at most this often. */
 const ESTIMATE_INPUTS_MS = 1000;
 
+/** The queries of every enrichment request, compiled once (db/prepared.ts). */
+function requestQueries(database: Database) {
+  const { db } = database;
+  return {
+    lockBot: database.dialect === 'postgres' ? prepare(db, (db, param) => db.selectFrom('bots').select('id').where('id', '=', param('botId')).forUpdate()) : null,
+    quotaUsed: prepare(db, (db, param) =>
+      db.selectFrom('enrichment_jobs').select('enqueued_at').where('bot_id', '=', param('botId')).where('enqueued_at', '>', param('since')).orderBy('enqueued_at'),
+    ),
+    match: prepare(db, (db, param) => database.forUpdate(db.selectFrom('matches').select(['id', 'status', 'enrichment_requested_at']).where('id', '=', param('matchId')))),
+    jobOfMatch: prepare(db, (db, param) => db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', param('matchId'))),
+    markRequested: prepare(db, (db, param) =>
+      db.updateTable('matches').set({ enrichment_requested_at: param('at'), enrichment_status: 'queued', enrichment_error: null }).where('id', '=', param('matchId')),
+    ),
+    insertJob: prepare(db, (db, param) =>
+      db
+        .insertInto('enrichment_jobs')
+        .values({ match_id: param('matchId'), bot_id: param('botId'), state: 'queued', attempts: 0, run_after: param('at'), lease_owner: null, lease_expires_at: null, enqueued_at: param('at'), started_at: null, finished_at: null, last_error: null })
+        .returning('id'),
+    ),
+    // The head of the queue is two index lookups; counting the pending jobs below a job would scan
+    // the whole queue on every request (130 us at 10,000 queued jobs on SQLite).
+    queueHead: prepare(db, (db) =>
+      db.selectNoFrom((eb) => [
+        eb.selectFrom('enrichment_jobs').select((inner) => inner.fn.min('id').as('id')).where('state', '=', 'queued').as('queued'),
+        eb.selectFrom('enrichment_jobs').select((inner) => inner.fn.min('id').as('id')).where('state', '=', 'running').as('running'),
+      ]),
+    ),
+  };
+}
+
 export class EnrichmentQueue {
   private readonly estimateInputs = memo(ESTIMATE_INPUTS_MS, async (trx: Db) => ({ meanSeconds: await this.meanJobSeconds(trx), workers: await this.liveWorkers(trx) }));
+
+  private readonly queries: ReturnType<typeof requestQueries>;
 
   constructor(
     private readonly database: Database,
     private readonly events: EventLog,
     private readonly options: { leaseMs: number; retryBaseMs: number },
-  ) {}
+  ) {
+    this.queries = requestQueries(database);
+  }
 
   /**
    * Seed section 4.1 steps 2 to 5, in one transaction: quota, match checks, idempotency, enqueue.
@@ -56,18 +105,12 @@ export class EnrichmentQueue {
    * serialized and never enqueue a sixth job; the unique index on match_id backs idempotency.
    */
   request(botId: string, matchId: string): Promise<EnqueueResult> {
+    const q = this.queries;
     return this.events.write(async (trx, emit) => {
       // SQLite's write lock already serializes this transaction; PostgreSQL needs the row lock.
-      if (this.database.dialect === 'postgres') await trx.selectFrom('bots').select('id').where('id', '=', botId).forUpdate().executeTakeFirst();
+      if (q.lockBot) await q.lockBot.execute(trx, { botId });
       const nowMs = Date.now();
-      const windowStart = new Date(nowMs - QUOTA_WINDOW_MS).toISOString();
-      const counted = await trx
-        .selectFrom('enrichment_jobs')
-        .select('enqueued_at')
-        .where('bot_id', '=', botId)
-        .where('enqueued_at', '>', windowStart)
-        .orderBy('enqueued_at')
-        .execute();
+      const { rows: counted } = await q.quotaUsed.execute(trx, { botId, since: new Date(nowMs - QUOTA_WINDOW_MS).toISOString() });
       const resetSeconds = (used: { enqueued_at: string }[]) =>
         used.length ? Math.max(1, Math.ceil((Date.parse(used[0]!.enqueued_at) + QUOTA_WINDOW_MS - nowMs) / 1000)) : 0;
       if (counted.length >= DAILY_QUOTA) {
@@ -79,39 +122,36 @@ export class EnrichmentQueue {
         });
       }
 
-      const match = await this.database.forUpdate(trx.selectFrom('matches').select(['id', 'status', 'enrichment_requested_at']).where('id', '=', matchId)).executeTakeFirst();
+      const [match] = (await q.match.execute(trx, { matchId })).rows;
       if (!match) throw new ProblemError(404, 'match_not_found', `Match "${matchId}" does not exist`);
       if (match.status !== 'completed') throw new ProblemError(409, 'match_not_completed', `Match "${matchId}" is ${match.status}, not completed`);
 
       const base = { match_id: matchId, quota_reset_seconds: resetSeconds(counted) };
       if (match.enrichment_requested_at) {
-        const job = await trx.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', matchId).executeTakeFirstOrThrow();
+        const [job] = (await q.jobOfMatch.execute(trx, { matchId })).rows;
         return {
           ...base,
-          job_id: Number(job.id),
-          status: job.state,
+          job_id: Number(job!.id),
+          status: job!.state,
           duplicate: true,
           requested_at: match.enrichment_requested_at,
-          estimated_wait_seconds: await this.estimate(trx, Number(job.id), job.state),
+          estimated_wait_seconds: await this.estimate(trx, Number(job!.id), job!.state),
           quota_remaining: DAILY_QUOTA - counted.length,
         };
       }
 
       const at = new Date(nowMs).toISOString();
-      await trx.updateTable('matches').set({ enrichment_requested_at: at, enrichment_status: 'queued', enrichment_error: null }).where('id', '=', matchId).execute();
-      const { id } = await trx
-        .insertInto('enrichment_jobs')
-        .values({ match_id: matchId, bot_id: botId, state: 'queued', attempts: 0, run_after: at, lease_owner: null, lease_expires_at: null, enqueued_at: at, started_at: null, finished_at: null, last_error: null })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      emit('enrichment.requested', { detail: { match_id: matchId, bot_id: botId, job_id: Number(id) } });
+      await q.markRequested.execute(trx, { matchId, at });
+      const [inserted] = (await q.insertJob.execute(trx, { matchId, botId, at })).rows;
+      const id = Number(inserted!.id);
+      emit('enrichment.requested', { detail: { match_id: matchId, bot_id: botId, job_id: id } });
       return {
         ...base,
-        job_id: Number(id),
+        job_id: id,
         status: 'queued',
         duplicate: false,
         requested_at: at,
-        estimated_wait_seconds: await this.estimate(trx, Number(id), 'queued'),
+        estimated_wait_seconds: await this.estimate(trx, id, 'queued'),
         quota_remaining: DAILY_QUOTA - counted.length - 1,
         quota_reset_seconds: resetSeconds(counted.length ? counted : [{ enqueued_at: at }]),
       };
@@ -124,14 +164,9 @@ export class EnrichmentQueue {
    */
   async estimate(trx: Db, jobId: number, state: JobState): Promise<number> {
     if (state === 'completed' || state === 'failed') return 0;
-    const ahead = await trx
-      .selectFrom('enrichment_jobs')
-      .select((eb) => eb.fn.countAll<number>().as('count'))
-      .where('state', 'in', ['queued', 'running'])
-      .where('id', '<=', jobId)
-      .executeTakeFirstOrThrow();
+    const [head] = (await this.queries.queueHead.execute(trx, {})).rows;
     const { meanSeconds, workers } = await this.estimateInputs.get(trx);
-    return Math.max(1, Math.ceil((Number(ahead.count) * meanSeconds) / Math.max(1, workers)));
+    return estimateWaitSeconds(jobsAhead(jobId, head!.queued, head!.running), meanSeconds, workers);
   }
 
   /** Mean duration of the last 20 completed jobs, or the prior when none finished yet. */

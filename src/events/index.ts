@@ -1,4 +1,5 @@
 import type { Database, Db } from '../db/index.js';
+import { prepare, type Prepared } from '../db/prepared.js';
 import { makeEvent, type EventFields, type EventPayload, type EventType, type StoredEvent } from './types.js';
 
 export * from './types.js';
@@ -17,8 +18,14 @@ export type Emit = (type: EventType, fields?: EventFields) => EventPayload;
 export class EventLog {
   private readonly subscribers = new Set<Subscriber>();
   private readonly appendHooks: AppendHook[] = [];
+  /** Most writes emit one event: that insert is compiled once (db/prepared.ts). */
+  private readonly insertOne: Prepared<{ seq: number }>;
 
-  constructor(private readonly database: Database) {}
+  constructor(private readonly database: Database) {
+    this.insertOne = prepare(database.db, (db, param) =>
+      db.insertInto('events').values({ event_type: param('type'), timestamp: param('timestamp'), payload: param('payload') }).returning('seq'),
+    );
+  }
 
   async write<T>(work: (trx: Db, emit: Emit) => Promise<T>): Promise<T> {
     const pending: EventPayload[] = [];
@@ -49,11 +56,14 @@ export class EventLog {
   private async append(trx: Db, events: EventPayload[]): Promise<StoredEvent[]> {
     if (events.length === 0) return [];
     const rows = events.map((payload) => ({ payload, json: JSON.stringify(payload) }));
-    const inserted = await trx
-      .insertInto('events')
-      .values(rows.map(({ payload, json }) => ({ event_type: payload.event_type, timestamp: payload.timestamp, payload: json })))
-      .returning('seq')
-      .execute();
+    const inserted =
+      rows.length === 1
+        ? (await this.insertOne.execute(trx, { type: rows[0]!.payload.event_type, timestamp: rows[0]!.payload.timestamp, payload: rows[0]!.json })).rows
+        : await trx
+            .insertInto('events')
+            .values(rows.map(({ payload, json }) => ({ event_type: payload.event_type, timestamp: payload.timestamp, payload: json })))
+            .returning('seq')
+            .execute();
     const stored = rows.map((row, index) => ({ seq: Number(inserted[index]!.seq), ...row }));
     for (const hook of this.appendHooks) await hook(trx, stored);
     return stored;

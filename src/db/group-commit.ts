@@ -1,0 +1,76 @@
+import type BetterSqlite3 from 'better-sqlite3';
+import type { Kysely } from 'kysely';
+
+interface Pending<D> {
+  work: (trx: D) => Promise<unknown>;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Transactions per commit at most, so one batch never holds the write lock for long. */
+const MAX_BATCH = 64;
+
+/**
+ * Group commit on SQLite's one connection. Transactions requested while a batch runs wait for the
+ * next one; a batch runs them one after another between one BEGIN IMMEDIATE and one COMMIT, each in
+ * its own savepoint, so a transaction that fails (a 404, a refused quota) rolls back only its own
+ * writes. Each caller is answered after the commit, so an acknowledged write is durable. One commit
+ * (one WAL append, shared pages written once) then serves the whole batch instead of one each.
+ * Nothing waits for a batch to fill: a batch starts on the next turn of the event loop, with the
+ * transactions requested until then (requests read from the sockets in the same turn).
+ */
+export class GroupCommit<D extends Kysely<any>> {
+  private queue: Pending<D>[] = [];
+  private draining = false;
+
+  constructor(
+    private readonly db: D,
+    private readonly file: BetterSqlite3.Database,
+  ) {}
+
+  run<T>(work: (trx: D) => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ work, resolve: resolve as (value: unknown) => void, reject });
+      if (this.draining) return;
+      this.draining = true;
+      // Start on the next turn of the event loop, so every request that arrived in this one joins.
+      setImmediate(() => void this.drain());
+    });
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      while (this.queue.length) {
+        const batch = this.queue.splice(0, MAX_BATCH);
+        // Holding Kysely's connection keeps queries outside a transaction from landing in this one.
+        await this.db.connection().execute((trx) => this.runBatch(trx as D, batch)).catch((error: unknown) => batch.forEach((item) => item.reject(error)));
+      }
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  private async runBatch(trx: D, batch: Pending<D>[]): Promise<void> {
+    this.file.exec('begin immediate');
+    const outcomes: { item: Pending<D>; ok: boolean; value: unknown }[] = [];
+    try {
+      for (const item of batch) {
+        this.file.exec('savepoint work');
+        try {
+          outcomes.push({ item, ok: true, value: await item.work(trx) });
+          this.file.exec('release work');
+        } catch (error) {
+          // An I/O error or a full disk can end the whole transaction: then the batch fails together.
+          if (!this.file.inTransaction) throw error;
+          this.file.exec('rollback to work; release work');
+          outcomes.push({ item, ok: false, value: error });
+        }
+      }
+      this.file.exec('commit');
+    } catch (error) {
+      if (this.file.inTransaction) this.file.exec('rollback');
+      throw error;
+    }
+    for (const { item, ok, value } of outcomes) (ok ? item.resolve : item.reject)(value);
+  }
+}

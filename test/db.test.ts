@@ -1,0 +1,171 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, SqliteDialect } from 'kysely';
+import { Database } from '../src/db/index.js';
+import { GroupCommit } from '../src/db/group-commit.js';
+import { prepare } from '../src/db/prepared.js';
+import { memo } from '../src/memo.js';
+import { estimateWaitSeconds, jobsAhead } from '../src/enrichment/queue.js';
+import { createPgDatabase, DIALECTS } from './helpers/app.js';
+
+const zone = (id: string) => ({ id, name: id, created_at: '2026-11-22T00:00:00.000Z' });
+
+async function openDatabase(dialect: string): Promise<{ database: Database; close: () => Promise<void> }> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-db-'));
+  const pgDatabase = dialect === 'postgres' ? await createPgDatabase() : null;
+  const database = await Database.open({ databaseUrl: pgDatabase?.url ?? null, dataDir });
+  return {
+    database,
+    close: async () => {
+      await database.close();
+      await pgDatabase?.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+for (const dialect of DIALECTS) {
+  describe(`data layer (${dialect})`, () => {
+    let database: Database;
+    let close: () => Promise<void>;
+    before(async () => ({ database, close } = await openDatabase(dialect)));
+    after(() => close());
+
+    it('a failing transaction among concurrent ones rolls back only its own writes', async () => {
+      const results = await Promise.allSettled(
+        ['t1', 't2', 't3', 't4'].map((id) =>
+          database.transaction(async (trx) => {
+            await trx.insertInto('zones').values(zone(id)).execute();
+            if (id === 't2') throw new Error('refused');
+            // A constraint violation inside a batch must not take the other transactions with it.
+            if (id === 't3') await trx.insertInto('zones').values(zone('t1')).execute();
+            return id;
+          }),
+        ),
+      );
+      assert.deepEqual(
+        results.map((result) => result.status),
+        ['fulfilled', 'rejected', 'rejected', 'fulfilled'],
+      );
+      const ids = (await database.db.selectFrom('zones').select('id').where('id', 'like', 't%').orderBy('id').execute()).map((row) => row.id);
+      assert.deepEqual(ids, ['t1', 't4']);
+    });
+
+    it('answers a transaction only after its writes are committed', async () => {
+      const id = await database.transaction(async (trx) => {
+        await trx.insertInto('zones').values(zone('committed')).execute();
+        return 'committed';
+      });
+      // Read outside the transaction: visible as soon as the caller has its answer.
+      assert.equal((await database.db.selectFrom('zones').select('id').where('id', '=', id).executeTakeFirst())?.id, 'committed');
+    });
+
+    it('runs a prepared query with new values each time, and names a missing one', async () => {
+      const insert = prepare(database.db, (db, param) => db.insertInto('zones').values({ id: param('id'), name: param('name'), created_at: param('at') }));
+      const byPrefix = prepare(database.db, (db, param) => db.selectFrom('zones').select(['id', 'name']).where('id', 'like', param('prefix')).orderBy('id'));
+      for (const id of ['p1', 'p2']) await insert.execute(database.db, { id, name: `Zone ${id}`, at: '2026-11-22T00:00:00.000Z' });
+      assert.deepEqual((await byPrefix.execute(database.db, { prefix: 'p%' })).rows, [
+        { id: 'p1', name: 'Zone p1' },
+        { id: 'p2', name: 'Zone p2' },
+      ]);
+      await assert.rejects(byPrefix.execute(database.db, {}), /no value for "prefix"/);
+    });
+
+    it('single-statement writes join concurrent transactions and all commit', async () => {
+      const writes = Array.from({ length: 20 }, (_, index) => database.write((db) => db.insertInto('zones').values(zone(`w${index}`)).execute()));
+      await Promise.all(writes);
+      const row = await database.db.selectFrom('zones').select((eb) => eb.fn.countAll<number>().as('count')).where('id', 'like', 'w%').executeTakeFirstOrThrow();
+      assert.equal(Number(row.count), 20);
+    });
+  });
+}
+
+describe('group commit on SQLite', () => {
+  const file = new BetterSqlite3(':memory:');
+  file.exec('create table items (id text primary key)');
+  const db = new Kysely<{ items: { id: string } }>({ dialect: new SqliteDialect({ database: file }) });
+  const groupCommit = new GroupCommit(db, file);
+  const commits = () => {
+    let count = 0;
+    const exec = file.exec.bind(file);
+    file.exec = (source: string) => {
+      if (source === 'commit') count++;
+      return exec(source);
+    };
+    return { get count() { return count; }, restore: () => void (file.exec = exec) };
+  };
+  after(() => db.destroy());
+
+  it('commits transactions requested together once, each seeing the ones before it', async () => {
+    const counter = commits();
+    const seen = await Promise.all(
+      Array.from({ length: 10 }, (_, index) =>
+        groupCommit.run(async (trx) => {
+          await trx.insertInto('items').values({ id: `g${index}` }).execute();
+          return (await trx.selectFrom('items').select('id').execute()).length;
+        }),
+      ),
+    );
+    counter.restore();
+    assert.deepEqual(seen, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert.equal(counter.count, 1);
+  });
+
+  it('commits a lone transaction at once, without waiting for company', async () => {
+    const counter = commits();
+    for (let index = 0; index < 3; index++) await groupCommit.run((trx) => trx.insertInto('items').values({ id: `s${index}` }).execute());
+    counter.restore();
+    assert.equal(counter.count, 3);
+  });
+});
+
+describe('memo', () => {
+  it('shares a pending load only with callers passing the same argument', async () => {
+    let loads = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const cache = memo(60_000, async (arg: string) => {
+      const load = ++loads;
+      if (arg === 'outside') await gate;
+      return `${arg}-${load}`;
+    });
+    const outside = cache.get('outside');
+    // A caller inside a transaction must not wait for a load that waits for its connection.
+    assert.equal(await cache.get('inside'), 'inside-2');
+    release();
+    assert.equal(await outside, 'outside-1');
+    // A settled value is shared with everyone until it expires.
+    assert.equal(await cache.get('anyone'), 'inside-2');
+    assert.equal(loads, 2);
+  });
+
+  it('forgets a failed load', async () => {
+    let calls = 0;
+    const cache = memo(60_000, async () => {
+      calls++;
+      if (calls === 1) throw new Error('down');
+      return calls;
+    });
+    await assert.rejects(cache.get());
+    assert.equal(await cache.get(), 2);
+  });
+});
+
+describe('enrichment estimate', () => {
+  it('counts a job\'s place from the oldest pending job, itself included', () => {
+    assert.equal(jobsAhead(10, 10, null), 1);
+    assert.equal(jobsAhead(15, 12, 10), 6);
+    assert.equal(jobsAhead(7, null, null), 1);
+  });
+
+  it('multiplies by the mean duration, divides by live workers, rounds up, at least 1 s', () => {
+    assert.equal(estimateWaitSeconds(3, 5, 1), 15);
+    assert.equal(estimateWaitSeconds(3, 5, 2), 8);
+    assert.equal(estimateWaitSeconds(1, 0.1, 4), 1);
+    assert.equal(estimateWaitSeconds(2, 5, 0), 10);
+  });
+});
