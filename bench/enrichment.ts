@@ -8,16 +8,21 @@ import { QUICK, fmt, header, ratio } from './lib.js';
 const CONNECTIONS = 50;
 const PER_BOT = 5;
 
-/** A request generator signing every request as a bot would (the same client cost for both targets). */
-function signedRequests(bots: { id: string; shared_secret: string }[], matchOf: (index: number) => string) {
-  let counter = 0;
+/**
+ * A request generator signing every request as a bot would (the same client cost for both targets).
+ * Consecutive requests come from different bots, as many bots' requests would (one bot's five are
+ * spread over the run, not sent at once), counting from request `first`; each match once.
+ */
+function signedRequests(bots: { id: string; shared_secret: string }[], first: number) {
+  let counter = first;
   return {
     method: 'POST' as const,
     path: '/api/request-enrichment',
     setupRequest: (request: autocannon.Request) => {
       const index = counter++;
-      const bot = bots[Math.floor(index / PER_BOT) % bots.length]!;
-      const body = JSON.stringify({ match_id: matchOf(index) });
+      const botIndex = index % bots.length;
+      const bot = bots[botIndex]!;
+      const body = JSON.stringify({ match_id: `m${botIndex * PER_BOT + Math.floor(index / bots.length)}` });
       const timestamp = String(Math.floor(Date.now() / 1000));
       const nonce = randomBytes(16).toString('hex');
       const signature = signatureHeader(bot.shared_secret, { method: 'POST', pathAndQuery: '/api/request-enrichment', timestamp, nonce, body });
@@ -30,19 +35,25 @@ function signedRequests(bots: { id: string; shared_secret: string }[], matchOf: 
   };
 }
 
+/** Both targets get the same warm-up run first (JIT, connections, caches), then the measured run. */
+async function warmThenMeasure(url: string, bots: { id: string; shared_secret: string }[], warmup: number, measured: number): Promise<LoadResult> {
+  await load({ url, connections: CONNECTIONS, amount: warmup, requests: [signedRequests(bots, 0)] });
+  return load({ url, connections: CONNECTIONS, amount: measured, requests: [signedRequests(bots, warmup)] });
+}
+
 /** The reference: a bare Fastify route answering 202, in the same process setup. */
-async function bareRoute(amount: number, bots: { id: string; shared_secret: string }[]): Promise<LoadResult> {
+async function bareRoute(bots: { id: string; shared_secret: string }[], warmup: number, measured: number): Promise<LoadResult> {
   const bare = Fastify();
   bare.post('/api/request-enrichment', async (_request, reply) => reply.code(202).send({ status: 'queued', estimated_wait_seconds: 5 }));
   const url = await bare.listen({ port: 0, host: '127.0.0.1' });
   try {
-    return await load({ url, connections: CONNECTIONS, amount, requests: [signedRequests(bots, (index) => `m${index}`)] });
+    return await warmThenMeasure(url, bots, warmup, measured);
   } finally {
     await bare.close();
   }
 }
 
-async function ours(dialect: 'sqlite' | 'postgres', botCount: number): Promise<{ result: LoadResult; bots: { id: string; shared_secret: string }[] }> {
+async function ours(dialect: 'sqlite' | 'postgres', botCount: number, warmup: number): Promise<{ result: LoadResult; bots: { id: string; shared_secret: string }[] }> {
   const { app, url, close } = await benchApp(dialect, { WORKER: process.env.BENCH_WORKER ?? 'off' });
   try {
     const bots = [];
@@ -60,7 +71,7 @@ async function ours(dialect: 'sqlite' | 'postgres', botCount: number): Promise<{
       created_at: now,
     }));
     for (let start = 0; start < matches.length; start += 500) await app.database.db.insertInto('matches').values(matches.slice(start, start + 500)).execute();
-    const result = await load({ url, connections: CONNECTIONS, amount: matches.length, requests: [signedRequests(bots, (index) => `m${index}`)] });
+    const result = await warmThenMeasure(url, bots, warmup, matches.length - warmup);
     const jobs = await app.database.db.selectFrom('enrichment_jobs').select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow();
     if (Number(jobs.count) !== matches.length) throw new Error(`expected ${matches.length} jobs, found ${jobs.count}`);
     return { result, bots };
@@ -76,11 +87,12 @@ async function ours(dialect: 'sqlite' | 'postgres', botCount: number): Promise<{
  */
 export async function benchEnrichment(): Promise<boolean> {
   header(`Enrichment endpoint: accepted signed requests per second, ${CONNECTIONS} connections`);
-  const botCount = QUICK ? 40 : 2000;
+  const botCount = QUICK ? 40 : 3000;
+  const warmup = QUICK ? 50 : 3000;
   let met = true;
   for (const dialect of ['sqlite', 'postgres'] as const) {
-    const { result, bots } = await ours(dialect, botCount);
-    const reference = await bareRoute(result.total, bots);
+    const { result, bots } = await ours(dialect, botCount, warmup);
+    const reference = await bareRoute(bots, warmup, result.total);
     const line = (name: string, r: LoadResult) =>
       console.log(`${name.padEnd(28)} ${fmt(r.rps).padStart(8)} req/s   p50 ${r.p50} ms   p99 ${r.p99} ms   non-2xx ${r.non2xx}   errors ${r.errors}`);
     line(`mothership (${dialect})`, result);

@@ -1,7 +1,8 @@
+import type { ExpressionBuilder } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import { prepare } from '../db/prepared.js';
-import type { EnrichmentJobsTable } from '../db/schema.js';
+import type { EnrichmentJobsTable, Schema } from '../db/schema.js';
 import type { EventLog } from '../events/index.js';
 import { ProblemError } from '../http/problem.js';
 import { memo } from '../memo.js';
@@ -56,35 +57,50 @@ export const estimateWaitSeconds = (ahead: number, meanSeconds: number, workers:
 /** The estimate's slow-moving inputs (mean job duration, live workers) are refreshed at most this often. */
 const ESTIMATE_INPUTS_MS = 1000;
 
-/** The queries of every enrichment request, compiled once (db/prepared.ts). */
+/**
+ * The queries of every enrichment request, compiled once (db/prepared.ts). A fresh request is three
+ * statements (four on PostgreSQL), two of them doing two jobs each: on PostgreSQL every statement is
+ * a network round trip.
+ */
 function requestQueries(database: Database) {
   const { db } = database;
   return {
+    // PostgreSQL: the bot row lock serializes one bot's requests on every instance (SQLite's write
+    // lock already does). A statement of its own: after waiting for the lock, only the next
+    // statement's snapshot sees the jobs the previous holder committed.
     lockBot: database.dialect === 'postgres' ? prepare(db, (db, param) => db.selectFrom('bots').select('id').where('id', '=', param('botId')).forUpdate()) : null,
     quotaUsed: prepare(db, (db, param) =>
       db.selectFrom('enrichment_jobs').select('enqueued_at').where('bot_id', '=', param('botId')).where('enqueued_at', '>', param('since')).orderBy('enqueued_at'),
     ),
-    match: prepare(db, (db, param) => database.forUpdate(db.selectFrom('matches').select(['id', 'status', 'enrichment_requested_at']).where('id', '=', param('matchId')))),
-    jobOfMatch: prepare(db, (db, param) => db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', param('matchId'))),
-    markRequested: prepare(db, (db, param) =>
-      db.updateTable('matches').set({ enrichment_requested_at: param('at'), enrichment_status: 'queued', enrichment_error: null }).where('id', '=', param('matchId')),
+    // Marks a completed, not yet requested match in one step; no row means the slower path explains why.
+    claimMatch: prepare(db, (db, param) =>
+      db
+        .updateTable('matches')
+        .set({ enrichment_requested_at: param('at'), enrichment_status: 'queued', enrichment_error: null })
+        .where('id', '=', param('matchId'))
+        .where('status', '=', 'completed')
+        .where('enrichment_requested_at', 'is', null)
+        .returning('id'),
     ),
+    match: prepare(db, (db, param) => db.selectFrom('matches').select(['status', 'enrichment_requested_at']).where('id', '=', param('matchId'))),
+    jobOfMatch: prepare(db, (db, param) => db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', param('matchId'))),
+    // The new job's id and the head of the queue, for its place in it.
     insertJob: prepare(db, (db, param) =>
       db
         .insertInto('enrichment_jobs')
         .values({ match_id: param('matchId'), bot_id: param('botId'), state: 'queued', attempts: 0, run_after: param('at'), lease_owner: null, lease_expires_at: null, enqueued_at: param('at'), started_at: null, finished_at: null, last_error: null })
-        .returning('id'),
+        .returning((eb) => ['id', queueHead(eb, 'queued'), queueHead(eb, 'running')]),
     ),
-    // The head of the queue is two index lookups; counting the pending jobs below a job would scan
-    // the whole queue on every request (130 us at 10,000 queued jobs on SQLite).
-    queueHead: prepare(db, (db) =>
-      db.selectNoFrom((eb) => [
-        eb.selectFrom('enrichment_jobs').select((inner) => inner.fn.min('id').as('id')).where('state', '=', 'queued').as('queued'),
-        eb.selectFrom('enrichment_jobs').select((inner) => inner.fn.min('id').as('id')).where('state', '=', 'running').as('running'),
-      ]),
-    ),
+    queueHead: prepare(db, (db) => db.selectNoFrom((eb) => [queueHead(eb, 'queued'), queueHead(eb, 'running')])),
   };
 }
+
+/**
+ * The oldest job in a state: one index lookup. Counting the pending jobs below a job instead would
+ * scan the whole queue on every request (130 us at 10,000 queued jobs on SQLite).
+ */
+const queueHead = (eb: ExpressionBuilder<Schema, any>, state: JobState) =>
+  eb.selectFrom('enrichment_jobs').select((inner) => inner.fn.min('id').as('id')).where('state', '=', state).as(state);
 
 export class EnrichmentQueue {
   private readonly estimateInputs = memo(ESTIMATE_INPUTS_MS, async (trx: Db) => ({ meanSeconds: await this.meanJobSeconds(trx), workers: await this.liveWorkers(trx) }));
@@ -107,7 +123,6 @@ export class EnrichmentQueue {
   request(botId: string, matchId: string): Promise<EnqueueResult> {
     const q = this.queries;
     return this.events.write(async (trx, emit) => {
-      // SQLite's write lock already serializes this transaction; PostgreSQL needs the row lock.
       if (q.lockBot) await q.lockBot.execute(trx, { botId });
       const nowMs = Date.now();
       const { rows: counted } = await q.quotaUsed.execute(trx, { botId, since: new Date(nowMs - QUOTA_WINDOW_MS).toISOString() });
@@ -122,36 +137,35 @@ export class EnrichmentQueue {
         });
       }
 
-      const [match] = (await q.match.execute(trx, { matchId })).rows;
-      if (!match) throw new ProblemError(404, 'match_not_found', `Match "${matchId}" does not exist`);
-      if (match.status !== 'completed') throw new ProblemError(409, 'match_not_completed', `Match "${matchId}" is ${match.status}, not completed`);
-
-      const base = { match_id: matchId, quota_reset_seconds: resetSeconds(counted) };
-      if (match.enrichment_requested_at) {
+      const at = new Date(nowMs).toISOString();
+      const claimed = (await q.claimMatch.execute(trx, { matchId, at })).rows.length > 0;
+      if (!claimed) {
+        const [match] = (await q.match.execute(trx, { matchId })).rows;
+        if (!match) throw new ProblemError(404, 'match_not_found', `Match "${matchId}" does not exist`);
+        if (match.status !== 'completed') throw new ProblemError(409, 'match_not_completed', `Match "${matchId}" is ${match.status}, not completed`);
         const [job] = (await q.jobOfMatch.execute(trx, { matchId })).rows;
         return {
-          ...base,
+          match_id: matchId,
           job_id: Number(job!.id),
           status: job!.state,
           duplicate: true,
-          requested_at: match.enrichment_requested_at,
+          requested_at: match.enrichment_requested_at!,
           estimated_wait_seconds: await this.estimate(trx, Number(job!.id), job!.state),
           quota_remaining: DAILY_QUOTA - counted.length,
+          quota_reset_seconds: resetSeconds(counted),
         };
       }
 
-      const at = new Date(nowMs).toISOString();
-      await q.markRequested.execute(trx, { matchId, at });
-      const [inserted] = (await q.insertJob.execute(trx, { matchId, botId, at })).rows;
-      const id = Number(inserted!.id);
+      const [job] = (await q.insertJob.execute(trx, { matchId, botId, at })).rows;
+      const id = Number(job!.id);
       emit('enrichment.requested', { detail: { match_id: matchId, bot_id: botId, job_id: id } });
       return {
-        ...base,
+        match_id: matchId,
         job_id: id,
         status: 'queued',
         duplicate: false,
         requested_at: at,
-        estimated_wait_seconds: await this.estimate(trx, id, 'queued'),
+        estimated_wait_seconds: await this.waitSeconds(trx, jobsAhead(id, job!.queued, job!.running)),
         quota_remaining: DAILY_QUOTA - counted.length - 1,
         quota_reset_seconds: resetSeconds(counted.length ? counted : [{ enqueued_at: at }]),
       };
@@ -165,8 +179,12 @@ export class EnrichmentQueue {
   async estimate(trx: Db, jobId: number, state: JobState): Promise<number> {
     if (state === 'completed' || state === 'failed') return 0;
     const [head] = (await this.queries.queueHead.execute(trx, {})).rows;
+    return this.waitSeconds(trx, jobsAhead(jobId, head!.queued, head!.running));
+  }
+
+  private async waitSeconds(trx: Db, ahead: number): Promise<number> {
     const { meanSeconds, workers } = await this.estimateInputs.get(trx);
-    return estimateWaitSeconds(jobsAhead(jobId, head!.queued, head!.running), meanSeconds, workers);
+    return estimateWaitSeconds(ahead, meanSeconds, workers);
   }
 
   /** Mean duration of the last 20 completed jobs, or the prior when none finished yet. */
