@@ -146,6 +146,28 @@ describe('Redis limiter shared by two clients', () => {
       b.disconnect();
     }
   });
+
+  it('keeps the deficit exact when it is not a whole number of milliseconds, and writes nothing on a denial', async () => {
+    const prefix = `mothership-test:${randomBytes(6).toString('hex')}:`;
+    const redis = new Redis(REDIS_URL);
+    try {
+      // 0.3 token/s = 300 micro-tokens per ms: one token is 3,333.3 ms of refill.
+      const limiter = new RateLimiter(new RedisStore(redis, prefix), { capacity: 3, refillPerSecond: 0.3 });
+      const started = Date.now();
+      for (let i = 0; i < 3; i++) assert.equal((await limiter.allow('exact')).allowed, true);
+      const deficit = async () => (await redis.pttl(`${prefix}exact`)) * 300 - Number(await redis.get(`${prefix}exact`));
+      const afterTakes = await deficit();
+      const elapsed = Date.now() - started + 1;
+      // Three whole tokens, less at most the refill of the milliseconds that passed: nothing lost to rounding.
+      assert.ok(afterTakes <= 3_000_000 && afterTakes >= 3_000_000 - elapsed * 300, String(afterTakes));
+      const refused = await limiter.allow('exact');
+      assert.equal(refused.allowed, false);
+      assert.ok(refused.retry_after_ms! > 3_300 && refused.retry_after_ms! <= 3_334, String(refused.retry_after_ms));
+      assert.ok((await deficit()) <= afterTakes, 'a denial leaves the bucket as it was');
+    } finally {
+      redis.disconnect();
+    }
+  });
 });
 
 describe('memory store stays bounded', () => {

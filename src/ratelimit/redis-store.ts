@@ -1,44 +1,33 @@
 import type { Redis } from 'ioredis';
-import { MICRO, refillPerMs, type BucketPolicy, type Decision } from './bucket.js';
+import { MICRO, refillPerMs, takeTokens, type BucketPolicy, type Decision } from './bucket.js';
 import type { RateLimitStore } from './memory-store.js';
 
 /**
- * The same arithmetic as bucket.ts, run atomically inside Redis with Redis's own clock, so every
- * instance sharing the server enforces one limit. State is one string "tokens:at" (GET and SET PX: the
- * fewest commands), and a key expires when its bucket would be full again.
- * Returns {allowed, remaining, retry_after_ms (-1 = never), reset_ms}.
+ * The bucket kept in Redis, with Redis's own clock, so every instance sharing the server enforces one
+ * limit. The key's time to live is the bucket's deficit: it expires exactly when the bucket is full
+ * again, so PTTL is the clock and a full bucket stores nothing. The deficit rarely fills whole
+ * milliseconds, so the key's value holds what the last millisecond overcounts (< one ms of refill):
+ * deficit = PTTL x rate - value, exact in integer micro-tokens. A denied check changes nothing and
+ * writes nothing (on a busy key most checks are denials).
+ * Returns the micro-tokens available before the take; bucket.ts turns that into the decision.
  */
 const TAKE_SCRIPT = `
 local capacity = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local tokens = capacity
-local state = redis.call('GET', KEYS[1])
-if state then
-  local sep = string.find(state, ':', 1, true)
-  local at = tonumber(string.sub(state, sep + 1))
-  tokens = tonumber(string.sub(state, 1, sep - 1))
-  if now > at then tokens = math.min(capacity, tokens + (now - at) * rate) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then
+  local overcount = tonumber(redis.call('GET', KEYS[1]))
+  if overcount then tokens = capacity - (ttl * rate - overcount) end
 end
-local allowed = 0
-local retry = 0
-if want <= tokens then
-  allowed = 1
-  tokens = tokens - want
-elseif want > capacity then
-  retry = -1
-else
-  retry = math.ceil((want - tokens) / rate)
+if want > tokens then return tokens end
+local deficit = capacity - tokens + want
+if deficit > 0 then
+  local ms = math.ceil(deficit / rate)
+  redis.call('SET', KEYS[1], ms * rate - deficit, 'PX', ms)
 end
-local reset = math.ceil((capacity - tokens) / rate)
-if tokens >= capacity then
-  if state then redis.call('DEL', KEYS[1]) end
-else
-  redis.call('SET', KEYS[1], tokens .. ':' .. now, 'PX', reset)
-end
-return {allowed, math.floor(tokens / ${MICRO}), retry, reset}
+return tokens
 `;
 
 export class RedisStore implements RateLimitStore {
@@ -51,8 +40,10 @@ export class RedisStore implements RateLimitStore {
 
   async take(key: string, policy: BucketPolicy, n: number): Promise<Decision> {
     if (!Number.isInteger(n) || n < 0) throw new RangeError(`n must be a whole number >= 0, got ${n}`);
-    const take = (this.redis as unknown as Record<string, (...args: unknown[]) => Promise<number[]>>).mothershipTakeTokens!;
-    const [allowed, remaining, retry, reset] = await take.call(this.redis, this.prefix + key, policy.capacity * MICRO, refillPerMs(policy), n * MICRO);
-    return { allowed: allowed === 1, remaining: remaining!, retry_after_ms: retry === -1 ? null : retry!, reset_ms: reset! };
+    const take = (this.redis as unknown as Record<string, (...args: unknown[]) => Promise<number>>).mothershipTakeTokens!;
+    const available = await take.call(this.redis, this.prefix + key, policy.capacity * MICRO, refillPerMs(policy), n * MICRO);
+    // The memory store's arithmetic, on the bucket as Redis saw it (it took the tokens if this allows).
+    const { tokens: _left, ...decision } = takeTokens(policy, { tokens: available, updatedAtMs: 0 }, n, 0);
+    return decision;
   }
 }
