@@ -2,12 +2,16 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { migrations } from './migrations.js';
 import { GroupCommit } from './group-commit.js';
 import { cachingStatements } from './statement-cache.js';
 import type { Schema } from './schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
+
+const CHECKPOINT_INTERVAL_MS = 100;
+const WAL_BACKSTOP_PAGES = 10_000;
 export type Db = Kysely<Schema>;
 
 // PostgreSQL returns int8 (bigserial ids, counts) as strings by default; every value we keep fits a double.
@@ -22,6 +26,7 @@ export class Database {
     readonly db: Db,
     readonly dialect: Dialect,
     sqliteFile: BetterSqlite3.Database | null = null,
+    private readonly checkpointer: Worker | null = null,
   ) {
     this.groupCommit = sqliteFile ? new GroupCommit(db, sqliteFile) : null;
   }
@@ -37,11 +42,17 @@ export class Database {
       pool.on('connect', (client) => client.on('error', () => {}));
       database = new Database(new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) }), 'postgres');
     } else {
-      const file = new BetterSqlite3(path.join(options.dataDir, 'mothership.db'));
+      const filename = path.join(options.dataDir, 'mothership.db');
+      const file = new BetterSqlite3(filename);
       file.pragma('journal_mode = WAL');
       file.pragma('synchronous = NORMAL');
       file.pragma('busy_timeout = 5000');
-      database = new Database(new Kysely<Schema>({ dialect: new SqliteDialect({ database: cachingStatements(file) }) }), 'sqlite', file);
+      // Checkpoints run on a worker thread (checkpointer.ts); this connection checkpoints only if the
+      // WAL outgrows about 40 MB, should that thread ever fall behind.
+      file.pragma(`wal_autocheckpoint = ${WAL_BACKSTOP_PAGES}`);
+      const checkpointer = new Worker(new URL('./checkpointer.js', import.meta.url), { workerData: { file: filename, intervalMs: CHECKPOINT_INTERVAL_MS } });
+      checkpointer.unref();
+      database = new Database(new Kysely<Schema>({ dialect: new SqliteDialect({ database: cachingStatements(file) }) }), 'sqlite', file, checkpointer);
     }
     await database.migrate();
     return database;
@@ -82,6 +93,12 @@ export class Database {
   }
 
   async close(): Promise<void> {
+    if (this.checkpointer) {
+      const exited = new Promise((resolve) => this.checkpointer!.once('exit', resolve));
+      this.checkpointer.ref(); // keeps the process alive until the thread has closed its connection
+      this.checkpointer.postMessage('stop');
+      await exited;
+    }
     await this.db.destroy();
   }
 }
