@@ -65,8 +65,8 @@ for (const dialect of DIALECTS) {
     });
 
     it('runs a prepared query with new values each time, and names a missing one', async () => {
-      const insert = prepare(database.db, (db, param) => db.insertInto('zones').values({ id: param('id'), name: param('name'), created_at: param('at') }));
-      const byPrefix = prepare(database.db, (db, param) => db.selectFrom('zones').select(['id', 'name']).where('id', 'like', param('prefix')).orderBy('id'));
+      const insert = prepare(database, (db, param) => db.insertInto('zones').values({ id: param('id'), name: param('name'), created_at: param('at') }));
+      const byPrefix = prepare(database, (db, param) => db.selectFrom('zones').select(['id', 'name']).where('id', 'like', param('prefix')).orderBy('id'));
       for (const id of ['p1', 'p2']) await insert.execute(database.db, { id, name: `Zone ${id}`, at: '2026-11-22T00:00:00.000Z' });
       assert.deepEqual((await byPrefix.execute(database.db, { prefix: 'p%' })).rows, [
         { id: 'p1', name: 'Zone p1' },

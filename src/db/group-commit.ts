@@ -22,6 +22,8 @@ const MAX_BATCH = 64;
 export class GroupCommit<D extends Kysely<any>> {
   private queue: Pending<D>[] = [];
   private draining = false;
+  /** The handle of the batch running now: it holds the connection. */
+  private holder: D | null = null;
 
   constructor(
     private readonly db: D,
@@ -43,14 +45,31 @@ export class GroupCommit<D extends Kysely<any>> {
       while (this.queue.length) {
         const batch = this.queue.splice(0, MAX_BATCH);
         // Holding Kysely's connection keeps queries outside a transaction from landing in this one.
-        await this.db.connection().execute((trx) => this.runBatch(trx as D, batch)).catch((error: unknown) => batch.forEach((item) => item.reject(error)));
+        await this.db
+          .connection()
+          .execute((trx) => this.runBatch(trx as D, batch))
+          .catch((error: unknown) => batch.forEach((item) => item.reject(error)));
       }
     } finally {
       this.draining = false;
     }
   }
 
+  /** Whether `handle` is the running batch's: its statements may run on the connection directly. */
+  holds(handle: unknown): boolean {
+    return handle !== null && handle === this.holder;
+  }
+
   private async runBatch(trx: D, batch: Pending<D>[]): Promise<void> {
+    this.holder = trx;
+    try {
+      await this.runInTransaction(trx, batch);
+    } finally {
+      this.holder = null;
+    }
+  }
+
+  private async runInTransaction(trx: D, batch: Pending<D>[]): Promise<void> {
     this.file.exec('begin immediate');
     const outcomes: { item: Pending<D>; ok: boolean; value: unknown }[] = [];
     try {

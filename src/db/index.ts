@@ -1,5 +1,5 @@
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type SqliteDatabase } from 'kysely';
 import pg from 'pg';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -21,14 +21,17 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 export class Database {
   /** SQLite only: concurrent transactions share one commit. */
   private readonly groupCommit: GroupCommit<Db> | null;
+  /** SQLite only: the connection's prepared statements (statement-cache.ts). */
+  private readonly statements: SqliteDatabase | null;
 
   private constructor(
     readonly db: Db,
     readonly dialect: Dialect,
-    sqliteFile: BetterSqlite3.Database | null = null,
+    sqlite: { file: BetterSqlite3.Database; statements: SqliteDatabase } | null = null,
     private readonly checkpointer: Worker | null = null,
   ) {
-    this.groupCommit = sqliteFile ? new GroupCommit(db, sqliteFile) : null;
+    this.groupCommit = sqlite ? new GroupCommit(db, sqlite.file) : null;
+    this.statements = sqlite?.statements ?? null;
   }
 
   static async open(options: { databaseUrl: string | null; dataDir: string }): Promise<Database> {
@@ -52,7 +55,8 @@ export class Database {
       file.pragma(`wal_autocheckpoint = ${WAL_BACKSTOP_PAGES}`);
       const checkpointer = new Worker(new URL('./checkpointer.js', import.meta.url), { workerData: { file: filename, intervalMs: CHECKPOINT_INTERVAL_MS } });
       checkpointer.unref();
-      database = new Database(new Kysely<Schema>({ dialect: new SqliteDialect({ database: cachingStatements(file) }) }), 'sqlite', file, checkpointer);
+      const statements = cachingStatements(file);
+      database = new Database(new Kysely<Schema>({ dialect: new SqliteDialect({ database: statements }) }), 'sqlite', { file, statements }, checkpointer);
     }
     await database.migrate();
     return database;
@@ -81,6 +85,14 @@ export class Database {
    */
   write<T>(work: (db: Db) => Promise<T>): Promise<T> {
     return this.groupCommit ? this.groupCommit.run(work) : work(this.db);
+  }
+
+  /**
+   * SQLite: the prepared statement for `sql` when `handle` is the transaction running now (it holds
+   * the connection, so the statement may run on it directly); otherwise null.
+   */
+  heldStatement(handle: Db, sql: string): ReturnType<SqliteDatabase['prepare']> | null {
+    return this.groupCommit?.holds(handle) ? this.statements!.prepare(sql) : null;
   }
 
   /** Row lock for read-modify-write in a transaction. SQLite already holds the database write lock. */

@@ -1,5 +1,5 @@
 import { CompiledQuery, type Compilable, type QueryResult } from 'kysely';
-import type { Db } from './index.js';
+import type { Database, Db } from './index.js';
 
 /** Stands in for a value while the query is built; it cannot collide with real data (a NUL prefix). */
 const PLACEHOLDER = '\u0000prepared:';
@@ -15,10 +15,10 @@ export interface Prepared<R> {
  * A query Kysely builds and compiles once; each run only binds new values. Kysely otherwise builds
  * and compiles the query again on every call, which on the hot paths costs more than SQLite takes to
  * run it. In `build`, `param(name)` stands for a value given at run time; every other value is
- * fixed. The SQL is compiled for `db`'s dialect, so a prepared query belongs to that database.
+ * fixed. The SQL is compiled for the database's dialect, so a prepared query belongs to it.
  */
-export function prepare<R>(db: Db, build: (db: Db, param: (name: string) => any) => Compilable<R>): Prepared<R> {
-  const compiled = build(db, (name) => PLACEHOLDER + name).compile();
+export function prepare<R>(database: Database, build: (db: Db, param: (name: string) => any) => Compilable<R>): Prepared<R> {
+  const compiled = build(database.db, (name) => PLACEHOLDER + name).compile();
   const bind = compiled.parameters.map((value): ((values: Values) => unknown) => {
     if (typeof value !== 'string' || !value.startsWith(PLACEHOLDER)) return () => value;
     const name = value.slice(PLACEHOLDER.length);
@@ -28,6 +28,15 @@ export function prepare<R>(db: Db, build: (db: Db, param: (name: string) => any)
     };
   });
   return {
-    execute: async (target, values) => target.executeQuery(CompiledQuery.raw(compiled.sql, bind.map((slot) => slot(values))) as CompiledQuery<R>),
+    execute: async (target, values) => {
+      const parameters = bind.map((slot) => slot(values));
+      // Inside a SQLite batch the statement runs on the connection at once: what Kysely's executor
+      // would do, without its per-query promises and bookkeeping.
+      const statement = database.heldStatement(target, compiled.sql);
+      if (!statement) return target.executeQuery(CompiledQuery.raw(compiled.sql, parameters) as CompiledQuery<R>);
+      if (statement.reader) return { rows: statement.all(parameters) as R[] };
+      const { changes } = statement.run(parameters);
+      return { rows: [], numAffectedRows: BigInt(changes) };
+    },
   };
 }

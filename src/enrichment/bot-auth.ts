@@ -31,7 +31,7 @@ export class DatabaseNonceStore implements NonceStore {
   private readonly record: Prepared<{ key: string }>;
 
   constructor(private readonly database: Database) {
-    this.record = prepare(database.db, (db, param) =>
+    this.record = prepare(database, (db, param) =>
       db
         .insertInto('nonces')
         .values({ key: param('key'), expires_at: param('expires') })

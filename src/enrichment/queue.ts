@@ -63,17 +63,16 @@ const ESTIMATE_INPUTS_MS = 1000;
  * a network round trip.
  */
 function requestQueries(database: Database) {
-  const { db } = database;
   return {
     // PostgreSQL: the bot row lock serializes one bot's requests on every instance (SQLite's write
     // lock already does). A statement of its own: after waiting for the lock, only the next
     // statement's snapshot sees the jobs the previous holder committed.
-    lockBot: database.dialect === 'postgres' ? prepare(db, (db, param) => db.selectFrom('bots').select('id').where('id', '=', param('botId')).forUpdate()) : null,
-    quotaUsed: prepare(db, (db, param) =>
+    lockBot: database.dialect === 'postgres' ? prepare(database, (db, param) => db.selectFrom('bots').select('id').where('id', '=', param('botId')).forUpdate()) : null,
+    quotaUsed: prepare(database, (db, param) =>
       db.selectFrom('enrichment_jobs').select('enqueued_at').where('bot_id', '=', param('botId')).where('enqueued_at', '>', param('since')).orderBy('enqueued_at'),
     ),
     // Marks a completed, not yet requested match in one step; no row means the slower path explains why.
-    claimMatch: prepare(db, (db, param) =>
+    claimMatch: prepare(database, (db, param) =>
       db
         .updateTable('matches')
         .set({ enrichment_requested_at: param('at'), enrichment_status: 'queued', enrichment_error: null })
@@ -82,16 +81,16 @@ function requestQueries(database: Database) {
         .where('enrichment_requested_at', 'is', null)
         .returning('id'),
     ),
-    match: prepare(db, (db, param) => db.selectFrom('matches').select(['status', 'enrichment_requested_at']).where('id', '=', param('matchId'))),
-    jobOfMatch: prepare(db, (db, param) => db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', param('matchId'))),
+    match: prepare(database, (db, param) => db.selectFrom('matches').select(['status', 'enrichment_requested_at']).where('id', '=', param('matchId'))),
+    jobOfMatch: prepare(database, (db, param) => db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', param('matchId'))),
     // The new job's id and the head of the queue, for its place in it.
-    insertJob: prepare(db, (db, param) =>
+    insertJob: prepare(database, (db, param) =>
       db
         .insertInto('enrichment_jobs')
         .values({ match_id: param('matchId'), bot_id: param('botId'), state: 'queued', attempts: 0, run_after: param('at'), lease_owner: null, lease_expires_at: null, enqueued_at: param('at'), started_at: null, finished_at: null, last_error: null })
         .returning((eb) => ['id', queueHead(eb, 'queued'), queueHead(eb, 'running')]),
     ),
-    queueHead: prepare(db, (db) => db.selectNoFrom((eb) => [queueHead(eb, 'queued'), queueHead(eb, 'running')])),
+    queueHead: prepare(database, (db) => db.selectNoFrom((eb) => [queueHead(eb, 'queued'), queueHead(eb, 'running')])),
   };
 }
 

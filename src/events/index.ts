@@ -22,7 +22,7 @@ export class EventLog {
   private readonly insertOne: Prepared<{ seq: number }>;
 
   constructor(private readonly database: Database) {
-    this.insertOne = prepare(database.db, (db, param) =>
+    this.insertOne = prepare(database, (db, param) =>
       db.insertInto('events').values({ event_type: param('type'), timestamp: param('timestamp'), payload: param('payload') }).returning('seq'),
     );
   }
