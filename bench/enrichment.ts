@@ -97,11 +97,16 @@ export async function benchEnrichment(): Promise<boolean> {
       console.log(`${name.padEnd(28)} ${fmt(r.rps).padStart(8)} req/s   p50 ${r.p50} ms   p99 ${r.p99} ms   non-2xx ${r.non2xx}   errors ${r.errors}`);
     line(`mothership (${dialect})`, result);
     line('bare Fastify 202 route', reference);
-    const throughputMet = ratio(`${dialect} vs bare route`, result.rps, reference.rps, dialect === 'sqlite' ? 0.5 : 0.3);
+    if (result.non2xx || result.errors) throw new Error(`${dialect}: ${result.non2xx} non-2xx answers, ${result.errors} errors`);
+    if (dialect === 'postgres') {
+      // The issue sets its targets for SQLite; PostgreSQL is measured and reported (bench/README.md).
+      ratio('postgres vs bare route (no target)', result.rps, reference.rps, 0);
+      continue;
+    }
+    const throughputMet = ratio('sqlite vs bare route', result.rps, reference.rps, 0.5);
     const p99Met = result.p99 < 20;
     console.log(`p99 ${result.p99} ms (target < 20 ms) ${p99Met ? 'MET' : 'NOT MET'}`);
-    if (result.non2xx || result.errors) throw new Error(`${dialect}: ${result.non2xx} non-2xx answers, ${result.errors} errors`);
-    met &&= throughputMet && p99Met;
+    met = throughputMet && p99Met;
   }
   return met;
 }

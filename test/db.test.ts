@@ -4,7 +4,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, SqliteDialect } from 'kysely';
+import { Kysely, Migrator, SqliteDialect } from 'kysely';
+import { migrations } from '../src/db/migrations.js';
 import { Database } from '../src/db/index.js';
 import { GroupCommit } from '../src/db/group-commit.js';
 import { prepare } from '../src/db/prepared.js';
@@ -120,6 +121,24 @@ describe('group commit on SQLite', () => {
     for (let index = 0; index < 3; index++) await groupCommit.run((trx) => trx.insertInto('items').values({ id: `s${index}` }).execute());
     counter.restore();
     assert.equal(counter.count, 3);
+  });
+});
+
+describe('migrations on SQLite', () => {
+  it('003 keeps the nonces it moves into a WITHOUT ROWID table', async () => {
+    const file = new BetterSqlite3(':memory:');
+    const db = new Kysely<any>({ dialect: new SqliteDialect({ database: file }) });
+    const all = migrations('sqlite');
+    const migrator = new Migrator({ db, provider: { getMigrations: async () => all } });
+    try {
+      assert.equal((await migrator.migrateTo('002_jobs_by_state_and_id')).error, undefined);
+      await db.insertInto('nonces').values({ key: 'bot-1:abc', expires_at: '2099-01-01T00:00:00.000Z' }).execute();
+      assert.equal((await migrator.migrateToLatest()).error, undefined);
+      assert.deepEqual(await db.selectFrom('nonces').selectAll().execute(), [{ key: 'bot-1:abc', expires_at: '2099-01-01T00:00:00.000Z' }]);
+      assert.match(String(file.prepare("select sql from sqlite_master where name = 'nonces'").pluck().get()), /without rowid/i);
+    } finally {
+      await db.destroy();
+    }
   });
 });
 

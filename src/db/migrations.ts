@@ -127,5 +127,18 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('enrichment_jobs_state_id').on('enrichment_jobs').columns(['state', 'id']).execute();
       },
     },
+    '003_fewer_writes_per_request': {
+      // Every enrichment request writes a nonce and a job: fewer b-trees to update, fewer pages to commit.
+      async up(db: Kysely<any>) {
+        // Claims read jobs by state in id order: (state, id) serves them; (state, run_after) only cost writes.
+        await db.schema.dropIndex('enrichment_jobs_claim').execute();
+        if (dialect !== 'sqlite') return;
+        // A text primary key on a rowid table is two b-trees; WITHOUT ROWID makes the key the table.
+        await sql`create table nonces_by_key (key text primary key, expires_at text not null) without rowid`.execute(db);
+        await sql`insert into nonces_by_key (key, expires_at) select key, expires_at from nonces`.execute(db);
+        await db.schema.dropTable('nonces').execute();
+        await sql`alter table nonces_by_key rename to nonces`.execute(db);
+      },
+    },
   };
 }
