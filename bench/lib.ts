@@ -51,9 +51,13 @@ export function table(rows: Row[]): void {
   for (const row of rows) console.log(`${row.name.padEnd(width)}  ${fmt(row.value, row.value < 100 ? 2 : 0).padStart(12)} ${row.unit}${row.note ? `  (${row.note})` : ''}`);
 }
 
-/** Prints `ours / reference` with the target, and returns whether it was met. */
-export function ratio(label: string, ours: number, reference: number, target: number, higherIsBetter = true): boolean {
+/** Prints `ours / reference` with the target (none when null), and returns whether it was met. */
+export function ratio(label: string, ours: number, reference: number, target: number | null, higherIsBetter = true): boolean {
   const value = ours / reference;
+  if (target === null) {
+    console.log(`ratio ${label}: ${value.toFixed(2)}x (no target)`);
+    return true;
+  }
   const met = higherIsBetter ? value >= target : value <= target;
   console.log(`ratio ${label}: ${value.toFixed(2)}x (target ${higherIsBetter ? '>=' : '<='} ${target}x) ${met ? 'MET' : 'NOT MET'}`);
   return met;
