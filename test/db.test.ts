@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
@@ -15,12 +15,13 @@ import { createPgDatabase, DIALECTS } from './helpers/app.js';
 
 const zone = (id: string) => ({ id, name: id, created_at: '2026-11-22T00:00:00.000Z' });
 
-async function openDatabase(dialect: string): Promise<{ database: Database; close: () => Promise<void> }> {
+async function openDatabase(dialect: string): Promise<{ database: Database; dataDir: string; close: () => Promise<void> }> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-db-'));
   const pgDatabase = dialect === 'postgres' ? await createPgDatabase() : null;
   const database = await Database.open({ databaseUrl: pgDatabase?.url ?? null, dataDir });
   return {
     database,
+    dataDir,
     close: async () => {
       await database.close();
       await pgDatabase?.drop();
@@ -121,6 +122,35 @@ describe('group commit on SQLite', () => {
     for (let index = 0; index < 3; index++) await groupCommit.run((trx) => trx.insertInto('items').values({ id: `s${index}` }).execute());
     counter.restore();
     assert.equal(counter.count, 3);
+  });
+});
+
+describe('SQLite checkpoints', () => {
+  it('copies committed pages into the database file on its own thread', async () => {
+    const { database, dataDir, close } = await openDatabase('sqlite');
+    const main = path.join(dataDir, 'mothership.db');
+    try {
+      await Promise.all(Array.from({ length: 100 }, (_, index) => database.transaction((trx) => trx.insertInto('zones').values(zone(`c${index}`)).execute())));
+      // The writer checkpoints for itself only past ~40 MB of WAL: these rows reach the main file
+      // only if the checkpointer thread copies them. Read a copy of the main file alone (no WAL).
+      const copy = path.join(dataDir, 'main-file-only.db');
+      let rows = 0;
+      for (let attempt = 0; attempt < 40 && rows < 100; attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        copyFileSync(main, copy);
+        const reader = new BetterSqlite3(copy, { readonly: true });
+        try {
+          rows = Number(reader.prepare("select count(*) from zones where id like 'c%'").pluck().get());
+        } catch {
+          rows = 0; // caught mid-write: try again
+        } finally {
+          reader.close();
+        }
+      }
+      assert.equal(rows, 100);
+    } finally {
+      await close();
+    }
   });
 });
 

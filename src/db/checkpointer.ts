@@ -1,26 +1,36 @@
-import { parentPort, workerData } from 'node:worker_threads';
-import BetterSqlite3 from 'better-sqlite3';
+import { Worker } from 'node:worker_threads';
+
+const INTERVAL_MS = 100;
+
+export interface Checkpointer {
+  /** Stops the thread after it closed its connection. */
+  stop(): Promise<void>;
+}
 
 /**
- * SQLite WAL checkpoints on a worker thread, with a connection of its own: copying committed pages
+ * SQLite WAL checkpoints on a worker thread with a connection of its own: copying committed pages
  * from the WAL into the database file then runs on another core instead of inside whichever commit
  * crossed the WAL size limit (under load, half of what the event loop spent committing). A passive
- * checkpoint never blocks the writer; the writer restarts the WAL once everything is copied.
+ * checkpoint never blocks the writer; the writer restarts the WAL once everything is copied. Should
+ * the thread fail, the writer's own checkpoint limit takes over again.
  */
-const { file, intervalMs } = workerData as { file: string; intervalMs: number };
-const database = new BetterSqlite3(file);
-database.pragma('busy_timeout = 1000');
-
-const timer = setInterval(() => {
-  try {
-    database.pragma('wal_checkpoint(PASSIVE)');
-  } catch {
-    // Busy or interrupted: the next tick tries again, and the writer's own limit is the backstop.
-  }
-}, intervalMs);
-
-parentPort!.once('message', () => {
-  clearInterval(timer);
-  database.close();
-  parentPort!.close();
-});
+export function startCheckpointer(file: string): Checkpointer {
+  const worker = new Worker(new URL('./checkpointer-thread.js', import.meta.url), { workerData: { file, intervalMs: INTERVAL_MS } });
+  worker.unref();
+  worker.on('error', () => {});
+  let exited = false;
+  const exit = new Promise<void>((resolve) =>
+    worker.once('exit', () => {
+      exited = true;
+      resolve();
+    }),
+  );
+  return {
+    async stop() {
+      if (exited) return;
+      worker.ref(); // keeps the process alive until the thread has closed its connection
+      worker.postMessage('stop');
+      await exit;
+    },
+  };
+}

@@ -2,17 +2,17 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type SqliteDatabase } from 'kysely';
 import pg from 'pg';
 import path from 'node:path';
-import { Worker } from 'node:worker_threads';
 import { migrations } from './migrations.js';
+import { startCheckpointer, type Checkpointer } from './checkpointer.js';
 import { GroupCommit } from './group-commit.js';
 import { cachingStatements } from './statement-cache.js';
 import type { Schema } from './schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
-
-const CHECKPOINT_INTERVAL_MS = 100;
-const WAL_BACKSTOP_PAGES = 10_000;
 export type Db = Kysely<Schema>;
+
+/** The writer checkpoints for itself only past this WAL size (about 40 MB): see checkpointer.ts. */
+const WAL_BACKSTOP_PAGES = 10_000;
 
 // PostgreSQL returns int8 (bigserial ids, counts) as strings by default; every value we keep fits a double.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
@@ -28,7 +28,7 @@ export class Database {
     readonly db: Db,
     readonly dialect: Dialect,
     sqlite: { file: BetterSqlite3.Database; statements: SqliteDatabase } | null = null,
-    private readonly checkpointer: Worker | null = null,
+    private readonly checkpointer: Checkpointer | null = null,
   ) {
     this.groupCommit = sqlite ? new GroupCommit(db, sqlite.file) : null;
     this.statements = sqlite?.statements ?? null;
@@ -50,11 +50,8 @@ export class Database {
       file.pragma('journal_mode = WAL');
       file.pragma('synchronous = NORMAL');
       file.pragma('busy_timeout = 5000');
-      // Checkpoints run on a worker thread (checkpointer.ts); this connection checkpoints only if the
-      // WAL outgrows about 40 MB, should that thread ever fall behind.
       file.pragma(`wal_autocheckpoint = ${WAL_BACKSTOP_PAGES}`);
-      const checkpointer = new Worker(new URL('./checkpointer.js', import.meta.url), { workerData: { file: filename, intervalMs: CHECKPOINT_INTERVAL_MS } });
-      checkpointer.unref();
+      const checkpointer = startCheckpointer(filename);
       const statements = cachingStatements(file);
       database = new Database(new Kysely<Schema>({ dialect: new SqliteDialect({ database: statements }) }), 'sqlite', { file, statements }, checkpointer);
     }
@@ -105,12 +102,7 @@ export class Database {
   }
 
   async close(): Promise<void> {
-    if (this.checkpointer) {
-      const exited = new Promise((resolve) => this.checkpointer!.once('exit', resolve));
-      this.checkpointer.ref(); // keeps the process alive until the thread has closed its connection
-      this.checkpointer.postMessage('stop');
-      await exited;
-    }
+    await this.checkpointer?.stop();
     await this.db.destroy();
   }
 }
