@@ -10,7 +10,8 @@ import { Database } from '../src/db/index.js';
 import { GroupCommit } from '../src/db/group-commit.js';
 import { prepare } from '../src/db/prepared.js';
 import { memo } from '../src/memo.js';
-import { estimateWaitSeconds, jobsAhead } from '../src/enrichment/queue.js';
+import { EnrichmentQueue, estimateWaitSeconds, jobsAhead } from '../src/enrichment/queue.js';
+import { EventLog } from '../src/events/index.js';
 import { createPgDatabase, DIALECTS } from './helpers/app.js';
 
 const zone = (id: string) => ({ id, name: id, created_at: '2026-11-22T00:00:00.000Z' });
@@ -82,6 +83,35 @@ for (const dialect of DIALECTS) {
       await Promise.all(writes);
       const row = await database.db.selectFrom('zones').select((eb) => eb.fn.countAll<number>().as('count')).where('id', 'like', 'w%').executeTakeFirstOrThrow();
       assert.equal(Number(row.count), 20);
+    });
+  });
+}
+
+for (const dialect of DIALECTS) {
+  describe(`enrichment queue claims (${dialect})`, () => {
+    let database: Database;
+    let close: () => Promise<void>;
+    let queue: EnrichmentQueue;
+    const at = '2026-11-22T00:00:00.000Z';
+    before(async () => {
+      ({ database, close } = await openDatabase(dialect));
+      queue = new EnrichmentQueue(database, new EventLog(database), { leaseMs: 60_000, retryBaseMs: 1000 });
+      await database.db.insertInto('bots').values({ id: 'bot', name: 'Bot', secret_encrypted: 'x', previous_secret_encrypted: null, previous_secret_expires_at: null, created_at: at }).execute();
+      const matches = ['m1', 'm2', 'm3', 'm4'].map((id) => ({ id, status: 'completed' as const, replay: null, enrichment_requested_at: null, enrichment_status: null, commentary: null, enrichment_error: null, enrichment_completed_at: null, created_at: at }));
+      await database.db.insertInto('matches').values(matches).execute();
+      for (const match of matches) await queue.request('bot', match.id);
+    });
+    after(() => close());
+
+    it('takes the oldest due job, skips one waiting out a backoff, and takes back an abandoned one first', async () => {
+      const future = new Date(Date.now() + 60_000).toISOString();
+      const past = new Date(Date.now() - 1000).toISOString();
+      // Job 1 ran on a worker that went silent (lease expired); job 2 waits out a retry backoff.
+      await database.db.updateTable('enrichment_jobs').set({ state: 'running', lease_owner: 'gone', lease_expires_at: past }).where('match_id', '=', 'm1').execute();
+      await database.db.updateTable('enrichment_jobs').set({ run_after: future }).where('match_id', '=', 'm2').execute();
+      const claimed = [];
+      for (let n = 0; n < 4; n++) claimed.push((await queue.claim('w'))?.match_id ?? null);
+      assert.deepEqual(claimed, ['m1', 'm3', 'm4', null]);
     });
   });
 }
