@@ -140,5 +140,13 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await sql`alter table nonces_by_key rename to nonces`.execute(db);
       },
     },
+    '004_deliveries_by_state_and_id': {
+      // The dispatcher claims due deliveries of one state in id order: walking (state, id) stops after
+      // a batch, where (state, due_at) made it sort every waiting delivery first.
+      async up(db: Kysely<any>) {
+        await db.schema.createIndex('webhook_deliveries_state_id').on('webhook_deliveries').columns(['state', 'id']).execute();
+        await db.schema.dropIndex('webhook_deliveries_due').execute();
+      },
+    },
   };
 }

@@ -173,30 +173,28 @@ export class WebhookService {
   }
 
   /**
-   * Claims up to BATCH due rows in one statement, moving them to `sending` with a deadline: a process
-   * that dies mid-send leaves them to be claimed again after it (at-least-once), and two instances
-   * never send the same row (PostgreSQL skips rows another instance is claiming).
+   * Claims up to BATCH due rows, moving them to `sending` with a deadline: a process that dies
+   * mid-send leaves them to be claimed again after it (at-least-once), and two instances never send
+   * the same row (PostgreSQL skips rows another instance is claiming). Pending rows first, then
+   * abandoned `sending` ones, each one statement walking its state in id order: a single query over
+   * both states sorted every pending row to find the first 50 (1.7 ms with 20,000 waiting).
    */
   private async claimDue(): Promise<DeliveryRow[]> {
     const at = now();
     // Past this, the attempt cannot still be running anywhere (its timeout has passed): reclaim it.
     const deadline = new Date(Date.now() + this.options.timeoutMs + CLAIM_MARGIN_MS).toISOString();
-    const rows = await this.database.db
-      .updateTable('webhook_deliveries')
-      .set({ state: 'sending', due_at: deadline })
-      .where('id', 'in', (eb) => {
-        let due = eb
-          .selectFrom('webhook_deliveries')
-          .select('id')
-          .where('state', 'in', ['pending', 'sending'])
-          .where('due_at', '<=', at)
-          .orderBy('id')
-          .limit(BATCH);
-        if (this.database.dialect === 'postgres') due = due.forUpdate().skipLocked();
-        return due;
-      })
-      .returningAll()
-      .execute();
+    const claim = (state: 'pending' | 'sending', limit: number) =>
+      this.database.db
+        .updateTable('webhook_deliveries')
+        .set({ state: 'sending', due_at: deadline })
+        .where('id', 'in', (eb) => {
+          const due = eb.selectFrom('webhook_deliveries').select('id').where('state', '=', state).where('due_at', '<=', at).orderBy('id').limit(limit);
+          return this.database.dialect === 'postgres' ? due.forUpdate().skipLocked() : due;
+        })
+        .returningAll()
+        .execute();
+    const rows = await claim('pending', BATCH);
+    if (rows.length < BATCH) rows.push(...(await claim('sending', BATCH - rows.length)));
     return rows.sort((a, b) => Number(a.id) - Number(b.id));
   }
 
