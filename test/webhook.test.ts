@@ -142,6 +142,21 @@ for (const dialect of DIALECTS) {
       assert.ok(status.last_delivery_at);
     });
 
+    it('sends a test delivery once, even when the dispatcher runs while it is in flight', async () => {
+      const slow = await startReceiver((response) => setTimeout(() => response.writeHead(204).end(), 300));
+      try {
+        const tested = app.api('POST', '/api/settings/integration/test', { target: 'webhook', webhook: { url: slow.url } });
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        // An event with a delivery wakes the dispatcher, which reclaims `sending` rows past their deadline.
+        assert.equal((await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { during: 'test delivery' } })).status, 202);
+        assert.equal((await tested).body.webhook.ok, true);
+        await new Promise((resolve) => setTimeout(resolve, 400));
+        assert.equal(slow.received.length, 1);
+      } finally {
+        await slow.close();
+      }
+    });
+
     it('tests candidate settings with a real webhook.test delivery, without saving them', async () => {
       const other = await startReceiver(204);
       try {

@@ -181,8 +181,7 @@ export class WebhookService {
    */
   private async claimDue(): Promise<DeliveryRow[]> {
     const at = now();
-    // Past this, the attempt cannot still be running anywhere (its timeout has passed): reclaim it.
-    const deadline = new Date(Date.now() + this.options.timeoutMs + CLAIM_MARGIN_MS).toISOString();
+    const deadline = this.sendingDeadline();
     const claim = (state: 'pending' | 'sending', limit: number) =>
       this.database.db
         .updateTable('webhook_deliveries')
@@ -196,6 +195,11 @@ export class WebhookService {
     const rows = await claim('pending', BATCH);
     if (rows.length < BATCH) rows.push(...(await claim('sending', BATCH - rows.length)));
     return rows.sort((a, b) => Number(a.id) - Number(b.id));
+  }
+
+  /** A row in `sending` is reclaimed after this: by then its attempt cannot still run anywhere. */
+  private sendingDeadline(): string {
+    return new Date(Date.now() + this.options.timeoutMs + CLAIM_MARGIN_MS).toISOString();
   }
 
   /** Records a batch of attempts in one transaction, scheduling the retries the policy asks for. */
@@ -253,7 +257,9 @@ export class WebhookService {
     const at = now();
     const { id } = await this.database.db
       .insertInto('webhook_deliveries')
-      .values({ webhook_id: webhookId, event_seq: null, event_type: 'webhook.test', url: candidate.url, payload, attempt: 1, state: 'sending', due_at: at, status_code: null, error: null, duration_ms: null, created_at: at, attempted_at: null })
+      // In `sending` until answered, with the deadline a claimed row gets: the dispatcher must not take
+      // it for an abandoned attempt and send it a second time.
+      .values({ webhook_id: webhookId, event_seq: null, event_type: 'webhook.test', url: candidate.url, payload, attempt: 1, state: 'sending', due_at: this.sendingDeadline(), status_code: null, error: null, duration_ms: null, created_at: at, attempted_at: null })
       .returning('id')
       .executeTakeFirstOrThrow();
     const result = await this.send(candidate.url, webhookId, payload, 'webhook.test', candidate.secret);
