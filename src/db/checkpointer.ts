@@ -11,8 +11,9 @@ export interface Checkpointer {
  * SQLite WAL checkpoints on a worker thread with a connection of its own: copying committed pages
  * from the WAL into the database file then runs on another core instead of inside whichever commit
  * crossed the WAL size limit (under load, half of what the event loop spent committing). A passive
- * checkpoint never blocks the writer; the writer restarts the WAL once everything is copied. Should
- * the thread fail, the writer's own checkpoint limit takes over again.
+ * checkpoint never blocks the writer. Under sustained load commits outrun any checkpoint, so the WAL
+ * still grows to the writer's own limit, whose checkpoint then finds most pages already copied; the
+ * same limit takes over entirely should the thread fail.
  */
 export function startCheckpointer(file: string): Checkpointer {
   const worker = new Worker(new URL('./checkpointer-thread.js', import.meta.url), { workerData: { file, intervalMs: INTERVAL_MS } });
