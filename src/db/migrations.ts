@@ -148,5 +148,12 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.dropIndex('webhook_deliveries_due').execute();
       },
     },
+    '005_deliveries_by_attempt_time': {
+      // The settings' webhook status reads the latest attempt: without an index, a sort of the whole
+      // delivery log on every read.
+      async up(db: Kysely<any>) {
+        await db.schema.createIndex('webhook_deliveries_attempted').on('webhook_deliveries').columns(['attempted_at', 'id']).execute();
+      },
+    },
   };
 }

@@ -1,4 +1,4 @@
-import type { ExpressionBuilder, SelectQueryBuilder } from 'kysely';
+import type { ExpressionBuilder, SelectQueryBuilder, Updateable } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import { prepare } from '../db/prepared.js';
@@ -199,20 +199,26 @@ export class EnrichmentQueue {
     return durations.length ? durations.reduce((sum, value) => sum + value, 0) / durations.length : PRIOR_JOB_SECONDS;
   }
 
-  async liveWorkers(trx: Db = this.database.db): Promise<number> {
+  private async liveWorkers(trx: Db): Promise<number> {
     const since = new Date(Date.now() - 3 * WORKER_HEARTBEAT_MS).toISOString();
     const row = await trx.selectFrom('workers').select((eb) => eb.fn.countAll<number>().as('count')).where('heartbeat_at', '>=', since).executeTakeFirstOrThrow();
     return Number(row.count);
   }
 
   async status(matchId: string): Promise<{ status: JobState | null; estimated_wait_seconds: number; commentary: string | null; error: string | null }> {
-    const match = await this.database.db.selectFrom('matches').select(['commentary', 'enrichment_error']).where('id', '=', matchId).executeTakeFirst();
+    // One statement, so the job's state and the match's outcome come from the same snapshot: read
+    // apart, a job could already be `failed` while its match did not yet show the error.
+    const match = await this.database.db
+      .selectFrom('matches')
+      .leftJoin('enrichment_jobs', 'enrichment_jobs.match_id', 'matches.id')
+      .select(['matches.commentary', 'matches.enrichment_error', 'enrichment_jobs.id as job_id', 'enrichment_jobs.state'])
+      .where('matches.id', '=', matchId)
+      .executeTakeFirst();
     if (!match) throw new ProblemError(404, 'match_not_found', `Match "${matchId}" does not exist`);
-    const job = await this.database.db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', matchId).executeTakeFirst();
-    if (!job) return { status: null, estimated_wait_seconds: 0, commentary: null, error: null };
+    if (match.job_id === null || match.state === null) return { status: null, estimated_wait_seconds: 0, commentary: null, error: null };
     return {
-      status: job.state,
-      estimated_wait_seconds: await this.estimate(this.database.db, Number(job.id), job.state),
+      status: match.state,
+      estimated_wait_seconds: await this.estimate(this.database.db, Number(match.job_id), match.state),
       commentary: match.commentary,
       error: match.enrichment_error,
     };
@@ -274,10 +280,18 @@ export class EnrichmentQueue {
   }
 
   /** Extends the lease of a job this worker still owns; false when it lost the job. */
-  async renewLease(job: Job, workerId: string): Promise<boolean> {
-    const result = await this.database.db
+  renewLease(job: Job, workerId: string): Promise<boolean> {
+    return this.updateOwned(this.database.db, job, workerId, { lease_expires_at: new Date(Date.now() + this.options.leaseMs).toISOString() });
+  }
+
+  /**
+   * Changes a job only while `workerId` still holds its lease; false when another worker took it over
+   * (the lease expired), so a worker that lost its job writes nothing.
+   */
+  private async updateOwned(db: Db, job: Job, workerId: string, changes: Updateable<EnrichmentJobsTable>): Promise<boolean> {
+    const result = await db
       .updateTable('enrichment_jobs')
-      .set({ lease_expires_at: new Date(Date.now() + this.options.leaseMs).toISOString() })
+      .set(changes)
       .where('id', '=', job.id)
       .where('lease_owner', '=', workerId)
       .where('state', '=', 'running')
@@ -294,14 +308,8 @@ export class EnrichmentQueue {
   complete(job: Job, workerId: string, commentary: string): Promise<boolean> {
     return this.events.write(async (trx, emit) => {
       const at = now();
-      const owned = await trx
-        .updateTable('enrichment_jobs')
-        .set({ state: 'completed', finished_at: at, lease_owner: null, lease_expires_at: null, last_error: null })
-        .where('id', '=', job.id)
-        .where('lease_owner', '=', workerId)
-        .where('state', '=', 'running')
-        .executeTakeFirst();
-      if (Number(owned.numUpdatedRows) !== 1) return false;
+      const owned = await this.updateOwned(trx, job, workerId, { state: 'completed', finished_at: at, lease_owner: null, lease_expires_at: null, last_error: null });
+      if (!owned) return false;
       await trx
         .updateTable('matches')
         .set({ enrichment_status: 'completed', commentary, enrichment_error: null, enrichment_completed_at: at })
@@ -317,18 +325,15 @@ export class EnrichmentQueue {
     return this.events.write(async (trx, emit) => {
       const final = job.attempts >= MAX_ATTEMPTS;
       const at = now();
-      const owned = await trx
-        .updateTable('enrichment_jobs')
-        .set(
-          final
-            ? { state: 'failed', finished_at: at, lease_owner: null, lease_expires_at: null, last_error: error }
-            : { state: 'queued', run_after: new Date(Date.now() + retryDelayMs(job.attempts, this.options.retryBaseMs)).toISOString(), lease_owner: null, lease_expires_at: null, last_error: error },
-        )
-        .where('id', '=', job.id)
-        .where('lease_owner', '=', workerId)
-        .where('state', '=', 'running')
-        .executeTakeFirst();
-      if (Number(owned.numUpdatedRows) !== 1) return null;
+      const owned = await this.updateOwned(
+        trx,
+        job,
+        workerId,
+        final
+          ? { state: 'failed', finished_at: at, lease_owner: null, lease_expires_at: null, last_error: error }
+          : { state: 'queued', run_after: new Date(Date.now() + retryDelayMs(job.attempts, this.options.retryBaseMs)).toISOString(), lease_owner: null, lease_expires_at: null, last_error: error },
+      );
+      if (!owned) return null;
       await trx
         .updateTable('matches')
         .set(final ? { enrichment_status: 'failed', enrichment_error: error, enrichment_completed_at: at } : { enrichment_status: 'queued' })

@@ -13,17 +13,22 @@ export function topicPrefixError(value: string): string | null {
 
 const BROKER_SCHEMES = ['mqtt:', 'mqtts:', 'ws:', 'wss:'];
 
-// The URL parser silently drops tabs and newlines; a stored URL must be exactly what was checked.
-const hasControlOrSpace = (value: string) => /[\u0000-\u0020\u007f]/.test(value);
+/**
+ * The URL, or why `value` is not one. The URL parser silently drops tabs and newlines, so spaces and
+ * control characters are refused first: a stored URL must be exactly the text that was checked.
+ */
+function parseUrl(value: string, example: string): URL | string {
+  if (/[\u0000-\u0020\u007f]/.test(value)) return 'must not contain spaces or control characters';
+  try {
+    return new URL(value);
+  } catch {
+    return `must be a URL like ${example}`;
+  }
+}
 
 export function brokerUrlError(value: string): string | null {
-  if (hasControlOrSpace(value)) return 'must not contain spaces or control characters';
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    return 'must be a URL like mqtt://host:1883';
-  }
+  const url = parseUrl(value, 'mqtt://host:1883');
+  if (typeof url === 'string') return url;
   if (!BROKER_SCHEMES.includes(url.protocol)) return 'must use mqtt://, mqtts://, ws:// or wss://';
   if (!url.hostname) return 'must name a host';
   // Read the port from the text: URL drops a default one (wss://host:443 has url.port === '').
@@ -36,13 +41,8 @@ export function brokerUrlError(value: string): string | null {
 }
 
 export function webhookUrlError(value: string): string | null {
-  if (hasControlOrSpace(value)) return 'must not contain spaces or control characters';
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    return 'must be a URL like https://host/path';
-  }
+  const url = parseUrl(value, 'https://host/path');
+  if (typeof url === 'string') return url;
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must use http:// or https://';
   if (!url.hostname) return 'must name a host';
   if (url.username || url.password) return 'must not contain credentials';
