@@ -120,15 +120,20 @@ describe('group commit on SQLite', () => {
   const file = new BetterSqlite3(':memory:');
   file.exec('create table items (id text primary key)');
   const db = new Kysely<{ items: { id: string } }>({ dialect: new SqliteDialect({ database: file }) });
+  // Counts the runs of the COMMIT statement GroupCommit prepares (it prepares it at construction).
+  let commitCount = 0;
+  const prepare = file.prepare.bind(file);
+  file.prepare = ((source: string) => {
+    const statement = prepare(source);
+    if (source !== 'commit') return statement;
+    const run = statement.run.bind(statement);
+    return Object.assign(statement, { run: () => (commitCount++, run()) });
+  }) as typeof file.prepare;
   const groupCommit = new GroupCommit(db, file);
+  file.prepare = prepare;
   const commits = () => {
-    let count = 0;
-    const exec = file.exec.bind(file);
-    file.exec = (source: string) => {
-      if (source === 'commit') count++;
-      return exec(source);
-    };
-    return { get count() { return count; }, restore: () => void (file.exec = exec) };
+    const start = commitCount;
+    return { get count() { return commitCount - start; } };
   };
   after(() => db.destroy());
 
@@ -142,7 +147,6 @@ describe('group commit on SQLite', () => {
         }),
       ),
     );
-    counter.restore();
     assert.deepEqual(seen, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     assert.equal(counter.count, 1);
   });
@@ -150,7 +154,6 @@ describe('group commit on SQLite', () => {
   it('commits a lone transaction at once, without waiting for company', async () => {
     const counter = commits();
     for (let index = 0; index < 3; index++) await groupCommit.run((trx) => trx.insertInto('items').values({ id: `s${index}` }).execute());
-    counter.restore();
     assert.equal(counter.count, 3);
   });
 });

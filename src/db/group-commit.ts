@@ -24,11 +24,20 @@ export class GroupCommit<D extends Kysely<any>> {
   private draining = false;
   /** The handle of the batch running now: it holds the connection. */
   private holder: D | null = null;
+  /** Prepared once: `exec` parses its SQL on every call, several times per transaction here. */
+  private readonly control: Record<'begin' | 'savepoint' | 'release' | 'commit', BetterSqlite3.Statement>;
 
   constructor(
     private readonly db: D,
     private readonly file: BetterSqlite3.Database,
-  ) {}
+  ) {
+    this.control = {
+      begin: file.prepare('begin immediate'),
+      savepoint: file.prepare('savepoint work'),
+      release: file.prepare('release work'),
+      commit: file.prepare('commit'),
+    };
+  }
 
   run<T>(work: (trx: D) => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
@@ -70,14 +79,14 @@ export class GroupCommit<D extends Kysely<any>> {
   }
 
   private async runInTransaction(trx: D, batch: Pending<D>[]): Promise<void> {
-    this.file.exec('begin immediate');
+    this.control.begin.run();
     const outcomes: { item: Pending<D>; ok: boolean; value: unknown }[] = [];
     try {
       for (const item of batch) {
-        this.file.exec('savepoint work');
+        this.control.savepoint.run();
         try {
           outcomes.push({ item, ok: true, value: await item.work(trx) });
-          this.file.exec('release work');
+          this.control.release.run();
         } catch (error) {
           // An I/O error or a full disk can end the whole transaction: then the batch fails together.
           if (!this.file.inTransaction) throw error;
@@ -85,7 +94,7 @@ export class GroupCommit<D extends Kysely<any>> {
           outcomes.push({ item, ok: false, value: error });
         }
       }
-      this.file.exec('commit');
+      this.control.commit.run();
     } catch (error) {
       if (this.file.inTransaction) this.file.exec('rollback');
       throw error;

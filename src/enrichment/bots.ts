@@ -2,7 +2,9 @@ import { randomBytes } from 'node:crypto';
 import type { Database } from '../db/index.js';
 import { now } from '../db/index.js';
 import { uniqueId } from '../db/ids.js';
+import { prepare, type Prepared } from '../db/prepared.js';
 import type { SecretBox } from '../crypto.js';
+import type { BotsTable } from '../db/schema.js';
 import { conflict, notFound } from '../http/problem.js';
 import { memoByKey } from '../memo.js';
 
@@ -33,11 +35,20 @@ const newSecret = () => 'mss_' + randomBytes(32).toString('base64url');
 /** Bots and their shared secrets (generated with a CSPRNG, stored encrypted, shown once). */
 export class BotService {
   private readonly secrets = memoByKey(SECRET_CACHE_MS, (id) => this.loadSecrets(id));
+  /**
+   * Compiled once (db/prepared.ts): with many bots each asking a few times a day, most signed
+   * requests find no cached secret, so this runs about once per request.
+   */
+  private readonly encryptedSecrets: Prepared<Pick<BotsTable, 'secret_encrypted' | 'previous_secret_encrypted' | 'previous_secret_expires_at'>>;
 
   constructor(
     private readonly database: Database,
     private readonly box: SecretBox,
-  ) {}
+  ) {
+    this.encryptedSecrets = prepare(database, (db, param) =>
+      db.selectFrom('bots').select(['secret_encrypted', 'previous_secret_encrypted', 'previous_secret_expires_at']).where('id', '=', param('id')),
+    );
+  }
 
   async create(input: { id?: string; name: string }): Promise<BotWithSecret> {
     return this.database.transaction(async (trx) => {
@@ -92,11 +103,7 @@ export class BotService {
   }
 
   private async loadSecrets(id: string): Promise<{ current: string; previous: string | null; previousExpiresMs: number } | null> {
-    const bot = await this.database.db
-      .selectFrom('bots')
-      .select(['secret_encrypted', 'previous_secret_encrypted', 'previous_secret_expires_at'])
-      .where('id', '=', id)
-      .executeTakeFirst();
+    const [bot] = (await this.encryptedSecrets.execute(this.database.db, { id })).rows;
     if (!bot) return null;
     const previous = bot.previous_secret_encrypted && bot.previous_secret_expires_at ? bot.previous_secret_encrypted : null;
     return {

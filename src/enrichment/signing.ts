@@ -1,4 +1,4 @@
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, hash, timingSafeEqual } from 'node:crypto';
 
 /**
  * Bot request signing (CONTRACT section 8), as plain functions:
@@ -23,12 +23,14 @@ export interface SignedParts {
 }
 
 export function stringToSign(parts: SignedParts): string {
-  const bodyHash = createHash('sha256').update(parts.body).digest('hex');
+  const bodyHash = hash('sha256', parts.body, 'hex');
   return [SIGNATURE_VERSION, parts.method.toUpperCase(), parts.pathAndQuery, parts.timestamp, parts.nonce, bodyHash].join('\n');
 }
 
+const hmac = (secret: string, message: string) => createHmac('sha256', Buffer.from(secret, 'utf8')).update(message);
+
 export function sign(secret: string, parts: SignedParts): string {
-  return createHmac('sha256', Buffer.from(secret, 'utf8')).update(stringToSign(parts)).digest('hex');
+  return hmac(secret, stringToSign(parts)).digest('hex');
 }
 
 export function signatureHeader(secret: string, parts: SignedParts): string {
@@ -49,11 +51,13 @@ export function parseSignatures(header: string): string[] {
  * time and the loop never exits early, so timing reveals neither which entry matched nor whether one did.
  */
 export function verifySignatures(secrets: string[], parts: SignedParts, offered: string[]): boolean {
+  const message = stringToSign(parts);
+  const candidates = offered.map((hex) => Buffer.from(hex, 'hex'));
   let matched = false;
   for (const secret of secrets) {
-    const expected = Buffer.from(sign(secret, parts), 'hex');
-    for (const hex of offered) {
-      if (timingSafeEqual(expected, Buffer.from(hex, 'hex'))) matched = true;
+    const expected = hmac(secret, message).digest();
+    for (const candidate of candidates) {
+      if (timingSafeEqual(expected, candidate)) matched = true;
     }
   }
   return matched;
