@@ -8,6 +8,7 @@ import { AdminAuth } from './http/auth.js';
 import { createHttpServer } from './http/server.js';
 import { Metrics } from './ops/metrics.js';
 import { opsRoutes } from './ops/routes.js';
+import { applyRetention, RETENTION_INTERVAL_MS } from './ops/retention.js';
 import { presenceRoutes } from './presence/routes.js';
 import { baselineRoutes } from './baselines/routes.js';
 import { dashboardRoutes } from './dashboard/index.js';
@@ -103,8 +104,11 @@ export async function buildApp(config: Config): Promise<App> {
 
   const timers: NodeJS.Timeout[] = [];
   const log = http.log;
-  const every = (ms: number, task: () => Promise<unknown>, what: string) =>
-    timers.push(setInterval(() => task().catch((error: Error) => log.warn({ err: error }, `${what} failed`)), ms).unref());
+  const every = (ms: number, task: () => Promise<unknown>, what: string, { atOnce = false } = {}) => {
+    const run = () => void task().catch((error: Error) => log.warn({ err: error }, `${what} failed`));
+    timers.push(setInterval(run, ms).unref());
+    if (atOnce) run();
+  };
 
   return {
     http,
@@ -125,6 +129,14 @@ export async function buildApp(config: Config): Promise<App> {
       every(sweepIntervalMs(config.presenceAwayDelayMs), () => presence.sweepAway(), 'away sweep');
       every(config.healthIntervalMs, () => presence.emitHealth(), 'health report');
       every(60_000, () => enrichment.purgeNonces(), 'nonce purge');
+      const retention = async () => {
+        const deleted = await applyRetention([
+          { name: 'events', days: config.eventRetentionDays, prune: (cutoff) => events.prune(cutoff) },
+          { name: 'webhook_deliveries', days: config.webhookLogRetentionDays, prune: (cutoff) => webhook.prune(cutoff) },
+        ]);
+        if (Object.values(deleted).some(Boolean)) log.info({ deleted }, 'retention: expired rows deleted');
+      };
+      every(RETENTION_INTERVAL_MS, retention, 'retention', { atOnce: true });
       await enrichment.worker?.start();
     },
     async close() {

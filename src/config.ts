@@ -28,6 +28,10 @@ export interface Config {
   enrichmentRetryBaseMs: number;
   enrichmentLlm: { url: string; model: string; apiKey: string | null } | null;
   rateLimit: { capacity: number; refillPerSecond: number; failOpen: boolean; costs: Record<string, number> };
+  /** Events older than this many days are deleted (0 keeps them all). */
+  eventRetentionDays: number;
+  /** Finished webhook delivery attempts older than this many days are deleted (0 keeps them all). */
+  webhookLogRetentionDays: number;
   /** Prefix of every Redis key (rate-limit buckets, nonces), so installations and tests can share a server. */
   redisPrefix: string;
   trustProxy: string | false;
@@ -144,6 +148,8 @@ export function loadConfig(env: Env = process.env): Config {
       failOpen: oneOf(env, 'RATE_LIMIT_REDIS_FAILURE', ['open', 'closed'] as const, 'open') === 'open',
       costs: costs(env.RATE_LIMIT_COSTS),
     },
+    eventRetentionDays: integer(env, 'EVENT_RETENTION_DAYS', 30),
+    webhookLogRetentionDays: integer(env, 'WEBHOOK_LOG_RETENTION_DAYS', 30),
     redisPrefix: env.REDIS_PREFIX ?? 'mothership:',
     trustProxy: env.TRUST_PROXY || false,
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),

@@ -119,6 +119,10 @@ describe('configuration', () => {
     assert.throws(() => loadConfig({ ...base, MOTHERSHIP_ID: 'Has Spaces' }), /MOTHERSHIP_ID must match/);
     assert.throws(() => loadConfig({ ...base, ADMIN_TOKEN: 'short' }), /ADMIN_TOKEN must be at least 16/);
     assert.throws(() => loadConfig({ ...base, RATE_LIMIT_COSTS: 'settings:10' }), /RATE_LIMIT_COSTS/);
+    assert.throws(() => loadConfig({ ...base, EVENT_RETENTION_DAYS: '-1' }), /EVENT_RETENTION_DAYS must be a whole number >= 0/);
+    assert.throws(() => loadConfig({ ...base, WEBHOOK_LOG_RETENTION_DAYS: '7.5' }), /WEBHOOK_LOG_RETENTION_DAYS must be a whole number/);
+    const defaults = loadConfig(base);
+    assert.deepEqual([defaults.eventRetentionDays, defaults.webhookLogRetentionDays], [30, 30]);
   });
 
   it('generates the admin token and installation id once and keeps them', async () => {

@@ -1,5 +1,6 @@
 import type { Database, Db } from '../db/index.js';
 import { prepare, type Prepared } from '../db/prepared.js';
+import { pruneOlderThan } from '../db/prune.js';
 import { makeEvent, type EventFields, type EventPayload, type EventType, type StoredEvent } from './types.js';
 
 export * from './types.js';
@@ -84,6 +85,11 @@ export class EventLog {
   subscribe(subscriber: Subscriber): () => void {
     this.subscribers.add(subscriber);
     return () => this.subscribers.delete(subscriber);
+  }
+
+  /** Deletes the events from before `cutoff` (retention; ISO 8601); returns how many. */
+  prune(cutoff: string): Promise<number> {
+    return pruneOlderThan(this.database, { table: 'events', key: 'seq', time: 'timestamp' }, cutoff);
   }
 
   async history(after: number, limit: number, order: 'asc' | 'desc' = 'asc'): Promise<StoredEvent[]> {

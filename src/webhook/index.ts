@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Webhook } from 'standardwebhooks';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
+import { pruneOlderThan } from '../db/prune.js';
 import type { Insertable, Selectable } from 'kysely';
 import type { WebhookDeliveriesTable } from '../db/schema.js';
 import { makeEvent, type EventLog, type StoredEvent } from '../events/index.js';
@@ -58,6 +59,9 @@ const resendOf = (row: DeliveryRow, attempt: number, dueAt: string): Insertable<
 });
 
 const BATCH = 50;
+
+/** States an attempt never leaves (a retry is a new row). */
+const FINISHED_STATES = ['delivered', 'failed', 'retry_scheduled'] as const;
 const CLAIM_MARGIN_MS = 5000;
 const CONCURRENCY = 4;
 const POLL_MS = 1000;
@@ -290,6 +294,16 @@ export class WebhookService {
     const row = await this.database.db.selectFrom('webhook_deliveries').selectAll().where('id', '=', id).executeTakeFirst();
     if (!row) throw notFound('Delivery', String(id));
     return toView(row);
+  }
+
+  /**
+   * Deletes finished attempts (delivered, failed, or followed by their retry) from before `cutoff`
+   * (retention; ISO 8601); returns how many. An attempt still pending or sending is kept whatever its age.
+   */
+  async prune(cutoff: string): Promise<number> {
+    let deleted = 0;
+    for (const state of FINISHED_STATES) deleted += await pruneOlderThan(this.database, { table: 'webhook_deliveries', key: 'id', time: 'created_at', state }, cutoff);
+    return deleted;
   }
 
   async list(limit: number): Promise<DeliveryView[]> {

@@ -1,0 +1,39 @@
+import type { Kysely } from 'kysely';
+import type { Database } from './index.js';
+
+/** Rows deleted per statement: each holds the write lock briefly, so requests keep flowing meanwhile. */
+export const PRUNE_CHUNK = 1000;
+
+/** An append-only log: its key grows with its time column, so its oldest rows come first by key. */
+export interface LogTable {
+  table: 'events' | 'webhook_deliveries';
+  key: 'seq' | 'id';
+  time: 'timestamp' | 'created_at';
+  /** Only rows in this state (walked over a (state, key) index). */
+  state?: string;
+}
+
+/**
+ * Deletes the rows of `log` older than `cutoff` (ISO 8601), oldest first, `chunk` rows per statement,
+ * and returns how many. Each statement looks only at the `chunk` oldest rows by key (an index walk,
+ * never a scan of the log) and deletes the expired ones up to the last expired one; it goes on while
+ * whole chunks come back expired, letting other work run between chunks.
+ */
+export async function pruneOlderThan(database: Database, log: LogTable, cutoff: string, chunk = PRUNE_CHUNK): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const deleted = await database.write(async (handle) => {
+      // Table and columns vary by log, beyond what the typed builder can follow: build it untyped.
+      const db = handle as unknown as Kysely<any>;
+      const inState = <Q extends { where: (column: string, op: '=', value: string) => Q }>(query: Q): Q => (log.state ? query.where('state', '=', log.state) : query);
+      const head = inState(db.selectFrom(log.table).select([log.key, log.time])).orderBy(log.key).limit(chunk).as('head');
+      const lastExpired = db.selectFrom(head).select((eb) => eb.fn.max(`head.${log.key}`).as('last')).where(`head.${log.time}`, '<', cutoff);
+      // The time test again: a young row ahead of an expired one (written out of time order) stays.
+      const result = await inState(db.deleteFrom(log.table).where(log.key, '<=', lastExpired).where(log.time, '<', cutoff)).executeTakeFirst();
+      return Number(result.numDeletedRows);
+    });
+    total += deleted;
+    if (deleted < chunk) return total;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
