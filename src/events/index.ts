@@ -19,11 +19,11 @@ export type Emit = (type: EventType, fields?: EventFields) => EventPayload;
 export class EventLog {
   private readonly subscribers = new Set<Subscriber>();
   private readonly appendHooks: AppendHook[] = [];
-  /** Most writes emit one event: that insert is compiled once (db/prepared.ts). */
-  private readonly insertOne: Prepared<{ seq: number }>;
+  /** Compiled once (db/prepared.ts): it runs for every event. */
+  private readonly insert: Prepared<{ seq: number }>;
 
   constructor(private readonly database: Database) {
-    this.insertOne = prepare(database, (db, param) =>
+    this.insert = prepare(database, (db, param) =>
       db.insertInto('events').values({ event_type: param('type'), timestamp: param('timestamp'), payload: param('payload') }).returning('seq'),
     );
   }
@@ -56,16 +56,13 @@ export class EventLog {
 
   private async append(trx: Db, events: EventPayload[]): Promise<StoredEvent[]> {
     if (events.length === 0) return [];
-    const rows = events.map((payload) => ({ payload, json: JSON.stringify(payload) }));
-    const inserted =
-      rows.length === 1
-        ? (await this.insertOne.execute(trx, { type: rows[0]!.payload.event_type, timestamp: rows[0]!.payload.timestamp, payload: rows[0]!.json })).rows
-        : await trx
-            .insertInto('events')
-            .values(rows.map(({ payload, json }) => ({ event_type: payload.event_type, timestamp: payload.timestamp, payload: json })))
-            .returning('seq')
-            .execute();
-    const stored = rows.map((row, index) => ({ seq: Number(inserted[index]!.seq), ...row }));
+    const stored: StoredEvent[] = [];
+    // One insert per event (a write emits one or two): the compiled statement beats building a multi-row one.
+    for (const payload of events) {
+      const json = JSON.stringify(payload);
+      const [row] = (await this.insert.execute(trx, { type: payload.event_type, timestamp: payload.timestamp, payload: json })).rows;
+      stored.push({ seq: Number(row!.seq), payload, json });
+    }
     for (const hook of this.appendHooks) await hook(trx, stored);
     return stored;
   }

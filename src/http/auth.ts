@@ -1,4 +1,4 @@
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, hash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ProblemError } from './problem.js';
 
@@ -25,8 +25,7 @@ const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 
 /** Constant-time string equality; hashing first makes the comparison length-independent. */
 export function safeEqual(a: string, b: string): boolean {
-  const digest = (value: string) => createHash('sha256').update(value).digest();
-  return timingSafeEqual(digest(a), digest(b));
+  return timingSafeEqual(hash('sha256', a, 'buffer'), hash('sha256', b, 'buffer'));
 }
 
 export function unauthorized(): ProblemError {

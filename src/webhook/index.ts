@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Webhook } from 'standardwebhooks';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
+import { prepare, type Prepared } from '../db/prepared.js';
 import { pruneOlderThan } from '../db/prune.js';
 import type { Insertable, Selectable } from 'kysely';
 import type { WebhookDeliveriesTable } from '../db/schema.js';
@@ -80,6 +81,8 @@ export class WebhookService {
   private stopped = true;
   /** Set when the outbox inserted deliveries since the dispatcher was last woken. */
   private enqueued = false;
+  /** The outbox insert, compiled once (db/prepared.ts): it runs for every event while the webhook is on. */
+  private readonly insertPending: Prepared<unknown>;
 
   constructor(
     private readonly database: Database,
@@ -89,6 +92,23 @@ export class WebhookService {
     private readonly metrics: Metrics | null,
     private readonly options: { timeoutMs: number; retryDelayMs: number },
   ) {
+    this.insertPending = prepare(database, (db, param) =>
+      db.insertInto('webhook_deliveries').values({
+        webhook_id: param('webhookId'),
+        event_seq: param('seq'),
+        event_type: param('type'),
+        url: param('url'),
+        payload: param('payload'),
+        attempt: 1,
+        state: 'pending',
+        due_at: param('at'),
+        status_code: null,
+        error: null,
+        duration_ms: null,
+        created_at: param('at'),
+        attempted_at: null,
+      }),
+    );
     events.onAppend((trx, stored) => this.enqueue(trx, stored));
     // Wake at once only for events that produced deliveries; the poll covers retries and other processes.
     events.subscribe(() => {
@@ -104,26 +124,10 @@ export class WebhookService {
     const { webhook } = await this.settings.get(trx);
     if (!webhook.enabled || !webhook.url) return;
     const at = now();
-    await trx
-      .insertInto('webhook_deliveries')
-      .values(
-        events.map((event) => ({
-          webhook_id: `msg_${randomUUID().replace(/-/g, '')}`,
-          event_seq: event.seq,
-          event_type: event.payload.event_type,
-          url: webhook.url,
-          payload: event.json,
-          attempt: 1,
-          state: 'pending' as const,
-          due_at: at,
-          status_code: null,
-          error: null,
-          duration_ms: null,
-          created_at: at,
-          attempted_at: null,
-        })),
-      )
-      .execute();
+    for (const event of events) {
+      const webhookId = `msg_${randomUUID().replace(/-/g, '')}`;
+      await this.insertPending.execute(trx, { webhookId, seq: event.seq, type: event.payload.event_type, url: webhook.url, payload: event.json, at });
+    }
     this.enqueued = true;
   }
 
