@@ -86,6 +86,7 @@ export class WebhookService {
   /** The dispatcher's queries, compiled once: they run at least once per event sent. */
   private readonly anyDue: Prepared<{ id: number }>;
   private readonly claimDueRows: Prepared<DeliveryRow>;
+  private readonly recordAttempt: Prepared<unknown>;
 
   constructor(
     private readonly database: Database,
@@ -123,6 +124,12 @@ export class WebhookService {
           return database.dialect === 'postgres' ? oldest.forUpdate().skipLocked() : oldest;
         })
         .returningAll(),
+    );
+    this.recordAttempt = prepare(database, (db, param) =>
+      db
+        .updateTable('webhook_deliveries')
+        .set({ state: param('state'), status_code: param('statusCode'), error: param('error'), duration_ms: param('durationMs'), attempted_at: param('attemptedAt') })
+        .where('id', '=', param('id')),
     );
     events.onAppend((trx, stored) => this.enqueue(trx, stored));
     // Wake at once only for events that produced deliveries; the poll covers retries and other processes.
@@ -231,17 +238,14 @@ export class WebhookService {
     await this.database.transaction(async (trx) => {
       for (const { row, result } of outcomes) {
         const outcome = outcomeOf(result, row.attempt);
-        await trx
-          .updateTable('webhook_deliveries')
-          .set({
-            state: outcome === 'delivered' ? 'delivered' : outcome === 'retry' ? 'retry_scheduled' : 'failed',
-            status_code: result.statusCode,
-            error: result.error,
-            duration_ms: result.durationMs,
-            attempted_at: attemptedAt,
-          })
-          .where('id', '=', row.id)
-          .execute();
+        await this.recordAttempt.execute(trx, {
+          id: row.id,
+          state: outcome === 'delivered' ? 'delivered' : outcome === 'retry' ? 'retry_scheduled' : 'failed',
+          statusCode: result.statusCode,
+          error: result.error,
+          durationMs: result.durationMs,
+          attemptedAt,
+        });
         if (outcome === 'retry') {
           retries++;
           await trx.insertInto('webhook_deliveries').values(resendOf(row, row.attempt + 1, retryAt)).execute();
