@@ -157,6 +157,20 @@ describe('MQTT publishing on the shared broker', () => {
 });
 
 describe('MQTT connection management', () => {
+  it('connects with the client id mothership-{mid}', async () => {
+    const broker = await startBroker();
+    const { app, mid, root, prefix } = await mqttApp();
+    try {
+      await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
+      await connected(app);
+      const escaped = mid.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      await eventually(() => new RegExp(`New client connected from \\S+ as mothership-${escaped} `).test(broker.output()), 3000, 'the broker logging our client id');
+    } finally {
+      await app.cleanup();
+      await broker.destroy();
+    }
+  });
+
   it('reconnects with backoff after the broker stops and starts again, then republishes', async () => {
     const broker = await startBroker();
     const { app, mid, root, prefix } = await mqttApp();

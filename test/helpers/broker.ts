@@ -53,7 +53,8 @@ export function makeTlsMaterial(dir: string): TlsMaterial {
 export async function startBroker(options: { tls?: boolean; users?: Record<string, string> } = {}) {
   const dir = mkdtempSync(path.join(tmpdir(), 'mothership-broker-'));
   const port = await freePort();
-  const lines = [`listener ${port} 127.0.0.1`, 'persistence false', 'log_dest none'];
+  // The broker's log goes to the test (`output()`): it names every client that connects.
+  const lines = [`listener ${port} 127.0.0.1`, 'persistence false', 'log_dest stderr', 'log_type all', 'connection_messages true'];
   let tls: TlsMaterial | null = null;
   if (options.tls) {
     tls = makeTlsMaterial(dir);
@@ -73,13 +74,17 @@ export async function startBroker(options: { tls?: boolean; users?: Record<strin
   chmodSync(dir, 0o755);
   for (const file of readdirSync(dir)) chmodSync(path.join(dir, file), 0o644);
   let process: ChildProcess | null = null;
+  let output = '';
 
   const broker = {
     port,
     url: `${options.tls ? 'mqtts' : 'mqtt'}://${options.tls ? 'localhost' : '127.0.0.1'}:${port}`,
     caCert: tls?.caCert ?? '',
+    /** Everything the broker logged since it was first started. */
+    output: () => output,
     async start() {
-      process = spawn('mosquitto', ['-c', config], { stdio: 'ignore' });
+      process = spawn('mosquitto', ['-c', config], { stdio: ['ignore', 'ignore', 'pipe'] });
+      process.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
       await waitForPort(port);
     },
     async stop() {
