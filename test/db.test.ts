@@ -158,6 +158,32 @@ describe('group commit on SQLite', () => {
   });
 });
 
+describe('compiled queries on SQLite', () => {
+  it('run at once while no transaction is open, and wait for an open one instead of reading inside it', async () => {
+    const { database, close } = await openDatabase('sqlite');
+    try {
+      const count = prepare(database, (db) => db.selectFrom('zones').select((eb) => eb.fn.countAll<number>().as('n')));
+      assert.equal(Number((await count.execute(database.db, {})).rows[0]!.n), 0);
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const batch = database.transaction(async (trx) => {
+        await trx.insertInto('zones').values(zone('open')).execute();
+        await gate; // the transaction stays open, its insert uncommitted
+      });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      let settled = false;
+      const outside = count.execute(database.db, {}).then((result) => ((settled = true), Number(result.rows[0]!.n)));
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(settled, false, 'a query outside the transaction must not run inside it');
+      release();
+      await batch;
+      assert.equal(await outside, 1);
+    } finally {
+      await close();
+    }
+  });
+});
+
 describe('SQLite checkpoints', () => {
   it('copies committed pages into the database file on its own thread', async () => {
     const { database, dataDir, close } = await openDatabase('sqlite');

@@ -23,6 +23,8 @@ export class Database {
   private readonly groupCommit: GroupCommit<Db> | null;
   /** SQLite only: the connection's prepared statements (statement-cache.ts). */
   private readonly statements: SqliteDatabase | null;
+  /** SQLite only: the connection itself. */
+  private readonly file: BetterSqlite3.Database | null;
 
   private constructor(
     readonly db: Db,
@@ -32,6 +34,7 @@ export class Database {
   ) {
     this.groupCommit = sqlite ? new GroupCommit(db, sqlite.file) : null;
     this.statements = sqlite?.statements ?? null;
+    this.file = sqlite?.file ?? null;
   }
 
   static async open(options: { databaseUrl: string | null; dataDir: string }): Promise<Database> {
@@ -85,11 +88,16 @@ export class Database {
   }
 
   /**
-   * SQLite: the prepared statement for `sql` when `handle` is the transaction running now (it holds
-   * the connection, so the statement may run on it directly); otherwise null.
+   * SQLite: the prepared statement for `sql` when it may run on the connection at once: `handle` is
+   * the transaction running now (its batch holds the connection), or the database itself while no
+   * transaction is open (the statement then runs alone, as Kysely would run it, without Kysely's
+   * per-query promises). Otherwise (PostgreSQL, or another transaction open) null: the query takes
+   * its turn through Kysely.
    */
-  heldStatement(handle: Db, sql: string): ReturnType<SqliteDatabase['prepare']> | null {
-    return this.groupCommit?.holds(handle) ? this.statements!.prepare(sql) : null;
+  directStatement(handle: Db, sql: string): ReturnType<SqliteDatabase['prepare']> | null {
+    if (!this.statements) return null;
+    const free = this.groupCommit!.holds(handle) || (handle === this.db && !this.file!.inTransaction);
+    return free ? this.statements.prepare(sql) : null;
   }
 
   /** Row lock for read-modify-write in a transaction. SQLite already holds the database write lock. */

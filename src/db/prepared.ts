@@ -30,9 +30,9 @@ export function prepare<R>(database: Database, build: (db: Db, param: (name: str
   return {
     execute: async (target, values) => {
       const parameters = bind.map((slot) => slot(values));
-      // Inside a SQLite batch the statement runs on the connection at once: what Kysely's executor
-      // would do, without its per-query promises and bookkeeping.
-      const statement = database.heldStatement(target, compiled.sql);
+      // On SQLite, when the connection is free for it (database.directStatement), the statement runs
+      // at once: what Kysely's executor would do, without its per-query promises and bookkeeping.
+      const statement = database.directStatement(target, compiled.sql);
       if (!statement) return target.executeQuery(CompiledQuery.raw(compiled.sql, parameters) as CompiledQuery<R>);
       if (statement.reader) return { rows: statement.all(parameters) as R[] };
       const { changes } = statement.run(parameters);
