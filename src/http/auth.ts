@@ -8,6 +8,23 @@ import { ProblemError } from './problem.js';
  */
 export type AuthMode = 'admin' | 'public' | 'bot' | 'admin_or_bot';
 
+/**
+ * The one rule for who may call a route, decided when the route is registered from the path it
+ * declares (never from a request's URL, whose encoding and form the router normalises first:
+ * `/%61pi/bots` and `http://x/api/bots` both reach the `/api/bots` route). `resolveRouteAuth` stores
+ * the result in the route's config; the auth hook and the OpenAPI document read it from there.
+ */
+export function routeAuth(url: string, declared: AuthMode | undefined): AuthMode {
+  return declared ?? (url.startsWith('/api/') || url === '/api' ? 'admin' : 'public');
+}
+
+/** An `onRoute` hook: every route carries its resolved `config.auth` from registration on. */
+export function resolveRouteAuth(app: FastifyInstance): void {
+  app.addHook('onRoute', (route) => {
+    route.config = { ...route.config, auth: routeAuth(route.url, route.config?.auth) };
+  });
+}
+
 declare module 'fastify' {
   interface FastifyContextConfig {
     auth?: AuthMode;
@@ -68,7 +85,9 @@ export class AdminAuth {
 
   register(app: FastifyInstance): void {
     app.addHook('onRequest', async (request) => {
-      const mode = request.routeOptions.config?.auth ?? (request.url.startsWith('/api/') ? 'admin' : 'public');
+      // An unmatched request has nothing to protect: the not-found handler answers it.
+      if (request.is404) return;
+      const mode = request.routeOptions.config.auth ?? 'admin';
       if (mode === 'public' || mode === 'bot') return;
       request.isAdmin = this.isAdmin(request);
       if (mode === 'admin' && !request.isAdmin) throw unauthorized();

@@ -3,6 +3,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
+import { resolveRouteAuth } from './auth.js';
 import { fieldErrors, problem, ProblemError } from './problem.js';
 
 declare module 'fastify' {
@@ -115,6 +116,9 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
     reply.code(404).type('application/problem+json').send(problem(404, 'not_found', `No route for ${request.method} ${request.url.split('?')[0]}`));
   });
 
+  // Before any route (and before swagger collects them): each route's auth is fixed at registration.
+  resolveRouteAuth(app);
+
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -131,7 +135,7 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
       },
     },
     transform: ({ schema, url, route }) => {
-      const auth = route.config?.auth ?? (url.startsWith('/api/') ? 'admin' : 'public');
+      const auth = route.config?.auth;
       const security = auth === 'admin' ? [{ admin: [] }] : auth === 'bot' ? [{ bot: [] }] : auth === 'admin_or_bot' ? [{ admin: [] }, { bot: [] }] : undefined;
       return { schema: { ...(schema ?? {}), ...(security ? { security } : {}) } as typeof schema, url };
     },
