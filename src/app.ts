@@ -5,6 +5,7 @@ import { Database } from './db/index.js';
 import { EventLog } from './events/index.js';
 import { eventRoutes } from './events/routes.js';
 import { AdminAuth } from './http/auth.js';
+import { SessionStore } from './http/sessions.js';
 import { createHttpServer } from './http/server.js';
 import { Metrics } from './ops/metrics.js';
 import { opsRoutes } from './ops/routes.js';
@@ -77,7 +78,8 @@ export async function buildApp(config: Config): Promise<App> {
 
   const http = await createHttpServer({ logLevel: config.logLevel, trustProxy: config.trustProxy, version: VERSION });
   rateLimit.register(http);
-  new AdminAuth(config.adminToken, config.secretsKey).register(http);
+  const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
+  new AdminAuth(config.adminToken, sessions, rateLimit).register(http);
   const box = new SecretBox(config.secretsKey);
   const settings = new SettingsStore(database, box);
   const webhook = new WebhookService(database, events, settings, http.log, metrics, { timeoutMs: config.webhookTimeoutMs, retryDelayMs: config.webhookRetryDelayMs });
@@ -129,6 +131,7 @@ export async function buildApp(config: Config): Promise<App> {
       every(sweepIntervalMs(config.presenceAwayDelayMs), () => presence.sweepAway(), 'away sweep');
       every(config.healthIntervalMs, () => presence.emitHealth(), 'health report');
       every(60_000, () => enrichment.purgeNonces(), 'nonce purge');
+      every(60_000, () => sessions.purge(), 'session purge');
       const retention = async () => {
         const deleted = await applyRetention([
           { name: 'events', days: config.eventRetentionDays, prune: (cutoff) => events.prune(cutoff) },

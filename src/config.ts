@@ -90,7 +90,8 @@ export const ID_PATTERN = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
 export function loadConfig(env: Env = process.env): Config {
   const dataDir = path.resolve(env.DATA_DIR || './data');
-  mkdirSync(dataDir, { recursive: true });
+  // It holds the admin token, the secrets key and the database: only the service's user may enter.
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 
   const databaseUrl = env.DATABASE_URL || null;
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {

@@ -2,14 +2,14 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
+import { launchChromium } from './helpers/browser.js';
 import { ADMIN_TOKEN, startTestApp, type TestApp } from './helpers/app.js';
 import { SHARED_BROKER } from './helpers/broker.js';
 import { startReceiver } from './helpers/receiver.js';
 
 const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url).pathname;
 const DOCS_IMAGES = new URL('../../docs/images/', import.meta.url).pathname;
-export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 describe('dashboard in Chromium', () => {
   let app: TestApp;
@@ -47,7 +47,7 @@ describe('dashboard in Chromium', () => {
       await app.api('POST', '/api/baselines', { commit_sha: sha, timestamp: new Date().toISOString(), subject_geomean: subject, alpha_geomean: alpha, beta_geomean: beta, gamma_geomean: gamma, grep_1000_mean_ms: grep });
     }
     await app.api('POST', '/api/matches', { id: 'final-42', status: 'completed' });
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+    browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.on('request', (request) => {
       if (!request.url().startsWith(base) && !request.url().startsWith('data:')) foreignRequests.push(request.url());

@@ -10,8 +10,21 @@ const TYPES: Record<string, string> = {
   '.svg': 'image/svg+xml',
 };
 
-// Everything the page loads comes from this server; no inline script, no third party.
-const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+// The page's override of the server-wide header policy (http/server.ts): everything it loads comes
+// from this server; no inline script, no third party, never framed.
+const DASHBOARD_CSP = {
+  useDefaults: false,
+  directives: {
+    defaultSrc: ["'self'"],
+    scriptSrc: ["'self'"],
+    styleSrc: ["'self'"],
+    imgSrc: ["'self'", 'data:'],
+    connectSrc: ["'self'"],
+    frameAncestors: ["'none'"],
+    baseUri: ["'none'"],
+    formAction: ["'self'"],
+  },
+};
 
 export function dashboardRoutes(app: FastifyInstance): void {
   const files = new Map<string, { body: Buffer; type: string }>();
@@ -19,15 +32,15 @@ export function dashboardRoutes(app: FastifyInstance): void {
     const extension = name.slice(name.lastIndexOf('.'));
     if (TYPES[extension]) files.set(name, { body: readFileSync(new URL(name, PUBLIC_DIR)), type: TYPES[extension]! });
   }
-  const options = { config: { auth: 'public' as const, rateLimit: false as const }, schema: { hide: true } };
+  const options = { config: { auth: 'public' as const, rateLimit: false as const }, helmet: { contentSecurityPolicy: DASHBOARD_CSP }, schema: { hide: true } };
 
   app.get('/', options, async (_request, reply) => {
     const page = files.get('index.html')!;
-    return reply.type(page.type).header('content-security-policy', CSP).header('x-content-type-options', 'nosniff').header('cache-control', 'no-cache').send(page.body);
+    return reply.type(page.type).header('cache-control', 'no-cache').send(page.body);
   });
   app.get('/dashboard/:file', options, async (request, reply) => {
     const file = files.get((request.params as { file: string }).file);
     if (!file) return reply.callNotFound();
-    return reply.type(file.type).header('x-content-type-options', 'nosniff').header('cache-control', 'no-cache').send(file.body);
+    return reply.type(file.type).header('cache-control', 'no-cache').send(file.body);
   });
 }

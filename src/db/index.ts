@@ -1,3 +1,4 @@
+import { chmodSync, closeSync, openSync } from 'node:fs';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type SqliteDatabase } from 'kysely';
 import pg from 'pg';
@@ -49,6 +50,10 @@ export class Database {
       database = new Database(new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) }), 'postgres');
     } else {
       const filename = path.join(options.dataDir, 'mothership.db');
+      // Owner-only, created so before SQLite opens it (its -wal and -shm files take the same mode);
+      // an existing file from an older version is tightened too.
+      closeSync(openSync(filename, 'a', 0o600));
+      chmodSync(filename, 0o600);
       const file = new BetterSqlite3(filename);
       file.pragma('journal_mode = WAL');
       file.pragma('synchronous = NORMAL');

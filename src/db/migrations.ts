@@ -155,5 +155,18 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('webhook_deliveries_attempted').on('webhook_deliveries').columns(['attempted_at', 'id']).execute();
       },
     },
+    '006_admin_sessions': {
+      // Server-side dashboard sessions, so sign-out ends a session for good (only the id's hash is kept).
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('admin_sessions')
+          .addColumn('id_hash', 'text', (c) => c.primaryKey())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('last_seen_at', 'text', (c) => c.notNull())
+          .addColumn('expires_at', 'text', (c) => c.notNull())
+          .addColumn('token_check', 'text', (c) => c.notNull())
+          .execute();
+      },
+    },
   };
 }

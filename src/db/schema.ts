@@ -114,6 +114,16 @@ export interface NoncesTable {
   expires_at: string;
 }
 
+export interface AdminSessionsTable {
+  /** SHA-256 of the session id in the cookie; the id itself is never stored. */
+  id_hash: string;
+  created_at: string;
+  last_seen_at: string;
+  expires_at: string;
+  /** Which admin token the session was opened under (an HMAC, not the token). */
+  token_check: string;
+}
+
 export interface Schema {
   persons: PersonsTable;
   zones: ZonesTable;
@@ -127,4 +137,5 @@ export interface Schema {
   enrichment_jobs: EnrichmentJobsTable;
   workers: WorkersTable;
   nonces: NoncesTable;
+  admin_sessions: AdminSessionsTable;
 }

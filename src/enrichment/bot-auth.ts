@@ -3,7 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { Database } from '../db/index.js';
 import { prepare, type Prepared } from '../db/prepared.js';
-import { unauthorized } from '../http/auth.js';
+import { BOT_CHALLENGE, unauthorized } from '../http/auth.js';
 import { ProblemError } from '../http/problem.js';
 import { ID_PATTERN } from '../config.js';
 import type { BotService } from './bots.js';
@@ -76,13 +76,13 @@ export class BotAuthenticator {
     const timestamp = header(request, 'x-bot-timestamp');
     const nonce = header(request, 'x-bot-nonce');
     const signatureHeader = header(request, 'x-bot-signature');
-    if (!botId || !timestamp || !nonce || !signatureHeader || !ID_PATTERN.test(botId) || !NONCE_PATTERN.test(nonce)) throw unauthorized();
+    if (!botId || !timestamp || !nonce || !signatureHeader || !ID_PATTERN.test(botId) || !NONCE_PATTERN.test(nonce)) throw unauthorized(BOT_CHALLENGE);
 
     const secrets = (await this.bots.secretsOf(botId)) ?? [this.dummySecret];
     const known = secrets[0] !== this.dummySecret;
     const parts = { method: request.method, pathAndQuery: request.url, timestamp, nonce, body: request.rawBody ?? Buffer.alloc(0) };
     const valid = verifySignatures(secrets, parts, parseSignatures(signatureHeader));
-    if (!known || !valid || !timestampFresh(timestamp, Date.now())) throw unauthorized();
+    if (!known || !valid || !timestampFresh(timestamp, Date.now())) throw unauthorized(BOT_CHALLENGE);
     let firstUse: boolean;
     try {
       firstUse = await this.nonces.firstUse(`${botId}:${nonce}`);
@@ -90,7 +90,7 @@ export class BotAuthenticator {
       // Without the nonce cache a replay cannot be ruled out: refuse, but say why.
       throw new ProblemError(503, 'service_unavailable', 'Replay protection is unavailable; try again shortly', undefined, { 'retry-after': '5' });
     }
-    if (!firstUse) throw unauthorized();
+    if (!firstUse) throw unauthorized(BOT_CHALLENGE);
     return botId;
   }
 }

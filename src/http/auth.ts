@@ -1,6 +1,8 @@
-import { createHmac, hash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { RateLimitGuard, RouteRateLimit } from '../ratelimit/index.js';
 import { ProblemError } from './problem.js';
+import { SESSION_TTL_MS, type SessionStore } from './sessions.js';
 
 /**
  * Who may call a route (route `config.auth`). Everything under /api/ is `admin` unless it says
@@ -38,15 +40,25 @@ declare module 'fastify' {
 }
 
 export const SESSION_COOKIE = 'mothership_session';
-const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
+
+/** The challenges a 401 names (RFC 9110 section 11.6.1): the admin token, and the bot signature scheme. */
+export const ADMIN_CHALLENGE = 'Bearer realm="mothership"';
+export const BOT_CHALLENGE = 'Mothership-Signature realm="mothership"';
+
+/**
+ * The sign-in bucket: a sign-in, and any request that presents a wrong admin token on any route,
+ * costs 10 of the client's 60 tokens (6 guesses a minute per address). It guards a credential, so
+ * it refuses (503) while the rate-limit store is away rather than letting guesses through.
+ */
+export const SIGN_IN_LIMIT: RouteRateLimit = { group: 'session', cost: 10, failClosed: true };
 
 /** Constant-time string equality; hashing first makes the comparison length-independent. */
 export function safeEqual(a: string, b: string): boolean {
   return timingSafeEqual(hash('sha256', a, 'buffer'), hash('sha256', b, 'buffer'));
 }
 
-export function unauthorized(): ProblemError {
-  return new ProblemError(401, 'unauthorized', 'Missing or invalid credentials');
+export function unauthorized(challenge: string = ADMIN_CHALLENGE): ProblemError {
+  return new ProblemError(401, 'unauthorized', 'Missing or invalid credentials', undefined, { 'www-authenticate': challenge });
 }
 
 function parseCookies(header: string | undefined): Map<string, string> {
@@ -58,45 +70,81 @@ function parseCookies(header: string | undefined): Map<string, string> {
   return cookies;
 }
 
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** Whether an Origin header names this host (default ports compared as the URL parser reads them). */
+function sameOrigin(origin: string, host: string | undefined): boolean {
+  try {
+    const url = new URL(origin);
+    return host !== undefined && new URL(`${url.protocol}//${host}`).host === url.host;
+  } catch {
+    return false; // "null" (a sandboxed or file: page) or garbage: not our origin
+  }
+}
+
 /**
- * Admin authentication: `Authorization: Bearer <token>` or the dashboard's session cookie, a
- * stateless `expiry.hmac` value keyed by the admin token (a new token signs every session out).
+ * Why a request authenticated by the session cookie must be refused as cross-site, or null. Every
+ * port of a host is the same *site*, so SameSite=Strict lets a page on :1880 (Node-RED) send the
+ * dashboard's cookie: only a same-*origin* request may use it. Fetch Metadata decides where the
+ * browser sends it; older browsers still send Origin on every request that is not GET or HEAD.
+ * A state change with neither header did not come from the dashboard: scripts use the Bearer token.
+ */
+export function crossSiteRefusal(method: string, fetchSite: string | undefined, origin: string | undefined, host: string | undefined): string | null {
+  const safe = SAFE_METHODS.has(method);
+  if (fetchSite !== undefined) {
+    if (fetchSite === 'same-origin' || (fetchSite === 'none' && safe)) return null;
+    return `A ${fetchSite} request may not use the dashboard session`;
+  }
+  if (origin !== undefined) return sameOrigin(origin, host) ? null : 'A request from another origin may not use the dashboard session';
+  return safe ? null : 'A change made with the dashboard session must come from the dashboard; scripts use the Bearer token';
+}
+
+type Verdict = 'admin' | 'none' | 'wrong_token';
+
+/**
+ * Admin authentication: `Authorization: Bearer <token>` or the dashboard's session cookie (a
+ * server-side session, see sessions.ts). A wrong token is charged to the sign-in bucket on every
+ * route; a cookie is only honoured on same-origin requests.
  */
 export class AdminAuth {
-  private readonly sessionKey: Buffer;
+  constructor(
+    private readonly adminToken: string,
+    private readonly sessions: SessionStore,
+    private readonly rateLimit: RateLimitGuard,
+  ) {}
 
-  constructor(private readonly adminToken: string, secretsKey: Buffer) {
-    this.sessionKey = createHmac('sha256', secretsKey).update('session:' + adminToken).digest();
-  }
-
-  private sign(expiry: string): string {
-    return createHmac('sha256', this.sessionKey).update(expiry).digest('base64url');
-  }
-
-  isAdmin(request: FastifyRequest): boolean {
-    const header = request.headers.authorization;
-    if (header?.startsWith('Bearer ')) return safeEqual(header.slice(7).trim(), this.adminToken);
+  /** Who the request is; throws 403 for the session cookie on a cross-origin request. */
+  private async authenticate(request: FastifyRequest): Promise<Verdict> {
+    const bearer = /^Bearer[ \t]+(.*)$/i.exec(request.headers.authorization ?? '');
+    if (bearer) return safeEqual(bearer[1]!.trim(), this.adminToken) ? 'admin' : 'wrong_token';
     const session = parseCookies(request.headers.cookie).get(SESSION_COOKIE);
-    if (!session) return false;
-    const [expiry, mac] = session.split('.');
-    if (!expiry || !mac || !safeEqual(mac, this.sign(expiry))) return false;
-    return Number(expiry) > Date.now();
+    if (!session) return 'none';
+    const fetchSite = request.headers['sec-fetch-site'];
+    const refusal = crossSiteRefusal(request.method, typeof fetchSite === 'string' ? fetchSite : undefined, request.headers.origin, request.host);
+    if (refusal) throw new ProblemError(403, 'forbidden', refusal);
+    return (await this.sessions.check(session)) ? 'admin' : 'none';
   }
 
   register(app: FastifyInstance): void {
-    app.addHook('onRequest', async (request) => {
+    const signInLimit = this.rateLimit.limitOf(SIGN_IN_LIMIT);
+    app.addHook('onRequest', async (request, reply) => {
       // An unmatched request has nothing to protect: the not-found handler answers it.
       if (request.is404) return;
       const mode = request.routeOptions.config.auth ?? 'admin';
       if (mode === 'public' || mode === 'bot') return;
-      request.isAdmin = this.isAdmin(request);
+      const verdict = await this.authenticate(request);
+      request.isAdmin = verdict === 'admin';
+      if (verdict === 'wrong_token') await this.rateLimit.enforce(request, reply, `ip:${request.ip}`, signInLimit);
       if (mode === 'admin' && !request.isAdmin) throw unauthorized();
     });
+
+    const cookie = (request: FastifyRequest, value: string, maxAgeSeconds: number) =>
+      `${SESSION_COOKIE}=${value}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${request.protocol === 'https' ? '; Secure' : ''}`;
 
     app.post(
       '/api/session',
       {
-        config: { auth: 'public', rateLimit: { group: 'session', cost: 10 } },
+        config: { auth: 'public', rateLimit: SIGN_IN_LIMIT },
         schema: {
           tags: ['session'],
           summary: 'Sign the dashboard in with the admin token (sets an HttpOnly session cookie)',
@@ -111,17 +159,21 @@ export class AdminAuth {
       async (request, reply: FastifyReply) => {
         const { token } = request.body as { token: string };
         if (!safeEqual(token, this.adminToken)) throw unauthorized();
-        const expiry = String(Date.now() + SESSION_TTL_MS);
-        reply.header(
-          'set-cookie',
-          `${SESSION_COOKIE}=${expiry}.${this.sign(expiry)}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${SESSION_TTL_MS / 1000}`,
-        );
+        reply.header('set-cookie', cookie(request, await this.sessions.open(), SESSION_TTL_MS / 1000));
         return reply.code(204).send();
       },
     );
 
-    app.delete('/api/session', { config: { auth: 'public' }, schema: { tags: ['session'], summary: 'Sign out' } }, async (_request, reply) => {
-      reply.header('set-cookie', `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`);
+    app.delete('/api/session', { config: { auth: 'public' }, schema: { tags: ['session'], summary: 'Sign out: ends this session on the server and clears the cookie' } }, async (request, reply) => {
+      const session = parseCookies(request.headers.cookie).get(SESSION_COOKIE);
+      if (session) await this.sessions.close(session);
+      reply.header('set-cookie', cookie(request, '', 0));
+      return reply.code(204).send();
+    });
+
+    app.delete('/api/sessions', { schema: { tags: ['session'], summary: 'Sign out everywhere: ends every dashboard session' } }, async (request, reply) => {
+      await this.sessions.closeAll();
+      reply.header('set-cookie', cookie(request, '', 0));
       return reply.code(204).send();
     });
   }

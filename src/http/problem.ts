@@ -16,6 +16,7 @@ export interface Problem {
 const TITLES: Record<string, string> = {
   validation_failed: 'Validation failed',
   unauthorized: 'Unauthorized',
+  forbidden: 'Forbidden',
   not_found: 'Not found',
   conflict: 'Conflict',
   rate_limited: 'Too many requests',

@@ -1,4 +1,6 @@
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
+import fastifyHelmet, { type FastifyHelmetOptions } from '@fastify/helmet';
+import helmet from 'helmet';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
@@ -15,6 +17,21 @@ declare module 'fastify' {
 
 export const BODY_LIMIT = 1024 * 1024;
 
+/**
+ * One header policy on every response. An API answer needs no content at all; the dashboard and
+ * /docs widen the CSP for their pages. No HSTS: TLS is a reverse proxy's business here, and a LAN
+ * install on plain HTTP must keep working.
+ */
+const HEADER_POLICY: FastifyHelmetOptions = {
+  contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"], baseUri: ["'none'"], formAction: ["'none'"] } },
+  frameguard: { action: 'deny' },
+  referrerPolicy: { policy: 'no-referrer' },
+  strictTransportSecurity: false,
+};
+/** The same policy for answers given before Fastify's hooks run (router errors, Node's own 400s). */
+// (helmet's ESM and CommonJS type declarations describe the same options twice; the cast joins them.)
+export const applyHeaderPolicy = helmet(HEADER_POLICY as Parameters<typeof helmet>[0]);
+
 /** Errors that mean a backing service is briefly away (database restarting, lock timeout): 503, not 500. */
 const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006', 'SQLITE_BUSY']);
 export function isUnavailable(error: { code?: unknown; message?: string }): boolean {
@@ -30,6 +47,7 @@ addFormats.default(textValidator);
 const STATUS_CODES: Record<number, string> = {
   400: 'validation_failed',
   401: 'unauthorized',
+  403: 'forbidden',
   404: 'not_found',
   405: 'method_not_allowed',
   409: 'conflict',
@@ -70,11 +88,16 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
     // Long path parameters reach validation, which names the field (ids are at most 64 characters).
     routerOptions: { maxParamLength: 2048 },
     // Errors the router raises before any route runs (bad URL encoding, over-long parameters).
-    frameworkErrors: (error, _request, reply) => {
+    frameworkErrors: (error, request, reply) => {
+      // The router refused the request before any hook ran: apply the header policy here.
+      applyHeaderPolicy(request.raw, reply.raw, () => {});
       const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
       (reply as FastifyReply).code(status).type('application/problem+json').send(problem(status, status === 414 ? 'uri_too_long' : 'validation_failed', error.message));
     },
   });
+
+  // Registered before any hook that can throw, so errors and 404s carry the policy too.
+  await app.register(fastifyHelmet, HEADER_POLICY);
 
   app.setValidatorCompiler(({ schema, httpPart }) =>
     (httpPart === 'body' ? bodyValidator : textValidator).compile(schema as object),
@@ -140,7 +163,11 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
       return { schema: { ...(schema ?? {}), ...(security ? { security } : {}) } as typeof schema, url };
     },
   });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
+  // Swagger UI's own scripts and styles; it sets element styles at run time, hence 'unsafe-inline' for styles only.
+  await app.register(swaggerUi, {
+    routePrefix: '/docs',
+    staticCSP: "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; object-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+  });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   return app;

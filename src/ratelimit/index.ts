@@ -12,6 +12,14 @@ export { RedisStore } from './redis-store.js';
 export interface RouteRateLimit {
   group?: string;
   cost?: number;
+  /** Refuse (503) rather than let requests through while the store is away, whatever RATE_LIMIT_FAIL_OPEN says: for buckets that guard a credential. */
+  failClosed?: boolean;
+}
+
+interface Limit {
+  group: string;
+  cost: number;
+  failClosed: boolean;
 }
 
 declare module 'fastify' {
@@ -36,18 +44,23 @@ export class RateLimitGuard {
     private readonly options: { failOpen: boolean; costs: Record<string, number> },
   ) {}
 
-  private route(request: FastifyRequest): { group: string; cost: number } | null {
+  /** The one reading of a route's limit: its group, its cost (RATE_LIMIT_COSTS overrides the route's). */
+  limitOf(config: RouteRateLimit | undefined): Limit {
+    const group = config?.group ?? DEFAULT_GROUP;
+    return { group, cost: this.options.costs[group] ?? config?.cost ?? 1, failClosed: config?.failClosed ?? false };
+  }
+
+  private route(request: FastifyRequest): Limit | null {
     const config = request.routeOptions.config?.rateLimit;
     if (config === false || !request.routeOptions.url) return null;
-    const group = config?.group ?? DEFAULT_GROUP;
-    return { group, cost: this.options.costs[group] ?? config?.cost ?? 1 };
+    return this.limitOf(config);
   }
 
   register(app: FastifyInstance): void {
     app.addHook('onRoute', (route) => {
       const config = route.config?.rateLimit;
       if (!config) return;
-      const cost = this.options.costs[config.group ?? DEFAULT_GROUP] ?? config.cost ?? 1;
+      const { cost } = this.limitOf(config);
       // A cost the bucket can never hold would answer 429 forever: refuse to start instead.
       if (cost > this.limiter.policy.capacity) {
         throw new PolicyError(`Route ${route.method} ${route.url} costs ${cost} tokens, more than the bucket capacity ${this.limiter.policy.capacity}`);
@@ -59,17 +72,20 @@ export class RateLimitGuard {
     });
   }
 
-  /** Charges the route's cost to `client`; sets the headers; throws 429 when the bucket is short. */
-  async enforce(request: FastifyRequest, reply: FastifyReply, client: string): Promise<void> {
-    const route = this.route(request);
+  /**
+   * Charges a limit (the route's, unless another is named) to `client`; sets the headers; throws 429
+   * when the bucket is short.
+   */
+  async enforce(request: FastifyRequest, reply: FastifyReply, client: string, route: Limit | null = this.route(request)): Promise<void> {
     if (!route) return;
     let decision: Decision;
     try {
       decision = await this.limiter.allowN(`${route.group}:${client}`, route.cost);
     } catch (error) {
       this.metrics.rateLimitStoreErrors.inc();
-      request.log.warn({ err: error }, `rate-limit store unavailable; failing ${this.options.failOpen ? 'open' : 'closed'}`);
-      if (this.options.failOpen) return;
+      const failOpen = this.options.failOpen && !route.failClosed;
+      request.log.warn({ err: error }, `rate-limit store unavailable; failing ${failOpen ? 'open' : 'closed'}`);
+      if (failOpen) return;
       throw new ProblemError(503, 'service_unavailable', 'Rate limiting is unavailable; try again shortly', undefined, { 'retry-after': '5' });
     }
     const { capacity, refillPerSecond } = this.limiter.policy;
