@@ -38,6 +38,38 @@ for (const dialect of DIALECTS) {
     before(async () => ({ database, close } = await openDatabase(dialect)));
     after(() => close());
 
+    it('a query through database.db, a nested transaction or an event emitted inside a transaction throws at once, and nothing stalls', async () => {
+      const events = new EventLog(database);
+      const misuses: Record<string, (trx: unknown) => Promise<unknown>> = {
+        'a read through database.db': () => database.db.selectFrom('zones').selectAll().execute(),
+        'a nested transaction': () => database.transaction(async () => 1),
+        'a write of its own': () => database.write((db) => db.insertInto('zones').values(zone(`w-${dialect}`)).execute()),
+        'an event emitted outside the transaction': () => events.emit('system.health', { detail: {} }),
+      };
+      for (const [what, misuse] of Object.entries(misuses)) {
+        const started = performance.now();
+        await assert.rejects(
+          database.transaction(async (trx) => {
+            await trx.insertInto('zones').values(zone(`reentry-${what.length}-${dialect}`)).execute();
+            await misuse(trx);
+          }),
+          (error: Error) => error.name === 'TransactionMisuseError',
+          what,
+        );
+        assert.ok(performance.now() - started < 2000, `${what}: refused at once, not after a wait`);
+        assert.equal(await database.db.selectFrom('zones').select('id').where('id', '=', `reentry-${what.length}-${dialect}`).executeTakeFirst(), undefined, `${what}: the transaction rolled back`);
+      }
+      // The connection is free: later writes go through.
+      await database.transaction((trx) => trx.insertInto('zones').values(zone(`after-reentry-${dialect}`)).execute());
+      // Work a transaction schedules for later runs outside it, and may query freely then.
+      let later: Promise<unknown> | null = null;
+      await database.transaction(async (trx) => {
+        later = new Promise((resolve, reject) => setTimeout(() => database.db.selectFrom('zones').selectAll().execute().then(resolve, reject), 10));
+        await trx.selectFrom('zones').selectAll().execute();
+      });
+      assert.ok(((await later!) as unknown[]).length > 0);
+    });
+
     it('a failing transaction among concurrent ones rolls back only its own writes', async () => {
       const results = await Promise.allSettled(
         ['t1', 't2', 't3', 't4'].map((id) =>

@@ -1,5 +1,6 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Kysely } from 'kysely';
+import { inTransactionScope } from './transaction-scope.js';
 
 interface Pending<D> {
   work: (trx: D) => Promise<unknown>;
@@ -85,7 +86,7 @@ export class GroupCommit<D extends Kysely<any>> {
       for (const item of batch) {
         this.control.savepoint.run();
         try {
-          outcomes.push({ item, ok: true, value: await item.work(trx) });
+          outcomes.push({ item, ok: true, value: await inTransactionScope(() => item.work(trx)) });
           this.control.release.run();
         } catch (error) {
           // An I/O error or a full disk can end the whole transaction: then the batch fails together.

@@ -7,6 +7,7 @@ import { migrations } from './migrations.js';
 import { startCheckpointer, type Checkpointer } from './checkpointer.js';
 import { GroupCommit } from './group-commit.js';
 import { cachingStatements } from './statement-cache.js';
+import { assertOutsideTransaction, guardedDialect, inTransactionScope } from './transaction-scope.js';
 import type { Schema } from './schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -47,7 +48,7 @@ export class Database {
       // the pool replaces the client.
       pool.on('error', () => {});
       pool.on('connect', (client) => client.on('error', () => {}));
-      database = new Database(new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) }), 'postgres');
+      database = new Database(new Kysely<Schema>({ dialect: guardedDialect(new PostgresDialect({ pool })) }), 'postgres');
     } else {
       const filename = path.join(options.dataDir, 'mothership.db');
       // Owner-only, created so before SQLite opens it (its -wal and -shm files take the same mode);
@@ -61,7 +62,7 @@ export class Database {
       file.pragma(`wal_autocheckpoint = ${WAL_BACKSTOP_PAGES}`);
       const checkpointer = startCheckpointer(filename);
       const statements = cachingStatements(file);
-      database = new Database(new Kysely<Schema>({ dialect: new SqliteDialect({ database: statements }) }), 'sqlite', { file, statements }, checkpointer);
+      database = new Database(new Kysely<Schema>({ dialect: guardedDialect(new SqliteDialect({ database: statements })) }), 'sqlite', { file, statements }, checkpointer);
     }
     await database.migrate();
     return database;
@@ -78,10 +79,12 @@ export class Database {
    * Runs `work` in one transaction. On SQLite, transactions requested together share one commit
    * (group commit, each in its own savepoint), which starts with BEGIN IMMEDIATE so that a second
    * process (a standalone worker) waits for the write lock up front instead of failing on a lock
-   * upgrade.
+   * upgrade. Inside `work`, only `trx` may be used: another query or transaction throws at once
+   * (transaction-scope.ts).
    */
   transaction<T>(work: (trx: Db) => Promise<T>): Promise<T> {
-    return this.groupCommit ? this.groupCommit.run(work) : this.db.transaction().execute(work);
+    assertOutsideTransaction('database.transaction()');
+    return this.groupCommit ? this.groupCommit.run(work) : this.db.transaction().execute((trx) => inTransactionScope(() => work(trx)));
   }
 
   /**
@@ -89,6 +92,7 @@ export class Database {
    * commit rather than paying a commit of its own; on PostgreSQL it runs at once (autocommit).
    */
   write<T>(work: (db: Db) => Promise<T>): Promise<T> {
+    assertOutsideTransaction('database.write()');
     return this.groupCommit ? this.groupCommit.run(work) : work(this.db);
   }
 
