@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import type { Config } from './config.js';
 import { Database } from './db/index.js';
-import { EventLog } from './events/index.js';
+import type { EventLog } from './events/index.js';
 import { eventRoutes } from './events/routes.js';
 import { AdminAuth } from './http/auth.js';
 import { SessionStore } from './http/sessions.js';
@@ -17,7 +17,8 @@ import { SecretBox } from './crypto.js';
 import { createEnrichment, type Enrichment } from './enrichment/index.js';
 import { MqttIntegration } from './mqtt/index.js';
 import { settingsRoutes } from './settings/routes.js';
-import { SettingsStore } from './settings/store.js';
+import type { SettingsStore } from './settings/store.js';
+import { createEventPipeline } from './pipeline.js';
 import { WebhookService } from './webhook/index.js';
 import { webhookRoutes } from './webhook/routes.js';
 import { BaselineService } from './baselines/service.js';
@@ -64,7 +65,8 @@ async function waitForRedis(redis: Redis): Promise<void> {
 export async function buildApp(config: Config): Promise<App> {
   const database = await Database.open(config);
   const metrics = new Metrics();
-  const events = new EventLog(database);
+  const box = new SecretBox(config.secretsKey);
+  const { events, settings, outbox } = createEventPipeline(database, box);
   events.subscribe((event) => metrics.events.inc({ event_type: event.payload.event_type }));
   const presence = new PresenceService(database, events, { awayDelayMs: config.presenceAwayDelayMs, nodeTimeoutMs: config.nodeTimeoutMs });
 
@@ -80,9 +82,7 @@ export async function buildApp(config: Config): Promise<App> {
   rateLimit.register(http);
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
   new AdminAuth(config.adminToken, sessions, rateLimit).register(http);
-  const box = new SecretBox(config.secretsKey);
-  const settings = new SettingsStore(database, box);
-  const webhook = new WebhookService(database, events, settings, http.log, metrics, { timeoutMs: config.webhookTimeoutMs, retryDelayMs: config.webhookRetryDelayMs });
+  const webhook = new WebhookService(database, events, outbox, settings, http.log, metrics, { timeoutMs: config.webhookTimeoutMs, retryDelayMs: config.webhookRetryDelayMs });
   metrics.gauge('mothership_webhook_backlog', 'Webhook deliveries waiting to be sent', () => webhook.backlog());
   const mqtt = new MqttIntegration({
     presence,

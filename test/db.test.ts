@@ -39,7 +39,7 @@ for (const dialect of DIALECTS) {
     after(() => close());
 
     it('a query through database.db, a nested transaction or an event emitted inside a transaction throws at once, and nothing stalls', async () => {
-      const events = new EventLog(database);
+      const events = new EventLog(database, []);
       const misuses: Record<string, (trx: unknown) => Promise<unknown>> = {
         'a read through database.db': () => database.db.selectFrom('zones').selectAll().execute(),
         'a nested transaction': () => database.transaction(async () => 1),
@@ -127,7 +127,7 @@ for (const dialect of DIALECTS) {
     const at = '2026-11-22T00:00:00.000Z';
     before(async () => {
       ({ database, close } = await openDatabase(dialect));
-      queue = new EnrichmentQueue(database, new EventLog(database), { leaseMs: 60_000, retryBaseMs: 1000 });
+      queue = new EnrichmentQueue(database, new EventLog(database, []), { leaseMs: 60_000, retryBaseMs: 1000 });
       await database.db.insertInto('bots').values({ id: 'bot', name: 'Bot', secret_encrypted: 'x', previous_secret_encrypted: null, previous_secret_expires_at: null, created_at: at }).execute();
       const matches = ['m1', 'm2', 'm3', 'm4'].map((id) => ({ id, status: 'completed' as const, replay: null, enrichment_requested_at: null, enrichment_status: null, commentary: null, enrichment_error: null, enrichment_completed_at: null, created_at: at }));
       await database.db.insertInto('matches').values(matches).execute();

@@ -6,6 +6,7 @@ import { DIALECTS, eventually, startTestApp, createTestEnv, type TestApp, type T
 import { botRequest } from './helpers/bot.js';
 import { spawnMothership, stopProcess } from './helpers/process.js';
 import { REPLAY } from './helpers/fixtures.js';
+import { startReceiver } from './helpers/receiver.js';
 
 for (const dialect of DIALECTS) {
   describe(`standalone worker killed mid-job (${dialect})`, () => {
@@ -64,6 +65,32 @@ for (const dialect of DIALECTS) {
         await stopProcess(second);
       }
       assert.equal(second.exitCode, 0, second.output());
+    });
+  });
+}
+
+for (const dialect of DIALECTS) {
+  describe(`a standalone worker's events reach the webhook (${dialect})`, () => {
+    it('the receiver gets enrichment.requested from the server and enrichment.completed from the worker, once each', async () => {
+      const env = await createTestEnv(dialect);
+      const receiver = await startReceiver();
+      const app = await startTestApp(dialect, {}, { testEnv: env, start: true });
+      const worker = spawnMothership(['worker'], { ...env.env, LOG_LEVEL: 'info' });
+      try {
+        await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url, secret: 'whsec_' + Buffer.alloc(32, 7).toString('base64') } });
+        const bot = (await app.api('POST', '/api/bots', { id: 'b', name: 'B' })).body;
+        await app.api('POST', '/api/matches', { id: 'm', status: 'completed', replay: REPLAY });
+        assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'm' })).status, 202);
+        const types = () => receiver.received.map((delivery) => (JSON.parse(delivery.body) as { event_type: string }).event_type);
+        await eventually(() => types().includes('enrichment.completed'), 15_000, "the worker's enrichment.completed at the receiver");
+        assert.equal(types().filter((type) => type === 'enrichment.requested').length, 1);
+        assert.equal(types().filter((type) => type === 'enrichment.completed').length, 1);
+      } finally {
+        await stopProcess(worker);
+        await app.cleanup();
+        await receiver.close();
+        await env.cleanup();
+      }
     });
   });
 }

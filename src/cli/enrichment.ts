@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import type { Config } from '../config.js';
 import { SecretBox } from '../crypto.js';
 import { Database } from '../db/index.js';
-import { EventLog } from '../events/index.js';
+import { createEventPipeline } from '../pipeline.js';
 import { createEnrichment } from '../enrichment/index.js';
 import { loggerOptions } from '../http/server.js';
 
@@ -12,7 +12,8 @@ type Output = { out: (line: string) => void; err: (line: string) => void };
 export async function createBotCommand(config: Config, name: string, io: Output): Promise<number> {
   const database = await Database.open(config);
   try {
-    const enrichment = createEnrichment({ config, database, events: new EventLog(database), box: new SecretBox(config.secretsKey), redis: null, metrics: null, log: pino({ level: 'silent' }) });
+    const box = new SecretBox(config.secretsKey);
+    const enrichment = createEnrichment({ config, database, events: createEventPipeline(database, box).events, box, redis: null, metrics: null, log: pino({ level: 'silent' }) });
     const bot = await enrichment.bots.create({ name });
     io.out(`id: ${bot.id}\nshared_secret: ${bot.shared_secret}\n(the secret is shown only now; rotate it with POST /api/bots/${bot.id}/rotate-secret)`);
     return 0;
@@ -25,7 +26,9 @@ export async function createBotCommand(config: Config, name: string, io: Output)
 export async function workerCommand(config: Config): Promise<void> {
   const log = pino(loggerOptions(config.logLevel) as object);
   const database = await Database.open(config);
-  const enrichment = createEnrichment({ config, database, events: new EventLog(database), box: new SecretBox(config.secretsKey), redis: null, metrics: null, log });
+  const box = new SecretBox(config.secretsKey);
+  // The same pipeline as the server's: the worker's events get their webhook outbox rows too.
+  const enrichment = createEnrichment({ config, database, events: createEventPipeline(database, box).events, box, redis: null, metrics: null, log });
   const worker = enrichment.newWorker();
   await worker.start();
   log.info({ worker: worker.id }, 'enrichment worker started');

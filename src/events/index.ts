@@ -18,11 +18,14 @@ export type Emit = (type: EventType, fields?: EventFields) => EventPayload;
  */
 export class EventLog {
   private readonly subscribers = new Set<Subscriber>();
-  private readonly appendHooks: AppendHook[] = [];
   /** Compiled once (db/prepared.ts): it runs for every event. */
   private readonly insert: Prepared<{ seq: number }>;
 
-  constructor(private readonly database: Database) {
+  /** `appendHooks` run inside every appending transaction: fixed at construction, so no writer can miss one (see pipeline.ts). */
+  constructor(
+    private readonly database: Database,
+    private readonly appendHooks: readonly AppendHook[],
+  ) {
     this.insert = prepare(database, (db, param) =>
       db.insertInto('events').values({ event_type: param('type'), timestamp: param('timestamp'), payload: param('payload') }).returning('seq'),
     );
@@ -48,10 +51,6 @@ export class EventLog {
   /** Appends one event on its own (no state change goes with it). */
   async emit(type: EventType, fields?: EventFields): Promise<EventPayload> {
     return this.write(async (_trx, emit) => emit(type, fields));
-  }
-
-  onAppend(hook: AppendHook): void {
-    this.appendHooks.push(hook);
   }
 
   private async append(trx: Db, events: EventPayload[]): Promise<StoredEvent[]> {

@@ -7,12 +7,13 @@ import { prepare, type Prepared } from '../db/prepared.js';
 import { pruneOlderThan } from '../db/prune.js';
 import type { Insertable, Selectable } from 'kysely';
 import type { WebhookDeliveriesTable } from '../db/schema.js';
-import { makeEvent, type EventLog, type StoredEvent } from '../events/index.js';
+import { makeEvent, type EventLog } from '../events/index.js';
 import { notFound } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { SettingsStore } from '../settings/store.js';
 import { VERSION } from '../version.js';
 import { postJson, type PostResult } from './http-client.js';
+import type { WebhookOutbox } from './outbox.js';
 import { outcomeOf } from './policy.js';
 
 export interface DeliveryView {
@@ -79,10 +80,7 @@ export class WebhookService {
   private draining: Promise<void> | null = null;
   private again = false;
   private stopped = true;
-  /** Set when the outbox inserted deliveries since the dispatcher was last woken. */
-  private enqueued = false;
-  /** The outbox insert, compiled once (db/prepared.ts): it runs for every event while the webhook is on. */
-  private readonly insertPending: Prepared<unknown>;
+  private unsubscribe: (() => void) | null = null;
   /** The dispatcher's queries, compiled once: they run at least once per event sent. */
   private readonly anyDue: Prepared<{ id: number }>;
   private readonly claimDueRows: Prepared<DeliveryRow>;
@@ -90,29 +88,13 @@ export class WebhookService {
 
   constructor(
     private readonly database: Database,
-    events: EventLog,
+    private readonly events: EventLog,
+    private readonly outbox: WebhookOutbox,
     private readonly settings: SettingsStore,
     private readonly log: FastifyBaseLogger,
     private readonly metrics: Metrics | null,
     private readonly options: { timeoutMs: number; retryDelayMs: number },
   ) {
-    this.insertPending = prepare(database, (db, param) =>
-      db.insertInto('webhook_deliveries').values({
-        webhook_id: param('webhookId'),
-        event_seq: param('seq'),
-        event_type: param('type'),
-        url: param('url'),
-        payload: param('payload'),
-        attempt: 1,
-        state: 'pending',
-        due_at: param('at'),
-        status_code: null,
-        error: null,
-        duration_ms: null,
-        created_at: param('at'),
-        attempted_at: null,
-      }),
-    );
     const due = (db: Db, param: (name: string) => any) => db.selectFrom('webhook_deliveries').select('id').where('state', '=', param('state')).where('due_at', '<=', param('at'));
     this.anyDue = prepare(database, (db, param) => due(db, param).limit(1));
     this.claimDueRows = prepare(database, (db, param) =>
@@ -131,30 +113,14 @@ export class WebhookService {
         .set({ state: param('state'), status_code: param('statusCode'), error: param('error'), duration_ms: param('durationMs'), attempted_at: param('attemptedAt') })
         .where('id', '=', param('id')),
     );
-    events.onAppend((trx, stored) => this.enqueue(trx, stored));
-    // Wake at once only for events that produced deliveries; the poll covers retries and other processes.
-    events.subscribe(() => {
-      if (this.enqueued) {
-        this.enqueued = false;
-        this.kick();
-      }
-    });
-  }
-
-  /** Outbox: inside the event's transaction, one pending delivery per event when the webhook is on. */
-  private async enqueue(trx: Db, events: StoredEvent[]): Promise<void> {
-    const { webhook } = await this.settings.get(trx);
-    if (!webhook.enabled || !webhook.url) return;
-    const at = now();
-    for (const event of events) {
-      const webhookId = `msg_${randomUUID().replace(/-/g, '')}`;
-      await this.insertPending.execute(trx, { webhookId, seq: event.seq, type: event.payload.event_type, url: webhook.url, payload: event.json, at });
-    }
-    this.enqueued = true;
   }
 
   start(): void {
     this.stopped = false;
+    // Wake at once for events whose outbox rows this process wrote; the poll covers retries and other processes.
+    this.unsubscribe = this.events.subscribe(() => {
+      if (this.outbox.takeEnqueued()) this.kick();
+    });
     this.timer = setInterval(() => this.kick(), POLL_MS);
     this.timer.unref();
     this.kick();
@@ -162,6 +128,8 @@ export class WebhookService {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.unsubscribe?.();
+    this.unsubscribe = null;
     if (this.timer) clearInterval(this.timer);
     await this.draining;
   }

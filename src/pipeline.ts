@@ -1,0 +1,16 @@
+import type { SecretBox } from './crypto.js';
+import type { Database } from './db/index.js';
+import { EventLog } from './events/index.js';
+import { SettingsStore } from './settings/store.js';
+import { WebhookOutbox } from './webhook/outbox.js';
+
+/**
+ * The event pipeline, built the same way by every process that writes events (`serve`, `worker`,
+ * the CLI): an event is written together with its webhook outbox rows, whichever process writes it.
+ */
+export function createEventPipeline(database: Database, box: SecretBox): { events: EventLog; settings: SettingsStore; outbox: WebhookOutbox } {
+  const settings = new SettingsStore(database, box);
+  const outbox = new WebhookOutbox(database, settings);
+  const events = new EventLog(database, [(trx, stored) => outbox.enqueue(trx, stored)]);
+  return { events, settings, outbox };
+}
