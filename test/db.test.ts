@@ -4,7 +4,8 @@ import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, Migrator, SqliteDialect } from 'kysely';
+import { Kysely, Migrator, SqliteDialect, sql } from 'kysely';
+import pg from 'pg';
 import { migrations } from '../src/db/migrations.js';
 import { Database } from '../src/db/index.js';
 import { GroupCommit } from '../src/db/group-commit.js';
@@ -12,7 +13,7 @@ import { prepare } from '../src/db/prepared.js';
 import { memo } from '../src/memo.js';
 import { EnrichmentQueue, estimateWaitSeconds, jobsAhead } from '../src/enrichment/queue.js';
 import { EventLog } from '../src/events/index.js';
-import { createPgDatabase, DIALECTS } from './helpers/app.js';
+import { createPgDatabase, DIALECTS, PG_ADMIN_URL } from './helpers/app.js';
 
 const zone = (id: string) => ({ id, name: id, created_at: '2026-11-22T00:00:00.000Z' });
 
@@ -31,11 +32,25 @@ async function openDatabase(dialect: string): Promise<{ database: Database; data
   };
 }
 
+/** A connection of its own to the same database, reading whether a zone exists. */
+async function secondConnection(database: Database, dataDir: string): Promise<((id: string) => Promise<boolean>) & { close: () => Promise<void> }> {
+  if (database.dialect === 'sqlite') {
+    const file = new BetterSqlite3(path.join(dataDir, 'mothership.db'), { readonly: true });
+    const statement = file.prepare('select 1 from zones where id = ?');
+    return Object.assign(async (id: string) => statement.get(id) !== undefined, { close: async () => void file.close() });
+  }
+  const { rows } = await sql<{ url: string }>`select current_database() as url`.execute(database.db);
+  const client = new pg.Client({ connectionString: PG_ADMIN_URL.replace(/\/[^/]*$/, `/${rows[0]!.url}`) });
+  await client.connect();
+  return Object.assign(async (id: string) => (await client.query('select 1 from zones where id = $1', [id])).rowCount === 1, { close: () => client.end() });
+}
+
 for (const dialect of DIALECTS) {
   describe(`data layer (${dialect})`, () => {
     let database: Database;
+    let dataDir: string;
     let close: () => Promise<void>;
-    before(async () => ({ database, close } = await openDatabase(dialect)));
+    before(async () => ({ database, dataDir, close } = await openDatabase(dialect)));
     after(() => close());
 
     it('a query through database.db, a nested transaction or an event emitted inside a transaction throws at once, and nothing stalls', async () => {
@@ -91,12 +106,20 @@ for (const dialect of DIALECTS) {
     });
 
     it('answers a transaction only after its writes are committed', async () => {
-      const id = await database.transaction(async (trx) => {
-        await trx.insertInto('zones').values(zone('committed')).execute();
-        return 'committed';
-      });
-      // Read outside the transaction: visible as soon as the caller has its answer.
-      assert.equal((await database.db.selectFrom('zones').select('id').where('id', '=', id).executeTakeFirst())?.id, 'committed');
+      // Another connection (another process, as far as the database knows) reads the row the moment
+      // the caller has its answer: an answer before COMMIT would find nothing.
+      const readElsewhere = await secondConnection(database, dataDir);
+      try {
+        for (let index = 0; index < 5; index++) {
+          const id = await database.transaction(async (trx) => {
+            await trx.insertInto('zones').values(zone(`committed-${index}`)).execute();
+            return `committed-${index}`;
+          });
+          assert.equal(await readElsewhere(id), true, `${id} visible to another connection when answered`);
+        }
+      } finally {
+        await readElsewhere.close();
+      }
     });
 
     it('runs a prepared query with new values each time, and names a missing one', async () => {
@@ -185,7 +208,15 @@ describe('group commit on SQLite', () => {
 
   it('commits a lone transaction at once, without waiting for company', async () => {
     const counter = commits();
-    for (let index = 0; index < 3; index++) await groupCommit.run((trx) => trx.insertInto('items').values({ id: `s${index}` }).execute());
+    for (let index = 0; index < 3; index++) {
+      // A batch starts on the next turn of the event loop: it must be answered before a 30 ms timer set
+      // at the same moment fires (timers fire in order, so a stalled machine delays both alike).
+      let timerFired = false;
+      const timer = setTimeout(() => (timerFired = true), 30);
+      await groupCommit.run((trx) => trx.insertInto('items').values({ id: `s${index}` }).execute());
+      clearTimeout(timer);
+      assert.equal(timerFired, false, 'the lone transaction waited for company');
+    }
     assert.equal(counter.count, 3);
   });
 });

@@ -92,10 +92,15 @@ for (const dialect of DIALECTS) {
     });
 
     it('re-entering within the away delay keeps the person home without a presence change', async () => {
+      const before = (await app.api('GET', '/api/events?order=desc&limit=1')).body.last_seq;
       await app.api('POST', '/api/events', { type: 'zone.exit', person: 'bob', zone: 'kitchen' });
+      assert.equal((await app.api('GET', '/api/persons/bob')).body.presence, 'home', 'still home right after the exit');
       await app.api('POST', '/api/events', { type: 'zone.entry', person: 'bob', zone: 'kitchen' });
+      // Wait past the away delay (150 ms) and several sweeps: a pending not_home must have been cancelled.
       await new Promise((resolve) => setTimeout(resolve, 400));
       assert.equal((await app.api('GET', '/api/persons/bob')).body.presence, 'home');
+      const since = (await app.api('GET', `/api/events?after=${before}&limit=1000`)).body.events as Array<{ event_type: string; person: string | null }>;
+      assert.deepEqual(since.filter((event) => event.person === 'bob').map((event) => event.event_type), ['zone.exit', 'zone.entry'], 'no presence.changed in between or after');
     });
 
     it('ignores an exit from a zone the person is not in', async () => {
@@ -194,3 +199,15 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+describe('the health report timer', () => {
+  it('emits system.health every HEALTH_INTERVAL_MS once the app is started', async () => {
+    const app = await startTestApp('sqlite', { HEALTH_INTERVAL_MS: '100' }, { start: true });
+    try {
+      const healthEvents = async () => ((await app.api('GET', '/api/events?limit=1000')).body.events as Array<{ event_type: string }>).filter((event) => event.event_type === 'system.health').length;
+      await eventually(async () => (await healthEvents()) >= 3, 5000, 'three health reports');
+    } finally {
+      await app.cleanup();
+    }
+  });
+});
