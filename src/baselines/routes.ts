@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { rowId } from '../http/schemas.js';
 import { textValidator } from '../http/server.js';
 import { baselineSchema, baselineSchemaForOpenApi, validateBaseline, type BaselineRecord } from './schema.js';
 import type { BaselineService } from './service.js';
@@ -46,7 +47,7 @@ export function baselineRoutes(app: FastifyInstance, baselines: BaselineService)
         querystring: {
           type: 'object',
           additionalProperties: false,
-          properties: { limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 }, before: { type: 'integer', minimum: 1 } },
+          properties: { limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 }, before: rowId },
         },
         response: { 200: { type: 'array', items: storedSchema } },
       },
@@ -81,7 +82,7 @@ export function baselineRoutes(app: FastifyInstance, baselines: BaselineService)
 
   app.get(
     '/api/baselines/:id',
-    { schema: { tags: ['baselines'], params: { type: 'object', properties: { id: { type: 'integer', minimum: 1 } } }, response: { 200: storedSchema } } },
+    { schema: { tags: ['baselines'], params: { type: 'object', properties: { id: rowId } }, response: { 200: storedSchema } } },
     (request) => baselines.get((request.params as { id: number }).id),
   );
 }

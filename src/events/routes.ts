@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { eventPayloadSchema } from '../http/schemas.js';
+import { eventPayloadSchema, sequenceCursor } from '../http/schemas.js';
 import type { EventLog, StoredEvent } from './index.js';
 
 const SSE_KEEPALIVE_MS = 15_000;
@@ -8,7 +8,7 @@ const historyQuery = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    after: { type: 'integer', minimum: 0, default: 0, description: 'Return events with a sequence number above this one' },
+    after: { ...sequenceCursor, default: 0, description: 'Return events with a sequence number above this one' },
     limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
     order: { type: 'string', enum: ['asc', 'desc'], default: 'asc', description: 'desc: newest first (the most recent `limit` events)' },
   },
@@ -50,13 +50,16 @@ export function eventRoutes(app: FastifyInstance, events: EventLog): void {
       schema: {
         tags: ['events'],
         summary: 'Server-Sent Events: every new event (id = sequence number); resumes after Last-Event-ID or ?after=',
-        querystring: { type: 'object', additionalProperties: false, properties: { after: { type: 'integer', minimum: 0 } } },
+        querystring: { type: 'object', additionalProperties: false, properties: { after: sequenceCursor } },
       },
     },
     async (request, reply) => {
+      // A Last-Event-ID the stream never sent (garbage, out of range) is ignored: the stream starts live.
       const lastEventId = Number(request.headers['last-event-id']);
       const query = request.query as { after?: number };
-      const resumeAfter = query.after ?? (Number.isInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
+      const resumeAfter = query.after ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
+      // HEAD (Fastify answers it with this handler) gets the stream's headers and no body.
+      if (request.method === 'HEAD') return reply.header('cache-control', 'no-store').type('text/event-stream').send();
 
       reply.hijack();
       const out = reply.raw;

@@ -12,6 +12,14 @@ export const idParams = {
 
 export const nullableString = { type: ['string', 'null'] } as const;
 
+/**
+ * Row ids and event sequence numbers in paths and query strings. Bounded where a JSON number is
+ * still exact (2^53 - 1, below PostgreSQL's bigint limit), so an out-of-range value is a 400 naming
+ * the parameter, never a database error.
+ */
+export const rowId = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } as const;
+export const sequenceCursor = { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER } as const;
+
 export const eventPayloadSchema = {
   type: 'object',
   properties: {

@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import fastifyHelmet, { type FastifyHelmetOptions } from '@fastify/helmet';
 import helmet from 'helmet';
@@ -6,7 +7,8 @@ import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import { resolveRouteAuth } from './auth.js';
-import { fieldErrors, problem, ProblemError } from './problem.js';
+import { jsonShapeError } from './input-shape.js';
+import { fieldErrors, invalid, problem, ProblemError } from './problem.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -31,6 +33,26 @@ const HEADER_POLICY: FastifyHelmetOptions = {
 /** The same policy for answers given before Fastify's hooks run (router errors, Node's own 400s). */
 // (helmet's ESM and CommonJS type declarations describe the same options twice; the cast joins them.)
 export const applyHeaderPolicy = helmet(HEADER_POLICY as Parameters<typeof helmet>[0]);
+
+/**
+ * Node's HTTP parser refuses some requests before Fastify sees them (malformed syntax, headers over
+ * the size limit, a request too slow to arrive). Those answers are problem+json like every other.
+ */
+function answerClientError(error: Error & { code?: string }, socket: Duplex): void {
+  if (error.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const [status, reason, code] =
+    error.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large', 'headers_too_large']
+    : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'Request Timeout', 'request_timeout']
+    : [400, 'Bad Request', 'bad_request'];
+  const body = JSON.stringify(problem(status, code, 'The request could not be read as HTTP'));
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `X-Content-Type-Options: nosniff\r\nContent-Security-Policy: default-src 'none'; frame-ancestors 'none'\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
 
 /** Errors that mean a backing service is briefly away (database restarting, lock timeout): 503, not 500. */
 const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006', 'SQLITE_BUSY']);
@@ -87,6 +109,7 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
     forceCloseConnections: 'idle',
     // Long path parameters reach validation, which names the field (ids are at most 64 characters).
     routerOptions: { maxParamLength: 2048 },
+    clientErrorHandler: answerClientError,
     // Errors the router raises before any route runs (bad URL encoding, over-long parameters).
     frameworkErrors: (error, request, reply) => {
       // The router refused the request before any hook ran: apply the header policy here.
@@ -108,7 +131,16 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     request.rawBody = body as Buffer;
-    parseJson(request, body as unknown as string, done);
+    parseJson(request, body as unknown as string, (error, parsed) => {
+      if (error) return done(error);
+      const shapeError = jsonShapeError(parsed);
+      done(shapeError ? invalid(shapeError.path, shapeError.message) : null, parsed);
+    });
+  });
+  // Query strings and path parameters are text: the same NUL rule, before validation coerces them.
+  app.addHook('preValidation', async (request) => {
+    const shapeError = jsonShapeError(request.query, 'querystring:') ?? jsonShapeError(request.params, 'params:');
+    if (shapeError) throw invalid(shapeError.path, shapeError.message);
   });
 
   app.setErrorHandler((error: FastifyError & { validation?: unknown[]; validationContext?: string }, request, reply) => {

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { rowId } from '../http/schemas.js';
 import type { WebhookService } from './index.js';
 
 const deliverySchema = {
@@ -39,7 +40,7 @@ export function webhookRoutes(app: FastifyInstance, webhook: WebhookService): vo
       schema: {
         tags: ['webhook'],
         summary: 'Send a logged delivery again (same webhook-id and body)',
-        params: { type: 'object', properties: { id: { type: 'integer', minimum: 1 } } },
+        params: { type: 'object', properties: { id: rowId } },
         response: { 202: deliverySchema },
       },
     },

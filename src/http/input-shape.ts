@@ -1,0 +1,33 @@
+import type { FieldError } from './problem.js';
+
+/**
+ * Deepest nesting a JSON body may have. Real payloads (event details, match replays, baseline
+ * metadata) stay within a handful of levels; a bound keeps every later walk over a body (schema
+ * validation, canonical JSON, the database's JSON functions) cheap and far from the stack's limit.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/** JSON Pointer escaping (RFC 6901) for one path segment. */
+const pointerSegment = (key: string | number) => String(key).replaceAll('~', '~0').replaceAll('/', '~1');
+
+/**
+ * The first violation of the shape every JSON body must have, or undefined: no string or key with a
+ * NUL character (PostgreSQL's text and jsonb cannot hold one, so a PostgreSQL install would fail
+ * where SQLite stored it) and no nesting deeper than MAX_JSON_DEPTH. Only the first is reported:
+ * one bad value is enough to refuse the body, and a 5,000-level body would otherwise name 5,000.
+ */
+export function jsonShapeError(value: unknown, prefix = ''): FieldError | undefined {
+  return walk(value, prefix, 0);
+}
+
+function walk(value: unknown, path: string, depth: number): FieldError | undefined {
+  if (typeof value === 'string') return value.includes('\u0000') ? { path: path || '/', message: 'must not contain a NUL character' } : undefined;
+  if (value === null || typeof value !== 'object') return undefined;
+  if (depth >= MAX_JSON_DEPTH) return { path: path || '/', message: `is nested deeper than ${MAX_JSON_DEPTH} levels` };
+  for (const [key, item] of Object.entries(value)) {
+    if (key.includes('\u0000')) return { path: path || '/', message: 'has a property name with a NUL character' };
+    const error = walk(item, `${path}/${pointerSegment(key)}`, depth + 1);
+    if (error) return error;
+  }
+  return undefined;
+}

@@ -1,0 +1,97 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { ADMIN_TOKEN, DIALECTS, startTestApp, type TestApp } from '../helpers/app.js';
+
+/** A JSON value nested `depth` levels: {"a":{"a":...}} */
+const nested = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+
+/** Sends raw bytes and returns the whole answer (status line, headers, body). */
+function rawExchange(port: number, bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.end(bytes));
+    let answer = '';
+    socket.on('data', (chunk) => (answer += chunk.toString('latin1')));
+    socket.on('close', () => resolve(answer));
+    socket.on('error', reject);
+  });
+}
+
+for (const dialect of DIALECTS) {
+  describe(`edge inputs get a 400 naming the field, never a 5xx (${dialect})`, () => {
+    let app: TestApp;
+    before(async () => {
+      app = await startTestApp(dialect);
+      await app.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
+      await app.api('POST', '/api/zones', { id: 'hall', name: 'Hall' });
+    });
+    after(() => app.cleanup());
+
+    const expect400 = (response: { status: number; body: { code?: string; errors?: Array<{ path: string }> } }, path: string, what: string) => {
+      assert.equal(response.status, 400, `${what}: ${JSON.stringify(response.body)}`);
+      assert.equal(response.body.code, 'validation_failed', what);
+      assert.ok(response.body.errors?.some((error) => error.path === path), `${what}: names ${path}, got ${JSON.stringify(response.body.errors)}`);
+    };
+
+    it('integers beyond what the database stores, in query strings and paths', async () => {
+      expect400(await app.api('GET', '/api/baselines?before=99999999999999999999999'), 'querystring:/before', 'baselines before');
+      expect400(await app.api('GET', '/api/events?after=9223372036854775808'), 'querystring:/after', 'events after');
+      expect400(await app.api('GET', '/api/events/stream?after=9223372036854775808'), 'querystring:/after', 'stream after');
+      expect400(await app.api('GET', '/api/baselines/99999999999999999999999'), 'params:/id', 'baseline id');
+      expect400(await app.api('POST', '/api/webhook/deliveries/99999999999999999999/redeliver'), 'params:/id', 'redeliver id');
+      // The largest id a client can send exactly is fine: not found.
+      assert.equal((await app.api('GET', `/api/baselines/${Number.MAX_SAFE_INTEGER}`)).status, 404);
+    });
+
+    it('NUL characters anywhere in a body or a query string', async () => {
+      expect400(await app.api('POST', '/api/persons', { name: 'Ad\u0000a' }), '/name', 'person name');
+      expect400(await app.api('PATCH', '/api/zones/hall', { name: 'H\u0000' }), '/name', 'zone name');
+      expect400(await app.api('POST', '/api/bots', { name: 'b\u0000' }), '/name', 'bot name');
+      expect400(await app.api('POST', '/api/events', { type: 'anomaly.detected', zone: 'hall', detail: { note: 'x\u0000y' } }), '/detail/note', 'event detail');
+      expect400(await app.api('POST', '/api/events', { type: 'anomaly.detected', zone: 'hall', detail: { 'k\u0000': 1 } }), '/detail', 'a key with NUL');
+      expect400(await app.api('POST', '/api/matches', { id: 'm1', status: 'completed', replay: { players: ['a\u0000'] } }), '/replay/players/0', 'match replay');
+      expect400(await app.api('GET', '/api/baselines/compare?head=a%00b'), 'querystring:/head', 'compare reference');
+      const persons = (await app.api('GET', '/api/persons')).body as Array<{ id: string }>;
+      assert.deepEqual(persons.map((person) => person.id), ['ada'], 'nothing was stored');
+    });
+
+    it('JSON nested deeper than 64 levels', async () => {
+      const deep = (await app.http.inject({ method: 'POST', url: '/api/events', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, payload: `{"type":"anomaly.detected","zone":"hall","detail":${nested(5000)}}` }));
+      expect400({ status: deep.statusCode, body: deep.json() }, '/detail/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a', 'event detail 5,000 deep');
+      const replay = await app.http.inject({ method: 'POST', url: '/api/matches', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, payload: `{"id":"m2","status":"completed","replay":${nested(5000)}}` });
+      assert.equal(replay.statusCode, 400);
+      assert.match(replay.json().errors[0].path, /^\/replay\/a\//);
+      // 60 levels are fine.
+      assert.equal((await app.http.inject({ method: 'POST', url: '/api/events', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, payload: `{"type":"anomaly.detected","zone":"hall","detail":${nested(60)}}` })).statusCode, 202);
+    });
+  });
+}
+
+describe('answers given before any route runs are problem+json too', () => {
+  let app: TestApp;
+  let port: number;
+  before(async () => {
+    app = await startTestApp('sqlite');
+    await app.http.listen({ port: 0, host: '127.0.0.1' });
+    port = (app.http.server.address() as AddressInfo).port;
+  });
+  after(() => app.cleanup());
+
+  it('HEAD on the event stream answers with its headers at once', async () => {
+    const answer = await rawExchange(port, `HEAD /api/events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nConnection: close\r\n\r\n`);
+    assert.match(answer, /^HTTP\/1.1 200/);
+    assert.match(answer, /content-type: text\/event-stream/i);
+  });
+
+  it("Node's own 400 (a malformed request) and 431 (headers too large)", async () => {
+    const malformed = await rawExchange(port, 'GET /api/persons HTTP/1.1\r\nHost x\r\n\r\n');
+    assert.match(malformed, /^HTTP\/1.1 400/);
+    assert.match(malformed, /content-type: application\/problem\+json/i);
+    assert.equal(JSON.parse(malformed.slice(malformed.indexOf('\r\n\r\n') + 4)).code, 'bad_request');
+    const huge = await rawExchange(port, `GET /api/persons HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    assert.match(huge, /^HTTP\/1.1 431/);
+    assert.match(huge, /content-type: application\/problem\+json/i);
+    assert.equal(JSON.parse(huge.slice(huge.indexOf('\r\n\r\n') + 4)).code, 'headers_too_large');
+  });
+});
