@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { outcomeOf } from '../src/webhook/policy.js';
-import { isForbiddenAddress } from '../src/webhook/http-client.js';
+import { isForbiddenAddress, normalizedHost } from '../src/outbound.js';
 import { DIALECTS, createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';
 
@@ -21,9 +21,21 @@ describe('webhook retry policy', () => {
     assert.equal(outcomeOf({ statusCode: 302, error: null }, 1), 'failed');
   });
 
-  it('refuses link-local targets and allows loopback and LAN', () => {
-    for (const address of ['169.254.169.254', '::ffff:169.254.1.1', 'fe80::1', 'FE80::abcd']) assert.equal(isForbiddenAddress(address), true, address);
-    for (const address of ['127.0.0.1', '192.168.1.10', '10.0.0.2', '::1', 'fd00::1']) assert.equal(isForbiddenAddress(address), false, address);
+  it('refuses link-local, unspecified and multicast targets in every address form, and allows loopback and LAN', () => {
+    const forbidden = [
+      '169.254.169.254', '::ffff:169.254.1.1', '::ffff:a9fe:a9fe', '0:0:0:0:0:ffff:a9fe:a9fe', '64:ff9b::a9fe:a9fe', '::a9fe:a9fe', '::169.254.169.254',
+      'fe80::1', 'FE80::abcd', '0.0.0.0', '::', '::ffff:0.0.0.0', '224.0.0.1', 'ff02::1', '100.100.100.200', 'fd00:ec2::254',
+    ];
+    for (const address of forbidden) assert.equal(isForbiddenAddress(address), true, address);
+    for (const address of ['127.0.0.1', '192.168.1.10', '10.0.0.2', '::1', '::ffff:127.0.0.1', 'fd00::1', '100.64.0.1', 'homeassistant.local']) assert.equal(isForbiddenAddress(address), false, address);
+  });
+
+  it('reads a URL host the way the resolver will connect it', () => {
+    for (const url of ['mqtt://0xa9fea9fe:1883', 'mqtt://169.254.43518:1883', 'mqtt://2852039166:1883', 'http://0251.0376.0251.0376/', 'ws://[::ffff:169.254.169.254]:9001', 'mqtt://[0:0:0:0:0:ffff:a9fe:a9fe]:1883']) {
+      assert.equal(isForbiddenAddress(normalizedHost(new URL(url))!), true, url);
+    }
+    assert.equal(normalizedHost(new URL('mqtt://Broker.LAN:1883')), 'broker.lan');
+    assert.equal(normalizedHost(new URL('mqtt://169.254.169.254%00:1883')), null, 'no host a resolver could be given');
   });
 });
 
@@ -171,10 +183,10 @@ for (const dialect of DIALECTS) {
         assert.equal((await app.api('GET', '/api/settings/integration')).body.webhook.url, receiver.url, 'not saved');
         const refused = await app.api('POST', '/api/settings/integration/test', { target: 'webhook', webhook: { url: 'http://127.0.0.1:1/' } });
         assert.equal(refused.body.webhook.ok, false);
-        assert.equal(refused.body.webhook.error, 'connection refused');
+        assert.equal(refused.body.webhook.error, 'no HTTP server answered at that URL', 'socket details only for the saved URL');
         const metadata = await app.api('POST', '/api/settings/integration/test', { target: 'webhook', webhook: { url: 'http://169.254.169.254/latest/meta-data' } });
-        assert.equal(metadata.body.webhook.ok, false);
-        assert.match(metadata.body.webhook.error, /link-local/);
+        assert.equal(metadata.status, 400);
+        assert.deepEqual(metadata.body.errors.map((error: { path: string }) => error.path), ['/webhook/url']);
       } finally {
         await other.close();
       }

@@ -1,4 +1,9 @@
-import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import { connect as netConnect, isIP } from 'node:net';
+import { PassThrough, type Duplex } from 'node:stream';
+import { connect as tlsConnect } from 'node:tls';
+import { MqttClient, type IClientOptions } from 'mqtt';
+import WebSocket, { createWebSocketStream } from 'ws';
+import { describeTlsError, ForbiddenTargetError, guardedLookup, isForbiddenAddress, normalizedHost } from '../outbound.js';
 import type { IntegrationSettings } from '../settings/store.js';
 import { backoffDelay } from './backoff.js';
 
@@ -34,18 +39,51 @@ export function clientOptions(settings: MqttSettings, clientId: string, will?: I
   return { url: url.toString(), options };
 }
 
-/** A readable reason for a failed connection (shown next to the dashboard's Test button). */
-export function describeMqttError(error: Error & { code?: string | number }): string {
+/**
+ * A client whose every connection attempt (first and each reconnect) goes through the outbound
+ * address policy on the address actually connected: our own stream for each transport instead of
+ * mqtt.js's, whose TCP transport takes no `lookup`.
+ */
+export function connectBroker(target: { url: string; options: IClientOptions }): MqttClient {
+  const url = new URL(target.url);
+  // No valid host (refused when saved): the guarded lookup still decides on what it resolves to.
+  const host = normalizedHost(url) ?? url.hostname;
+  const port = Number(url.port);
+  const { ca, rejectUnauthorized } = target.options;
+  const open = (): Duplex => {
+    if (isForbiddenAddress(host)) {
+      const refused = new PassThrough();
+      process.nextTick(() => refused.destroy(new ForbiddenTargetError(host)));
+      return refused;
+    }
+    if (url.protocol === 'mqtt:') return netConnect({ host, port, lookup: guardedLookup });
+    if (url.protocol === 'mqtts:') return tlsConnect({ host, port, lookup: guardedLookup, ...(isIP(host) ? {} : { servername: host }), ca, rejectUnauthorized });
+    const socket = new WebSocket(url, ['mqtt'], { lookup: guardedLookup, ca, rejectUnauthorized });
+    const stream = createWebSocketStream(socket);
+    socket.on('close', () => stream.destroy());
+    return stream;
+  };
+  const client = new MqttClient(open, target.options);
+  client.on('error', () => {}); // as mqtt.connect does: errors are also reported through 'close'; callers add their own listeners
+  return client;
+}
+
+/**
+ * A readable reason for a failed connection (shown next to the dashboard's Test button). For a host
+ * that is not the saved broker (`detailed` false) socket-level reasons are folded into one, so the
+ * test cannot tell a closed port from a filtered one or a non-MQTT service.
+ */
+export function describeMqttError(error: Error & { code?: string | number }, detailed = true): string {
   const code = error.code;
   if (code === 4 || code === 134) return 'bad username or password';
   if (code === 5 || code === 135) return 'not authorized: check the username and password';
-  if (code === 'ECONNREFUSED') return 'connection refused: is the broker running on that host and port?';
+  if (error instanceof ForbiddenTargetError) return error.message;
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'host not found';
+  const tls = describeTlsError(error);
+  if (tls) return tls;
+  if (!detailed) return 'no MQTT broker answered at that host and port';
+  if (code === 'ECONNREFUSED') return 'connection refused: is the broker running on that host and port?';
   if (code === 'ETIMEDOUT') return 'timed out';
-  if (typeof code === 'string' && (code.startsWith('ERR_TLS') || code.includes('CERT') || code === 'EPROTO' || code === 'DEPTH_ZERO_SELF_SIGNED_CERT')) {
-    return `TLS error: ${error.message}`;
-  }
-  if (/self[- ]signed|certificate|SSL|TLS/i.test(error.message)) return `TLS error: ${error.message}`;
   return error.message || String(error);
 }
 
@@ -67,8 +105,7 @@ export class MqttConnection {
     private readonly backoff: { initialMs: number; maxMs: number },
     private readonly hooks: { onConnect: () => void; onStatus: (status: MqttStatus) => void; onReconnectAttempt: () => void },
   ) {
-    const { url, options } = clientOptions(settings, clientId, will);
-    this.client = mqtt.connect(url, options);
+    this.client = connectBroker(clientOptions(settings, clientId, will));
     this.client.on('connect', () => {
       this.attempts = 0;
       Object.assign(this.status, { connected: true, last_error: null, last_connected_at: new Date().toISOString(), next_reconnect_at: null });
@@ -117,7 +154,7 @@ export class MqttConnection {
 }
 
 /** Connects once with candidate settings and reports how it went; never keeps the connection. */
-export async function testConnection(settings: MqttSettings, clientId: string, timeoutMs = 8000): Promise<{ ok: boolean; latency_ms: number | null; error: string | null }> {
+export async function testConnection(settings: MqttSettings, clientId: string, { detailed = true, timeoutMs = 8000 } = {}): Promise<{ ok: boolean; latency_ms: number | null; error: string | null }> {
   let target: ReturnType<typeof clientOptions>;
   try {
     target = clientOptions(settings, clientId);
@@ -125,7 +162,7 @@ export async function testConnection(settings: MqttSettings, clientId: string, t
     return { ok: false, latency_ms: null, error: 'invalid broker URL' };
   }
   const started = performance.now();
-  const client = mqtt.connect(target.url, { ...target.options, connectTimeout: timeoutMs });
+  const client = connectBroker({ url: target.url, options: { ...target.options, connectTimeout: timeoutMs } });
   try {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(Object.assign(new Error(`timed out after ${timeoutMs} ms`), { code: 'ETIMEDOUT' })), timeoutMs);
@@ -144,7 +181,7 @@ export async function testConnection(settings: MqttSettings, clientId: string, t
     });
     return { ok: true, latency_ms: Math.round(performance.now() - started), error: null };
   } catch (error) {
-    return { ok: false, latency_ms: null, error: describeMqttError(error as Error & { code?: string | number }) };
+    return { ok: false, latency_ms: null, error: describeMqttError(error as Error & { code?: string | number }, detailed) };
   } finally {
     await client.endAsync(true).catch(() => {});
   }

@@ -95,9 +95,9 @@ export class MqttIntegration {
     if (connection) await connection.close(() => this.publishAvailability(connection, 'offline'));
   }
 
-  /** Connects once with candidate settings (Test Connection). */
-  test(settings: MqttSettings) {
-    return testConnection(settings, `${this.clientId}-test-${Math.random().toString(36).slice(2, 8)}`);
+  /** Connects once with candidate settings (Test Connection); `detailed` errors only for the saved broker. */
+  test(settings: MqttSettings, options: { detailed: boolean }) {
+    return testConnection(settings, `${this.clientId}-test-${Math.random().toString(36).slice(2, 8)}`, options);
   }
 
   /** Republishes every discovery config (Publish Discovery); 409 when not connected. */

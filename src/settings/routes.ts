@@ -3,7 +3,7 @@ import { ProblemError } from '../http/problem.js';
 import type { MqttIntegration } from '../mqtt/index.js';
 import { generateWebhookSecret, type WebhookService } from '../webhook/index.js';
 import { applyPatch, type IntegrationPatch, type IntegrationSettings, type SettingsStore } from './store.js';
-import { integrationErrors } from './validate.js';
+import { brokerEndpoint, integrationErrors, storedPasswordError, webhookOrigin } from './validate.js';
 
 const text = (maxLength: number) => ({ type: 'string', maxLength }) as const;
 const writeOnly = (maxLength: number, description: string) => ({ type: ['string', 'null'], maxLength, description: `${description} Write-only: absent keeps the stored value, null or "" clears it.` }) as const;
@@ -116,18 +116,22 @@ export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStor
     async (request) => {
       const body = (request.body ?? {}) as IntegrationPatch & { target?: 'mqtt' | 'webhook' | 'all' };
       const target = body.target ?? 'all';
-      const candidate = applyPatch(await store.get(), body);
-      const errors = integrationErrors(candidate).filter((error) => target === 'all' || error.path.startsWith(`/${target}/`));
+      const stored = await store.get();
+      const candidate = applyPatch(stored, body);
+      const passwordError = storedPasswordError(stored.mqtt, candidate.mqtt, body.mqtt);
+      const errors = [...integrationErrors(candidate), ...(passwordError ? [passwordError] : [])].filter((error) => target === 'all' || error.path.startsWith(`/${target}/`));
       if ((target === 'mqtt' || target === 'all') && !candidate.mqtt.broker_url) errors.push({ path: '/mqtt/broker_url', message: 'is required to test MQTT' });
       if ((target === 'webhook' || target === 'all') && !candidate.webhook.url) errors.push({ path: '/webhook/url', message: 'is required to test the webhook' });
       const unique = errors.filter((error, index) => errors.findIndex((other) => other.path === error.path) === index);
       if (unique.length) throw new ProblemError(400, 'validation_failed', unique.map((error) => `${error.path} ${error.message}`).join('; '), unique);
 
+      // Detailed socket errors only for the saved target: for any other host they would tell open
+      // ports from closed ones, a port scanner run from the service's network position.
       const result: Record<string, unknown> = {};
       await Promise.all([
-        (target === 'mqtt' || target === 'all') && mqtt.test(candidate.mqtt).then((outcome) => (result.mqtt = outcome)),
+        (target === 'mqtt' || target === 'all') && mqtt.test(candidate.mqtt, { detailed: brokerEndpoint(candidate.mqtt) === brokerEndpoint(stored.mqtt) }).then((outcome) => (result.mqtt = outcome)),
         (target === 'webhook' || target === 'all') &&
-          webhook.test(candidate.webhook).then(({ ok, statusCode, durationMs, error }) => (result.webhook = { ok, status_code: statusCode, latency_ms: durationMs, error })),
+          webhook.test(candidate.webhook, { detailed: webhookOrigin(candidate.webhook.url) === webhookOrigin(stored.webhook.url) }).then(({ ok, statusCode, durationMs, error }) => (result.webhook = { ok, status_code: statusCode, latency_ms: durationMs, error })),
       ]);
       return result;
     },

@@ -4,7 +4,7 @@ import type { Database, Db } from '../db/index.js';
 import { getSetting, putSetting } from '../db/kv.js';
 import { ProblemError } from '../http/problem.js';
 import { memo } from '../memo.js';
-import { integrationErrors } from './validate.js';
+import { integrationErrors, storedPasswordError } from './validate.js';
 
 /** The integration settings with secrets in clear; never leaves the process. */
 export interface IntegrationSettings {
@@ -83,8 +83,11 @@ export class SettingsStore extends EventEmitter<{ change: [IntegrationSettings] 
   /** Validates the merged result (400 naming each field) and saves it. */
   async update(patch: IntegrationPatch): Promise<IntegrationSettings> {
     const next = await this.database.transaction(async (trx) => {
-      const merged = applyPatch(await this.read(trx), patch);
+      const stored = await this.read(trx);
+      const merged = applyPatch(stored, patch);
       const errors = integrationErrors(merged);
+      const passwordError = storedPasswordError(stored.mqtt, merged.mqtt, patch.mqtt);
+      if (passwordError) errors.push(passwordError);
       if (errors.length) throw new ProblemError(400, 'validation_failed', errors.map((error) => `${error.path} ${error.message}`).join('; '), errors);
       await putSetting(trx, KEY, this.seal(merged));
       return merged;

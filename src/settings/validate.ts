@@ -1,5 +1,6 @@
 import type { FieldError } from '../http/problem.js';
-import type { IntegrationSettings } from './store.js';
+import { forbiddenHostError, normalizedHost } from '../outbound.js';
+import type { IntegrationPatch, IntegrationSettings } from './store.js';
 
 /** A topic level usable as a prefix: no wildcards, no empty levels, no leading or trailing slash. */
 export function topicPrefixError(value: string): string | null {
@@ -37,7 +38,7 @@ export function brokerUrlError(value: string): string | null {
   const port = Number(explicitPort);
   if (!(port >= 1 && port <= 65535)) return 'port must be 1..65535';
   if (url.username || url.password) return 'must not contain credentials: use the username and password fields';
-  return null;
+  return forbiddenHostError(url);
 }
 
 export function webhookUrlError(value: string): string | null {
@@ -46,7 +47,7 @@ export function webhookUrlError(value: string): string | null {
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must use http:// or https://';
   if (!url.hostname) return 'must name a host';
   if (url.username || url.password) return 'must not contain credentials';
-  return null;
+  return forbiddenHostError(url);
 }
 
 /** Standard Webhooks secrets: `whsec_` + base64 of 24 to 64 random bytes. */
@@ -77,4 +78,53 @@ export function integrationErrors(settings: IntegrationSettings): FieldError[] {
   if (webhook.url) check('/webhook/url', webhookUrlError(webhook.url));
   if (webhook.secret) check('/webhook/secret', webhookSecretError(webhook.secret));
   return errors;
+}
+
+/**
+ * Where the MQTT connection goes, as far as a stored password is concerned: the scheme with TLS
+ * applied as the connection applies it, the host as the resolver reads it, and the port. Null when
+ * there is no usable URL.
+ */
+export function brokerEndpoint(mqtt: IntegrationSettings['mqtt']): string | null {
+  let url: URL;
+  try {
+    url = new URL(mqtt.broker_url);
+  } catch {
+    return null;
+  }
+  const websocket = url.protocol === 'ws:' || url.protocol === 'wss:';
+  const tls = mqtt.tls || url.protocol === 'mqtts:' || url.protocol === 'wss:';
+  return `${websocket ? 'ws' : 'mqtt'}${tls ? 's' : ''}://${normalizedHost(url)}:${url.port}`;
+}
+
+/** The origin a webhook delivery goes to (scheme, host as resolved, port); null without a usable URL. */
+export function webhookOrigin(url: string): string | null {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.protocol}//${normalizedHost(parsed)}:${parsed.port}`;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A stored MQTT password is bound to the broker it was saved for: a candidate (to save or to test)
+ * that would send it somewhere else, or over weaker TLS, must carry the password again. Otherwise
+ * anyone who can call the settings API could read it from a CONNECT packet sent to their own host.
+ * Weaker TLS: TLS switched off, certificate verification switched off, or a different CA trusted.
+ */
+export function storedPasswordError(stored: IntegrationSettings['mqtt'], candidate: IntegrationSettings['mqtt'], patch: IntegrationPatch['mqtt']): FieldError | null {
+  const reusesStoredPassword = Boolean(candidate.password) && patch?.password === undefined && candidate.password === stored.password;
+  if (!reusesStoredPassword) return null;
+  const endpoint = brokerEndpoint(candidate);
+  const storedEndpoint = brokerEndpoint(stored);
+  const moved = endpoint !== storedEndpoint;
+  const tlsWeakened = endpoint !== null && /^(mqtts|wss):/.test(endpoint) && ((candidate.tls_insecure && !stored.tls_insecure) || candidate.ca_cert !== stored.ca_cert);
+  if (!moved && !tlsWeakened) return null;
+  return {
+    path: '/mqtt/password',
+    message: moved
+      ? 'must be entered again: the stored password is only sent to the broker it was saved for (scheme, host and port)'
+      : 'must be entered again: the stored password is not sent over weaker TLS (verification off or a different CA) than it was saved with',
+  };
 }

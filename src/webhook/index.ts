@@ -227,7 +227,7 @@ export class WebhookService {
   }
 
   /** Signs (Standard Webhooks, when a secret is set) and POSTs the exact payload bytes. */
-  private send(url: string, webhookId: string, payload: string, eventType: string, secret: string): Promise<PostResult> {
+  private send(url: string, webhookId: string, payload: string, eventType: string, secret: string, detailed = true): Promise<PostResult> {
     const timestamp = new Date();
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -237,14 +237,14 @@ export class WebhookService {
       'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
     };
     if (secret) headers['webhook-signature'] = new Webhook(secret).sign(webhookId, timestamp, payload);
-    return postJson(url, payload, headers, this.options.timeoutMs);
+    return postJson(url, payload, headers, this.options.timeoutMs, detailed);
   }
 
   /**
    * The settings page's Test: a real `webhook.test` delivery to the candidate URL and secret, logged
    * like any other, answered with its outcome (no retry: the person is waiting for the answer).
    */
-  async test(candidate: { url: string; secret: string }): Promise<PostResult & { ok: boolean }> {
+  async test(candidate: { url: string; secret: string }, { detailed }: { detailed: boolean }): Promise<PostResult & { ok: boolean }> {
     const payload = JSON.stringify(makeEvent('webhook.test', { detail: { message: 'Test delivery from Mothership' } }));
     const webhookId = `msg_${randomUUID().replace(/-/g, '')}`;
     const at = now();
@@ -255,7 +255,7 @@ export class WebhookService {
       .values({ webhook_id: webhookId, event_seq: null, event_type: 'webhook.test', url: candidate.url, payload, attempt: 1, state: 'sending', due_at: this.sendingDeadline(), status_code: null, error: null, duration_ms: null, created_at: at, attempted_at: null })
       .returning('id')
       .executeTakeFirstOrThrow();
-    const result = await this.send(candidate.url, webhookId, payload, 'webhook.test', candidate.secret);
+    const result = await this.send(candidate.url, webhookId, payload, 'webhook.test', candidate.secret, detailed);
     const ok = outcomeOf(result, 1) === 'delivered';
     await this.database.db
       .updateTable('webhook_deliveries')
