@@ -4,6 +4,9 @@ import { buildApp } from './app.js';
 import { compareCommand, validateCommand } from './cli/baseline.js';
 import { createBotCommand, workerCommand } from './cli/enrichment.js';
 
+/** The longest a shutdown may take; every step of it is bounded well below this (see app.close). */
+const SHUTDOWN_DEADLINE_MS = 20_000;
+
 const io = { out: (line: string) => console.log(line), err: (line: string) => console.error(line) };
 
 const USAGE = `Usage:
@@ -24,9 +27,18 @@ async function serve(): Promise<void> {
   await app.http.listen({ port: config.port, host: config.host });
   let stopping = false;
   const stop = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      app.http.log.warn({ signal }, 'second signal: exiting without finishing the shutdown');
+      process.exit(1);
+    }
     stopping = true;
     app.http.log.info({ signal }, 'shutting down');
+    // Nothing acknowledged lives only in memory (events, deliveries and jobs are rows): a shutdown that
+    // cannot finish in time gives up rather than keep the process (and its broker session) alive.
+    setTimeout(() => {
+      app.http.log.error(`shutdown did not finish within ${SHUTDOWN_DEADLINE_MS / 1000} s: exiting`);
+      process.exit(1);
+    }, SHUTDOWN_DEADLINE_MS).unref();
     await app.close();
     process.exit(0);
   };

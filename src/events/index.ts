@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { prepare, type Prepared } from '../db/prepared.js';
 import { pruneOlderThan } from '../db/prune.js';
@@ -6,6 +7,8 @@ import { makeEvent, type EventFields, type EventPayload, type EventType, type St
 export * from './types.js';
 
 type Subscriber = (event: StoredEvent) => void;
+/** pg_advisory_xact_lock key held by every appending transaction on PostgreSQL (any constant unique to this use). */
+const APPEND_LOCK = 0x6d5f6576; // "m_ev"
 /** Runs inside the appending transaction (a transactional outbox, e.g. webhook deliveries). */
 type AppendHook = (trx: Db, events: StoredEvent[]) => Promise<void>;
 export type Emit = (type: EventType, fields?: EventFields) => EventPayload;
@@ -55,6 +58,12 @@ export class EventLog {
 
   private async append(trx: Db, events: EventPayload[]): Promise<StoredEvent[]> {
     if (events.length === 0) return [];
+    // Sequence numbers in commit order: on PostgreSQL concurrent transactions would otherwise commit
+    // out of `seq` order, and a reader that has seen 11 could never learn of 10 committed after it.
+    // The lock is taken at the end of the transaction's work and released by its commit, so appends
+    // (and only they) take turns; the committed log is always a prefix in `seq` (see readers in stream.ts).
+    // SQLite has one writer: its order is the commit order already.
+    if (this.database.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${APPEND_LOCK})`.execute(trx);
     const stored: StoredEvent[] = [];
     // One insert per event (a write emits one or two): the compiled statement beats building a multi-row one.
     for (const payload of events) {
@@ -86,6 +95,12 @@ export class EventLog {
   /** Deletes the events from before `cutoff` (retention; ISO 8601); returns how many. */
   prune(cutoff: string): Promise<number> {
     return pruneOlderThan(this.database, { table: 'events', key: 'seq', time: 'timestamp' }, cutoff);
+  }
+
+  /** The highest sequence number in the log (0 when empty). */
+  async lastSeq(): Promise<number> {
+    const row = await this.database.db.selectFrom('events').select((eb) => eb.fn.max('seq').as('seq')).executeTakeFirst();
+    return Number(row?.seq ?? 0);
   }
 
   async history(after: number, limit: number, order: 'asc' | 'desc' = 'asc'): Promise<StoredEvent[]> {

@@ -1,8 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { eventPayloadSchema, sequenceCursor } from '../http/schemas.js';
-import type { EventLog, StoredEvent } from './index.js';
-
-const SSE_KEEPALIVE_MS = 15_000;
+import type { EventLog } from './index.js';
+import { streamEvents } from './stream.js';
 
 const historyQuery = {
   type: 'object',
@@ -14,10 +13,17 @@ const historyQuery = {
   },
 } as const;
 
-const sseFrame = (event: StoredEvent) => `id: ${event.seq}\nevent: ${event.payload.event_type}\ndata: ${event.json}\n\n`;
-
 /** Reading the event log: paged history, and a Server-Sent Events stream that resumes from Last-Event-ID. */
 export function eventRoutes(app: FastifyInstance, events: EventLog): void {
+  // A stream never ends on its own, and the server's close waits for every open connection: end them
+  // first, or shutdown would wait for as long as a dashboard stays open. Browsers reconnect with
+  // Last-Event-ID to whichever instance serves next.
+  const openStreams = new Set<() => void>();
+  app.addHook('preClose', (done) => {
+    for (const end of openStreams) end();
+    done();
+  });
+
   app.get(
     '/api/events',
     {
@@ -66,29 +72,16 @@ export function eventRoutes(app: FastifyInstance, events: EventLog): void {
       out.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
       out.write(': connected\n\n');
 
-      // Subscribe before reading history so nothing falls between the two; `sent` drops the overlap.
-      let sent = resumeAfter ?? 0;
-      const backlog: StoredEvent[] = [];
-      let replaying = resumeAfter !== undefined;
-      const send = (event: StoredEvent) => {
-        if (event.seq <= sent) return;
-        sent = event.seq;
-        out.write(sseFrame(event));
+      const stop = streamEvents(events, out, resumeAfter, request.log);
+      const end = () => {
+        stop();
+        out.end();
       };
-      const unsubscribe = events.subscribe((event) => (replaying ? backlog.push(event) : send(event)));
-      const keepalive = setInterval(() => out.write(': keepalive\n\n'), SSE_KEEPALIVE_MS);
+      openStreams.add(end);
       request.raw.on('close', () => {
-        clearInterval(keepalive);
-        unsubscribe();
+        stop();
+        openStreams.delete(end);
       });
-
-      if (resumeAfter !== undefined) {
-        for (let page = await events.history(resumeAfter, 500); page.length > 0; page = await events.history(sent, 500)) {
-          page.forEach(send);
-        }
-        replaying = false;
-        backlog.forEach(send);
-      }
     },
   );
 }

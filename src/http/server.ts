@@ -95,6 +95,9 @@ export function loggerOptions(level: string): FastifyServerOptions['logger'] {
   return { level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } };
 }
 
+/** How long a shutdown lets running requests finish before it closes their connections. */
+const SHUTDOWN_DRAIN_MS = 8000;
+
 /**
  * The HTTP shell shared by every capability: strict JSON validation (unknown properties rejected,
  * every violation reported), problem+json for every failure, the raw body kept for signatures,
@@ -121,6 +124,20 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
 
   // Registered before any hook that can throw, so errors and 404s carry the policy too.
   await app.register(fastifyHelmet, HEADER_POLICY);
+
+  // Shutdown: close waits for every connection. Requests still running are answered with
+  // `Connection: close`, so their keep-alive connections end with them (a client honouring our
+  // `Keep-Alive: timeout=72` would otherwise hold one for a minute), and whatever still runs after
+  // SHUTDOWN_DRAIN_MS is cut, so closing always ends.
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_DRAIN_MS).unref();
+    done();
+  });
+  app.addHook('onSend', async (_request, reply) => {
+    if (closing) reply.header('connection', 'close');
+  });
 
   app.setValidatorCompiler(({ schema, httpPart }) =>
     (httpPart === 'body' ? bodyValidator : textValidator).compile(schema as object),

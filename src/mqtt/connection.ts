@@ -117,10 +117,24 @@ export class MqttConnection {
       hooks.onStatus(this.status);
     });
     this.client.on('close', () => {
+      this.failInFlight();
       this.status.connected = false;
       if (!this.closing) this.scheduleReconnect();
       hooks.onStatus(this.status);
     });
+  }
+
+  /**
+   * mqtt.js fails only QoS 0 callbacks when the connection closes; a QoS 1 publish waits for its
+   * PUBACK, and `reconnect()` replaces the outgoing store, so it is never resent and its promise never
+   * settles. With a clean session nothing of the old connection survives: fail them all, so every
+   * publish ends (the integration republishes the whole state after the reconnect).
+   */
+  private failInFlight(): void {
+    for (const [messageId, pending] of Object.entries(this.client.outgoing)) {
+      delete this.client.outgoing[Number(messageId)];
+      pending.cb?.(new Error('connection closed before the broker acknowledged'));
+    }
   }
 
   private scheduleReconnect(): void {

@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { EventLog, StoredEvent } from '../events/index.js';
 import { conflict } from '../http/problem.js';
@@ -14,6 +15,8 @@ export type { MqttStatus } from './connection.js';
 
 /** What changed since the last flush. Bounded by the number of entities, however fast events come. */
 interface Pending {
+  /** Everything: availability, every discovery config and every state (a connect, Home Assistant's birth). */
+  all: boolean;
   persons: Set<string>;
   zones: Set<string>;
   configs: { persons: Set<string>; zones: Set<string> };
@@ -23,8 +26,18 @@ interface Pending {
   mode: boolean;
 }
 
-const emptyPending = (): Pending => ({ persons: new Set(), zones: new Set(), configs: { persons: new Set(), zones: new Set() }, removed: [], clearTopics: new Set(), fall: false, mode: false });
+const emptyPending = (): Pending => ({ all: false, persons: new Set(), zones: new Set(), configs: { persons: new Set(), zones: new Set() }, removed: [], clearTopics: new Set(), fall: false, mode: false });
+const hasWork = (pending: Pending) =>
+  pending.all || pending.persons.size > 0 || pending.zones.size > 0 || pending.removed.length > 0 || pending.clearTopics.size > 0 || pending.fall || pending.mode;
 const RETAINED = { qos: 1 as const, retain: true };
+/**
+ * A flush waits at most this long for the broker's acknowledgements. A dropped connection fails its
+ * publishes at once; this bounds a connection that stays open but stops answering (until keepalive
+ * notices), so later changes and shutdown never wait behind it.
+ */
+const FLUSH_TIMEOUT_MS = 10_000;
+/** How long stop() lets the last flush finish before it closes the connection anyway. */
+const STOP_GRACE_MS = 2000;
 
 /**
  * The MQTT integration (one extension per concern, after Zigbee2MQTT's lib/extension): mirrors the
@@ -91,7 +104,8 @@ export class MqttIntegration {
   async stop(): Promise<void> {
     const connection = this.connection;
     this.connection = null;
-    await this.flushing;
+    // Closing fails whatever the broker has not acknowledged, which ends the flush.
+    if (this.flushing) await Promise.race([this.flushing, delay(STOP_GRACE_MS, undefined, { ref: false })]);
     if (connection) await connection.close(() => this.publishAvailability(connection, 'offline'));
   }
 
@@ -106,7 +120,9 @@ export class MqttIntegration {
     if (!connection?.client.connected) throw conflict('MQTT is not connected');
     const [persons, zones] = await Promise.all([this.deps.presence.listPersons(), this.deps.presence.listZones()]);
     const configs = this.configs(persons, zones);
-    await this.publishAll(connection, configs);
+    await this.publishAll(connection, configs).catch((error: Error) => {
+      throw conflict(`MQTT connection lost while publishing: ${error.message}`);
+    });
     return configs.length;
   }
 
@@ -122,7 +138,8 @@ export class MqttIntegration {
   }
 
   private async onConnect(connection: MqttConnection): Promise<void> {
-    await this.fullSync(connection);
+    this.pending.all = true;
+    await this.scheduleFlush();
     const topics = this.topics!;
     // Subscribing to our discovery topics after the sync delivers every retained config: any that is
     // not ours any more (an entity deleted while we were away) is a ghost and gets cleared.
@@ -131,7 +148,6 @@ export class MqttIntegration {
 
   /** Availability, every discovery config, and the current state of every entity. */
   private async fullSync(connection: MqttConnection): Promise<void> {
-    if (!connection.client.connected) return;
     await this.publishAvailability(connection, 'online');
     const [persons, zones, fall, mode, health] = await Promise.all([
       this.deps.presence.listPersons(),
@@ -171,7 +187,10 @@ export class MqttIntegration {
     const connection = this.connection;
     if (!topics || !connection) return;
     if (topic === topics.haStatus) {
-      if (payload === 'online') await this.fullSync(connection);
+      if (payload === 'online') {
+        this.pending.all = true;
+        await this.scheduleFlush();
+      }
       return;
     }
     if (topic === topics.modeCommand) {
@@ -240,22 +259,34 @@ export class MqttIntegration {
     this.scheduleFlush();
   }
 
-  private scheduleFlush(): void {
-    if (this.flushing) return;
-    this.flushing = new Promise<void>((resolve) => setImmediate(resolve))
-      .then(() => this.flush())
-      .catch((error: Error) => this.deps.log.warn({ err: error }, 'MQTT state publish failed'))
-      .finally(() => {
-        this.flushing = null;
-        const next = this.pending;
-        if (next.persons.size || next.zones.size || next.removed.length || next.clearTopics.size || next.fall || next.mode) this.scheduleFlush();
-      });
+  /**
+   * The one path by which state reaches the broker: one flush at a time, each reading the current
+   * state from the database, until nothing is pending. A full sync goes through it too, so it can
+   * never publish an older reading after a newer one. Every flush ends: publishes fail when the
+   * connection closes, and a flush is abandoned after FLUSH_TIMEOUT_MS.
+   */
+  private scheduleFlush(): Promise<void> {
+    this.flushing ??= (async () => {
+      await new Promise((resolve) => setImmediate(resolve)); // gather the changes of one burst
+      while (hasWork(this.pending)) {
+        const work = this.pending;
+        this.pending = emptyPending();
+        let timer: NodeJS.Timeout | undefined;
+        const timeout = new Promise<never>((_resolve, reject) => {
+          timer = setTimeout(() => reject(new Error(`no acknowledgement from the broker within ${FLUSH_TIMEOUT_MS} ms`)), FLUSH_TIMEOUT_MS);
+        });
+        await Promise.race([this.flush(work), timeout])
+          .catch((error: Error) => this.deps.log.warn({ err: error }, 'MQTT state publish failed'))
+          .finally(() => clearTimeout(timer));
+      }
+    })().finally(() => {
+      this.flushing = null;
+    });
+    return this.flushing;
   }
 
-  /** Publishes the current state of everything that changed, read from the database (always current). */
-  private async flush(): Promise<void> {
-    const work = this.pending;
-    this.pending = emptyPending();
+  /** Publishes the current state of everything in `work`, read from the database (always current). */
+  private async flush(work: Pending): Promise<void> {
     const connection = this.connection;
     const topics = this.topics;
     if (!connection?.client.connected || !topics) return; // the next connect republishes everything
@@ -289,5 +320,6 @@ export class MqttIntegration {
     if (work.fall) send(topics.fall, JSON.stringify(await presence.fallState()));
     if (work.mode) send(topics.mode, await presence.mode());
     await Promise.all(publishes);
+    if (work.all) await this.fullSync(connection);
   }
 }

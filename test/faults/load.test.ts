@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
 import { ADMIN_TOKEN, createTestEnv, eventually } from '../helpers/app.js';
-import { freePort, SHARED_BROKER } from '../helpers/broker.js';
+import { connect } from 'node:net';
+import { freePort, startBroker } from '../helpers/broker.js';
 import { startService, stopProcess } from '../helpers/process.js';
 import { startReceiver } from '../helpers/receiver.js';
 import { signatureHeader } from '../../src/enrichment/signing.js';
@@ -16,11 +17,13 @@ describe(`sustained load for ${SECONDS} s with MQTT and webhook output`, () => {
   it('answers every request without error and keeps memory flat', async () => {
     const env = await createTestEnv('sqlite', { WORKER: 'embedded', RATE_LIMIT_CAPACITY: '10000000', RATE_LIMIT_REFILL_PER_SEC: '10000000', MOTHERSHIP_ID: `load${randomBytes(3).toString('hex')}` });
     const receiver = await startReceiver();
+    // A private broker: the retained state of a load run must not reach anyone's Home Assistant.
+    const broker = await startBroker();
     const port = await freePort();
     const service = await startService(env.env, port);
     const call = (method: string, path: string, body?: unknown) => fetch(service.base + path, { method, headers: admin, body: body === undefined ? undefined : JSON.stringify(body) });
     try {
-      assert.equal((await call('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: SHARED_BROKER, topic_root: `load${randomBytes(3).toString('hex')}` }, webhook: { enabled: true, url: receiver.url } })).status, 200);
+      assert.equal((await call('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: `load${randomBytes(3).toString('hex')}` }, webhook: { enabled: true, url: receiver.url } })).status, 200);
       await call('POST', '/api/persons', { id: 'ada', name: 'Ada' });
       for (const zone of ['kitchen', 'hall']) await call('POST', '/api/zones', { id: zone, name: zone });
       const requests = SECONDS * ENRICHMENT_RATE;
@@ -29,6 +32,12 @@ describe(`sustained load for ${SECONDS} s with MQTT and webhook output`, () => {
         bots.push((await (await call('POST', '/api/bots', { id: `b${b}`, name: `B${b}` })).json()) as { id: string; shared_secret: string });
         for (let m = 0; m < 5; m++) await call('POST', '/api/matches', { id: `m${b * 5 + m}`, status: 'completed', replay: { players: [{ id: 'a', name: 'Ann' }] } });
       }
+
+      // A dashboard that stopped reading (a stalled tab, a dead network path): its stream must not
+      // make the service hold every event for it.
+      const stalled = connect(port, '127.0.0.1');
+      stalled.write(`GET /api/events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\n\r\n`);
+      stalled.pause();
 
       const rss: number[] = [];
       const sample = async () => {
@@ -90,9 +99,11 @@ describe(`sustained load for ${SECONDS} s with MQTT and webhook output`, () => {
         const metrics = await (await fetch(`${service.base}/metrics`)).text();
         return /^mothership_enrichment_queue_depth 0$/m.test(metrics);
       }, 30_000, 'enrichment queue drained');
+      stalled.destroy();
     } finally {
       await stopProcess(service.child);
       await receiver.close();
+      await broker.destroy();
       await env.cleanup();
     }
   });

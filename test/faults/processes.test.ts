@@ -111,12 +111,60 @@ describe('graceful shutdown on SIGTERM', () => {
       assert.equal(code, 0, service.child.output());
       await eventually(() => view.last(availability) === 'offline', 5000, 'offline');
       assert.equal((await retainedSet(broker.url, [availability])).get(availability), 'offline');
+      // Said by the service itself, then a clean DISCONNECT: not the Last Will of a process that just died.
+      assert.match(broker.output(), new RegExp(`Client mothership-${env.env.MOTHERSHIP_ID} disconnected\\.`), 'a clean MQTT disconnect');
       await view.close();
       assert.equal(await fetch(`${service.base}/healthz`).then(() => 'answered', () => 'refused'), 'refused');
     } finally {
       await slow.close();
       await env.cleanup();
       await broker.destroy();
+    }
+  });
+
+  it('ends open event streams: a dashboard left open does not hold the shutdown', async () => {
+    const env = await createTestEnv('sqlite');
+    const service = await startService(env.env, await freePort());
+    try {
+      const streams = await Promise.all(Array.from({ length: 3 }, () => fetch(`${service.base}/api/events/stream`, { headers: admin })));
+      const ended = streams.map(async (stream) => {
+        const reader = stream.body!.getReader();
+        while (!(await reader.read().catch(() => ({ done: true }))).done);
+      });
+      const started = Date.now();
+      service.child.kill('SIGTERM');
+      const code = await Promise.race([
+        new Promise((resolve) => (service.child.exitCode !== null ? resolve(service.child.exitCode) : service.child.once('exit', resolve))),
+        new Promise((resolve) => setTimeout(() => resolve('still running after 5 s'), 5000)),
+      ]);
+      assert.equal(code, 0, service.child.output());
+      assert.ok(Date.now() - started < 5000);
+      await Promise.all(ended); // each client saw its stream end (a browser then reconnects)
+    } finally {
+      await stopProcess(service.child, 'SIGKILL');
+      await env.cleanup();
+    }
+  });
+
+  it('a second signal exits at once', async () => {
+    const env = await createTestEnv('sqlite');
+    const slow = await startReceiver((response) => setTimeout(() => response.end('late'), 10_000));
+    const service = await startService({ ...env.env, WEBHOOK_TIMEOUT_MS: '20000' }, await freePort());
+    try {
+      // A request that holds the graceful shutdown for 10 s.
+      void post(service.base, '/api/settings/integration/test', { target: 'webhook', webhook: { url: slow.url } }).catch(() => null);
+      await eventually(() => slow.received.length === 1, 5000, 'the slow request to start');
+      const exited = new Promise((resolve) => service.child.once('exit', (code) => resolve(code)));
+      service.child.kill('SIGTERM');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.equal(service.child.exitCode, null, 'the first signal waits for the request');
+      service.child.kill('SIGTERM');
+      const code = await Promise.race([exited, new Promise((resolve) => setTimeout(() => resolve('still running'), 2000))]);
+      assert.equal(code, 1);
+    } finally {
+      await stopProcess(service.child, 'SIGKILL');
+      await slow.close();
+      await env.cleanup();
     }
   });
 });

@@ -87,10 +87,11 @@ export async function startBroker(options: { tls?: boolean; users?: Record<strin
       process.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
       await waitForPort(port);
     },
-    async stop() {
-      if (!process || process.exitCode !== null) return;
+    /** Stops the broker; SIGKILL drops every connection mid-packet, as a crash or power cut does. */
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (!process || process.exitCode !== null || process.signalCode !== null) return;
       const exited = new Promise((resolve) => process!.once('exit', resolve));
-      process.kill('SIGTERM');
+      process.kill(signal);
       await exited;
     },
     async destroy() {
