@@ -92,7 +92,11 @@ export async function buildApp(config: Config): Promise<App> {
     metrics,
     log: http.log,
   });
-  settings.on('change', (next) => void mqtt.configure(next.mqtt).catch((error: Error) => http.log.error({ err: error }, 'MQTT reconfiguration failed')));
+  // Only a change of MQTT's own fields touches the connection: a webhook save must not make Home
+  // Assistant see every entity go unavailable and come back.
+  settings.on('change', ({ settings: next, changed }) => {
+    if (changed.mqtt.length > 0) void mqtt.configure(next.mqtt).catch((error: Error) => http.log.error({ err: error }, 'MQTT reconfiguration failed'));
+  });
 
   opsRoutes(http, { database, metrics, mqttState: () => mqtt.status() });
   presenceRoutes(http, presence);

@@ -266,6 +266,35 @@ describe('MQTT connection management', () => {
     }
   });
 
+  it('saves that do not change MQTT fields leave the connection alone: no offline on the availability topic', async () => {
+    const broker = await startBroker();
+    const { app, mid, root, prefix } = await mqttApp();
+    const availability = `${root}/${mid}/availability`;
+    try {
+      await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
+      await connected(app);
+      const view = await observer(broker.url, [availability]);
+      await eventually(() => view.last(availability) === 'online', 3000, 'online');
+      const saves: [string, () => Promise<unknown>][] = [
+        ['webhook-only save', () => app.api('POST', '/api/settings/integration', { webhook: { enabled: false, url: 'http://127.0.0.1:1880/hook' } })],
+        ['new webhook secret', () => app.api('POST', '/api/settings/integration/webhook-secret')],
+        ['MQTT fields sent unchanged', () => app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root } })],
+      ];
+      for (const [what, save] of saves) {
+        assert.equal(((await save()) as { status: number }).status, 200, what);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        assert.equal(view.messages.filter((message) => message.payload === 'offline').length, 0, `${what}: Home Assistant saw the service go offline`);
+      }
+      // A change of a connection field does reconnect.
+      await app.api('POST', '/api/settings/integration', { mqtt: { username: 'someone' } });
+      await eventually(() => view.messages.some((message) => message.payload === 'offline'), 3000, 'reconnect on a connection change');
+      await view.close();
+    } finally {
+      await app.cleanup();
+      await broker.destroy();
+    }
+  });
+
   it('the broker publishes the retained offline Last Will when the service process is killed', async () => {
     const broker = await startBroker();
     const env = await createTestEnv('sqlite', { MOTHERSHIP_ID: `ms${unique()}` });

@@ -6,7 +6,7 @@ import { Topics } from '../src/mqtt/topics.js';
 import { personState, zoneState } from '../src/mqtt/state.js';
 import { clientOptions, describeMqttError } from '../src/mqtt/connection.js';
 import { brokerUrlError, topicPrefixError, webhookUrlError, webhookSecretError } from '../src/settings/validate.js';
-import { applyPatch, DEFAULT_SETTINGS } from '../src/settings/store.js';
+import { applyPatch, changedFields, DEFAULT_SETTINGS } from '../src/settings/store.js';
 
 const context = { topics: new Topics('mothership', 'ms-1', 'homeassistant'), version: '1.2.3' };
 const shared = {
@@ -155,6 +155,15 @@ describe('MQTT client options', () => {
     assert.match(describeMqttError(Object.assign(new Error('Connection refused: Not authorized'), { code: 5 })), /not authorized/);
     assert.match(describeMqttError(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })), /connection refused/);
     assert.match(describeMqttError(Object.assign(new Error('self-signed certificate in certificate chain'), { code: 'SELF_SIGNED_CERT_IN_CHAIN' })), /^TLS error/);
+  });
+});
+
+describe('settings changes', () => {
+  it('names the changed fields of each group, and none for a save that changes nothing', () => {
+    const stored = applyPatch(DEFAULT_SETTINGS, { mqtt: { enabled: true, broker_url: 'mqtt://h:1883', username: 'u', password: 'p' } });
+    assert.deepEqual(changedFields(stored, applyPatch(stored, { webhook: { url: 'http://x/' } })), { mqtt: [], webhook: ['url'] });
+    assert.deepEqual(changedFields(stored, applyPatch(stored, { mqtt: { enabled: true, broker_url: 'mqtt://h:1883' } })), { mqtt: [], webhook: [] });
+    assert.deepEqual(changedFields(stored, applyPatch(stored, { mqtt: { password: 'q', topic_root: 'r' } })), { mqtt: ['password', 'topic_root'], webhook: [] });
   });
 });
 

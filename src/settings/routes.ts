@@ -91,7 +91,7 @@ export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStor
     {
       schema: {
         tags,
-        summary: 'Save MQTT and webhook settings; MQTT reconnects at once',
+        summary: 'Save MQTT and webhook settings; MQTT reconnects at once when one of its fields changed',
         body: { type: 'object', additionalProperties: false, properties: { mqtt: mqttInput, webhook: webhookInput } },
         response: { 200: viewSchema },
       },

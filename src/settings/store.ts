@@ -38,6 +38,17 @@ const SECRET_FIELDS = { mqtt: ['password', 'ca_cert'], webhook: ['secret'] } as 
 const CACHE_MS = 2000;
 const KEY = 'integration';
 
+/** Which fields of each group a save changed: what each integration reacts to, and nothing else. */
+export interface SettingsChange {
+  settings: IntegrationSettings;
+  changed: { mqtt: Array<keyof IntegrationSettings['mqtt']>; webhook: Array<keyof IntegrationSettings['webhook']> };
+}
+
+export function changedFields(previous: IntegrationSettings, next: IntegrationSettings): SettingsChange['changed'] {
+  const diff = <T extends object>(before: T, after: T) => (Object.keys(after) as Array<keyof T>).filter((key) => before[key] !== after[key]);
+  return { mqtt: diff(previous.mqtt, next.mqtt), webhook: diff(previous.webhook, next.webhook) };
+}
+
 /** Merges a patch into settings with the write-only rules for secrets. */
 export function applyPatch(current: IntegrationSettings, patch: IntegrationPatch): IntegrationSettings {
   const merge = <T extends object>(base: T, changes: object | undefined): T => {
@@ -50,9 +61,10 @@ export function applyPatch(current: IntegrationSettings, patch: IntegrationPatch
 
 /**
  * The settings table row `integration`: secrets sealed with the SecretBox, everything else as is.
- * Emits `change` with the new settings after each save, so integrations reconfigure at once.
+ * Emits `change` after each save with the new settings and the fields that changed, so each
+ * integration reconfigures at once, and only for a change of its own fields.
  */
-export class SettingsStore extends EventEmitter<{ change: [IntegrationSettings] }> {
+export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   private readonly cached = memo(CACHE_MS, (trx: Db) => this.read(trx));
 
   constructor(
@@ -82,7 +94,7 @@ export class SettingsStore extends EventEmitter<{ change: [IntegrationSettings] 
 
   /** Validates the merged result (400 naming each field) and saves it. */
   async update(patch: IntegrationPatch): Promise<IntegrationSettings> {
-    const next = await this.database.transaction(async (trx) => {
+    const { previous, next } = await this.database.transaction(async (trx) => {
       const stored = await this.read(trx);
       const merged = applyPatch(stored, patch);
       const errors = integrationErrors(merged);
@@ -90,10 +102,10 @@ export class SettingsStore extends EventEmitter<{ change: [IntegrationSettings] 
       if (passwordError) errors.push(passwordError);
       if (errors.length) throw new ProblemError(400, 'validation_failed', errors.map((error) => `${error.path} ${error.message}`).join('; '), errors);
       await putSetting(trx, KEY, this.seal(merged));
-      return merged;
+      return { previous: stored, next: merged };
     });
     this.cached.clear();
-    this.emit('change', next);
+    this.emit('change', { settings: next, changed: changedFields(previous, next) });
     return next;
   }
 
