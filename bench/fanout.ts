@@ -4,9 +4,9 @@ import { randomBytes } from 'node:crypto';
 import Fastify from 'fastify';
 import mqtt from 'mqtt';
 import { benchApp } from './harness.js';
+import { startBroker } from '../test/helpers/broker.js';
 import { QUICK, fmt, header, percentile, ratio } from './lib.js';
 
-const BROKER = process.env.BENCH_MQTT_URL ?? 'mqtt://127.0.0.1:1883';
 const TOKEN = 'bench-admin-token-0123456789';
 
 /** Events in flight at once in the throughput phase, as for the raw publishing reference. */
@@ -35,6 +35,11 @@ export async function benchFanout(): Promise<boolean> {
   const ratePerSecond = 1000;
   const paced = seconds * ratePerSecond;
   const burst = QUICK ? 1000 : 20000;
+
+  // A private Mosquitto (or BENCH_MQTT_URL): the retained configs the service publishes must not
+  // appear as devices in a Home Assistant that uses a shared broker.
+  const privateBroker = process.env.BENCH_MQTT_URL ? null : await startBroker();
+  const BROKER = process.env.BENCH_MQTT_URL ?? privateBroker!.url;
 
   // Reference: raw QoS 1 publishes, a sliding window of WINDOW in flight (a new one as each is acknowledged).
   const rawClient = await mqtt.connectAsync(BROKER);
@@ -137,5 +142,6 @@ export async function benchFanout(): Promise<boolean> {
     await subscriber.endAsync();
     await close();
     receiver.close();
+    await privateBroker?.destroy();
   }
 }

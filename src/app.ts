@@ -17,7 +17,7 @@ import { SecretBox } from './crypto.js';
 import { createEnrichment, type Enrichment } from './enrichment/index.js';
 import { MqttIntegration } from './mqtt/index.js';
 import { settingsRoutes } from './settings/routes.js';
-import type { SettingsStore } from './settings/store.js';
+import type { SettingsChange, SettingsStore } from './settings/store.js';
 import { createEventPipeline } from './pipeline.js';
 import { WebhookService } from './webhook/index.js';
 import { webhookRoutes } from './webhook/routes.js';
@@ -94,9 +94,9 @@ export async function buildApp(config: Config): Promise<App> {
   });
   // Only a change of MQTT's own fields touches the connection: a webhook save must not make Home
   // Assistant see every entity go unavailable and come back.
-  settings.on('change', ({ settings: next, changed }) => {
+  const applySettings = ({ settings: next, changed }: SettingsChange) => {
     if (changed.mqtt.length > 0) void mqtt.configure(next.mqtt).catch((error: Error) => http.log.error({ err: error }, 'MQTT reconfiguration failed'));
-  });
+  };
 
   opsRoutes(http, { database, metrics, mqttState: () => mqtt.status() });
   presenceRoutes(http, presence);
@@ -130,7 +130,8 @@ export async function buildApp(config: Config): Promise<App> {
     webhook,
     mqtt,
     async start() {
-      await mqtt.configure((await settings.get()).mqtt);
+      settings.on('change', applySettings);
+      await mqtt.start((await settings.get()).mqtt);
       webhook.start();
       every(sweepIntervalMs(config.presenceAwayDelayMs), () => presence.sweepAway(), 'away sweep');
       every(config.healthIntervalMs, () => presence.emitHealth(), 'health report');
@@ -151,6 +152,7 @@ export async function buildApp(config: Config): Promise<App> {
       await http.close();
       await enrichment.worker?.stop();
       await webhook.stop();
+      settings.off('change', applySettings);
       await mqtt.stop();
       await database.close();
       redis?.disconnect();

@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
 import { launchChromium } from './helpers/browser.js';
 import { ADMIN_TOKEN, startTestApp, type TestApp } from './helpers/app.js';
-import { SHARED_BROKER } from './helpers/broker.js';
+import { startBroker } from './helpers/broker.js';
 import { startReceiver } from './helpers/receiver.js';
 
 const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url).pathname;
@@ -17,6 +17,8 @@ describe('dashboard in Chromium', () => {
   let page: Page;
   let base: string;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  // A private broker: retained configs on a shared one would appear as devices in a real Home Assistant.
+  let broker: Awaited<ReturnType<typeof startBroker>>;
   const foreignRequests: string[] = [];
   const pageErrors: string[] = [];
   const id = randomBytes(4).toString('hex');
@@ -30,6 +32,7 @@ describe('dashboard in Chromium', () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     if (process.env.UPDATE_DOCS_SCREENSHOTS) mkdirSync(DOCS_IMAGES, { recursive: true });
     receiver = await startReceiver();
+    broker = await startBroker();
     app = await startTestApp('sqlite', { MOTHERSHIP_ID: `ms${id}` }, { start: true });
     base = await app.http.listen({ port: 0, host: '127.0.0.1' });
     await app.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
@@ -58,6 +61,7 @@ describe('dashboard in Chromium', () => {
     await browser?.close();
     await app?.cleanup();
     await receiver?.close();
+    await broker?.destroy();
   });
 
   it('signs in with the admin token (and refuses a wrong one)', async () => {
@@ -96,7 +100,7 @@ describe('dashboard in Chromium', () => {
   });
 
   it('saves MQTT settings against a real broker and turns connected', async () => {
-    await page.fill('#mqtt-form [name=broker_url]', SHARED_BROKER);
+    await page.fill('#mqtt-form [name=broker_url]', broker.url);
     await page.fill('#mqtt-form [name=topic_root]', `root${id}`);
     await page.fill('#mqtt-form [name=discovery_prefix]', `ha${id}`);
     await page.fill('#mqtt-form [name=password]', 'broker-pass');

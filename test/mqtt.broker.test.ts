@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
-import { observer, retainedSet, SHARED_BROKER, startBroker } from './helpers/broker.js';
+import { observer, retainedSet, startBroker } from './helpers/broker.js';
 import { spawnMothership, stopProcess } from './helpers/process.js';
 
 const unique = () => randomBytes(4).toString('hex');
@@ -17,29 +17,35 @@ async function mqttApp(extra: Record<string, string> = {}) {
 
 const connected = (app: TestApp) => eventually(async () => (await app.api('GET', '/api/settings/integration')).body.mqtt.status.connected === true, 5000, 'MQTT connected');
 
-describe('MQTT publishing on the shared broker', () => {
+describe('MQTT publishing', () => {
+  // A private broker: retained configs on a shared one would appear as devices in a real Home Assistant.
+  let broker: Awaited<ReturnType<typeof startBroker>>;
   let app: TestApp;
   let mid: string;
   let root: string;
   let prefix: string;
 
   before(async () => {
+    broker = await startBroker();
     ({ app, mid, root, prefix } = await mqttApp());
     await app.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
     await app.api('POST', '/api/zones', { id: 'kitchen', name: 'Kitchen' });
     // A ghost: a retained config of this installation for a person that no longer exists.
-    const ghost = await observer(SHARED_BROKER, []);
+    const ghost = await observer(broker.url, []);
     await ghost.client.publishAsync(`${prefix}/binary_sensor/${mid}/person_ghost_presence/config`, JSON.stringify({ name: 'Ghost' }), { retain: true, qos: 1 });
     await ghost.close();
-    const saved = await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: SHARED_BROKER, topic_root: root, discovery_prefix: prefix } });
+    const saved = await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
     assert.equal(saved.status, 200, JSON.stringify(saved.body));
     await connected(app);
   });
-  after(() => app.cleanup());
+  after(async () => {
+    await app.cleanup();
+    await broker.destroy();
+  });
 
   it('publishes availability, every discovery config and the current state, retained', async () => {
     const retained = await eventually(async () => {
-      const set = await retainedSet(SHARED_BROKER, [`${root}/#`, `${prefix}/#`]);
+      const set = await retainedSet(broker.url, [`${root}/#`, `${prefix}/#`]);
       return set.has(`${root}/${mid}/system/health`) && set.size >= 13 ? set : null;
     }, 5000, 'retained set');
     assert.equal(retained.get(`${root}/${mid}/availability`), 'online');
@@ -65,11 +71,11 @@ describe('MQTT publishing on the shared broker', () => {
   });
 
   it('cleared the ghost config of an entity that no longer exists', async () => {
-    await eventually(async () => !(await retainedSet(SHARED_BROKER, [`${prefix}/#`])).has(`${prefix}/binary_sensor/${mid}/person_ghost_presence/config`), 5000, 'ghost cleared');
+    await eventually(async () => !(await retainedSet(broker.url, [`${prefix}/#`])).has(`${prefix}/binary_sensor/${mid}/person_ghost_presence/config`), 5000, 'ghost cleared');
   });
 
   it('mirrors zone entry and exit into presence and occupancy topics', async () => {
-    const view = await observer(SHARED_BROKER, [`${root}/${mid}/#`]);
+    const view = await observer(broker.url, [`${root}/${mid}/#`]);
     try {
       await app.api('POST', '/api/events', { type: 'zone.entry', person: 'ada', zone: 'kitchen' });
       await eventually(() => view.last(`${root}/${mid}/person/ada/presence`) === 'home', 3000, 'home');
@@ -84,7 +90,7 @@ describe('MQTT publishing on the shared broker', () => {
   });
 
   it('publishes falls (retained) and anomalies (not retained)', async () => {
-    const view = await observer(SHARED_BROKER, [`${root}/${mid}/fall`, `${root}/${mid}/anomaly`]);
+    const view = await observer(broker.url, [`${root}/${mid}/fall`, `${root}/${mid}/anomaly`]);
     try {
       await app.api('POST', '/api/events', { type: 'fall.detected', person: 'ada', zone: 'kitchen' });
       await app.api('POST', '/api/events', { type: 'anomaly.detected', zone: 'kitchen', detail: { kind: 'motion' } });
@@ -94,7 +100,7 @@ describe('MQTT publishing on the shared broker', () => {
       assert.equal(JSON.parse(fall.payload).person, 'ada');
       const anomaly = JSON.parse(view.last(`${root}/${mid}/anomaly`)!);
       assert.equal(anomaly.event_type, 'anomaly.detected');
-      const retained = await retainedSet(SHARED_BROKER, [`${root}/${mid}/anomaly`, `${root}/${mid}/fall`]);
+      const retained = await retainedSet(broker.url, [`${root}/${mid}/anomaly`, `${root}/${mid}/fall`]);
       assert.equal(retained.has(`${root}/${mid}/anomaly`), false, 'anomalies are not retained');
       assert.equal(JSON.parse(retained.get(`${root}/${mid}/fall`)!).state, 'ON');
     } finally {
@@ -103,7 +109,7 @@ describe('MQTT publishing on the shared broker', () => {
   });
 
   it('republishes everything when Home Assistant announces itself', async () => {
-    const view = await observer(SHARED_BROKER, [`${root}/${mid}/availability`, `${prefix}/select/${mid}/mode/config`]);
+    const view = await observer(broker.url, [`${root}/${mid}/availability`, `${prefix}/select/${mid}/mode/config`]);
     try {
       await new Promise((resolve) => setTimeout(resolve, 200));
       view.messages.length = 0;
@@ -115,14 +121,14 @@ describe('MQTT publishing on the shared broker', () => {
   });
 
   it('follows mode commands and ignores retained or unknown ones', async () => {
-    const commander = await observer(SHARED_BROKER, []);
+    const commander = await observer(broker.url, []);
     try {
       await commander.client.publishAsync(`${root}/${mid}/system/mode/set`, 'sleep', { qos: 1 });
       await eventually(async () => (await app.api('GET', '/api/system/mode')).body.mode === 'sleep', 3000, 'mode sleep');
       await commander.client.publishAsync(`${root}/${mid}/system/mode/set`, 'disco', { qos: 1 });
       await new Promise((resolve) => setTimeout(resolve, 200));
       assert.equal((await app.api('GET', '/api/system/mode')).body.mode, 'sleep', 'an unknown mode is ignored');
-      await eventually(async () => (await retainedSet(SHARED_BROKER, [`${root}/${mid}/system/mode`])).get(`${root}/${mid}/system/mode`) === 'sleep', 3000, 'mode state');
+      await eventually(async () => (await retainedSet(broker.url, [`${root}/${mid}/system/mode`])).get(`${root}/${mid}/system/mode`) === 'sleep', 3000, 'mode state');
       // A retained command reaches the service on every (re)subscribe: it must not flip the mode then.
       await commander.client.publishAsync(`${root}/${mid}/system/mode/set`, 'away', { qos: 1, retain: true });
       await eventually(async () => (await app.api('GET', '/api/system/mode')).body.mode === 'away', 3000, 'live command applied');
@@ -141,12 +147,31 @@ describe('MQTT publishing on the shared broker', () => {
   it('removes a deleted person: empty config and cleared state', async () => {
     await app.api('POST', '/api/persons', { id: 'bob', name: 'Bob' });
     const config = `${prefix}/binary_sensor/${mid}/person_bob_presence/config`;
-    await eventually(async () => (await retainedSet(SHARED_BROKER, [config])).has(config), 3000, 'bob config');
+    await eventually(async () => (await retainedSet(broker.url, [config])).has(config), 3000, 'bob config');
     await app.api('DELETE', '/api/persons/bob');
     await eventually(async () => {
-      const set = await retainedSet(SHARED_BROKER, [`${prefix}/#`, `${root}/${mid}/person/bob/#`]);
+      const set = await retainedSet(broker.url, [`${prefix}/#`, `${root}/${mid}/person/bob/#`]);
       return !set.has(config) && !set.has(`${root}/${mid}/person/bob/presence`) && !set.has(`${root}/${mid}/person/bob/attributes`);
     }, 3000, 'bob removed');
+  });
+
+  it('removes a deleted zone: empty configs, cleared occupancy, and its occupants moved out', async () => {
+    await app.api('POST', '/api/zones', { id: 'cellar', name: 'Cellar' });
+    await app.api('POST', '/api/persons', { id: 'cy', name: 'Cy' });
+    await app.api('POST', '/api/events', { type: 'zone.entry', person: 'cy', zone: 'cellar' });
+    const configs = [`${prefix}/sensor/${mid}/zone_cellar_count/config`, `${prefix}/binary_sensor/${mid}/zone_cellar_occupied/config`];
+    const occupancy = `${root}/${mid}/zone/cellar/occupancy`;
+    const attributes = `${root}/${mid}/person/cy/attributes`;
+    await eventually(async () => {
+      const set = await retainedSet(broker.url, [...configs, occupancy, attributes]);
+      return configs.every((topic) => set.has(topic)) && set.has(occupancy) && JSON.parse(set.get(attributes) ?? '{}').zone === 'cellar';
+    }, 3000, 'cellar published');
+    await app.api('DELETE', '/api/zones/cellar');
+    await eventually(async () => {
+      const set = await retainedSet(broker.url, [...configs, occupancy, attributes]);
+      return configs.every((topic) => !set.has(topic)) && !set.has(occupancy) && JSON.parse(set.get(attributes) ?? '{}').zone === null;
+    }, 3000, 'cellar removed and cy moved out');
+    await app.api('DELETE', '/api/persons/cy');
   });
 
   it('republishes discovery on request', async () => {

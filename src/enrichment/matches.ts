@@ -49,22 +49,27 @@ export class MatchService {
 
   async update(id: string, input: { status?: MatchStatus; replay?: unknown }): Promise<MatchView> {
     return this.database.transaction(async (trx) => {
-      await this.get(id, trx);
+      await readMatch(trx, id);
       const changes: Partial<MatchesTable> = {};
       if (input.status !== undefined) changes.status = input.status;
       if (input.replay !== undefined) changes.replay = JSON.stringify(input.replay);
       if (Object.keys(changes).length) await trx.updateTable('matches').set(changes).where('id', '=', id).execute();
-      return this.get(id, trx);
+      return readMatch(trx, id);
     });
   }
 
-  async get(id: string, trx: Db = this.database.db): Promise<MatchView> {
-    const row = await trx.selectFrom('matches').selectAll().where('id', '=', id).executeTakeFirst();
-    if (!row) throw notFound('Match', id);
-    return toMatchView(row);
+  get(id: string): Promise<MatchView> {
+    return readMatch(this.database.db, id);
   }
 
   async list(limit: number): Promise<MatchView[]> {
     return (await this.database.db.selectFrom('matches').selectAll().orderBy('created_at', 'desc').orderBy('id').limit(limit).execute()).map(toMatchView);
   }
+}
+
+/** Reads through `trx`: the database, or the transaction a write runs in. */
+async function readMatch(trx: Db, id: string): Promise<MatchView> {
+  const row = await trx.selectFrom('matches').selectAll().where('id', '=', id).executeTakeFirst();
+  if (!row) throw notFound('Match', id);
+  return toMatchView(row);
 }

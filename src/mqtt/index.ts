@@ -53,6 +53,7 @@ export class MqttIntegration {
   private flushing: Promise<void> | null = null;
   private expectedConfigs = new Set<string>();
   private lastHealth: Record<string, unknown> | null = null;
+  private unsubscribe: (() => void) | null = null;
 
   constructor(
     private readonly deps: {
@@ -63,9 +64,7 @@ export class MqttIntegration {
       metrics: Metrics | null;
       log: FastifyBaseLogger;
     },
-  ) {
-    deps.events.subscribe((event) => this.onEvent(event));
-  }
+  ) {}
 
   get clientId(): string {
     return `mothership-${this.deps.mothershipId}`;
@@ -101,7 +100,15 @@ export class MqttIntegration {
     this.connection = connection;
   }
 
+  /** Follows the event log and connects with the saved settings. */
+  async start(settings: IntegrationSettings['mqtt']): Promise<void> {
+    this.unsubscribe ??= this.deps.events.subscribe((event) => this.onEvent(event));
+    await this.configure(settings);
+  }
+
   async stop(): Promise<void> {
+    this.unsubscribe?.();
+    this.unsubscribe = null;
     const connection = this.connection;
     this.connection = null;
     // Closing fails whatever the broker has not acknowledged, which ends the flush.

@@ -71,10 +71,8 @@ export class PresenceService {
     return (await this.db.selectFrom('persons').selectAll().orderBy('id').execute()).map(toPersonView);
   }
 
-  async getPerson(id: string, trx: Db = this.db): Promise<PersonView> {
-    const row = await trx.selectFrom('persons').selectAll().where('id', '=', id).executeTakeFirst();
-    if (!row) throw notFound('Person', id);
-    return toPersonView(row);
+  getPerson(id: string): Promise<PersonView> {
+    return readPerson(this.db, id);
   }
 
   createPerson(input: { id?: string; name: string }): Promise<PersonView> {
@@ -90,9 +88,9 @@ export class PresenceService {
 
   updatePerson(id: string, input: { name?: string }): Promise<PersonView> {
     return this.events.write(async (trx, emit) => {
-      await this.getPerson(id, trx);
+      await readPerson(trx, id);
       if (input.name !== undefined) await trx.updateTable('persons').set({ name: input.name }).where('id', '=', id).execute();
-      const person = await this.getPerson(id, trx);
+      const person = await readPerson(trx, id);
       emit('person.updated', { person: id, zone: person.zone, detail: { name: person.name } });
       return person;
     });
@@ -100,7 +98,7 @@ export class PresenceService {
 
   deletePerson(id: string): Promise<void> {
     return this.events.write(async (trx, emit) => {
-      const person = await this.getPerson(id, trx);
+      const person = await readPerson(trx, id);
       await trx.deleteFrom('persons').where('id', '=', id).execute();
       emit('person.deleted', { person: id, zone: person.zone, detail: { name: person.name } });
     });
@@ -118,12 +116,10 @@ export class PresenceService {
     return zones.map((zone) => zoneView(zone, occupants.get(zone.id) ?? []));
   }
 
-  async getZone(id: string, trx: Db = this.db): Promise<ZoneView> {
-    const zone = await trx.selectFrom('zones').select(['id', 'name']).where('id', '=', id).executeTakeFirst();
-    if (!zone) throw notFound('Zone', id);
-    const occupants = await trx.selectFrom('persons').select('id').where('zone_id', '=', id).orderBy('id').execute();
-    return zoneView(zone, occupants.map((row) => row.id));
+  getZone(id: string): Promise<ZoneView> {
+    return readZone(this.db, id);
   }
+
 
   createZone(input: { id?: string; name: string }): Promise<ZoneView> {
     return this.events.write(async (trx, emit) => {
@@ -137,9 +133,9 @@ export class PresenceService {
 
   updateZone(id: string, input: { name?: string }): Promise<ZoneView> {
     return this.events.write(async (trx, emit) => {
-      await this.getZone(id, trx);
+      await readZone(trx, id);
       if (input.name !== undefined) await trx.updateTable('zones').set({ name: input.name }).where('id', '=', id).execute();
-      const zone = await this.getZone(id, trx);
+      const zone = await readZone(trx, id);
       emit('zone.updated', { zone: id, detail: { name: zone.name } });
       return zone;
     });
@@ -148,7 +144,7 @@ export class PresenceService {
   /** Deleting a zone moves its occupants out of it (they start their away delay). */
   deleteZone(id: string): Promise<void> {
     return this.events.write(async (trx, emit) => {
-      const zone = await this.getZone(id, trx);
+      const zone = await readZone(trx, id);
       const at = now();
       for (const personId of zone.occupants) {
         const row = await trx.selectFrom('persons').selectAll().where('id', '=', personId).executeTakeFirstOrThrow();
@@ -264,13 +260,13 @@ export class PresenceService {
     return { node_count: nodes.length, quality, mode: await this.mode() };
   }
 
-  async mode(trx: Db = this.db): Promise<Mode> {
-    return (await getSetting<Mode>(trx, 'system.mode')) ?? 'home';
+  mode(): Promise<Mode> {
+    return readMode(this.db);
   }
 
   setMode(mode: Mode, source: 'api' | 'mqtt'): Promise<Mode> {
     return this.events.write(async (trx, emit) => {
-      const previous = await this.mode(trx);
+      const previous = await readMode(trx);
       if (previous === mode) return mode;
       await putSetting(trx, 'system.mode', mode);
       emit('system.mode_changed', { detail: { from: previous, to: mode, source } });
@@ -291,4 +287,23 @@ export class PresenceService {
 
 function zoneView(zone: { id: string; name: string }, occupants: string[]): ZoneView {
   return { id: zone.id, name: zone.name, count: occupants.length, occupied: occupants.length > 0, occupants };
+}
+
+// Readers take the handle to read through: the database, or the transaction a write runs in (a read
+// through the database from inside a transaction throws TransactionMisuseError).
+async function readPerson(trx: Db, id: string): Promise<PersonView> {
+  const row = await trx.selectFrom('persons').selectAll().where('id', '=', id).executeTakeFirst();
+  if (!row) throw notFound('Person', id);
+  return toPersonView(row);
+}
+
+async function readZone(trx: Db, id: string): Promise<ZoneView> {
+  const zone = await trx.selectFrom('zones').select(['id', 'name']).where('id', '=', id).executeTakeFirst();
+  if (!zone) throw notFound('Zone', id);
+  const occupants = await trx.selectFrom('persons').select('id').where('zone_id', '=', id).orderBy('id').execute();
+  return zoneView(zone, occupants.map((row) => row.id));
+}
+
+async function readMode(trx: Db): Promise<Mode> {
+  return (await getSetting<Mode>(trx, 'system.mode')) ?? 'home';
 }

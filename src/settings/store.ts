@@ -74,8 +74,13 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
     super();
   }
 
-  /** The current settings, cached for CACHE_MS (inside a transaction, pass it: a cold cache loads through it). */
-  get(trx: Db = this.database.db): Promise<IntegrationSettings> {
+  /** The current settings, cached for CACHE_MS. */
+  get(): Promise<IntegrationSettings> {
+    return this.cached.get(this.database.db);
+  }
+
+  /** The same, from inside a transaction: a cold cache loads through it. */
+  getWithin(trx: Db): Promise<IntegrationSettings> {
     return this.cached.get(trx);
   }
 

@@ -2,10 +2,9 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { ADMIN_TOKEN, createTestEnv, eventually, startTestApp, type TestApp, type TestEnv } from '../helpers/app.js';
-import { SHARED_BROKER } from '../helpers/broker.js';
 import { spawnMothership, stopProcess } from '../helpers/process.js';
 import { startReceiver } from '../helpers/receiver.js';
-import { freePort } from '../helpers/broker.js';
+import { freePort, startBroker } from '../helpers/broker.js';
 
 describe('admin authentication covers every route', () => {
   let app: TestApp;
@@ -62,6 +61,7 @@ describe('secrets never reach the logs or responses', () => {
 
   it('a service logging at trace level prints none of the secrets it handled', async () => {
     const receiver = await startReceiver();
+    const broker = await startBroker();
     const port = await freePort();
     const service = spawnMothership(['serve'], { ...env.env, LOG_LEVEL: 'trace', PORT: String(port), RATE_LIMIT_CAPACITY: '100000' });
     const base = `http://127.0.0.1:${port}`;
@@ -78,7 +78,7 @@ describe('secrets never reach the logs or responses', () => {
       const webhookSecret = 'whsec_' + randomBytes(32).toString('base64');
       secrets.push(webhookSecret);
       const saved = await call('POST', '/api/settings/integration', {
-        mqtt: { enabled: true, broker_url: SHARED_BROKER, username: 'hub', password: mqttPassword, topic_root: `root${randomBytes(3).toString('hex')}` },
+        mqtt: { enabled: true, broker_url: broker.url, username: 'hub', password: mqttPassword, topic_root: `root${randomBytes(3).toString('hex')}` },
         webhook: { enabled: true, url: receiver.url, secret: webhookSecret },
       });
       assert.equal(saved.status, 200);
@@ -107,6 +107,7 @@ describe('secrets never reach the logs or responses', () => {
     } finally {
       await stopProcess(service);
       await receiver.close();
+      await broker.destroy();
     }
     const logs = service.output();
     assert.ok(logs.split('\n').length > 20, 'the service logged at trace level');
