@@ -320,6 +320,40 @@ describe('MQTT connection management', () => {
     }
   });
 
+  it('a new topic root or discovery prefix moves the entities: old retained topics cleared, no offline in between', async () => {
+    const broker = await startBroker();
+    const { app, mid, root, prefix } = await mqttApp();
+    const [root2, prefix2] = [`${root}x`, `${prefix}x`];
+    try {
+      await app.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
+      await app.api('POST', '/api/zones', { id: 'den', name: 'Den' });
+      await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
+      await connected(app);
+      const view = await observer(broker.url, [`${root}/#`, `${root2}/#`, `${prefix}/#`, `${prefix2}/#`]);
+      await eventually(() => view.last(`${root}/${mid}/availability`) === 'online', 3000, 'online');
+
+      await app.api('POST', '/api/settings/integration', { mqtt: { topic_root: root2 } });
+      await eventually(async () => {
+        const set = await retainedSet(broker.url, [`${root}/#`, `${root2}/#`]);
+        return [...set.keys()].every((topic) => topic.startsWith(`${root2}/`)) && set.get(`${root2}/${mid}/availability`) === 'online' && set.has(`${root2}/${mid}/person/ada/presence`) ? set : null;
+      }, 5000, 'state moved to the new root, nothing left under the old one');
+      const config = JSON.parse((await retainedSet(broker.url, [`${prefix}/binary_sensor/${mid}/person_ada_presence/config`])).get(`${prefix}/binary_sensor/${mid}/person_ada_presence/config`)!);
+      assert.equal(config.availability[0].topic, `${root2}/${mid}/availability`, 'the configs point at the new root');
+
+      await app.api('POST', '/api/settings/integration', { mqtt: { discovery_prefix: prefix2 } });
+      await eventually(async () => {
+        const set = await retainedSet(broker.url, [`${prefix}/#`, `${prefix2}/#`]);
+        return set.size > 0 && [...set.keys()].every((topic) => topic.startsWith(`${prefix2}/`)) ? set : null;
+      }, 5000, 'configs moved to the new prefix, none left under the old one (no ghost devices)');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.deepEqual(view.messages.filter((message) => message.payload === 'offline').map((message) => message.topic), [], 'Home Assistant never saw the service offline');
+      await view.close();
+    } finally {
+      await app.cleanup();
+      await broker.destroy();
+    }
+  });
+
   it('the broker publishes the retained offline Last Will when the service process is killed', async () => {
     const broker = await startBroker();
     const env = await createTestEnv('sqlite', { MOTHERSHIP_ID: `ms${unique()}` });

@@ -75,16 +75,24 @@ export class MqttIntegration {
     return { enabled: Boolean(this.settings?.enabled), ...status };
   }
 
-  /** Applies new settings at once: the old connection says `offline` and closes, a new one opens. */
+  /**
+   * Applies new settings at once: the old connection closes, a new one opens. Turned off or moved to
+   * another broker, the old connection says `offline` first. Moved to another topic root or discovery
+   * prefix, it clears what it retained under the old ones instead (no ghost devices, and no `offline`
+   * for Home Assistant to act on: a clean disconnect sends no Last Will), and the new connection
+   * publishes everything under the new ones.
+   */
   async configure(settings: IntegrationSettings['mqtt']): Promise<void> {
     const previous = this.connection;
+    const previousTopics = this.topics;
+    const topics = new Topics(settings.topic_root, this.deps.mothershipId, settings.discovery_prefix);
+    const relocating = Boolean(settings.enabled && settings.broker_url && previousTopics && (previousTopics.base !== topics.base || previousTopics.prefix !== topics.prefix));
     this.connection = null;
-    if (previous) await previous.close(() => this.publishAvailability(previous, 'offline'));
+    if (previous) await previous.close(() => (relocating ? this.clearRelocated(previous, previousTopics!, topics) : this.publishAvailability(previous, 'offline')));
     this.settings = settings;
-    this.topics = new Topics(settings.topic_root, this.deps.mothershipId, settings.discovery_prefix);
+    this.topics = topics;
     this.deps.metrics?.mqttConnected.set(0);
     if (!settings.enabled || !settings.broker_url) return;
-    const topics = this.topics;
     const connection: MqttConnection = new MqttConnection(
       settings,
       this.clientId,
@@ -173,6 +181,19 @@ export class MqttIntegration {
     ];
     await this.publishAll(connection, this.configs(persons, zones));
     await Promise.all(states.map(([topic, payload]) => this.publish(connection, topic, payload)));
+  }
+
+  /** Clears the retained topics a move to `next` leaves behind: state under an old root, configs under an old prefix. */
+  private async clearRelocated(connection: MqttConnection, old: Topics, next: Topics): Promise<void> {
+    const [persons, zones] = await Promise.all([this.deps.presence.listPersons(), this.deps.presence.listZones()]);
+    const stale: string[] = [];
+    if (old.base !== next.base) {
+      stale.push(old.availability, old.fall, old.mode, old.health);
+      for (const person of persons) stale.push(...personState(old, person).map(([topic]) => topic));
+      for (const zone of zones) stale.push(zoneState(old, zone)[0]);
+    }
+    if (old.prefix !== next.prefix) stale.push(...allConfigs({ topics: old, version: VERSION }, persons, zones).map((config) => config.topic));
+    await Promise.all(stale.map((topic) => this.publish(connection, topic, '')));
   }
 
   private publishAvailability(connection: MqttConnection, state: 'online' | 'offline'): Promise<void> {
