@@ -59,7 +59,7 @@ for (const dialect of DIALECTS) {
         'a read through database.db': () => database.db.selectFrom('zones').selectAll().execute(),
         'a nested transaction': () => database.transaction(async () => 1),
         'a write of its own': () => database.write((db) => db.insertInto('zones').values(zone(`w-${dialect}`)).execute()),
-        'an event emitted outside the transaction': () => events.emit('system.health', { detail: {} }),
+        'an event emitted outside the transaction': () => events.emit('anomaly.detected', { detail: {} }),
       };
       for (const [what, misuse] of Object.entries(misuses)) {
         const started = performance.now();

@@ -34,7 +34,7 @@ describe('presence transitions', () => {
     const inKitchen = enterZone(away, 'kitchen', at).next;
     const { next, events } = exitZone(inKitchen, 'garden', at, 0);
     assert.equal(next.zone_id, 'kitchen');
-    assert.equal(events[0]!.detail.ignored, true);
+    assert.deepEqual(events[0], { type: 'zone.exit', zone: 'garden', detail: { ignored: true, reason: 'not_in_zone' } });
   });
 
   it('marking a person away who is already away emits nothing', () => {

@@ -1,5 +1,6 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
+import { EVENT_TYPES } from '../events/index.js';
 
 /** The dashboard's files, shipped as written (no build step), read once at start-up. */
 const PUBLIC_DIR = new URL('../../../src/dashboard/public/', import.meta.url);
@@ -32,6 +33,8 @@ export function dashboardRoutes(app: FastifyInstance): void {
     const extension = name.slice(name.lastIndexOf('.'));
     if (TYPES[extension]) files.set(name, { body: readFileSync(new URL(name, PUBLIC_DIR)), type: TYPES[extension]! });
   }
+  // Generated from the one list (events/types.ts): the page subscribes to every type the stream sends.
+  files.set('event-types.js', { body: Buffer.from(`export const EVENT_TYPES = ${JSON.stringify(EVENT_TYPES)};\n`), type: TYPES['.js']! });
   const options = { config: { auth: 'public' as const, rateLimit: false as const }, helmet: { contentSecurityPolicy: DASHBOARD_CSP }, schema: { hide: true } };
 
   app.get('/', options, async (_request, reply) => {

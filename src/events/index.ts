@@ -11,7 +11,7 @@ type Subscriber = (event: StoredEvent) => void;
 const APPEND_LOCK = 0x6d5f6576; // "m_ev"
 /** Runs inside the appending transaction (a transactional outbox, e.g. webhook deliveries). */
 type AppendHook = (trx: Db, events: StoredEvent[]) => Promise<void>;
-export type Emit = (type: EventType, fields?: EventFields) => EventPayload;
+export type Emit = <T extends EventType>(type: T, fields: EventFields<T>) => EventPayload<T>;
 
 /**
  * The event log and in-process bus. A state change and the events it causes are written in one
@@ -38,7 +38,7 @@ export class EventLog {
     const pending: EventPayload[] = [];
     const emit: Emit = (type, fields) => {
       const event = makeEvent(type, fields);
-      pending.push(event);
+      pending.push(event as EventPayload);
       return event;
     };
     const stored: StoredEvent[] = [];
@@ -52,7 +52,7 @@ export class EventLog {
   }
 
   /** Appends one event on its own (no state change goes with it). */
-  async emit(type: EventType, fields?: EventFields): Promise<EventPayload> {
+  async emit<T extends EventType>(type: T, fields: EventFields<T>): Promise<EventPayload<T>> {
     return this.write(async (_trx, emit) => emit(type, fields));
   }
 

@@ -1,4 +1,42 @@
-/** The event payload every output carries (CONTRACT section 5; seed section 2.2). */
+/** A zone's occupancy after the change, carried by every event that concerns a zone's people. */
+export interface ZoneOccupancy {
+  count: number;
+  occupants: string[];
+}
+type Presence = 'home' | 'not_home';
+type EnrichmentJob = { match_id: string; bot_id: string; job_id: number };
+
+/**
+ * The `detail` of each event type (CONTRACT section 5; seed section 2.2): the one source for the
+ * producers (a wrong shape fails to compile), the consumers, and the list of types the API serves.
+ */
+export interface EventDetails {
+  'zone.entry': ZoneOccupancy & { from_zone: string | null; already_inside: boolean };
+  'zone.exit': ZoneOccupancy & { reason?: 'entered_other_zone' | 'not_in_zone'; to_zone?: string; ignored?: true };
+  'presence.changed': Partial<ZoneOccupancy> & { from: Presence; to: Presence };
+  'fall.detected': { state: 'ON' };
+  'fall.cleared': { state: 'OFF' };
+  /** What the sensing node sent. */
+  'anomaly.detected': Record<string, unknown>;
+  'system.health': { node_count: number; quality: number | null; mode: string };
+  'system.mode_changed': { from: string; to: string; source: 'api' | 'mqtt' };
+  'person.created': { name: string };
+  'person.updated': { name: string };
+  'person.deleted': { name: string };
+  'zone.created': { name: string };
+  'zone.updated': { name: string };
+  /** `occupants`: the people the deletion moved out of the zone. */
+  'zone.deleted': { name: string; occupants: string[] };
+  'enrichment.requested': EnrichmentJob;
+  'enrichment.completed': EnrichmentJob & { attempts: number };
+  'enrichment.failed': EnrichmentJob & { attempts: number; error: string };
+  'baseline.recorded': { id: number; commit_sha: string; subject_geomean: number; grep_1000_mean_ms: number; regressed: boolean; regressions: string[] };
+  'webhook.test': { message: string };
+}
+
+export type EventType = keyof EventDetails;
+
+/** Every event type, in the order the docs list them (checked against EventDetails at compile time). */
 export const EVENT_TYPES = [
   'zone.entry',
   'zone.exit',
@@ -19,20 +57,25 @@ export const EVENT_TYPES = [
   'enrichment.failed',
   'baseline.recorded',
   'webhook.test',
-] as const;
+] as const satisfies readonly EventType[];
+// A type added to EventDetails but not to the list fails here.
+const everyTypeListed: Exclude<EventType, (typeof EVENT_TYPES)[number]> extends never ? true : never = true;
+void everyTypeListed;
 
-export type EventType = (typeof EVENT_TYPES)[number];
 export type Severity = 'info' | 'warning' | 'critical';
 
-export interface EventPayload {
-  event_type: EventType;
-  timestamp: string;
-  zone: string | null;
-  person: string | null;
-  blob_id: string | null;
-  severity: Severity;
-  detail: Record<string, unknown>;
-}
+/** The event payload every output carries; `detail` is the shape of its `event_type`. */
+export type EventPayload<T extends EventType = EventType> = {
+  [K in T]: {
+    event_type: K;
+    timestamp: string;
+    zone: string | null;
+    person: string | null;
+    blob_id: string | null;
+    severity: Severity;
+    detail: EventDetails[K];
+  };
+}[T];
 
 /** An event after it was appended to the log: `json` is the exact text stored and delivered. */
 export interface StoredEvent {
@@ -41,15 +84,15 @@ export interface StoredEvent {
   json: string;
 }
 
-export interface EventFields {
+export interface EventFields<T extends EventType = EventType> {
   zone?: string | null;
   person?: string | null;
   blob_id?: string | null;
   severity?: Severity;
-  detail?: Record<string, unknown>;
+  detail: EventDetails[T];
 }
 
-export function makeEvent(type: EventType, fields: EventFields = {}, timestamp = new Date().toISOString()): EventPayload {
+export function makeEvent<T extends EventType>(type: T, fields: EventFields<T>, timestamp = new Date().toISOString()): EventPayload<T> {
   return {
     event_type: type,
     timestamp,
@@ -57,6 +100,6 @@ export function makeEvent(type: EventType, fields: EventFields = {}, timestamp =
     person: fields.person ?? null,
     blob_id: fields.blob_id ?? null,
     severity: fields.severity ?? 'info',
-    detail: fields.detail ?? {},
-  };
+    detail: fields.detail,
+  } as EventPayload<T>;
 }

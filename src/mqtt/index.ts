@@ -1,6 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
-import type { EventLog, StoredEvent } from '../events/index.js';
+import type { EventDetails, EventLog, StoredEvent } from '../events/index.js';
 import { conflict } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
 import { MODES, type Mode, type PersonView, type PresenceService, type ZoneView } from '../presence/service.js';
@@ -52,7 +52,7 @@ export class MqttIntegration {
   private pending = emptyPending();
   private flushing: Promise<void> | null = null;
   private expectedConfigs = new Set<string>();
-  private lastHealth: Record<string, unknown> | null = null;
+  private lastHealth: (EventDetails['system.health'] & { timestamp: string }) | null = null;
   private unsubscribe: (() => void) | null = null;
 
   constructor(
@@ -238,9 +238,10 @@ export class MqttIntegration {
 
   private onEvent(event: StoredEvent): void {
     if (!this.connection || !this.topics) return;
-    const { event_type: type, person, zone, detail } = event.payload;
+    const { payload } = event;
+    const { person, zone } = payload;
     const pending = this.pending;
-    switch (type) {
+    switch (payload.event_type) {
       case 'zone.entry':
       case 'zone.exit':
       case 'presence.changed':
@@ -265,7 +266,7 @@ export class MqttIntegration {
       case 'zone.deleted':
         pending.removed.push(...removal(zoneConfigs(this.context(), { id: zone!, name: '' })));
         pending.clearTopics.add(this.topics.zoneOccupancy(zone!));
-        for (const occupant of (detail.occupants as string[] | undefined) ?? []) pending.persons.add(occupant);
+        for (const occupant of payload.detail.occupants) pending.persons.add(occupant);
         break;
       case 'fall.detected':
       case 'fall.cleared':
@@ -275,7 +276,7 @@ export class MqttIntegration {
         pending.mode = true;
         break;
       case 'system.health':
-        this.lastHealth = { ...detail, timestamp: event.payload.timestamp };
+        this.lastHealth = { ...payload.detail, timestamp: payload.timestamp };
         void this.publish(this.connection, this.topics.health, JSON.stringify(this.lastHealth)).catch(() => {});
         return;
       case 'anomaly.detected':

@@ -2,10 +2,10 @@ import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import { uniqueId } from '../db/ids.js';
 import { getSetting, putSetting } from '../db/kv.js';
-import type { Emit, EventLog, Severity } from '../events/index.js';
+import type { Emit, EventDetails, EventLog, Severity } from '../events/index.js';
 import { conflict, notFound } from '../http/problem.js';
 import type { PersonsTable } from '../db/schema.js';
-import { enterZone, exitZone, isAwayDue, markAway, type PersonState, type Transition } from './transitions.js';
+import { enterZone, exitZone, isAwayDue, markAway, type PersonState, type Transition, type TransitionEvent } from './transitions.js';
 
 export const MODES = ['home', 'away', 'sleep', 'vacation'] as const;
 export type Mode = (typeof MODES)[number];
@@ -214,7 +214,9 @@ export class PresenceService {
       .execute();
     let primaryEvent;
     for (const event of transition.events) {
-      const detail = event.zone ? { ...event.detail, ...(await this.occupancyDetail(trx, event.zone)) } : event.detail;
+      const occupancy = event.zone ? await this.occupancyDetail(trx, event.zone) : {};
+      // Entry and exit always name their zone (TransitionEvent), so they always get their occupancy.
+      const detail = { ...event.detail, ...occupancy } as EventDetails[TransitionEvent['type']];
       const payload = emit(event.type, { person: personId, zone: event.zone, blob_id: blob, detail });
       if (event.type === primary && !primaryEvent) primaryEvent = payload;
     }

@@ -3,7 +3,7 @@
  * a zone leaves the previous one and makes the person `home`; a person in no zone becomes `not_home`
  * once `awayDelayMs` has passed since they left.
  */
-import type { EventType } from '../events/index.js';
+import type { EventDetails, ZoneOccupancy } from '../events/index.js';
 
 export type Presence = 'home' | 'not_home';
 
@@ -14,10 +14,16 @@ export interface PersonState {
   last_seen: string | null;
 }
 
+type TransitionType = 'zone.entry' | 'zone.exit' | 'presence.changed';
+/** An event a transition causes: its detail without the occupancy, which the writer adds from the database. */
+export type TransitionEvent = {
+  [K in TransitionType]: { type: K; zone: K extends 'presence.changed' ? string | null : string; detail: Omit<EventDetails[K], keyof ZoneOccupancy> };
+}[TransitionType];
+
 export interface Transition {
   next: PersonState;
   /** Events in the order they happened, with the zone each concerns. */
-  events: { type: EventType; zone: string | null; detail: Record<string, unknown> }[];
+  events: TransitionEvent[];
 }
 
 export function enterZone(person: PersonState, zone: string, at: string): Transition {
