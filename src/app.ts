@@ -115,6 +115,41 @@ export async function buildApp(config: Config): Promise<App> {
     timers.push(setInterval(run, ms).unref());
     if (atOnce) run();
   };
+  const retention = async () => {
+    const deleted = await applyRetention([
+      { name: 'events', days: config.eventRetentionDays, prune: (cutoff) => events.prune(cutoff) },
+      { name: 'webhook_deliveries', days: config.webhookLogRetentionDays, prune: (cutoff) => webhook.prune(cutoff) },
+    ]);
+    if (Object.values(deleted).some(Boolean)) log.info({ deleted }, 'retention: expired rows deleted');
+  };
+
+  // Every part with a lifetime, in the order it starts; close() stops them in reverse, after the
+  // HTTP server has stopped taking requests. Constructors above only assign: a part subscribes to
+  // the bus and starts its timers here, and undoes both in stop (as Zigbee2MQTT's extensions do).
+  const parts: { start(): Promise<void> | void; stop(): Promise<void> | void }[] = [
+    {
+      start: async () => {
+        settings.on('change', applySettings);
+        await mqtt.start((await settings.get()).mqtt);
+      },
+      stop: async () => {
+        settings.off('change', applySettings);
+        await mqtt.stop();
+      },
+    },
+    { start: () => webhook.start(), stop: () => webhook.stop() },
+    {
+      start: () => {
+        every(sweepIntervalMs(config.presenceAwayDelayMs), () => presence.sweepAway(), 'away sweep');
+        every(config.healthIntervalMs, () => presence.emitHealth(), 'health report');
+        every(60_000, () => enrichment.purgeNonces(), 'nonce purge');
+        every(60_000, () => sessions.purge(), 'session purge');
+        every(RETENTION_INTERVAL_MS, retention, 'retention', { atOnce: true });
+      },
+      stop: () => timers.splice(0).forEach(clearInterval),
+    },
+    { start: () => enrichment.worker?.start(), stop: () => enrichment.worker?.stop() },
+  ];
 
   return {
     http,
@@ -130,30 +165,11 @@ export async function buildApp(config: Config): Promise<App> {
     webhook,
     mqtt,
     async start() {
-      settings.on('change', applySettings);
-      await mqtt.start((await settings.get()).mqtt);
-      webhook.start();
-      every(sweepIntervalMs(config.presenceAwayDelayMs), () => presence.sweepAway(), 'away sweep');
-      every(config.healthIntervalMs, () => presence.emitHealth(), 'health report');
-      every(60_000, () => enrichment.purgeNonces(), 'nonce purge');
-      every(60_000, () => sessions.purge(), 'session purge');
-      const retention = async () => {
-        const deleted = await applyRetention([
-          { name: 'events', days: config.eventRetentionDays, prune: (cutoff) => events.prune(cutoff) },
-          { name: 'webhook_deliveries', days: config.webhookLogRetentionDays, prune: (cutoff) => webhook.prune(cutoff) },
-        ]);
-        if (Object.values(deleted).some(Boolean)) log.info({ deleted }, 'retention: expired rows deleted');
-      };
-      every(RETENTION_INTERVAL_MS, retention, 'retention', { atOnce: true });
-      await enrichment.worker?.start();
+      for (const part of parts) await part.start();
     },
     async close() {
-      timers.forEach(clearInterval);
       await http.close();
-      await enrichment.worker?.stop();
-      await webhook.stop();
-      settings.off('change', applySettings);
-      await mqtt.stop();
+      for (const part of [...parts].reverse()) await part.stop();
       await database.close();
       redis?.disconnect();
     },

@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { backoffDelay } from '../src/mqtt/backoff.js';
 import { allConfigs, personConfigs, removal, systemConfigs, zoneConfigs } from '../src/mqtt/discovery.js';
 import { Topics } from '../src/mqtt/topics.js';
+import { emptyPending, hasWork, recordChange } from '../src/mqtt/pending.js';
+import { makeEvent } from '../src/events/index.js';
 import { personState, zoneState } from '../src/mqtt/state.js';
 import { clientOptions, describeMqttError } from '../src/mqtt/connection.js';
 import { brokerUrlError, topicPrefixError, webhookUrlError, webhookSecretError } from '../src/settings/validate.js';
@@ -119,6 +121,36 @@ describe('Home Assistant discovery payloads', () => {
     assert.equal(configs.length, 7);
     assert.equal(new Set(configs.map((config) => (config.payload as any).unique_id)).size, 7);
     assert.deepEqual(removal(personConfigs(context, { id: 'ada', name: '' })), [{ topic: 'homeassistant/binary_sensor/ms-1/person_ada_presence/config', payload: null }]);
+  });
+});
+
+describe('what an event changes on the broker', () => {
+  const context = { topics: new Topics('ms', 'mid', 'homeassistant'), version: '1.0.0' };
+
+  it('marks the entities to republish and the retained topics to clear', () => {
+    const pending = emptyPending();
+    assert.equal(hasWork(pending), false);
+    assert.equal(recordChange(pending, makeEvent('zone.entry', { person: 'ada', zone: 'den', detail: { from_zone: null, already_inside: false, count: 1, occupants: ['ada'] } }), context), true);
+    assert.deepEqual([...pending.persons, ...pending.zones], ['ada', 'den']);
+    recordChange(pending, makeEvent('zone.deleted', { zone: 'hall', detail: { name: 'Hall', occupants: ['bob'] } }), context);
+    assert.ok(pending.persons.has('bob'), "a deleted zone's occupants are republished (moved out)");
+    assert.ok(pending.clearTopics.has('ms/mid/zone/hall/occupancy'));
+    assert.deepEqual(pending.removed.map((message) => [message.topic, message.payload]), zoneConfigs(context, { id: 'hall', name: '' }).map((config) => [config.topic, null]));
+    recordChange(pending, makeEvent('person.deleted', { person: 'cy', detail: { name: 'Cy' } }), context);
+    assert.ok(pending.clearTopics.has('ms/mid/person/cy/presence') && pending.clearTopics.has('ms/mid/person/cy/attributes'));
+    recordChange(pending, makeEvent('person.created', { person: 'di', detail: { name: 'Di' } }), context);
+    assert.ok(pending.configs.persons.has('di') && pending.persons.has('di'));
+    recordChange(pending, makeEvent('fall.detected', { detail: { state: 'ON' } }), context);
+    recordChange(pending, makeEvent('system.mode_changed', { detail: { from: 'home', to: 'away', source: 'api' } }), context);
+    assert.equal(pending.fall && pending.mode, true);
+  });
+
+  it('ignores events that change no retained state', () => {
+    const pending = emptyPending();
+    for (const event of [makeEvent('baseline.recorded', { detail: { id: 1, commit_sha: 'a', subject_geomean: 1, grep_1000_mean_ms: 1, regressed: false, regressions: [] } }), makeEvent('webhook.test', { detail: { message: 'x' } })]) {
+      assert.equal(recordChange(pending, event, context), false);
+    }
+    assert.equal(hasWork(pending), false);
   });
 });
 

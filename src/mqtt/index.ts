@@ -7,28 +7,13 @@ import { MODES, type Mode, type PersonView, type PresenceService, type ZoneView 
 import type { IntegrationSettings } from '../settings/store.js';
 import { VERSION } from '../version.js';
 import { MqttConnection, testConnection, type MqttSettings, type MqttStatus } from './connection.js';
-import { allConfigs, personConfigs, removal, zoneConfigs, type DiscoveryContext, type DiscoveryMessage } from './discovery.js';
+import { allConfigs, personConfigs, zoneConfigs, type DiscoveryContext, type DiscoveryMessage } from './discovery.js';
 import { personState, zoneState, type StateMessage } from './state.js';
 import { Topics } from './topics.js';
+import { emptyPending, hasWork, recordChange, type Pending } from './pending.js';
 
 export type { MqttStatus } from './connection.js';
 
-/** What changed since the last flush. Bounded by the number of entities, however fast events come. */
-interface Pending {
-  /** Everything: availability, every discovery config and every state (a connect, Home Assistant's birth). */
-  all: boolean;
-  persons: Set<string>;
-  zones: Set<string>;
-  configs: { persons: Set<string>; zones: Set<string> };
-  removed: DiscoveryMessage[];
-  clearTopics: Set<string>;
-  fall: boolean;
-  mode: boolean;
-}
-
-const emptyPending = (): Pending => ({ all: false, persons: new Set(), zones: new Set(), configs: { persons: new Set(), zones: new Set() }, removed: [], clearTopics: new Set(), fall: false, mode: false });
-const hasWork = (pending: Pending) =>
-  pending.all || pending.persons.size > 0 || pending.zones.size > 0 || pending.removed.length > 0 || pending.clearTopics.size > 0 || pending.fall || pending.mode;
 const RETAINED = { qos: 1 as const, retain: true };
 /**
  * A flush waits at most this long for the broker's acknowledgements. A dropped connection fails its
@@ -237,55 +222,18 @@ export class MqttIntegration {
   }
 
   private onEvent(event: StoredEvent): void {
-    if (!this.connection || !this.topics) return;
+    const connection = this.connection;
+    const topics = this.topics;
+    if (!connection || !topics) return;
     const { payload } = event;
-    const { person, zone } = payload;
-    const pending = this.pending;
-    switch (payload.event_type) {
-      case 'zone.entry':
-      case 'zone.exit':
-      case 'presence.changed':
-        if (person) pending.persons.add(person);
-        if (zone) pending.zones.add(zone);
-        break;
-      case 'person.created':
-      case 'person.updated':
-        pending.configs.persons.add(person!);
-        pending.persons.add(person!);
-        break;
-      case 'person.deleted':
-        pending.removed.push(...removal(personConfigs(this.context(), { id: person!, name: '' })));
-        pending.clearTopics.add(this.topics.personPresence(person!)).add(this.topics.personAttributes(person!));
-        if (zone) pending.zones.add(zone);
-        break;
-      case 'zone.created':
-      case 'zone.updated':
-        pending.configs.zones.add(zone!);
-        pending.zones.add(zone!);
-        break;
-      case 'zone.deleted':
-        pending.removed.push(...removal(zoneConfigs(this.context(), { id: zone!, name: '' })));
-        pending.clearTopics.add(this.topics.zoneOccupancy(zone!));
-        for (const occupant of payload.detail.occupants) pending.persons.add(occupant);
-        break;
-      case 'fall.detected':
-      case 'fall.cleared':
-        pending.fall = true;
-        break;
-      case 'system.mode_changed':
-        pending.mode = true;
-        break;
-      case 'system.health':
-        this.lastHealth = { ...payload.detail, timestamp: payload.timestamp };
-        void this.publish(this.connection, this.topics.health, JSON.stringify(this.lastHealth)).catch(() => {});
-        return;
-      case 'anomaly.detected':
-        void this.publish(this.connection, this.topics.anomaly, event.json, { qos: 1, retain: false }).catch(() => {});
-        return;
-      default:
-        return;
+    if (payload.event_type === 'system.health') {
+      this.lastHealth = { ...payload.detail, timestamp: payload.timestamp };
+      void this.publish(connection, topics.health, JSON.stringify(this.lastHealth)).catch(() => {});
+    } else if (payload.event_type === 'anomaly.detected') {
+      void this.publish(connection, topics.anomaly, event.json, { qos: 1, retain: false }).catch(() => {});
+    } else if (recordChange(this.pending, payload, this.context())) {
+      this.scheduleFlush();
     }
-    this.scheduleFlush();
   }
 
   /**
