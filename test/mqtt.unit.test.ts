@@ -4,6 +4,7 @@ import { backoffDelay } from '../src/mqtt/backoff.js';
 import { allConfigs, personConfigs, removal, systemConfigs, zoneConfigs } from '../src/mqtt/discovery.js';
 import { Topics } from '../src/mqtt/topics.js';
 import { emptyPending, hasWork, recordChange } from '../src/mqtt/pending.js';
+import { interpretMessage } from '../src/mqtt/commands.js';
 import { makeEvent } from '../src/events/index.js';
 import { personState, zoneState } from '../src/mqtt/state.js';
 import { clientOptions, describeMqttError } from '../src/mqtt/connection.js';
@@ -151,6 +152,29 @@ describe('what an event changes on the broker', () => {
       assert.equal(recordChange(pending, event, context), false);
     }
     assert.equal(hasWork(pending), false);
+  });
+});
+
+describe('what a message from the broker asks for', () => {
+  const topics = new Topics('ms', 'mid', 'homeassistant');
+  const expected = new Set(['homeassistant/binary_sensor/mid/person_ada_presence/config']);
+  const interpret = (topic: string, payload: string, retained = false) => interpretMessage({ topic, payload, retained }, topics, expected);
+
+  it('a birth message asks for a full sync; other statuses do not', () => {
+    assert.deepEqual(interpret('homeassistant/status', 'online'), { kind: 'full-sync' });
+    assert.deepEqual(interpret('homeassistant/status', 'offline'), { kind: 'ignore' });
+  });
+
+  it('a live mode command sets the mode; a retained or unknown one does not', () => {
+    assert.deepEqual(interpret('ms/mid/system/mode/set', 'away'), { kind: 'set-mode', mode: 'away' });
+    assert.deepEqual(interpret('ms/mid/system/mode/set', 'away', true), { kind: 'ignore' });
+    assert.deepEqual(interpret('ms/mid/system/mode/set', 'party'), { kind: 'ignore', reason: 'unknown mode' });
+  });
+
+  it('a retained config that is not ours any more is a ghost to clear', () => {
+    assert.deepEqual(interpret('homeassistant/binary_sensor/mid/person_old_presence/config', '{}', true), { kind: 'clear-ghost' });
+    assert.deepEqual(interpret('homeassistant/binary_sensor/mid/person_ada_presence/config', '{}', true), { kind: 'ignore' });
+    assert.deepEqual(interpret('homeassistant/binary_sensor/mid/person_old_presence/config', '', true), { kind: 'ignore' }, 'already cleared');
   });
 });
 

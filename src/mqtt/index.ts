@@ -3,13 +3,14 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { EventDetails, EventLog, StoredEvent } from '../events/index.js';
 import { conflict } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
-import { MODES, type Mode, type PersonView, type PresenceService, type ZoneView } from '../presence/service.js';
+import type { PersonView, PresenceService, ZoneView } from '../presence/service.js';
 import type { IntegrationSettings } from '../settings/store.js';
 import { VERSION } from '../version.js';
 import { MqttConnection, testConnection, type MqttSettings, type MqttStatus } from './connection.js';
 import { allConfigs, personConfigs, zoneConfigs, type DiscoveryContext, type DiscoveryMessage } from './discovery.js';
 import { personState, zoneState, type StateMessage } from './state.js';
 import { Topics } from './topics.js';
+import { interpretMessage } from './commands.js';
 import { emptyPending, hasWork, recordChange, type Pending } from './pending.js';
 
 export type { MqttStatus } from './connection.js';
@@ -199,25 +200,19 @@ export class MqttIntegration {
     const topics = this.topics;
     const connection = this.connection;
     if (!topics || !connection) return;
-    if (topic === topics.haStatus) {
-      if (payload === 'online') {
+    const command = interpretMessage({ topic, payload, retained }, topics, this.expectedConfigs);
+    switch (command.kind) {
+      case 'full-sync':
         this.pending.all = true;
-        await this.scheduleFlush();
-      }
-      return;
-    }
-    if (topic === topics.modeCommand) {
-      if (retained) return; // a stale retained command must not flip the mode on every reconnect
-      if (!MODES.includes(payload as Mode)) {
-        this.deps.log.warn({ payload: payload.slice(0, 64) }, 'ignored MQTT mode command: unknown mode');
+        return this.scheduleFlush();
+      case 'set-mode':
+        await this.deps.presence.setMode(command.mode, 'mqtt');
         return;
-      }
-      await this.deps.presence.setMode(payload as Mode, 'mqtt');
-      return;
-    }
-    if (retained && payload !== '' && !this.expectedConfigs.has(topic)) {
-      this.deps.log.info({ topic }, 'clearing a stale discovery config');
-      await this.publish(connection, topic, '');
+      case 'clear-ghost':
+        this.deps.log.info({ topic }, 'clearing a stale discovery config');
+        return this.publish(connection, topic, '');
+      case 'ignore':
+        if (command.reason) this.deps.log.warn({ topic, payload: payload.slice(0, 64) }, `ignored MQTT message: ${command.reason}`);
     }
   }
 
