@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { backoffDelay } from '../src/mqtt/backoff.js';
-import { allConfigs, personConfigs, removal, systemConfigs, zoneConfigs } from '../src/mqtt/discovery.js';
+import { allConfigs, defaultEntityId, personConfigs, removal, systemConfigs, zoneConfigs } from '../src/mqtt/discovery.js';
 import { Topics } from '../src/mqtt/topics.js';
 import { emptyPending, hasWork, recordChange } from '../src/mqtt/pending.js';
 import { interpretMessage } from '../src/mqtt/commands.js';
@@ -33,6 +33,7 @@ describe('Home Assistant discovery payloads', () => {
         payload: {
           name: 'Ada presence',
           unique_id: 'ms-1_person_ada_presence',
+          default_entity_id: 'binary_sensor.mothership_ada_presence',
           ...shared,
           state_topic: 'mothership/ms-1/person/ada/presence',
           payload_on: 'home',
@@ -51,6 +52,7 @@ describe('Home Assistant discovery payloads', () => {
         payload: {
           name: 'Kitchen occupants',
           unique_id: 'ms-1_zone_kitchen_count',
+          default_entity_id: 'sensor.mothership_kitchen_occupancy_count',
           ...shared,
           state_topic: 'mothership/ms-1/zone/kitchen/occupancy',
           value_template: '{{ value_json.count }}',
@@ -64,6 +66,7 @@ describe('Home Assistant discovery payloads', () => {
         payload: {
           name: 'Kitchen occupied',
           unique_id: 'ms-1_zone_kitchen_occupied',
+          default_entity_id: 'binary_sensor.mothership_kitchen_occupied',
           ...shared,
           state_topic: 'mothership/ms-1/zone/kitchen/occupancy',
           value_template: "{{ 'ON' if value_json.occupied else 'OFF' }}",
@@ -86,6 +89,7 @@ describe('Home Assistant discovery payloads', () => {
     assert.deepEqual(configs['homeassistant/binary_sensor/ms-1/fall/config'], {
       name: 'Fall detected',
       unique_id: 'ms-1_fall',
+      default_entity_id: 'binary_sensor.mothership_fall_detected',
       ...shared,
       state_topic: 'mothership/ms-1/fall',
       value_template: '{{ value_json.state }}',
@@ -97,6 +101,7 @@ describe('Home Assistant discovery payloads', () => {
     assert.deepEqual(configs['homeassistant/sensor/ms-1/quality/config'], {
       name: 'Sensing quality',
       unique_id: 'ms-1_quality',
+      default_entity_id: 'sensor.mothership_sensing_quality',
       ...shared,
       state_topic: 'mothership/ms-1/system/health',
       value_template: '{{ value_json.quality }}',
@@ -109,12 +114,23 @@ describe('Home Assistant discovery payloads', () => {
     assert.deepEqual(configs['homeassistant/select/ms-1/mode/config'], {
       name: 'System mode',
       unique_id: 'ms-1_mode',
+      default_entity_id: 'select.mothership_mode',
       ...shared,
       state_topic: 'mothership/ms-1/system/mode',
       command_topic: 'mothership/ms-1/system/mode/set',
       options: ['home', 'away', 'sleep', 'vacation'],
       icon: 'mdi:home-switch',
     });
+  });
+
+  it('entity ids are valid for Home Assistant whatever the ids contain', () => {
+    // HA's rule (homeassistant/core.py valid_entity_id): lowercase letters, digits, single underscores, none at the ends.
+    const valid = /^(?!.+__)(?!_)[\da-z_]+(?<!_)\.(?!_)[\da-z_]+(?<!_)$/;
+    for (const id of ['ada', 'a-b', 'x_', '9--9', 'kitchen-2']) {
+      const entityId = (personConfigs(context, { id, name: id })[0]!.payload as { default_entity_id: string }).default_entity_id;
+      assert.match(entityId, valid, entityId);
+    }
+    assert.equal(defaultEntityId('binary_sensor', 'kitchen-2', 'occupied'), 'binary_sensor.mothership_kitchen_2_occupied');
   });
 
   it('every config is unique and removal empties each topic', () => {

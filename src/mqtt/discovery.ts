@@ -25,10 +25,22 @@ const device = ({ topics, version }: DiscoveryContext) => ({
   sw_version: version,
 });
 
-function common(context: DiscoveryContext, uniqueSuffix: string, name: string) {
+/**
+ * The entity id Home Assistant should give the entity (`default_entity_id`, HA 2025.10+; older
+ * versions drop the key): readable (`binary_sensor.mothership_ada_presence`) instead of one built
+ * from the random installation id. Made valid for HA's entity id rule (lowercase letters, digits,
+ * single underscores, none at either end), since an invalid one makes HA refuse the whole config.
+ */
+export function defaultEntityId(component: string, ...words: string[]): string {
+  const objectId = ['mothership', ...words].join('_').toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '');
+  return `${component}.${objectId}`;
+}
+
+function common(context: DiscoveryContext, uniqueSuffix: string, name: string, entityId: string) {
   return {
     name,
     unique_id: `${context.topics.mid}_${uniqueSuffix}`,
+    default_entity_id: entityId,
     availability: [{ topic: context.topics.availability, payload_available: 'online', payload_not_available: 'offline' }],
     device: device(context),
     origin: { name: 'Mothership', sw_version: context.version },
@@ -42,7 +54,7 @@ export function personConfigs(context: DiscoveryContext, person: { id: string; n
     {
       topic: topics.discovery('binary_sensor', `person_${person.id}_presence`),
       payload: {
-        ...common(context, `person_${person.id}_presence`, `${person.name} presence`),
+        ...common(context, `person_${person.id}_presence`, `${person.name} presence`, defaultEntityId('binary_sensor', person.id, 'presence')),
         state_topic: topics.personPresence(person.id),
         payload_on: 'home',
         payload_off: 'not_home',
@@ -60,7 +72,7 @@ export function zoneConfigs(context: DiscoveryContext, zone: { id: string; name:
     {
       topic: topics.discovery('sensor', `zone_${zone.id}_count`),
       payload: {
-        ...common(context, `zone_${zone.id}_count`, `${zone.name} occupants`),
+        ...common(context, `zone_${zone.id}_count`, `${zone.name} occupants`, defaultEntityId('sensor', zone.id, 'occupancy_count')),
         state_topic: state,
         value_template: '{{ value_json.count }}',
         state_class: 'measurement',
@@ -71,7 +83,7 @@ export function zoneConfigs(context: DiscoveryContext, zone: { id: string; name:
     {
       topic: topics.discovery('binary_sensor', `zone_${zone.id}_occupied`),
       payload: {
-        ...common(context, `zone_${zone.id}_occupied`, `${zone.name} occupied`),
+        ...common(context, `zone_${zone.id}_occupied`, `${zone.name} occupied`, defaultEntityId('binary_sensor', zone.id, 'occupied')),
         state_topic: state,
         value_template: "{{ 'ON' if value_json.occupied else 'OFF' }}",
         payload_on: 'ON',
@@ -88,7 +100,7 @@ export function systemConfigs(context: DiscoveryContext): DiscoveryMessage[] {
     {
       topic: topics.discovery('binary_sensor', 'fall'),
       payload: {
-        ...common(context, 'fall', 'Fall detected'),
+        ...common(context, 'fall', 'Fall detected', defaultEntityId('binary_sensor', 'fall_detected')),
         state_topic: topics.fall,
         value_template: '{{ value_json.state }}',
         payload_on: 'ON',
@@ -100,7 +112,7 @@ export function systemConfigs(context: DiscoveryContext): DiscoveryMessage[] {
     {
       topic: topics.discovery('sensor', 'node_count'),
       payload: {
-        ...common(context, 'node_count', 'Online nodes'),
+        ...common(context, 'node_count', 'Online nodes', defaultEntityId('sensor', 'online_nodes')),
         state_topic: topics.health,
         value_template: '{{ value_json.node_count }}',
         state_class: 'measurement',
@@ -111,7 +123,7 @@ export function systemConfigs(context: DiscoveryContext): DiscoveryMessage[] {
     {
       topic: topics.discovery('sensor', 'quality'),
       payload: {
-        ...common(context, 'quality', 'Sensing quality'),
+        ...common(context, 'quality', 'Sensing quality', defaultEntityId('sensor', 'sensing_quality')),
         state_topic: topics.health,
         value_template: '{{ value_json.quality }}',
         unit_of_measurement: '%',
@@ -123,7 +135,7 @@ export function systemConfigs(context: DiscoveryContext): DiscoveryMessage[] {
     {
       topic: topics.discovery('select', 'mode'),
       payload: {
-        ...common(context, 'mode', 'System mode'),
+        ...common(context, 'mode', 'System mode', defaultEntityId('select', 'mode')),
         state_topic: topics.mode,
         command_topic: topics.modeCommand,
         options: [...MODES],
