@@ -89,6 +89,7 @@ export async function buildApp(config: Config): Promise<App> {
     events,
     mothershipId: config.mothershipId,
     backoff: { initialMs: config.mqttBackoffInitialMs, maxMs: config.mqttBackoffMaxMs },
+    birthDelayMaxMs: config.mqttBirthDelayMaxMs,
     metrics,
     log: http.log,
   });

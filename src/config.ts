@@ -20,6 +20,7 @@ export interface Config {
   webhookRetryDelayMs: number;
   mqttBackoffInitialMs: number;
   mqttBackoffMaxMs: number;
+  mqttBirthDelayMaxMs: number;
   healthIntervalMs: number;
   nodeTimeoutMs: number;
   presenceAwayDelayMs: number;
@@ -135,6 +136,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookRetryDelayMs: integer(env, 'WEBHOOK_RETRY_DELAY_MS', 30_000),
     mqttBackoffInitialMs: integer(env, 'MQTT_BACKOFF_INITIAL_MS', 5_000, 1),
     mqttBackoffMaxMs: integer(env, 'MQTT_BACKOFF_MAX_MS', 120_000, 1),
+    mqttBirthDelayMaxMs: integer(env, 'MQTT_BIRTH_DELAY_MAX_MS', 3_000),
     healthIntervalMs: integer(env, 'HEALTH_INTERVAL_MS', 60_000, 1),
     nodeTimeoutMs: integer(env, 'NODE_TIMEOUT_MS', 30_000, 1),
     presenceAwayDelayMs: integer(env, 'PRESENCE_AWAY_DELAY_MS', 60_000),

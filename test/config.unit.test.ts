@@ -27,6 +27,7 @@ describe('seed defaults', () => {
 
   it('health every 60 s, away after 60 s, nodes offline after 30 s, 5 enrichment requests per bot per day', () => {
     assert.equal(config.healthIntervalMs, 60_000);
+    assert.equal(config.mqttBirthDelayMaxMs, 3_000);
     assert.equal(config.presenceAwayDelayMs, 60_000);
     assert.equal(config.nodeTimeoutMs, 30_000);
     assert.equal(DAILY_QUOTA, 5);

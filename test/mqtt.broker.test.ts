@@ -11,8 +11,19 @@ const unique = () => randomBytes(4).toString('hex');
 async function mqttApp(extra: Record<string, string> = {}) {
   const id = unique();
   const names = { mid: `ms${id}`, root: `root${id}`, prefix: `ha${id}` };
-  const app = await startTestApp('sqlite', { MOTHERSHIP_ID: names.mid, MQTT_BACKOFF_INITIAL_MS: '100', MQTT_BACKOFF_MAX_MS: '400', ...extra }, { start: true });
+  const app = await startTestApp('sqlite', { MOTHERSHIP_ID: names.mid, MQTT_BACKOFF_INITIAL_MS: '100', MQTT_BACKOFF_MAX_MS: '400', MQTT_BIRTH_DELAY_MAX_MS: '300', ...extra }, { start: true });
   return { app, ...names };
+}
+
+/** Saves MQTT settings that reconnect, and waits for the new connection (the save answers before it). */
+async function saveAndReconnect(app: TestApp, mqtt: Record<string, unknown>) {
+  const before = (await app.api('GET', '/api/settings/integration')).body.mqtt.status.last_connected_at;
+  assert.equal((await app.api('POST', '/api/settings/integration', { mqtt })).status, 200);
+  await eventually(async () => {
+    const { status } = (await app.api('GET', '/api/settings/integration')).body.mqtt;
+    return status.connected && status.last_connected_at !== before;
+  }, 5000, 'reconnected');
+  await new Promise((resolve) => setTimeout(resolve, 200)); // its subscriptions follow the CONNACK
 }
 
 const connected = (app: TestApp) => eventually(async () => (await app.api('GET', '/api/settings/integration')).body.mqtt.status.connected === true, 5000, 'MQTT connected');
@@ -113,9 +124,36 @@ describe('MQTT publishing', () => {
     try {
       await new Promise((resolve) => setTimeout(resolve, 200));
       view.messages.length = 0;
-      await view.client.publishAsync(`${prefix}/status`, 'online', { qos: 1 });
+      await view.client.publishAsync('homeassistant/status', 'online', { qos: 1 });
       await eventually(() => view.messages.some((message) => message.topic.endsWith('/mode/config')) && view.last(`${root}/${mid}/availability`) === 'online', 3000, 'birth republish');
     } finally {
+      await view.close();
+    }
+  });
+
+  it("answers a burst of birth messages with one full sync, on the birth topic of the settings", async () => {
+    const modeConfig = `${prefix}/select/${mid}/mode/config`;
+    const view = await observer(broker.url, [modeConfig]);
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    try {
+      await sleep(200);
+      view.messages.length = 0;
+      for (let birth = 0; birth < 5; birth++) await view.client.publishAsync('homeassistant/status', 'online', { qos: 1 });
+      await eventually(() => view.messages.length > 0, 3000, 'birth republish');
+      await sleep(700); // longer than the test's birth delay (MQTT_BIRTH_DELAY_MAX_MS)
+      assert.equal(view.messages.length, 1, 'five births, one full sync');
+
+      // Home Assistant configures its birth topic apart from the discovery prefix.
+      await saveAndReconnect(app, { birth_topic: `${prefix}/hass-status` });
+      await sleep(500);
+      view.messages.length = 0;
+      await view.client.publishAsync('homeassistant/status', 'online', { qos: 1 });
+      await sleep(700);
+      assert.equal(view.messages.length, 0, 'the default topic is not followed any more');
+      await view.client.publishAsync(`${prefix}/hass-status`, 'online', { qos: 1 });
+      await eventually(() => view.messages.length === 1, 3000, 'birth on the configured topic');
+    } finally {
+      await saveAndReconnect(app, { birth_topic: 'homeassistant/status' });
       await view.close();
     }
   });
@@ -418,6 +456,7 @@ describe('MQTT settings validation', () => {
         ca_cert_set: false,
         discovery_prefix: 'homeassistant',
         topic_root: 'mothership',
+        birth_topic: 'homeassistant/status',
         status: { connected: false, last_error: null, last_connected_at: null, next_reconnect_at: null },
       });
       assert.deepEqual(settings.webhook, { enabled: false, url: '', secret_set: false, status: { last_delivery_at: null, last_status_code: null, last_error: null } });

@@ -40,6 +40,7 @@ export class MqttIntegration {
   private expectedConfigs = new Set<string>();
   private lastHealth: (EventDetails['system.health'] & { timestamp: string }) | null = null;
   private unsubscribe: (() => void) | null = null;
+  private birthTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly deps: {
@@ -47,6 +48,8 @@ export class MqttIntegration {
       events: EventLog;
       mothershipId: string;
       backoff: { initialMs: number; maxMs: number };
+      /** Home Assistant's birth message is answered after a random delay up to this (0: at once). */
+      birthDelayMaxMs: number;
       metrics: Metrics | null;
       log: FastifyBaseLogger;
     },
@@ -71,7 +74,7 @@ export class MqttIntegration {
   async configure(settings: IntegrationSettings['mqtt']): Promise<void> {
     const previous = this.connection;
     const previousTopics = this.topics;
-    const topics = new Topics(settings.topic_root, this.deps.mothershipId, settings.discovery_prefix);
+    const topics = new Topics(settings.topic_root, this.deps.mothershipId, settings.discovery_prefix, settings.birth_topic);
     const relocating = Boolean(settings.enabled && settings.broker_url && previousTopics && (previousTopics.base !== topics.base || previousTopics.prefix !== topics.prefix));
     this.connection = null;
     if (previous) await previous.close(() => (relocating ? this.clearRelocated(previous, previousTopics!, topics) : this.publishAvailability(previous, 'offline')));
@@ -103,6 +106,8 @@ export class MqttIntegration {
   async stop(): Promise<void> {
     this.unsubscribe?.();
     this.unsubscribe = null;
+    if (this.birthTimer) clearTimeout(this.birthTimer);
+    this.birthTimer = null;
     const connection = this.connection;
     this.connection = null;
     // Closing fails whatever the broker has not acknowledged, which ends the flush.
@@ -139,12 +144,14 @@ export class MqttIntegration {
   }
 
   private async onConnect(connection: MqttConnection): Promise<void> {
+    const topics = this.topics!;
+    // Commands first: a mode command sent during the full sync is not lost.
+    const commands = connection.client.subscribeAsync([topics.haStatus, topics.modeCommand], { qos: 1 });
     this.pending.all = true;
     await this.scheduleFlush();
-    const topics = this.topics!;
     // Subscribing to our discovery topics after the sync delivers every retained config: any that is
     // not ours any more (an entity deleted while we were away) is a ghost and gets cleared.
-    await connection.client.subscribeAsync([topics.haStatus, topics.modeCommand, topics.allDiscovery], { qos: 1 });
+    await Promise.all([commands, connection.client.subscribeAsync(topics.allDiscovery, { qos: 1 })]);
   }
 
   /** Availability, every discovery config, and the current state of every entity. */
@@ -203,8 +210,7 @@ export class MqttIntegration {
     const command = interpretMessage({ topic, payload, retained }, topics, this.expectedConfigs);
     switch (command.kind) {
       case 'full-sync':
-        this.pending.all = true;
-        return this.scheduleFlush();
+        return this.answerBirth();
       case 'set-mode':
         await this.deps.presence.setMode(command.mode, 'mqtt');
         return;
@@ -214,6 +220,21 @@ export class MqttIntegration {
       case 'ignore':
         if (command.reason) this.deps.log.warn({ topic, payload: payload.slice(0, 64) }, `ignored MQTT message: ${command.reason}`);
     }
+  }
+
+  /**
+   * Home Assistant restarted and needs every config and state again. As its docs advise, after a
+   * random delay, so many devices do not answer at the same moment; births that arrive meanwhile
+   * are answered by the same full sync.
+   */
+  private answerBirth(): void {
+    if (this.birthTimer) return;
+    this.birthTimer = setTimeout(() => {
+      this.birthTimer = null;
+      this.pending.all = true;
+      void this.scheduleFlush();
+    }, Math.random() * this.deps.birthDelayMaxMs);
+    this.birthTimer.unref();
   }
 
   private onEvent(event: StoredEvent): void {

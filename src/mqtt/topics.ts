@@ -6,6 +6,8 @@ export class Topics {
     readonly root: string,
     readonly mid: string,
     readonly prefix: string,
+    /** Home Assistant's birth topic: configured in HA apart from the discovery prefix. */
+    readonly haStatus = 'homeassistant/status',
   ) {
     this.base = `${root}/${mid}`;
   }
@@ -36,10 +38,6 @@ export class Topics {
   }
   get modeCommand() {
     return `${this.base}/system/mode/set`;
-  }
-  /** Home Assistant's birth message topic. */
-  get haStatus() {
-    return `${this.prefix}/status`;
   }
   discovery(component: 'binary_sensor' | 'sensor' | 'select', objectId: string) {
     return `${this.prefix}/${component}/${this.mid}/${objectId}/config`;

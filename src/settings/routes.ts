@@ -21,6 +21,7 @@ const mqttInput = {
     ca_cert: writeOnly(65536, 'PEM CA certificate to trust.'),
     discovery_prefix: text(128),
     topic_root: text(128),
+    birth_topic: { ...text(256), description: "Home Assistant's birth message topic (its MQTT setting, default homeassistant/status)" },
   },
 } as const;
 
@@ -51,6 +52,7 @@ const viewSchema = {
         tls_insecure: { type: 'boolean' },
         ca_cert_set: { type: 'boolean' },
         discovery_prefix: { type: 'string' },
+        birth_topic: { type: 'string' },
         topic_root: { type: 'string' },
         status: statusSchema({ connected: { type: 'boolean' }, last_error: nullableString, last_connected_at: nullableString, next_reconnect_at: nullableString }),
       },

@@ -18,6 +18,7 @@ export interface IntegrationSettings {
     ca_cert: string;
     discovery_prefix: string;
     topic_root: string;
+    birth_topic: string;
   };
   webhook: { enabled: boolean; url: string; secret: string };
 }
@@ -29,7 +30,7 @@ export interface IntegrationPatch {
 }
 
 export const DEFAULT_SETTINGS: IntegrationSettings = {
-  mqtt: { enabled: false, broker_url: '', username: '', password: '', tls: false, tls_insecure: false, ca_cert: '', discovery_prefix: 'homeassistant', topic_root: 'mothership' },
+  mqtt: { enabled: false, broker_url: '', username: '', password: '', tls: false, tls_insecure: false, ca_cert: '', discovery_prefix: 'homeassistant', topic_root: 'mothership', birth_topic: 'homeassistant/status' },
   webhook: { enabled: false, url: '', secret: '' },
 };
 

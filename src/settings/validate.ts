@@ -71,6 +71,7 @@ export function integrationErrors(settings: IntegrationSettings): FieldError[] {
   if (mqtt.broker_url) check('/mqtt/broker_url', brokerUrlError(mqtt.broker_url));
   check('/mqtt/discovery_prefix', topicPrefixError(mqtt.discovery_prefix));
   check('/mqtt/topic_root', topicPrefixError(mqtt.topic_root));
+  check('/mqtt/birth_topic', topicPrefixError(mqtt.birth_topic));
   if (mqtt.ca_cert) check('/mqtt/ca_cert', caCertError(mqtt.ca_cert));
   // MQTT 3.1.1 does not allow a password without a username; brokers refuse the connection.
   if (mqtt.password && !mqtt.username) errors.push({ path: '/mqtt/username', message: 'is required when a password is set' });

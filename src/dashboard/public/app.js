@@ -265,6 +265,7 @@ function mqttValues(form) {
     tls_insecure: form.tls_insecure.checked,
     discovery_prefix: form.discovery_prefix.value.trim(),
     topic_root: form.topic_root.value.trim(),
+    birth_topic: form.birth_topic.value.trim(),
   };
   // Write-only fields: left empty they keep the saved value.
   if (form.password.value) values.password = form.password.value;
