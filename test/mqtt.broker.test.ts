@@ -57,7 +57,7 @@ describe('MQTT publishing', () => {
   it('publishes availability, every discovery config and the current state, retained', async () => {
     const retained = await eventually(async () => {
       const set = await retainedSet(broker.url, [`${root}/#`, `${prefix}/#`]);
-      return set.has(`${root}/${mid}/system/health`) && set.size >= 13 ? set : null;
+      return set.has(`${root}/${mid}/system/health`) && set.size >= 15 ? set : null;
     }, 5000, 'retained set');
     assert.equal(retained.get(`${root}/${mid}/availability`), 'online');
     const configs = [...retained.keys()].filter((topic) => topic.endsWith('/config')).sort();
@@ -65,6 +65,7 @@ describe('MQTT publishing', () => {
       `${prefix}/binary_sensor/${mid}/fall/config`,
       `${prefix}/binary_sensor/${mid}/person_ada_presence/config`,
       `${prefix}/binary_sensor/${mid}/zone_kitchen_occupied/config`,
+      `${prefix}/device_tracker/${mid}/person_ada/config`,
       `${prefix}/select/${mid}/mode/config`,
       `${prefix}/sensor/${mid}/node_count/config`,
       `${prefix}/sensor/${mid}/quality/config`,
@@ -212,10 +213,28 @@ describe('MQTT publishing', () => {
     await app.api('DELETE', '/api/persons/cy');
   });
 
+  it("a person's device tracker shows the zone they are in by name, follows a rename, and goes with the person", async () => {
+    await app.api('POST', '/api/persons', { id: 'eve', name: 'Eve' });
+    await app.api('POST', '/api/zones', { id: 'study', name: 'Study' });
+    const tracker = `${root}/${mid}/person/eve/tracker`;
+    const config = `${prefix}/device_tracker/${mid}/person_eve/config`;
+    const retained = () => retainedSet(broker.url, [tracker, config]);
+    await eventually(async () => (await retained()).get(tracker) === 'home' || (await retained()).get(tracker) === 'not_home', 3000, 'tracker published');
+    const published = JSON.parse((await retained()).get(config)!);
+    assert.equal(published.state_topic, tracker);
+    await app.api('POST', '/api/events', { type: 'zone.entry', person: 'eve', zone: 'study' });
+    await eventually(async () => (await retained()).get(tracker) === 'Study', 3000, 'tracker shows the zone name');
+    await app.api('PATCH', '/api/zones/study', { name: 'Library' });
+    await eventually(async () => (await retained()).get(tracker) === 'Library', 3000, 'tracker follows the rename');
+    await app.api('DELETE', '/api/persons/eve');
+    await eventually(async () => (await retained()).size === 0, 3000, 'tracker config and state removed with the person');
+    await app.api('DELETE', '/api/zones/study');
+  });
+
   it('republishes discovery on request', async () => {
     const response = await app.api('POST', '/api/settings/integration/discovery');
     assert.equal(response.status, 200);
-    assert.deepEqual(response.body, { published: 7 });
+    assert.deepEqual(response.body, { published: 8 });
   });
 });
 

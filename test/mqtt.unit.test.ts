@@ -26,8 +26,22 @@ describe('MQTT reconnect backoff', () => {
 });
 
 describe('Home Assistant discovery payloads', () => {
-  it('person presence: a presence binary sensor with home/not_home payloads', () => {
+  it('a person: a device tracker (what HA person entities take) and a presence binary sensor', () => {
     assert.deepEqual(personConfigs(context, { id: 'ada', name: 'Ada' }), [
+      {
+        topic: 'homeassistant/device_tracker/ms-1/person_ada/config',
+        payload: {
+          name: 'Ada',
+          unique_id: 'ms-1_person_ada_tracker',
+          default_entity_id: 'device_tracker.mothership_ada',
+          ...shared,
+          state_topic: 'mothership/ms-1/person/ada/tracker',
+          payload_home: 'home',
+          payload_not_home: 'not_home',
+          source_type: 'router',
+          json_attributes_topic: 'mothership/ms-1/person/ada/attributes',
+        },
+      },
       {
         topic: 'homeassistant/binary_sensor/ms-1/person_ada_presence/config',
         payload: {
@@ -135,9 +149,12 @@ describe('Home Assistant discovery payloads', () => {
 
   it('every config is unique and removal empties each topic', () => {
     const configs = allConfigs(context, [{ id: 'ada', name: 'Ada' }], [{ id: 'hall', name: 'Hall' }]);
-    assert.equal(configs.length, 7);
-    assert.equal(new Set(configs.map((config) => (config.payload as any).unique_id)).size, 7);
-    assert.deepEqual(removal(personConfigs(context, { id: 'ada', name: '' })), [{ topic: 'homeassistant/binary_sensor/ms-1/person_ada_presence/config', payload: null }]);
+    assert.equal(configs.length, 8);
+    assert.equal(new Set(configs.map((config) => (config.payload as any).unique_id)).size, 8);
+    assert.deepEqual(removal(personConfigs(context, { id: 'ada', name: '' })), [
+      { topic: 'homeassistant/device_tracker/ms-1/person_ada/config', payload: null },
+      { topic: 'homeassistant/binary_sensor/ms-1/person_ada_presence/config', payload: null },
+    ]);
   });
 });
 
@@ -195,12 +212,15 @@ describe('what a message from the broker asks for', () => {
 });
 
 describe('MQTT state payloads', () => {
-  it('a person: presence and attributes; a zone: count, occupied, occupants', () => {
+  it('a person: presence, attributes and the tracker (zone name, else home or not_home); a zone: count, occupied, occupants', () => {
     const topics = new Topics('mothership', 'ms-1', 'homeassistant');
-    assert.deepEqual(personState(topics, { id: 'ada', name: 'Ada', presence: 'home', zone: 'kitchen', last_seen: '2026-11-21T22:00:00.000Z' }), [
+    assert.deepEqual(personState(topics, { id: 'ada', name: 'Ada', presence: 'home', zone: 'kitchen', last_seen: '2026-11-21T22:00:00.000Z' }, 'Kitchen'), [
       ['mothership/ms-1/person/ada/presence', 'home'],
       ['mothership/ms-1/person/ada/attributes', '{"zone":"kitchen","last_seen":"2026-11-21T22:00:00.000Z"}'],
+      ['mothership/ms-1/person/ada/tracker', 'Kitchen'],
     ]);
+    assert.equal(personState(topics, { id: 'ada', name: 'Ada', presence: 'home', zone: null, last_seen: null }, null)[2]![1], 'home');
+    assert.equal(personState(topics, { id: 'ada', name: 'Ada', presence: 'not_home', zone: null, last_seen: null }, null)[2]![1], 'not_home');
     assert.deepEqual(zoneState(topics, { id: 'kitchen', name: 'Kitchen', count: 1, occupied: true, occupants: ['ada'] }), [
       'mothership/ms-1/zone/kitchen/occupancy',
       '{"count":1,"occupied":true,"occupants":["ada"]}',

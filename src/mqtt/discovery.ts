@@ -52,6 +52,20 @@ export function personConfigs(context: DiscoveryContext, person: { id: string; n
   const { topics } = context;
   return [
     {
+      // What Home Assistant's `person` entity takes as a source (it takes no binary sensor).
+      // homeassistant/components/mqtt/device_tracker.py: any payload other than payload_home and
+      // payload_not_home is a location name, shown as the person's state.
+      topic: topics.discovery('device_tracker', `person_${person.id}`),
+      payload: {
+        ...common(context, `person_${person.id}_tracker`, person.name, defaultEntityId('device_tracker', person.id)),
+        state_topic: topics.personTracker(person.id),
+        payload_home: 'home',
+        payload_not_home: 'not_home',
+        source_type: 'router',
+        json_attributes_topic: topics.personAttributes(person.id),
+      },
+    },
+    {
       topic: topics.discovery('binary_sensor', `person_${person.id}_presence`),
       payload: {
         ...common(context, `person_${person.id}_presence`, `${person.name} presence`, defaultEntityId('binary_sensor', person.id, 'presence')),

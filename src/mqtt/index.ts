@@ -166,7 +166,7 @@ export class MqttIntegration {
     ]);
     const topics = this.topics!;
     const states: StateMessage[] = [
-      ...persons.flatMap((person) => personState(topics, person)),
+      ...persons.flatMap((person) => personState(topics, person, zones.find((zone) => zone.id === person.zone)?.name ?? null)),
       ...zones.map((zone) => zoneState(topics, zone)),
       [topics.fall, JSON.stringify(fall)],
       [topics.mode, mode],
@@ -182,7 +182,7 @@ export class MqttIntegration {
     const stale: string[] = [];
     if (old.base !== next.base) {
       stale.push(old.availability, old.fall, old.mode, old.health);
-      for (const person of persons) stale.push(...personState(old, person).map(([topic]) => topic));
+      for (const person of persons) stale.push(...personState(old, person, null).map(([topic]) => topic));
       for (const zone of zones) stale.push(zoneState(old, zone)[0]);
     }
     if (old.prefix !== next.prefix) stale.push(...allConfigs({ topics: old, version: VERSION }, persons, zones).map((config) => config.topic));
@@ -302,12 +302,17 @@ export class MqttIntegration {
       const person = await presence.getPerson(id).catch(() => null);
       if (!person) continue;
       if (work.configs.persons.has(id)) sendConfigs(personConfigs(this.context(), person));
-      for (const [topic, payload] of personState(topics, person)) send(topic, payload);
+      const zoneName = person.zone ? ((await presence.getZone(person.zone).catch(() => null))?.name ?? null) : null;
+      for (const [topic, payload] of personState(topics, person, zoneName)) send(topic, payload);
     }
     for (const id of work.zones) {
       const zone = await presence.getZone(id).catch(() => null);
       if (!zone) continue;
-      if (work.configs.zones.has(id)) sendConfigs(zoneConfigs(this.context(), zone));
+      if (work.configs.zones.has(id)) {
+        sendConfigs(zoneConfigs(this.context(), zone));
+        // A renamed zone: its occupants' trackers show the new name.
+        for (const occupant of zone.occupants) send(topics.personTracker(occupant), zone.name);
+      }
       send(...zoneState(topics, zone));
     }
     if (work.fall) send(topics.fall, JSON.stringify(await presence.fallState()));

@@ -42,7 +42,7 @@ export function recordChange(pending: Pending, event: EventPayload, context: Dis
     case 'person.deleted':
       if (!person) return false;
       pending.removed.push(...removal(personConfigs(context, { id: person, name: '' })));
-      pending.clearTopics.add(topics.personPresence(person)).add(topics.personAttributes(person));
+      pending.clearTopics.add(topics.personPresence(person)).add(topics.personAttributes(person)).add(topics.personTracker(person));
       if (zone) pending.zones.add(zone);
       return true;
     case 'zone.created':

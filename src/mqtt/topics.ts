@@ -21,6 +21,9 @@ export class Topics {
   personAttributes(id: string) {
     return `${this.base}/person/${id}/attributes`;
   }
+  personTracker(id: string) {
+    return `${this.base}/person/${id}/tracker`;
+  }
   zoneOccupancy(id: string) {
     return `${this.base}/zone/${id}/occupancy`;
   }
@@ -39,7 +42,7 @@ export class Topics {
   get modeCommand() {
     return `${this.base}/system/mode/set`;
   }
-  discovery(component: 'binary_sensor' | 'sensor' | 'select', objectId: string) {
+  discovery(component: 'binary_sensor' | 'sensor' | 'select' | 'device_tracker', objectId: string) {
     return `${this.prefix}/${component}/${this.mid}/${objectId}/config`;
   }
   /** Matches every discovery config of this installation (to find ghosts). */
