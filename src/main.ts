@@ -3,6 +3,7 @@ import { loadConfig, ConfigError } from './config.js';
 import { buildApp } from './app.js';
 import { compareCommand, validateCommand } from './cli/baseline.js';
 import { createBotCommand, workerCommand } from './cli/enrichment.js';
+import { mqttCleanupCommand } from './cli/mqtt.js';
 
 /** The longest a shutdown may take; every step of it is bounded well below this (see app.close). */
 const SHUTDOWN_DEADLINE_MS = 20_000;
@@ -14,7 +15,8 @@ const USAGE = `Usage:
   mothership worker                                  standalone enrichment worker
   mothership baseline validate FILE...               exit 1 when any file is not a valid baseline record
   mothership baseline compare BASE HEAD [--threshold PCT] [--format table|json|markdown]
-  mothership bots create NAME                        prints the new bot id and shared secret once`;
+  mothership bots create NAME                        prints the new bot id and shared secret once
+  mothership mqtt cleanup --installation ID          clears what a previous installation id left retained on the broker`;
 
 async function serve(): Promise<void> {
   const config = loadConfig();
@@ -59,6 +61,10 @@ async function main(argv: string[]): Promise<number> {
     case 'bots':
       if (argv[1] === 'create' && argv[2]) return createBotCommand(loadConfig(), argv.slice(2).join(' '), io);
       console.error('usage: mothership bots create NAME');
+      return 2;
+    case 'mqtt':
+      if (argv[1] === 'cleanup' && argv[2] === '--installation' && argv[3]) return mqttCleanupCommand(loadConfig(), argv[3], io);
+      console.error('usage: mothership mqtt cleanup --installation ID');
       return 2;
     case 'baseline': {
       const [sub, ...rest] = argv.slice(1);

@@ -487,3 +487,37 @@ describe('MQTT settings validation', () => {
     }
   });
 });
+
+describe('mothership mqtt cleanup', () => {
+  it("clears what a previous installation id left retained, and nothing of the current one", async () => {
+    const broker = await startBroker();
+    const env = await createTestEnv('sqlite', { MOTHERSHIP_ID: 'ms-new' });
+    try {
+      const setup = await startTestApp('sqlite', {}, { testEnv: env });
+      await setup.api('POST', '/api/settings/integration', { mqtt: { enabled: false, broker_url: broker.url } });
+      await setup.close();
+      const seeder = await observer(broker.url, []);
+      const left = ['homeassistant/binary_sensor/ms-old/person_ada_presence/config', 'mothership/ms-old/person/ada/presence', 'mothership/ms-old/availability'];
+      const live = ['homeassistant/binary_sensor/ms-new/fall/config', 'mothership/ms-new/availability'];
+      for (const topic of [...left, ...live]) await seeder.client.publishAsync(topic, 'x', { qos: 1, retain: true });
+      await seeder.close();
+
+      const run = async (...args: string[]) => {
+        const child = spawnMothership(['mqtt', 'cleanup', ...args], env.env);
+        const code = await new Promise((resolve) => child.once('exit', resolve));
+        return { code, output: child.output() };
+      };
+      const own = await run('--installation', 'ms-new');
+      assert.equal(own.code, 2, own.output);
+      assert.match(own.output, /own id/);
+      const cleanup = await run('--installation', 'ms-old');
+      assert.equal(cleanup.code, 0, cleanup.output);
+      assert.match(cleanup.output, /cleared 3 retained messages of installation ms-old/);
+      const retained = await retainedSet(broker.url, ['homeassistant/#', 'mothership/#']);
+      assert.deepEqual([...retained.keys()].sort(), [...live].sort());
+    } finally {
+      await env.cleanup();
+      await broker.destroy();
+    }
+  });
+});
