@@ -101,7 +101,7 @@ export async function buildApp(config: Config): Promise<App> {
 
   opsRoutes(http, { database, metrics, mqttState: () => mqtt.status() });
   presenceRoutes(http, presence);
-  eventRoutes(http, events);
+  eventRoutes(http, events, metrics);
   baselineRoutes(http, new BaselineService(database, events));
   settingsRoutes(http, { store: settings, mqtt, webhook });
   webhookRoutes(http, webhook);

@@ -1,4 +1,6 @@
 import type { FastifyInstance } from 'fastify';
+import type { ServerResponse } from 'node:http';
+import type { Metrics } from '../ops/metrics.js';
 import { eventPayloadSchema, sequenceCursor } from '../http/schemas.js';
 import type { EventLog } from './index.js';
 import { streamEvents } from './stream.js';
@@ -14,15 +16,19 @@ const historyQuery = {
 } as const;
 
 /** Reading the event log: paged history, and a Server-Sent Events stream that resumes from Last-Event-ID. */
-export function eventRoutes(app: FastifyInstance, events: EventLog): void {
+export function eventRoutes(app: FastifyInstance, events: EventLog, metrics: Metrics): void {
   // A stream never ends on its own, and the server's close waits for every open connection: end them
   // first, or shutdown would wait for as long as a dashboard stays open. Browsers reconnect with
   // Last-Event-ID to whichever instance serves next.
-  const openStreams = new Set<() => void>();
+  const openStreams = new Map<() => void, ServerResponse>();
   app.addHook('preClose', (done) => {
-    for (const end of openStreams) end();
+    for (const end of openStreams.keys()) end();
     done();
   });
+  metrics.gauge('mothership_event_streams', 'Open event streams (dashboards)', async () => openStreams.size);
+  metrics.gauge('mothership_event_stream_buffered_bytes', 'Bytes written to event streams and not yet taken by their clients', async () =>
+    [...openStreams.values()].reduce((sum, out) => sum + out.writableLength, 0),
+  );
 
   app.get(
     '/api/events',
@@ -77,7 +83,7 @@ export function eventRoutes(app: FastifyInstance, events: EventLog): void {
         stop();
         out.end();
       };
-      openStreams.add(end);
+      openStreams.set(end, out);
       request.raw.on('close', () => {
         stop();
         openStreams.delete(end);
