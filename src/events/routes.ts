@@ -1,4 +1,5 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { invalid } from '../http/problem.js';
 import type { ServerResponse } from 'node:http';
 import type { Metrics } from '../ops/metrics.js';
 import { eventPayloadSchema, sequenceCursor } from '../http/schemas.js';
@@ -14,6 +15,16 @@ const historyQuery = {
     order: { type: 'string', enum: ['asc', 'desc'], default: 'asc', description: 'desc: newest first (the most recent `limit` events)' },
   },
 } as const;
+
+/**
+ * A cursor is a sequence number this API sent: decimal digits only. The schema's type coercion would
+ * also read ' ' as 0 (replaying the whole log) and '0x1', '1e0' or '1.0' as 1.
+ */
+const DECIMAL = /^\d+$/;
+async function decimalCursor(request: FastifyRequest): Promise<void> {
+  const after = new URL(request.url, 'http://localhost').searchParams.get('after');
+  if (after !== null && !DECIMAL.test(after)) throw invalid('querystring:/after', 'must be a decimal integer');
+}
 
 /** Reading the event log: paged history, and a Server-Sent Events stream that resumes from Last-Event-ID. */
 export function eventRoutes(app: FastifyInstance, events: EventLog, metrics: Metrics): void {
@@ -33,6 +44,7 @@ export function eventRoutes(app: FastifyInstance, events: EventLog, metrics: Met
   app.get(
     '/api/events',
     {
+      preValidation: decimalCursor,
       schema: {
         tags: ['events'],
         summary: 'Event history after a sequence number, oldest first (or newest first with order=desc)',
@@ -59,6 +71,7 @@ export function eventRoutes(app: FastifyInstance, events: EventLog, metrics: Met
   app.get(
     '/api/events/stream',
     {
+      preValidation: decimalCursor,
       schema: {
         tags: ['events'],
         summary: 'Server-Sent Events: every new event (id = sequence number); resumes after Last-Event-ID or ?after=',
@@ -67,7 +80,8 @@ export function eventRoutes(app: FastifyInstance, events: EventLog, metrics: Met
     },
     async (request, reply) => {
       // A Last-Event-ID the stream never sent (garbage, out of range) is ignored: the stream starts live.
-      const lastEventId = Number(request.headers['last-event-id']);
+      const header = request.headers['last-event-id'];
+      const lastEventId = typeof header === 'string' && DECIMAL.test(header) ? Number(header) : Number.NaN;
       const query = request.query as { after?: number };
       const resumeAfter = query.after ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
       // HEAD (Fastify answers it with this handler) gets the stream's headers and no body.

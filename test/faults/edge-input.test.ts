@@ -8,13 +8,15 @@ import { ADMIN_TOKEN, DIALECTS, startTestApp, type TestApp } from '../helpers/ap
 const nested = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
 
 /** Sends raw bytes and returns the whole answer (status line, headers, body). */
-function rawExchange(port: number, bytes: string): Promise<string> {
+/** Sends raw bytes; answers what came back when the server closed, or after `readForMs` (a stream never closes). */
+function rawExchange(port: number, bytes: string, readForMs?: number): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1', () => socket.end(bytes));
+    const socket = net.connect(port, '127.0.0.1', () => (readForMs === undefined ? socket.end(bytes) : socket.write(bytes)));
     let answer = '';
     socket.on('data', (chunk) => (answer += chunk.toString('latin1')));
     socket.on('close', () => resolve(answer));
     socket.on('error', reject);
+    if (readForMs !== undefined) setTimeout(() => socket.destroy(), readForMs);
   });
 }
 
@@ -42,6 +44,14 @@ for (const dialect of DIALECTS) {
       expect400(await app.api('POST', '/api/webhook/deliveries/99999999999999999999/redeliver'), 'params:/id', 'redeliver id');
       // The largest id a client can send exactly is fine: not found.
       assert.equal((await app.api('GET', `/api/baselines/${Number.MAX_SAFE_INTEGER}`)).status, 404);
+    });
+
+    it('event cursors are decimal digits: a blank, hex, exponent or fraction is refused, not read as 0 or 1', async () => {
+      for (const after of ['%20', '0x1', '1e0', '1.0', '+1']) {
+        expect400(await app.api('GET', `/api/events?after=${after}`), 'querystring:/after', `events after=${after}`);
+        expect400(await app.api('GET', `/api/events/stream?after=${after}`), 'querystring:/after', `stream after=${after}`);
+      }
+      assert.equal((await app.api('GET', '/api/events?after=1')).status, 200);
     });
 
     it('NUL characters anywhere in a body or a query string', async () => {
@@ -77,6 +87,17 @@ describe('answers given before any route runs are problem+json too', () => {
     port = (app.http.server.address() as AddressInfo).port;
   });
   after(() => app.cleanup());
+
+  it('a Last-Event-ID that is not decimal digits (blank, hex, exponent) starts the stream live instead of replaying the log', async () => {
+    await app.api('POST', '/api/zones', { id: 'den', name: 'Den' });
+    for (const id of [' ', '0x0', '0e0']) {
+      const answer = await rawExchange(port, `GET /api/events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nLast-Event-ID: ${id}\r\nConnection: close\r\n\r\n`, 400);
+      assert.match(answer, /: connected/, JSON.stringify(id));
+      assert.doesNotMatch(answer, /^id: /m, `Last-Event-ID ${JSON.stringify(id)} replayed the log`);
+    }
+    const resumed = await rawExchange(port, `GET /api/events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nLast-Event-ID: 0\r\nConnection: close\r\n\r\n`, 400);
+    assert.match(resumed, /^id: 1$/m, 'a decimal id still resumes');
+  });
 
   it('HEAD on the event stream answers with its headers at once', async () => {
     const answer = await rawExchange(port, `HEAD /api/events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nConnection: close\r\n\r\n`);
