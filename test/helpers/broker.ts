@@ -5,8 +5,6 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import mqtt, { type MqttClient } from 'mqtt';
 
-export const SHARED_BROKER = process.env.TEST_MQTT_URL ?? 'mqtt://127.0.0.1:1883';
-
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer().listen(0, '127.0.0.1', () => {
