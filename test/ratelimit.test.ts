@@ -14,7 +14,8 @@ describe('token bucket arithmetic', () => {
 
   it('starts full, takes n tokens, and refills lazily up to the capacity', () => {
     let result = takeTokens(policy, undefined, 10, t0);
-    assert.deepEqual(result, { allowed: true, remaining: 0, retry_after_ms: 0, reset_ms: 5000, tokens: 0 });
+    assert.deepEqual(result, { allowed: true, remaining: 0, retry_after_ms: 0, reset_ms: 5000, next_ms: 5000, tokens: 0 });
+    assert.equal(takeTokens(policy, undefined, 3, t0).next_ms, 0, 'another 3 fit at once');
     const state: BucketState = { tokens: result.tokens, updatedAtMs: t0 };
     result = takeTokens(policy, state, 1, t0);
     assert.equal(result.allowed, false);
@@ -197,14 +198,23 @@ describe('rate limiting over HTTP', () => {
   it('sends RateLimit headers and a 429 problem with Retry-After once the bucket is empty', async () => {
     const first = await app.api('GET', '/api/persons');
     assert.equal(first.headers['ratelimit-policy'], '"default";q=20;w=2000');
-    assert.equal(first.headers['ratelimit'], '"default";r=19;t=100');
+    // draft-ietf-httpapi-ratelimit-headers-10: t is the time until more quota is available, 0 while r > 0.
+    assert.equal(first.headers['ratelimit'], '"default";r=19;t=0');
     for (let i = 0; i < 19; i++) assert.equal((await app.api('GET', '/api/persons')).status, 200);
     const limited = await app.api('GET', '/api/persons');
     assert.equal(limited.status, 429);
     assert.equal(limited.body.code, 'rate_limited');
     assert.equal(limited.headers['retry-after'], '100');
+    assert.equal(limited.headers['ratelimit'], '"default";r=0;t=100', 't and Retry-After agree');
     assert.equal(limited.headers['content-type'], 'application/problem+json; charset=utf-8');
     assert.equal((await app.api('GET', '/healthz')).status, 200, 'liveness is never limited');
+  });
+
+  it('counts q and r in requests of the route cost', async () => {
+    // The settings test costs 10 tokens: 2 fit in a bucket of 20.
+    const tested = await app.api('POST', '/api/settings/integration/test', { target: 'webhook', webhook: { url: 'http://127.0.0.1:1/' } }, { 'x-forwarded-for': '198.51.100.7' });
+    assert.match(String(tested.headers['ratelimit-policy']), /^"integration_test";q=2;w=2000$/);
+    assert.match(String(tested.headers['ratelimit']), /^"integration_test";r=1;t=0$/);
   });
 
   it('keys clients by address, believing X-Forwarded-For only from a configured proxy', async () => {

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { idParams, idString, nameString } from '../http/schemas.js';
 import { ProblemError } from '../http/problem.js';
-import type { RateLimitGuard } from '../ratelimit/index.js';
+import { rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
 import type { BotAuthenticator } from './bot-auth.js';
 import type { BotService } from './bots.js';
 import { MATCH_STATUSES, type MatchService, type MatchStatus } from './matches.js';
@@ -34,8 +34,9 @@ function quotaHeaders(reply: FastifyReply, remaining: number, resetSeconds: numb
     const existing = reply.getHeader(name);
     reply.header(name, existing ? `${String(existing)}, ${value}` : value);
   };
-  join('ratelimit-policy', `"daily";q=${DAILY_QUOTA};w=${QUOTA_WINDOW_MS / 1000}`);
-  join('ratelimit', `"daily";r=${remaining};t=${resetSeconds}`);
+  const items = rateLimitItems('daily', { quota: DAILY_QUOTA, windowSeconds: QUOTA_WINDOW_MS / 1000, remaining, nextSeconds: resetSeconds });
+  join('ratelimit-policy', items.policy);
+  join('ratelimit', items.limit);
 }
 
 export function enrichmentRoutes(

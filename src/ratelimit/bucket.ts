@@ -27,8 +27,10 @@ export interface Decision {
   remaining: number;
   /** When denied: ms until `n` tokens are available; null when `n` exceeds the capacity (never possible). */
   retry_after_ms: number | null;
-  /** ms until the bucket is full again (for the RateLimit header's reset). */
+  /** ms until the bucket is full again (the memory store forgets a full bucket). */
   reset_ms: number;
+  /** ms until another check of the same `n` could pass (0: it could now); null when never. */
+  next_ms: number | null;
 }
 
 export class PolicyError extends Error {}
@@ -70,6 +72,7 @@ export function takeTokens(policy: BucketPolicy, state: BucketState | undefined,
     remaining: Math.floor(tokens / MICRO),
     retry_after_ms: allowed ? 0 : want > capacity ? null : Math.ceil((want - tokens) / rate),
     reset_ms: Math.ceil((capacity - tokens) / rate),
+    next_ms: want <= tokens ? 0 : want > capacity ? null : Math.ceil((want - tokens) / rate),
     tokens,
   };
 }

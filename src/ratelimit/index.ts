@@ -2,8 +2,10 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ProblemError } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
 import { PolicyError, type Decision } from './bucket.js';
+import { rateLimitItems } from './headers.js';
 import type { RateLimiter } from './limiter.js';
 
+export { rateLimitItems } from './headers.js';
 export { RateLimiter } from './limiter.js';
 export { MemoryStore, type RateLimitStore } from './memory-store.js';
 export { RedisStore } from './redis-store.js';
@@ -89,8 +91,14 @@ export class RateLimitGuard {
       throw new ProblemError(503, 'service_unavailable', 'Rate limiting is unavailable; try again shortly', undefined, { 'retry-after': '5' });
     }
     const { capacity, refillPerSecond } = this.limiter.policy;
-    reply.header('ratelimit-policy', `"${route.group}";q=${capacity};w=${Math.ceil(capacity / refillPerSecond)}`);
-    reply.header('ratelimit', `"${route.group}";r=${decision.remaining};t=${Math.ceil(decision.reset_ms / 1000)}`);
+    const items = rateLimitItems(route.group, {
+      quota: Math.floor(capacity / route.cost),
+      windowSeconds: Math.ceil(capacity / refillPerSecond),
+      remaining: Math.floor(decision.remaining / route.cost),
+      nextSeconds: Math.ceil((decision.next_ms ?? 0) / 1000),
+    });
+    reply.header('ratelimit-policy', items.policy);
+    reply.header('ratelimit', items.limit);
     if (!decision.allowed) {
       this.metrics.rateLimited.inc({ group: route.group });
       const retryAfter = Math.max(1, Math.ceil((decision.retry_after_ms ?? 0) / 1000));
