@@ -1,5 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { parseList } from 'structured-headers';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { MICRO, PolicyError, takeTokens, validatePolicy, type BucketState } from '../src/ratelimit/bucket.js';
@@ -208,6 +209,16 @@ describe('rate limiting over HTTP', () => {
     assert.equal(limited.headers['ratelimit'], '"default";r=0;t=100', 't and Retry-After agree');
     assert.equal(limited.headers['content-type'], 'application/problem+json; charset=utf-8');
     assert.equal((await app.api('GET', '/healthz')).status, 200, 'liveness is never limited');
+  });
+
+  it('headers an independent structured-field parser (RFC 9651) reads as the draft defines them', async () => {
+    const response = await app.api('GET', '/api/zones', undefined, {});
+    const members = (field: unknown) => parseList(String(field)).map(([value, params]) => [value, Object.fromEntries(params)]);
+    const [[policyName, policy]] = members(response.headers['ratelimit-policy']) as [[string, Record<string, unknown>]];
+    const [[limitName, limit]] = members(response.headers['ratelimit']) as [[string, Record<string, unknown>]];
+    assert.equal(policyName, 'default');
+    assert.equal(limitName, 'default');
+    for (const value of [policy.q, policy.w, limit.r, limit.t]) assert.ok(Number.isInteger(value) && (value as number) >= 0, `non-negative integers: ${JSON.stringify([policy, limit])}`);
   });
 
   it('counts q and r in requests of the route cost', async () => {
