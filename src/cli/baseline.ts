@@ -2,8 +2,7 @@ import { readFileSync } from 'node:fs';
 import { baselineErrors, type BaselineRecord } from '../baselines/schema.js';
 import { compareBaselines, DEFAULT_THRESHOLD_PCT } from '../baselines/compare.js';
 import { formatReport, type ReportFormat } from '../baselines/format.js';
-
-type Output = { out: (line: string) => void; err: (line: string) => void };
+import type { Output } from './io.js';
 
 /** Reads and validates one record file; returns the record or the printed reasons it is not one. */
 function load(file: string, io: Output): BaselineRecord | null {

@@ -5,8 +5,7 @@ import { Database } from '../db/index.js';
 import { createEventPipeline } from '../pipeline.js';
 import { createEnrichment } from '../enrichment/index.js';
 import { loggerOptions } from '../http/server.js';
-
-type Output = { out: (line: string) => void; err: (line: string) => void };
+import type { Output } from './io.js';
 
 /** `mothership bots create NAME`: prints the new bot's id and shared secret, once. */
 export async function createBotCommand(config: Config, name: string, io: Output): Promise<number> {

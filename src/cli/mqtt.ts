@@ -2,11 +2,10 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { ID_PATTERN, type Config } from '../config.js';
 import { SecretBox } from '../crypto.js';
 import { Database } from '../db/index.js';
-import { clientOptions, connectBroker, describeMqttError } from '../mqtt/connection.js';
+import { clientOptions, connectBroker, connected, describeMqttError } from '../mqtt/connection.js';
 import { Topics } from '../mqtt/topics.js';
 import { createEventPipeline } from '../pipeline.js';
-
-type Output = { out: (line: string) => void; err: (line: string) => void };
+import type { Output } from './io.js';
 
 /** Retained messages arrive right after the subscription is acknowledged; this is ample on a LAN. */
 const COLLECT_MS = 1000;
@@ -37,11 +36,7 @@ export async function mqttCleanupCommand(config: Config, installation: string, i
   const topics = new Topics(settings.mqtt.topic_root, installation, settings.mqtt.discovery_prefix);
   const client = connectBroker(clientOptions(settings.mqtt, `mothership-${config.mothershipId}-cleanup`));
   try {
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' })), CONNECT_TIMEOUT_MS);
-      client.once('connect', () => (clearTimeout(timer), resolve()));
-      client.once('error', (error) => (clearTimeout(timer), reject(error)));
-    });
+    await connected(client, CONNECT_TIMEOUT_MS);
     const retained = new Set<string>();
     client.on('message', (topic, payload, packet) => {
       if (packet.retain && payload.length > 0) retained.add(topic);

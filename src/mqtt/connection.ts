@@ -5,6 +5,7 @@ import { MqttClient, type IClientOptions } from 'mqtt';
 import WebSocket, { createWebSocketStream } from 'ws';
 import { describeTlsError, ForbiddenTargetError, guardedLookup, isForbiddenAddress, normalizedHost } from '../outbound.js';
 import type { IntegrationSettings } from '../settings/store.js';
+import { effectiveBrokerUrl } from '../settings/validate.js';
 import { backoffDelay } from './backoff.js';
 
 export interface MqttStatus {
@@ -20,10 +21,8 @@ const CLOSE_GRACE_MS = 2000;
 
 /** mqtt.js options from the settings: TLS for mqtts://, wss:// or the TLS flag, with an optional CA. */
 export function clientOptions(settings: MqttSettings, clientId: string, will?: IClientOptions['will']): { url: string; options: IClientOptions } {
-  const url = new URL(settings.broker_url);
-  const tls = settings.tls || url.protocol === 'mqtts:' || url.protocol === 'wss:';
-  if (tls && url.protocol === 'mqtt:') url.protocol = 'mqtts:';
-  if (tls && url.protocol === 'ws:') url.protocol = 'wss:';
+  const url = effectiveBrokerUrl(settings);
+  const tls = url.protocol === 'mqtts:' || url.protocol === 'wss:';
   const options: IClientOptions = {
     clientId,
     clean: true,
@@ -167,6 +166,22 @@ export class MqttConnection {
   }
 }
 
+/** Resolves on the first CONNACK; rejects on an error, a close before it, or after `timeoutMs`. */
+export function connected(client: MqttClient, timeoutMs: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const settle = (error?: Error) => {
+      clearTimeout(timer);
+      client.off('connect', onConnect).off('error', settle).off('close', onClose);
+      if (error) reject(error);
+      else resolve();
+    };
+    const onConnect = () => settle();
+    const onClose = () => settle(new Error('connection closed by the broker'));
+    const timer = setTimeout(() => settle(Object.assign(new Error(`timed out after ${timeoutMs} ms`), { code: 'ETIMEDOUT' })), timeoutMs);
+    client.once('connect', onConnect).once('error', settle).once('close', onClose);
+  });
+}
+
 /** Connects once with candidate settings and reports how it went; never keeps the connection. */
 export async function testConnection(settings: MqttSettings, clientId: string, { detailed = true, timeoutMs = 8000 } = {}): Promise<{ ok: boolean; latency_ms: number | null; error: string | null }> {
   let target: ReturnType<typeof clientOptions>;
@@ -178,21 +193,7 @@ export async function testConnection(settings: MqttSettings, clientId: string, {
   const started = performance.now();
   const client = connectBroker({ url: target.url, options: { ...target.options, connectTimeout: timeoutMs } });
   try {
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(Object.assign(new Error(`timed out after ${timeoutMs} ms`), { code: 'ETIMEDOUT' })), timeoutMs);
-      client.once('connect', () => {
-        clearTimeout(timer);
-        resolve();
-      });
-      client.once('error', (error) => {
-        clearTimeout(timer);
-        reject(error);
-      });
-      client.once('close', () => {
-        clearTimeout(timer);
-        reject(new Error('connection closed by the broker'));
-      });
-    });
+    await connected(client, timeoutMs);
     return { ok: true, latency_ms: Math.round(performance.now() - started), error: null };
   } catch (error) {
     return { ok: false, latency_ms: null, error: describeMqttError(error as Error & { code?: string | number }, detailed) };

@@ -89,13 +89,22 @@ export function integrationErrors(settings: IntegrationSettings): FieldError[] {
 export function brokerEndpoint(mqtt: IntegrationSettings['mqtt']): string | null {
   let url: URL;
   try {
-    url = new URL(mqtt.broker_url);
+    url = effectiveBrokerUrl(mqtt);
   } catch {
     return null;
   }
-  const websocket = url.protocol === 'ws:' || url.protocol === 'wss:';
-  const tls = mqtt.tls || url.protocol === 'mqtts:' || url.protocol === 'wss:';
-  return `${websocket ? 'ws' : 'mqtt'}${tls ? 's' : ''}://${normalizedHost(url)}:${url.port}`;
+  return `${url.protocol}//${normalizedHost(url)}:${url.port}`;
+}
+
+/**
+ * The broker URL the connection uses: TLS is on for mqtts://, wss:// or the TLS flag, and the flag
+ * turns mqtt:// into mqtts:// and ws:// into wss://. Throws on an invalid URL.
+ */
+export function effectiveBrokerUrl(mqtt: Pick<IntegrationSettings['mqtt'], 'broker_url' | 'tls'>): URL {
+  const url = new URL(mqtt.broker_url);
+  if (mqtt.tls && url.protocol === 'mqtt:') url.protocol = 'mqtts:';
+  if (mqtt.tls && url.protocol === 'ws:') url.protocol = 'wss:';
+  return url;
 }
 
 /** The origin a webhook delivery goes to (scheme, host as resolved, port); null without a usable URL. */

@@ -39,6 +39,10 @@ describe('the stored MQTT password is bound to the broker it was saved for', () 
     assert.equal(check({ broker_url: 'wss://broker.lan:8883' }), '/mqtt/password', 'other transport');
     assert.equal(check({ tls_insecure: true }), '/mqtt/password', 'certificate verification switched off');
     assert.equal(check({ ca_cert: '-----BEGIN CERTIFICATE-----x-----END CERTIFICATE-----' }), '/mqtt/password', 'another CA trusted');
+    // TLS by the flag on an mqtt:// URL counts the same as mqtts://.
+    const flagged = { ...base, broker_url: 'mqtt://broker.lan:8883', tls: true };
+    assert.equal(storedPasswordError(flagged, { ...flagged, tls: false }, { tls: false })?.path, '/mqtt/password', 'TLS flag switched off');
+    assert.equal(storedPasswordError(flagged, { ...flagged, broker_url: 'mqtts://broker.lan:8883' }, { broker_url: 'mqtts://broker.lan:8883' }), null, 'the same connection spelled mqtts://');
   });
 
   it('keeps it for the same broker, a re-entered password, or no password at all', () => {

@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { ADMIN_TOKEN, createTestEnv, eventually, type TestEnv } from '../helpers/app.js';
+import http from 'node:http';
+import { ADMIN_TOKEN, createTestEnv, eventually, startTestApp, type TestEnv } from '../helpers/app.js';
 import { freePort, observer, retainedSet, startBroker } from '../helpers/broker.js';
 import { startService, stopProcess } from '../helpers/process.js';
 import { startReceiver } from '../helpers/receiver.js';
@@ -165,6 +166,35 @@ describe('graceful shutdown on SIGTERM', () => {
       await stopProcess(service.child, 'SIGKILL');
       await slow.close();
       await env.cleanup();
+    }
+  });
+
+  it('a request answered during the shutdown closes its keep-alive connection, so the close does not wait for the client', async () => {
+    const slow = await startReceiver((response) => setTimeout(() => response.end('late'), 500));
+    const app = await startTestApp('sqlite', { WEBHOOK_TIMEOUT_MS: '5000' });
+    const base = await app.http.listen({ port: 0, host: '127.0.0.1' });
+    // A client that keeps connections open as long as the server's Keep-Alive allows (72 s).
+    const agent = new http.Agent({ keepAlive: true, keepAliveMsecs: 60_000 });
+    try {
+      const answered = new Promise<http.IncomingMessage>((resolve, reject) => {
+        const request = http.request(`${base}/api/settings/integration/test`, { method: 'POST', agent, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' } }, (response) => {
+          response.resume();
+          response.on('end', () => resolve(response));
+        });
+        request.on('error', reject);
+        request.end(JSON.stringify({ target: 'webhook', webhook: { url: slow.url } }));
+      });
+      await eventually(() => slow.received.length === 1, 5000, 'the slow request to start');
+      const started = Date.now();
+      const closed = app.cleanup();
+      const response = await answered;
+      assert.equal(response.statusCode, 200);
+      assert.equal(response.headers.connection, 'close');
+      await Promise.race([closed, new Promise((_resolve, reject) => setTimeout(() => reject(new Error('the close waited for the idle connection')), 4000))]);
+      assert.ok(Date.now() - started < 4000);
+    } finally {
+      agent.destroy();
+      await slow.close();
     }
   });
 });
