@@ -132,7 +132,7 @@ export function loadConfig(env: Env = process.env): Config {
     mothershipId,
     secretsKey,
     worker: oneOf(env, 'WORKER', ['embedded', 'off'] as const, 'embedded'),
-    webhookTimeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 1),
+    webhookTimeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 15_000, 1),
     webhookRetryDelayMs: integer(env, 'WEBHOOK_RETRY_DELAY_MS', 30_000),
     mqttBackoffInitialMs: integer(env, 'MQTT_BACKOFF_INITIAL_MS', 5_000, 1),
     mqttBackoffMaxMs: integer(env, 'MQTT_BACKOFF_MAX_MS', 120_000, 1),

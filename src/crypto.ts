@@ -1,6 +1,12 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 
 /**
+ * How long a rotated-out secret (a bot's, the webhook's) keeps working, so the other side can be
+ * redeployed with the new one without downtime.
+ */
+export const ROTATION_GRACE_MS = 24 * 60 * 60 * 1000;
+
+/**
  * Encryption at rest for secrets (bot shared secrets, MQTT password, webhook secret, CA certificate):
  * AES-256-GCM with a random 96-bit IV per value, stored as `v1.<iv>.<tag>.<ciphertext>` (base64url).
  */

@@ -14,8 +14,9 @@ describe('seed defaults', () => {
   const config = loadConfig({ DATA_DIR: dataDir, ADMIN_TOKEN: 'a-long-enough-admin-token' });
   rmSync(dataDir, { recursive: true, force: true });
 
-  it('webhook: one retry, 30 s after the first attempt', () => {
+  it('webhook: one retry, 30 s after the first attempt; 15 s per attempt', () => {
     assert.equal(config.webhookRetryDelayMs, 30_000);
+    assert.equal(config.webhookTimeoutMs, 15_000, 'Standard Webhooks recommends 15 to 30 s');
     assert.equal(MAX_WEBHOOK_ATTEMPTS, 2);
     assert.equal(outcomeOf({ statusCode: 503, error: null }, 1), 'retry');
     assert.equal(outcomeOf({ statusCode: 503, error: null }, 2), 'failed');

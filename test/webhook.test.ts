@@ -4,7 +4,9 @@ import { createServer } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { readFileSync } from 'node:fs';
 import { EVENT_TYPES } from '../src/events/index.js';
-import { outcomeOf } from '../src/webhook/policy.js';
+import { Webhook as SvixWebhook } from 'svix';
+import { outcomeOf, parseRetryAfter, RETRY_AFTER_CAP_MS, retryDelayOf } from '../src/webhook/policy.js';
+import { DEFAULT_SETTINGS, webhookSigningSecrets } from '../src/settings/store.js';
 import { isForbiddenAddress, normalizedHost } from '../src/outbound.js';
 import { DIALECTS, createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';
@@ -41,6 +43,33 @@ describe('webhook retry policy', () => {
     assert.equal(outcomeOf({ statusCode: null, error: 'connection refused' }, 2), 'failed');
     assert.equal(outcomeOf({ statusCode: 404, error: 'HTTP 404' }, 1), 'failed');
     assert.equal(outcomeOf({ statusCode: 302, error: null }, 1), 'failed');
+  });
+
+  it('retries a 429 once, after Retry-After when that is later (capped); a 410 is gone', () => {
+    assert.equal(outcomeOf({ statusCode: 429, error: 'HTTP 429' }, 1), 'retry');
+    assert.equal(outcomeOf({ statusCode: 429, error: 'HTTP 429' }, 2), 'failed');
+    assert.equal(outcomeOf({ statusCode: 410, error: 'HTTP 410' }, 1), 'gone');
+    assert.equal(outcomeOf({ statusCode: 401, error: 'HTTP 401' }, 1), 'failed');
+    assert.equal(retryDelayOf({ statusCode: 429, error: null, retryAfterMs: 120_000 }, 30_000), 120_000);
+    assert.equal(retryDelayOf({ statusCode: 429, error: null, retryAfterMs: 5_000 }, 30_000), 30_000, 'never earlier than the retry delay');
+    assert.equal(retryDelayOf({ statusCode: 429, error: null, retryAfterMs: 86_400_000 }, 30_000), RETRY_AFTER_CAP_MS);
+    assert.equal(retryDelayOf({ statusCode: 500, error: null }, 30_000), 30_000);
+  });
+
+  it('reads Retry-After as delay-seconds or an HTTP-date, and nothing else', () => {
+    const now = Date.parse('2026-11-23T10:00:00Z');
+    assert.equal(parseRetryAfter('120', now), 120_000);
+    assert.equal(parseRetryAfter(' 0 ', now), 0);
+    assert.equal(parseRetryAfter('Mon, 23 Nov 2026 10:01:30 GMT', now), 90_000);
+    assert.equal(parseRetryAfter('Mon, 23 Nov 2026 09:00:00 GMT', now), 0, 'a date in the past means now');
+    for (const bad of [undefined, '', '-5', '1.5', 'soon', '2026-11-23T10:01:30Z']) assert.equal(parseRetryAfter(bad, now), null, String(bad));
+  });
+
+  it('signs with the replaced secret too, until its grace period ends', () => {
+    const webhook = { ...DEFAULT_SETTINGS.webhook, secret: 'whsec_new', previous_secret: 'whsec_old', previous_secret_expires_at: '2026-11-24T10:00:00.000Z' };
+    assert.deepEqual(webhookSigningSecrets(webhook, Date.parse('2026-11-24T09:59:59Z')), ['whsec_new', 'whsec_old']);
+    assert.deepEqual(webhookSigningSecrets(webhook, Date.parse('2026-11-24T10:00:00Z')), ['whsec_new']);
+    assert.deepEqual(webhookSigningSecrets({ ...webhook, secret: '' }, 0), [], 'no secret: unsigned');
   });
 
   it('refuses link-local, unspecified and multicast targets in every address form, and allows loopback and LAN', () => {
@@ -214,6 +243,97 @@ for (const dialect of DIALECTS) {
       }
     });
 
+    it('loses nothing across a secret rotation: a receiver verifying with either secret accepts every delivery (standardwebhooks and svix)', async () => {
+      const verifying = await startReceiver();
+      let receiverSecret = secret;
+      const accepted: string[] = [];
+      verifying.answerNext(...Array.from({ length: 20 }, () => (response: import('node:http').ServerResponse) => {
+        const request = verifying.received.at(-1)!;
+        try {
+          new Webhook(receiverSecret).verify(request.body, request.headers as Record<string, string>);
+          new SvixWebhook(receiverSecret).verify(request.body, request.headers as Record<string, string>);
+          accepted.push(String(request.headers['webhook-id']));
+          response.writeHead(204).end();
+        } catch {
+          response.writeHead(401).end();
+        }
+      }));
+      try {
+        await app.api('POST', '/api/settings/integration', { webhook: { url: verifying.url } });
+        const oldSecret = secret;
+        const rotated = await app.api('POST', '/api/settings/integration/webhook-secret');
+        const newSecret: string = rotated.body.secret;
+        const graceEnd = Date.parse(rotated.body.previous_secret_expires_at);
+        assert.ok(Math.abs(graceEnd - Date.now() - 24 * 3600_000) < 60_000, `grace ends ${rotated.body.previous_secret_expires_at}`);
+        assert.equal((await app.api('GET', '/api/settings/integration')).body.webhook.previous_secret_expires_at, rotated.body.previous_secret_expires_at);
+
+        // The receiver still has the old secret: deliveries after the rotation verify.
+        await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { rotation: 'before receiver update' } });
+        await eventually(() => accepted.length === 1, 5000, 'accepted with the old secret');
+        assert.equal(String(verifying.received.at(-1)!.headers['webhook-signature']).split(' ').length, 2, 'one signature per valid secret');
+        // The receiver is updated to the new secret: deliveries still verify.
+        receiverSecret = newSecret;
+        await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { rotation: 'after receiver update' } });
+        await eventually(() => accepted.length === 2, 5000, 'accepted with the new secret');
+        assert.equal(verifying.received.length, 2, 'no 401, no retry');
+        assert.throws(() => new Webhook('whsec_' + Buffer.alloc(32, 7).toString('base64')).verify(verifying.received[1]!.body, verifying.received[1]!.headers as Record<string, string>));
+
+        // Clearing the secret ends signing and the grace: the user asked for unsigned deliveries.
+        const cleared = await app.api('POST', '/api/settings/integration', { webhook: { secret: null } });
+        assert.equal(cleared.body.webhook.previous_secret_expires_at, null);
+        assert.equal(oldSecret === newSecret, false);
+        secret = newSecret;
+        await app.api('POST', '/api/settings/integration', { webhook: { secret, url: receiver.url } });
+        assert.equal((await app.api('GET', '/api/settings/integration')).body.webhook.previous_secret_expires_at, null, 'setting a secret where none was starts no grace');
+      } finally {
+        await app.api('POST', '/api/settings/integration', { webhook: { url: receiver.url } });
+        await verifying.close();
+      }
+    });
+
+    it("retries a 429 after the receiver's Retry-After when that is later than the retry delay", async () => {
+      receiver.answerNext((response) => response.writeHead(429, { 'retry-after': '1' }).end(), 200);
+      await app.api('PUT', '/api/system/mode', { mode: 'away' });
+      await eventually(() => receiver.received.length === 2, 5000, 'retry after Retry-After');
+      const [first, second] = receiver.received;
+      assert.ok(second!.at - first!.at >= 950, `retry after ${second!.at - first!.at} ms, Retry-After 1 s, retry delay 300 ms`);
+      const log = (await deliveriesOf('system.mode_changed')).slice(-2);
+      assert.deepEqual(log.map((row: any) => [row.attempt, row.state, row.status_code]), [[1, 'retry_scheduled', 429], [2, 'delivered', 200]]);
+    });
+
+    it('redelivers to the URL configured now, not the one the delivery first went to', async () => {
+      const [last] = (await app.api('GET', '/api/webhook/deliveries?limit=1')).body;
+      const fixed = await startReceiver(204);
+      try {
+        await app.api('POST', '/api/settings/integration', { webhook: { url: fixed.url } });
+        const redelivered = await app.api('POST', `/api/webhook/deliveries/${last.id}/redeliver`);
+        assert.equal(redelivered.body.url, fixed.url);
+        await eventually(() => fixed.received.length === 1, 5000, 'redelivery to the fixed URL');
+        assert.equal(fixed.received[0]!.headers['webhook-id'], last.webhook_id);
+        assert.equal(receiver.received.length, 0);
+      } finally {
+        await app.api('POST', '/api/settings/integration', { webhook: { url: receiver.url } });
+        await fixed.close();
+      }
+    });
+
+    it('switches the webhook off when the receiver answers 410 Gone, says why, and sends nothing more', async () => {
+      receiver.answerNext(410);
+      await app.api('PUT', '/api/system/mode', { mode: 'vacation' });
+      const settings = await eventually(async () => {
+        const body = (await app.api('GET', '/api/settings/integration')).body;
+        return body.webhook.enabled ? null : body;
+      }, 5000, 'webhook switched off');
+      assert.match(settings.webhook.status.disabled_reason, /410 Gone/);
+      await app.api('PUT', '/api/system/mode', { mode: 'home' });
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      assert.equal(receiver.received.length, 1, 'nothing sent after the 410');
+      const [gone] = (await deliveriesOf('system.mode_changed')).slice(-1);
+      assert.deepEqual([(gone as any).attempt, gone!.state, (gone as any).status_code], [1, 'failed', 410]);
+      const enabled = await app.api('POST', '/api/settings/integration', { webhook: { enabled: true } });
+      assert.equal(enabled.body.webhook.status.disabled_reason, null);
+    });
+
     it('sends nothing while disabled', async () => {
       await app.api('POST', '/api/settings/integration', { webhook: { enabled: false } });
       await app.api('PUT', '/api/system/mode', { mode: 'away' });
@@ -243,6 +363,32 @@ describe('webhook retry across a restart', () => {
         assert.equal(receiver.received[1]!.headers['webhook-id'], receiver.received[0]!.headers['webhook-id']);
         const states = async () => (await second.api('GET', '/api/webhook/deliveries')).body.reverse().map((row: { attempt: number; state: string }) => [row.attempt, row.state]);
         await eventually(async () => JSON.stringify(await states()) === JSON.stringify([[1, 'retry_scheduled'], [2, 'delivered']]), 3000, `log ${JSON.stringify(await states())}`);
+      } finally {
+        await second.close();
+      }
+    } finally {
+      await env.cleanup();
+      await receiver.close();
+    }
+  });
+
+  it('a shutdown does not wait for a hanging receiver; the abandoned attempt is sent at once after the restart', async () => {
+    const receiver = await startReceiver();
+    const env = await createTestEnv('sqlite', { WEBHOOK_TIMEOUT_MS: '60000' });
+    try {
+      const first = await startTestApp('sqlite', {}, { testEnv: env, start: true });
+      await first.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } });
+      receiver.answerNext('hang');
+      await first.api('POST', '/api/zones', { id: 'den', name: 'Den' });
+      await eventually(() => receiver.received.length === 1, 5000, 'first attempt');
+      const closing = Date.now();
+      await first.close();
+      assert.ok(Date.now() - closing < 5000, `closed in ${Date.now() - closing} ms with a 60 s webhook timeout`);
+
+      const second = await startTestApp('sqlite', {}, { testEnv: env, start: true });
+      try {
+        await eventually(() => receiver.received.length === 2, 3000, 'sent again after the restart, not after the claim deadline');
+        assert.equal(receiver.received[1]!.headers['webhook-id'], receiver.received[0]!.headers['webhook-id']);
       } finally {
         await second.close();
       }

@@ -3,7 +3,7 @@ import type { Database } from '../db/index.js';
 import { now } from '../db/index.js';
 import { uniqueId } from '../db/ids.js';
 import { prepare, type Prepared } from '../db/prepared.js';
-import type { SecretBox } from '../crypto.js';
+import { ROTATION_GRACE_MS, type SecretBox } from '../crypto.js';
 import type { BotsTable } from '../db/schema.js';
 import { conflict, notFound } from '../http/problem.js';
 import { memoByKey } from '../memo.js';
@@ -16,9 +16,6 @@ export const SECRET_CACHE_MS = 5000;
 
 /** Decrypted secrets kept by their sealed text, at most (the oldest is dropped first). */
 const OPENED_MAX = 10_000;
-
-/** How long a rotated-out secret keeps working, so bots can be redeployed without downtime. */
-export const ROTATION_GRACE_MS = 24 * 60 * 60 * 1000;
 
 export interface BotView {
   id: string;

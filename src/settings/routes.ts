@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { ProblemError } from '../http/problem.js';
 import type { MqttIntegration } from '../mqtt/index.js';
 import { generateWebhookSecret, type WebhookService } from '../webhook/index.js';
-import { applyPatch, type IntegrationPatch, type IntegrationSettings, type SettingsStore } from './store.js';
+import { applyPatch, webhookSigningSecrets, type IntegrationPatch, type IntegrationSettings, type SettingsStore } from './store.js';
 import { brokerEndpoint, integrationErrors, storedPasswordError, webhookOrigin } from './validate.js';
 
 const text = (maxLength: number) => ({ type: 'string', maxLength }) as const;
@@ -63,7 +63,13 @@ const viewSchema = {
         enabled: { type: 'boolean' },
         url: { type: 'string' },
         secret_set: { type: 'boolean' },
-        status: statusSchema({ last_delivery_at: nullableString, last_status_code: { type: ['integer', 'null'] }, last_error: nullableString }),
+        previous_secret_expires_at: { ...nullableString, description: 'Until then deliveries also carry a signature with the secret replaced last (rotation grace)' },
+        status: statusSchema({
+          last_delivery_at: nullableString,
+          last_status_code: { type: ['integer', 'null'] },
+          last_error: nullableString,
+          disabled_reason: { ...nullableString, description: 'Why the service switched the webhook off (the receiver answered 410 Gone); null once enabled again' },
+        }),
       },
     },
   },
@@ -72,11 +78,17 @@ const viewSchema = {
 /** The GET shape: secrets reduced to `*_set` flags, plus live status (CONTRACT section 6). */
 async function view(settings: IntegrationSettings, mqtt: MqttIntegration, webhook: WebhookService) {
   const { password, ca_cert, ...mqttRest } = settings.mqtt;
-  const { secret, ...webhookRest } = settings.webhook;
+  const { secret, previous_secret: _previous, previous_secret_expires_at, disabled_reason, ...webhookRest } = settings.webhook;
   const { enabled: _enabled, ...mqttStatus } = mqtt.status();
+  const inGrace = webhookSigningSecrets(settings.webhook, Date.now()).length > 1;
   return {
     mqtt: { ...mqttRest, password_set: Boolean(password), ca_cert_set: Boolean(ca_cert), status: mqttStatus },
-    webhook: { ...webhookRest, secret_set: Boolean(secret), status: await webhook.status() },
+    webhook: {
+      ...webhookRest,
+      secret_set: Boolean(secret),
+      previous_secret_expires_at: inGrace ? previous_secret_expires_at : null,
+      status: { ...(await webhook.status()), disabled_reason: disabled_reason || null },
+    },
   };
 }
 
@@ -147,11 +159,11 @@ export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStor
 
   app.post(
     '/api/settings/integration/webhook-secret',
-    { schema: { tags, summary: 'Generate and save a new webhook signing secret; returned once' } },
+    { schema: { tags, summary: 'Generate and save a new webhook signing secret; returned once. The replaced one keeps signing for 24 h' } },
     async () => {
       const secret = generateWebhookSecret();
-      await store.update({ webhook: { secret } });
-      return { secret };
+      const saved = await store.update({ webhook: { secret } });
+      return { secret, previous_secret_expires_at: saved.webhook.previous_secret_expires_at || null };
     },
   );
 }

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { SecretBox } from '../crypto.js';
+import { ROTATION_GRACE_MS, type SecretBox } from '../crypto.js';
 import type { Database, Db } from '../db/index.js';
 import { getSetting, putSetting } from '../db/kv.js';
 import { ProblemError } from '../http/problem.js';
@@ -20,21 +20,30 @@ export interface IntegrationSettings {
     topic_root: string;
     birth_topic: string;
   };
-  webhook: { enabled: boolean; url: string; secret: string };
+  webhook: {
+    enabled: boolean;
+    url: string;
+    secret: string;
+    /** Kept by the store, never set by a save: the secret before the last change, still signing until the time below. */
+    previous_secret: string;
+    previous_secret_expires_at: string;
+    /** Why the service switched the webhook off (the receiver answered 410 Gone); cleared when it is enabled again. */
+    disabled_reason: string;
+  };
 }
 
 /** What a POST may carry: every field optional; write-only secrets: absent keeps, null or "" clears. */
 export interface IntegrationPatch {
   mqtt?: Partial<Omit<IntegrationSettings['mqtt'], 'password' | 'ca_cert'>> & { password?: string | null; ca_cert?: string | null };
-  webhook?: Partial<Omit<IntegrationSettings['webhook'], 'secret'>> & { secret?: string | null };
+  webhook?: Partial<Pick<IntegrationSettings['webhook'], 'enabled' | 'url'>> & { secret?: string | null };
 }
 
 export const DEFAULT_SETTINGS: IntegrationSettings = {
   mqtt: { enabled: false, broker_url: '', username: '', password: '', tls: false, tls_insecure: false, ca_cert: '', discovery_prefix: 'homeassistant', topic_root: 'mothership', birth_topic: 'homeassistant/status' },
-  webhook: { enabled: false, url: '', secret: '' },
+  webhook: { enabled: false, url: '', secret: '', previous_secret: '', previous_secret_expires_at: '', disabled_reason: '' },
 };
 
-const SECRET_FIELDS = { mqtt: ['password', 'ca_cert'], webhook: ['secret'] } as const;
+const SECRET_FIELDS = { mqtt: ['password', 'ca_cert'], webhook: ['secret', 'previous_secret'] } as const;
 /** Every event write reads the webhook settings; a save here clears the cache, other processes see it within this time. */
 const CACHE_MS = 2000;
 const KEY = 'integration';
@@ -48,6 +57,32 @@ export interface SettingsChange {
 export function changedFields(previous: IntegrationSettings, next: IntegrationSettings): SettingsChange['changed'] {
   const diff = <T extends object>(before: T, after: T) => (Object.keys(after) as Array<keyof T>).filter((key) => before[key] !== after[key]);
   return { mqtt: diff(previous.mqtt, next.mqtt), webhook: diff(previous.webhook, next.webhook) };
+}
+
+/**
+ * The secrets deliveries are signed with at `nowMs`: the current one, and during the grace period
+ * the one it replaced, so a receiver that still verifies with the old secret loses nothing.
+ */
+export function webhookSigningSecrets(webhook: IntegrationSettings['webhook'], nowMs: number): string[] {
+  if (!webhook.secret) return [];
+  const previousValid = webhook.previous_secret && Date.parse(webhook.previous_secret_expires_at) > nowMs;
+  return previousValid ? [webhook.secret, webhook.previous_secret] : [webhook.secret];
+}
+
+/**
+ * The fields a save does not set but follow from it: a replaced secret stays valid for the grace
+ * period (a cleared one does not: the user asked for unsigned deliveries), and enabling the webhook
+ * clears why it was switched off.
+ */
+function derivedWebhookFields(stored: IntegrationSettings['webhook'], merged: IntegrationSettings['webhook'], nowMs: number): IntegrationSettings['webhook'] {
+  const next = { ...merged };
+  if (merged.secret !== stored.secret) {
+    const keepPrevious = Boolean(stored.secret && merged.secret);
+    next.previous_secret = keepPrevious ? stored.secret : '';
+    next.previous_secret_expires_at = keepPrevious ? new Date(nowMs + ROTATION_GRACE_MS).toISOString() : '';
+  }
+  if (merged.enabled) next.disabled_reason = '';
+  return next;
 }
 
 /** Merges a patch into settings with the write-only rules for secrets. */
@@ -100,19 +135,39 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
 
   /** Validates the merged result (400 naming each field) and saves it. */
   async update(patch: IntegrationPatch): Promise<IntegrationSettings> {
-    const { previous, next } = await this.database.transaction(async (trx) => {
-      const stored = await this.read(trx);
+    const next = await this.save((stored) => {
       const merged = applyPatch(stored, patch);
+      merged.webhook = derivedWebhookFields(stored.webhook, merged.webhook, Date.now());
       const errors = integrationErrors(merged);
       const passwordError = storedPasswordError(stored.mqtt, merged.mqtt, patch.mqtt);
       if (passwordError) errors.push(passwordError);
       if (errors.length) throw new ProblemError(400, 'validation_failed', errors.map((error) => `${error.path} ${error.message}`).join('; '), errors);
-      await putSetting(trx, KEY, this.seal(merged));
-      return { previous: stored, next: merged };
+      return merged;
     });
+    return next!;
+  }
+
+  /**
+   * Switches the webhook off because its receiver said it is gone, unless the URL was changed since
+   * that attempt (the new URL has not said anything yet). Whether it did.
+   */
+  async disableWebhook(url: string, reason: string): Promise<boolean> {
+    const next = await this.save((stored) => (stored.webhook.enabled && stored.webhook.url === url ? { ...stored, webhook: { ...stored.webhook, enabled: false, disabled_reason: reason } } : null));
+    return next !== null;
+  }
+
+  /** Reads, changes (null: no change) and writes in one transaction, then tells the integrations what changed. */
+  private async save(change: (stored: IntegrationSettings) => IntegrationSettings | null): Promise<IntegrationSettings | null> {
+    const saved = await this.database.transaction(async (trx) => {
+      const stored = await this.read(trx);
+      const next = change(stored);
+      if (next) await putSetting(trx, KEY, this.seal(next));
+      return next && { previous: stored, next };
+    });
+    if (!saved) return null;
     this.cached.clear();
-    this.emit('change', { settings: next, changed: changedFields(previous, next) });
-    return next;
+    this.emit('change', { settings: saved.next, changed: changedFields(saved.previous, saved.next) });
+    return saved.next;
   }
 
   private seal(settings: IntegrationSettings): object {

@@ -1,10 +1,9 @@
 import http from 'node:http';
 import https from 'node:https';
 import { describeTlsError, ForbiddenTargetError, guardedLookup, isForbiddenAddress, normalizedHost } from '../outbound.js';
+import { parseRetryAfter, type AttemptResult } from './policy.js';
 
-export interface PostResult {
-  statusCode: number | null;
-  error: string | null;
+export interface PostResult extends AttemptResult {
   durationMs: number;
 }
 
@@ -13,9 +12,9 @@ export interface PostResult {
  * `detailed` false (a URL that is not the saved one) folds socket-level reasons into one, so a test
  * cannot tell a closed port from a filtered one.
  */
-export function postJson(url: string, body: string, headers: Record<string, string>, timeoutMs: number, detailed = true): Promise<PostResult> {
+export function postJson(url: string, body: string, headers: Record<string, string>, timeoutMs: number, detailed = true, signal?: AbortSignal): Promise<PostResult> {
   const started = performance.now();
-  const done = (statusCode: number | null, error: string | null): PostResult => ({ statusCode, error, durationMs: Math.round(performance.now() - started) });
+  const done = (statusCode: number | null, error: string | null, retryAfterMs: number | null = null): PostResult => ({ statusCode, error, retryAfterMs, durationMs: Math.round(performance.now() - started) });
   return new Promise((resolve) => {
     let target: URL;
     try {
@@ -29,10 +28,12 @@ export function postJson(url: string, body: string, headers: Record<string, stri
     const client = target.protocol === 'https:' ? https : http;
     const request = client.request(
       target,
-      { method: 'POST', headers: { ...headers, 'content-length': Buffer.byteLength(body) }, lookup: guardedLookup, timeout: timeoutMs },
+      { method: 'POST', headers: { ...headers, 'content-length': Buffer.byteLength(body) }, lookup: guardedLookup, timeout: timeoutMs, signal },
       (response) => {
         response.resume(); // the body is not needed; drain it so the socket is freed
-        response.on('end', () => resolve(done(response.statusCode ?? null, response.statusCode && response.statusCode >= 400 ? `HTTP ${response.statusCode}` : null)));
+        const status = response.statusCode ?? null;
+        const retryAfterMs = parseRetryAfter(response.headers['retry-after'], Date.now());
+        response.on('end', () => resolve(done(status, status && status >= 400 ? `HTTP ${status}` : null, retryAfterMs)));
         response.on('error', (error) => resolve(done(response.statusCode ?? null, error.message)));
       },
     );

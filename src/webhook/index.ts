@@ -8,13 +8,13 @@ import { pruneOlderThan } from '../db/prune.js';
 import type { Insertable, Selectable } from 'kysely';
 import type { WebhookDeliveriesTable } from '../db/schema.js';
 import { makeEvent, type EventLog } from '../events/index.js';
-import { notFound } from '../http/problem.js';
+import { conflict, notFound } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
-import type { SettingsStore } from '../settings/store.js';
+import { webhookSigningSecrets, type SettingsStore } from '../settings/store.js';
 import { VERSION } from '../version.js';
 import { postJson, type PostResult } from './http-client.js';
 import type { WebhookOutbox } from './outbox.js';
-import { outcomeOf } from './policy.js';
+import { outcomeOf, retryDelayOf } from './policy.js';
 
 export interface DeliveryView {
   id: number;
@@ -43,12 +43,12 @@ export const generateWebhookSecret = () => 'whsec_' + randomBytes(32).toString('
 
 type DeliveryRow = Selectable<WebhookDeliveriesTable>;
 
-/** A new pending attempt of an existing delivery: same webhook-id, URL and body. */
-const resendOf = (row: DeliveryRow, attempt: number, dueAt: string): Insertable<WebhookDeliveriesTable> => ({
+/** A new pending attempt of an existing delivery: same webhook-id and body; a retry goes to the same URL, a redelivery to the one configured now. */
+const resendOf = (row: DeliveryRow, attempt: number, dueAt: string, url = row.url): Insertable<WebhookDeliveriesTable> => ({
   webhook_id: row.webhook_id,
   event_seq: row.event_seq,
   event_type: row.event_type,
-  url: row.url,
+  url,
   payload: row.payload,
   attempt,
   state: 'pending',
@@ -67,6 +67,8 @@ const FINISHED_STATES = ['delivered', 'failed', 'retry_scheduled'] as const;
 const CLAIM_MARGIN_MS = 5000;
 const CONCURRENCY = 4;
 const POLL_MS = 1000;
+/** How long a stop waits for attempts in flight before abandoning them (their rows are sent again after a restart). */
+const STOP_GRACE_MS = 3000;
 
 /**
  * The system webhook: a transactional outbox (a delivery row per event, written with the event) and
@@ -80,6 +82,7 @@ export class WebhookService {
   private draining: Promise<void> | null = null;
   private again = false;
   private stopped = true;
+  private abandon = new AbortController();
   private unsubscribe: (() => void) | null = null;
   /** The dispatcher's queries, compiled once: they run at least once per event sent. */
   private readonly anyDue: Prepared<{ id: number }>;
@@ -117,6 +120,7 @@ export class WebhookService {
 
   start(): void {
     this.stopped = false;
+    this.abandon = new AbortController();
     // Wake at once for events whose outbox rows this process wrote; the poll covers retries and other processes.
     this.unsubscribe = this.events.subscribe(() => {
       if (this.outbox.takeEnqueued()) this.kick();
@@ -131,7 +135,12 @@ export class WebhookService {
     this.unsubscribe?.();
     this.unsubscribe = null;
     if (this.timer) clearInterval(this.timer);
+    if (!this.draining) return;
+    // A slow receiver must not hold up a shutdown for WEBHOOK_TIMEOUT_MS: after a short grace the
+    // attempts are abandoned unrecorded and their rows put back (see release).
+    const grace = setTimeout(() => this.abandon.abort(), STOP_GRACE_MS);
     await this.draining;
+    clearTimeout(grace);
   }
 
   /** Starts a drain unless one runs; a drain in progress runs once more (new rows may have arrived). */
@@ -156,16 +165,17 @@ export class WebhookService {
     while (!this.stopped) {
       const due = await this.claimDue();
       if (due.length === 0) return;
-      const { webhook } = await this.settings.get();
+      const secrets = webhookSigningSecrets((await this.settings.get()).webhook, Date.now());
       const queue = [...due];
       const outcomes: { row: DeliveryRow; result: PostResult }[] = [];
       await Promise.all(
         Array.from({ length: Math.min(CONCURRENCY, queue.length) }, async () => {
           for (let row = queue.shift(); row; row = queue.shift()) {
-            outcomes.push({ row, result: await this.send(row.url, row.webhook_id, row.payload, row.event_type, webhook.secret) });
+            outcomes.push({ row, result: await this.send(row.url, row.webhook_id, row.payload, row.event_type, secrets) });
           }
         }),
       );
+      if (this.abandon.signal.aborted) return this.release(due);
       await this.record(outcomes);
     }
   }
@@ -193,16 +203,30 @@ export class WebhookService {
     return rows.sort((a, b) => Number(a.id) - Number(b.id));
   }
 
+  /**
+   * Puts abandoned attempts back to `pending`, due now: the next process sends them at once rather
+   * than after their claim deadline. The receiver may have seen one already; it is sent again with
+   * the same webhook-id (at-least-once).
+   */
+  private async release(rows: DeliveryRow[]): Promise<void> {
+    const ids = rows.map((row) => row.id);
+    await this.database.db.updateTable('webhook_deliveries').set({ state: 'pending', due_at: now() }).where('id', 'in', ids).where('state', '=', 'sending').execute();
+  }
+
   /** A row in `sending` is reclaimed after this: by then its attempt cannot still run anywhere. */
   private sendingDeadline(): string {
     return new Date(Date.now() + this.options.timeoutMs + CLAIM_MARGIN_MS).toISOString();
   }
 
-  /** Records a batch of attempts in one transaction, scheduling the retries the policy asks for. */
+  /**
+   * Records a batch of attempts in one transaction, scheduling the retries the policy asks for. A
+   * receiver that answered 410 Gone gets nothing more: its other pending deliveries fail with that
+   * reason (each can be redelivered once the URL is fixed) and the webhook is switched off.
+   */
   private async record(outcomes: { row: DeliveryRow; result: PostResult }[]): Promise<void> {
     const attemptedAt = now();
-    const retryAt = new Date(Date.now() + this.options.retryDelayMs).toISOString();
-    let retries = 0;
+    let nextRetryMs = Infinity;
+    const gone = new Set<string>();
     await this.database.transaction(async (trx) => {
       for (const { row, result } of outcomes) {
         const outcome = outcomeOf(result, row.attempt);
@@ -215,19 +239,34 @@ export class WebhookService {
           attemptedAt,
         });
         if (outcome === 'retry') {
-          retries++;
-          await trx.insertInto('webhook_deliveries').values(resendOf(row, row.attempt + 1, retryAt)).execute();
-          this.log.info({ delivery: row.id, status: result.statusCode, error: result.error }, 'webhook attempt failed; retry scheduled');
+          const delayMs = retryDelayOf(result, this.options.retryDelayMs);
+          nextRetryMs = Math.min(nextRetryMs, delayMs);
+          await trx.insertInto('webhook_deliveries').values(resendOf(row, row.attempt + 1, new Date(Date.now() + delayMs).toISOString())).execute();
+          this.log.info({ delivery: row.id, status: result.statusCode, error: result.error, retryInMs: delayMs }, 'webhook attempt failed; retry scheduled');
         }
+        if (outcome === 'gone') gone.add(row.url);
         this.metrics?.webhookDeliveries.inc({ outcome });
         this.metrics?.webhookDuration.observe(result.durationMs / 1000);
       }
+      for (const url of gone) {
+        await trx
+          .updateTable('webhook_deliveries')
+          .set({ state: 'failed', error: 'not sent: the receiver answered 410 Gone' })
+          .where('state', '=', 'pending')
+          .where('url', '=', url)
+          .execute();
+      }
     });
-    if (retries) setTimeout(() => this.kick(), this.options.retryDelayMs + 10).unref();
+    for (const url of gone) {
+      if (await this.settings.disableWebhook(url, `The receiver answered 410 Gone at ${attemptedAt}; enable the webhook again once the URL is fixed`)) {
+        this.log.warn({ url }, 'webhook receiver answered 410 Gone; webhook switched off');
+      }
+    }
+    if (nextRetryMs < Infinity) setTimeout(() => this.kick(), nextRetryMs + 10).unref();
   }
 
-  /** Signs (Standard Webhooks, when a secret is set) and POSTs the exact payload bytes. */
-  private send(url: string, webhookId: string, payload: string, eventType: string, secret: string, detailed = true): Promise<PostResult> {
+  /** Signs (Standard Webhooks: one signature per secret, space-separated) and POSTs the exact payload bytes. */
+  private send(url: string, webhookId: string, payload: string, eventType: string, secrets: string[], detailed = true): Promise<PostResult> {
     const timestamp = new Date();
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -236,8 +275,8 @@ export class WebhookService {
       'webhook-id': webhookId,
       'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
     };
-    if (secret) headers['webhook-signature'] = new Webhook(secret).sign(webhookId, timestamp, payload);
-    return postJson(url, payload, headers, this.options.timeoutMs, detailed);
+    if (secrets.length) headers['webhook-signature'] = secrets.map((secret) => new Webhook(secret).sign(webhookId, timestamp, payload)).join(' ');
+    return postJson(url, payload, headers, this.options.timeoutMs, detailed, this.abandon.signal);
   }
 
   /**
@@ -255,7 +294,7 @@ export class WebhookService {
       .values({ webhook_id: webhookId, event_seq: null, event_type: 'webhook.test', url: candidate.url, payload, attempt: 1, state: 'sending', due_at: this.sendingDeadline(), status_code: null, error: null, duration_ms: null, created_at: at, attempted_at: null })
       .returning('id')
       .executeTakeFirstOrThrow();
-    const result = await this.send(candidate.url, webhookId, payload, 'webhook.test', candidate.secret, detailed);
+    const result = await this.send(candidate.url, webhookId, payload, 'webhook.test', candidate.secret ? [candidate.secret] : [], detailed);
     const ok = outcomeOf(result, 1) === 'delivered';
     await this.database.db
       .updateTable('webhook_deliveries')
@@ -266,13 +305,18 @@ export class WebhookService {
     return { ...result, ok };
   }
 
-  /** Sends a logged delivery again, now, as a new first attempt with the same webhook-id and body. */
+  /**
+   * Sends a logged delivery again, now, as a new first attempt with the same webhook-id and body, to
+   * the URL configured now: the person asking has usually just fixed it.
+   */
   async redeliver(id: number): Promise<DeliveryView> {
     const row = await this.database.db.selectFrom('webhook_deliveries').selectAll().where('id', '=', id).executeTakeFirst();
     if (!row) throw notFound('Delivery', String(id));
+    const { url } = (await this.settings.get()).webhook;
+    if (!url) throw conflict('No webhook URL is configured: save one before redelivering');
     const { id: newId } = await this.database.db
       .insertInto('webhook_deliveries')
-      .values(resendOf(row, 1, now()))
+      .values(resendOf(row, 1, now(), url))
       .returning('id')
       .executeTakeFirstOrThrow();
     this.kick();

@@ -236,6 +236,11 @@ async function loadIntegrations() {
   if (!settings.webhook.enabled) statusBadge($('#webhook-status'), 'disabled', '');
   else if (hook.last_status_code === null && !hook.last_error) statusBadge($('#webhook-status'), 'no deliveries yet', '');
   else statusBadge($('#webhook-status'), hook.last_error ? `last: ${hook.last_error}` : `last: ${hook.last_status_code}`, hook.last_error ? 'bad' : 'ok');
+  $('#webhook-disabled-reason').hidden = !hook.disabled_reason;
+  $('#webhook-disabled-reason').textContent = hook.disabled_reason ? `Switched off: ${hook.disabled_reason}` : '';
+  const grace = settings.webhook.previous_secret_expires_at;
+  $('#webhook-grace').hidden = !grace;
+  $('#webhook-grace').textContent = grace ? `The previous secret still signs every delivery until ${new Date(grace).toLocaleString()}: update your receiver before then.` : '';
   await loadDeliveries();
 }
 
