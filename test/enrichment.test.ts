@@ -151,6 +151,7 @@ for (const dialect of DIALECTS) {
       const sixth = await request({ match_id: 'm6' });
       assert.equal(sixth.status, 429);
       assert.equal(sixth.body.code, 'quota_exceeded');
+      assert.deepEqual(sixth.body['violated-policies'], ['daily']);
       const retryAfter = Number(sixth.headers['retry-after']);
       assert.ok(retryAfter > 86_000 && retryAfter <= 86_400, String(retryAfter));
       assert.match(String(sixth.headers.ratelimit), new RegExp(`"daily";r=0;t=${retryAfter}$`), 't is when the quota frees up, as Retry-After');

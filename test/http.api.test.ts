@@ -2,6 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ADMIN_TOKEN, createTestEnv, startTestApp, type TestApp, type TestEnv } from './helpers/app.js';
 import { loadConfig } from '../src/config.js';
+import { PROBLEMS } from '../src/http/problem.js';
 
 describe('HTTP conventions', () => {
   let app: TestApp;
@@ -83,6 +84,48 @@ describe('HTTP conventions', () => {
     await created;
     assert.match(text, /id: 1\nevent: zone.created\ndata: \{"event_type":"zone.created"/, 'history replayed after Last-Event-ID 0');
     assert.match(text, /id: 2\nevent: person.created\n/, 'live event follows');
+  });
+
+  it('answers a known path with a wrong method 405 naming the allowed methods, an unknown path 404', async () => {
+    for (const [method, url, allow] of [
+      ['PUT', '/api/persons', 'GET, HEAD, POST'],
+      ['POST', '/api/zones/kitchen', 'GET, HEAD, PATCH, DELETE'],
+      ['DELETE', '/healthz', 'GET, HEAD'],
+      ['OPTIONS', '/api/persons', 'GET, HEAD, POST'],
+    ] as const) {
+      const response = await app.api(method, url);
+      assert.equal(response.status, 405, `${method} ${url}`);
+      assert.equal(response.headers.allow, allow);
+      assert.equal(response.body.code, 'method_not_allowed');
+    }
+    assert.equal((await app.api('PUT', '/api/nothing-here')).status, 404);
+  });
+
+  it('takes a bodyless DELETE or POST that generic clients send with Content-Type: application/json', async () => {
+    await app.api('POST', '/api/persons', { id: 'gen', name: 'Generic' });
+    const json = { 'content-type': 'application/json' };
+    assert.equal((await app.http.inject({ method: 'DELETE', url: '/api/persons/gen', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...json } })).statusCode, 204);
+    const secret = await app.http.inject({ method: 'POST', url: '/api/settings/integration/webhook-secret', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...json } });
+    assert.equal(secret.statusCode, 200);
+    // A route that takes a body still says the body is missing.
+    const empty = await app.http.inject({ method: 'POST', url: '/api/persons', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...json } });
+    assert.equal(empty.statusCode, 400);
+  });
+
+  it('resolves every problem type URI: JSON for clients, a page for browsers', async () => {
+    for (const [code, { status, title }] of Object.entries(PROBLEMS)) {
+      const page = await app.api('GET', `/problems/${code}`, undefined, { authorization: '' });
+      assert.equal(page.status, 200, code);
+      assert.deepEqual([page.body.type, page.body.code, page.body.status, page.body.title], [`/problems/${code}`, code, status, title]);
+      assert.ok(page.body.description.length > 20, code);
+    }
+    const html = await app.http.inject({ method: 'GET', url: '/problems/validation_failed', headers: { accept: 'text/html,application/xhtml+xml' } });
+    assert.match(String(html.headers['content-type']), /^text\/html/);
+    assert.match(html.body, /<h1>400 Validation failed<\/h1>/);
+    // The type of a real answer resolves.
+    const refused = await app.api('POST', '/api/persons', { name: 7 });
+    assert.equal((await app.api('GET', refused.body.type)).status, 200);
+    for (const unknown of ['nope', 'toString', '__proto__']) assert.equal((await app.api('GET', `/problems/${unknown}`)).status, 404, unknown);
   });
 });
 

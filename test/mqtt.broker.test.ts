@@ -478,7 +478,7 @@ describe('MQTT settings validation', () => {
         birth_topic: 'homeassistant/status',
         status: { connected: false, last_error: null, last_connected_at: null, next_reconnect_at: null },
       });
-      assert.deepEqual(settings.webhook, { enabled: false, url: '', secret_set: false, status: { last_delivery_at: null, last_status_code: null, last_error: null } });
+      assert.deepEqual(settings.webhook, { enabled: false, url: '', secret_set: false, previous_secret_expires_at: null, status: { last_delivery_at: null, last_status_code: null, last_error: null, disabled_reason: null } });
       const test = await app.api('POST', '/api/settings/integration/test', { target: 'mqtt' });
       assert.equal(test.status, 400);
       assert.equal(test.body.errors[0].path, '/mqtt/broker_url');

@@ -205,6 +205,7 @@ describe('rate limiting over HTTP', () => {
     const limited = await app.api('GET', '/api/persons');
     assert.equal(limited.status, 429);
     assert.equal(limited.body.code, 'rate_limited');
+    assert.deepEqual(limited.body['violated-policies'], ['default'], 'the draft\'s problem member names the policy of RateLimit-Policy');
     assert.equal(limited.headers['retry-after'], '100');
     assert.equal(limited.headers['ratelimit'], '"default";r=0;t=100', 't and Retry-After agree');
     assert.equal(limited.headers['content-type'], 'application/problem+json; charset=utf-8');

@@ -88,7 +88,7 @@ export class BotAuthenticator {
       firstUse = await this.nonces.firstUse(`${botId}:${nonce}`);
     } catch {
       // Without the nonce cache a replay cannot be ruled out: refuse, but say why.
-      throw new ProblemError(503, 'service_unavailable', 'Replay protection is unavailable; try again shortly', undefined, { 'retry-after': '5' });
+      throw new ProblemError('service_unavailable', 'Replay protection is unavailable; try again shortly', undefined, { 'retry-after': '5' });
     }
     if (!firstUse) throw unauthorized(BOT_CHALLENGE);
     return botId;

@@ -15,6 +15,8 @@ import { memo } from '../memo.js';
  *     |                 \--fail (no attempts left)--> failed
  *     \--lease expired (worker died): claimed again, counting an attempt
  */
+/** The daily quota's name in the RateLimit fields and in a 429's `violated-policies`. */
+export const QUOTA_POLICY = 'daily';
 export const DAILY_QUOTA = 5;
 export const QUOTA_WINDOW_MS = 24 * 60 * 60 * 1000;
 export const MAX_ATTEMPTS = 3;
@@ -129,19 +131,19 @@ export class EnrichmentQueue {
         used.length ? Math.max(1, Math.ceil((Date.parse(used[0]!.enqueued_at) + QUOTA_WINDOW_MS - nowMs) / 1000)) : 0;
       if (counted.length >= DAILY_QUOTA) {
         const retryAfter = resetSeconds(counted);
-        throw new ProblemError(429, 'quota_exceeded', `Bot "${botId}" has used its ${DAILY_QUOTA} enrichment requests of the last 24 hours`, undefined, {
+        throw new ProblemError('quota_exceeded', `Bot "${botId}" has used its ${DAILY_QUOTA} enrichment requests of the last 24 hours`, undefined, {
           'retry-after': String(retryAfter),
           'x-quota-remaining': '0',
           'x-quota-reset': String(retryAfter),
-        });
+        }, { 'violated-policies': [QUOTA_POLICY] });
       }
 
       const at = new Date(nowMs).toISOString();
       const claimed = (await q.claimMatch.execute(trx, { matchId, at })).rows.length > 0;
       if (!claimed) {
         const [match] = (await q.match.execute(trx, { matchId })).rows;
-        if (!match) throw new ProblemError(404, 'match_not_found', `Match "${matchId}" does not exist`);
-        if (match.status !== 'completed') throw new ProblemError(409, 'match_not_completed', `Match "${matchId}" is ${match.status}, not completed`);
+        if (!match) throw new ProblemError('match_not_found', `Match "${matchId}" does not exist`);
+        if (match.status !== 'completed') throw new ProblemError('match_not_completed', `Match "${matchId}" is ${match.status}, not completed`);
         const [job] = (await q.jobOfMatch.execute(trx, { matchId })).rows;
         return {
           match_id: matchId,
@@ -214,7 +216,7 @@ export class EnrichmentQueue {
       .select(['matches.commentary', 'matches.enrichment_error', 'enrichment_jobs.id as job_id', 'enrichment_jobs.state'])
       .where('matches.id', '=', matchId)
       .executeTakeFirst();
-    if (!match) throw new ProblemError(404, 'match_not_found', `Match "${matchId}" does not exist`);
+    if (!match) throw new ProblemError('match_not_found', `Match "${matchId}" does not exist`);
     if (match.job_id === null || match.state === null) return { status: null, estimated_wait_seconds: 0, commentary: null, error: null };
     return {
       status: match.state,

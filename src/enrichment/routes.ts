@@ -5,7 +5,7 @@ import { rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
 import type { BotAuthenticator } from './bot-auth.js';
 import type { BotService } from './bots.js';
 import { MATCH_STATUSES, type MatchService, type MatchStatus } from './matches.js';
-import { DAILY_QUOTA, QUOTA_WINDOW_MS, type EnrichmentQueue } from './queue.js';
+import { DAILY_QUOTA, QUOTA_POLICY, QUOTA_WINDOW_MS, type EnrichmentQueue } from './queue.js';
 
 const matchSchema = {
   type: 'object',
@@ -34,7 +34,7 @@ function quotaHeaders(reply: FastifyReply, remaining: number, resetSeconds: numb
     const existing = reply.getHeader(name);
     reply.header(name, existing ? `${String(existing)}, ${value}` : value);
   };
-  const items = rateLimitItems('daily', { quota: DAILY_QUOTA, windowSeconds: QUOTA_WINDOW_MS / 1000, remaining, nextSeconds: resetSeconds });
+  const items = rateLimitItems(QUOTA_POLICY, { quota: DAILY_QUOTA, windowSeconds: QUOTA_WINDOW_MS / 1000, remaining, nextSeconds: resetSeconds });
   join('ratelimit-policy', items.policy);
   join('ratelimit', items.limit);
 }

@@ -58,7 +58,7 @@ export function safeEqual(a: string, b: string): boolean {
 }
 
 export function unauthorized(challenge: string = ADMIN_CHALLENGE): ProblemError {
-  return new ProblemError(401, 'unauthorized', 'Missing or invalid credentials', undefined, { 'www-authenticate': challenge });
+  return new ProblemError('unauthorized', 'Missing or invalid credentials', undefined, { 'www-authenticate': challenge });
 }
 
 function parseCookies(header: string | undefined): Map<string, string> {
@@ -121,7 +121,7 @@ export class AdminAuth {
     if (!session) return 'none';
     const fetchSite = request.headers['sec-fetch-site'];
     const refusal = crossSiteRefusal(request.method, typeof fetchSite === 'string' ? fetchSite : undefined, request.headers.origin, request.host);
-    if (refusal) throw new ProblemError(403, 'forbidden', refusal);
+    if (refusal) throw new ProblemError('forbidden', refusal);
     return (await this.sessions.check(session)) ? 'admin' : 'none';
   }
 

@@ -9,57 +9,79 @@ export interface Problem {
   title: string;
   status: number;
   detail: string;
-  code: string;
+  code: ProblemCode;
   errors?: FieldError[];
+  /** draft-ietf-httpapi-ratelimit-headers-10 section 4: the RateLimit policies a 429 exceeded. */
+  'violated-policies'?: string[];
 }
 
-const TITLES: Record<string, string> = {
-  validation_failed: 'Validation failed',
-  unauthorized: 'Unauthorized',
-  forbidden: 'Forbidden',
-  not_found: 'Not found',
-  conflict: 'Conflict',
-  rate_limited: 'Too many requests',
-  quota_exceeded: 'Quota exceeded',
-  match_not_found: 'Match not found',
-  match_not_completed: 'Match not completed',
-  payload_too_large: 'Payload too large',
-  bad_request: 'Bad request',
-  headers_too_large: 'Request header fields too large',
-  request_timeout: 'Request timeout',
-  uri_too_long: 'URI too long',
-  unsupported_media_type: 'Unsupported media type',
-  method_not_allowed: 'Method not allowed',
-  bad_gateway: 'Upstream failure',
-  service_unavailable: 'Service unavailable',
-  internal_error: 'Internal error',
-};
+/**
+ * Every problem the API answers, in one table (as Fastify's lib/errors.js): a misspelt code does not
+ * compile, and the status, the title, the `/problems/<code>` page and the OpenAPI error schema all
+ * come from here.
+ */
+export const PROBLEMS = {
+  validation_failed: { status: 400, title: 'Validation failed', description: 'The request body, query string or a path parameter broke a rule; `errors` lists each field as a JSON Pointer (`path`) with what is wrong (`message`).' },
+  bad_request: { status: 400, title: 'Bad request', description: 'The request could not be read: malformed HTTP, JSON or URL encoding.' },
+  unauthorized: { status: 401, title: 'Unauthorized', description: 'Credentials are missing or wrong. Admin routes take `Authorization: Bearer <token>` or the dashboard session; bot routes take the four X-Bot headers (docs/enrichment.md). `WWW-Authenticate` names the scheme.' },
+  forbidden: { status: 403, title: 'Forbidden', description: 'The credentials are valid but the request is refused, e.g. a cross-site request carrying the dashboard cookie.' },
+  not_found: { status: 404, title: 'Not found', description: 'No route for this path, or the named resource does not exist.' },
+  match_not_found: { status: 404, title: 'Match not found', description: 'The match named in an enrichment request does not exist.' },
+  method_not_allowed: { status: 405, title: 'Method not allowed', description: 'The path exists but not for this method; `Allow` lists the methods it takes.' },
+  request_timeout: { status: 408, title: 'Request timeout', description: 'The request did not arrive in time.' },
+  conflict: { status: 409, title: 'Conflict', description: 'The request conflicts with the current state: an id already taken, MQTT not connected for a discovery publish, no webhook URL for a redelivery.' },
+  match_not_completed: { status: 409, title: 'Match not completed', description: 'Commentary is only requested for completed matches.' },
+  payload_too_large: { status: 413, title: 'Payload too large', description: 'The body exceeds 1 MiB.' },
+  uri_too_long: { status: 414, title: 'URI too long', description: 'The request target is too long.' },
+  unsupported_media_type: { status: 415, title: 'Unsupported media type', description: 'Bodies are `application/json`.' },
+  rate_limited: { status: 429, title: 'Too many requests', description: 'The token bucket of this route group is empty. Wait `Retry-After` seconds; the `RateLimit` and `RateLimit-Policy` fields (draft-ietf-httpapi-ratelimit-headers-10) say how much is left. `violated-policies` names the exceeded policy, as the draft\'s registered problem type https://iana.org/assignments/http-problem-types#quota-exceeded does.' },
+  quota_exceeded: { status: 429, title: 'Quota exceeded', description: 'The bot has used its 5 enrichment requests of the last 24 hours. `Retry-After` says when the oldest leaves the window; `violated-policies` is ["daily"] (the registered problem type https://iana.org/assignments/http-problem-types#quota-exceeded has the same meaning).' },
+  headers_too_large: { status: 431, title: 'Request header fields too large', description: 'The request headers exceed 16 KiB.' },
+  internal_error: { status: 500, title: 'Internal error', description: 'The server failed; the log has the cause. Not your request\'s fault.' },
+  service_unavailable: { status: 503, title: 'Service unavailable', description: 'A backing service (database, Redis) is briefly away or the server is shutting down. Retry after `Retry-After` seconds.' },
+} as const satisfies Record<string, { status: number; title: string; description: string }>;
+
+export type ProblemCode = keyof typeof PROBLEMS;
+
+export function isProblemCode(value: string): value is ProblemCode {
+  return Object.hasOwn(PROBLEMS, value);
+}
+
+/** The code for a status raised by Fastify itself (not by our own code): the first of the table with that status. */
+export function codeForStatus(status: number): ProblemCode {
+  const code = (Object.keys(PROBLEMS) as ProblemCode[]).find((candidate) => PROBLEMS[candidate].status === status);
+  return code ?? (status >= 500 ? 'internal_error' : 'bad_request');
+}
 
 export class ProblemError extends Error {
   constructor(
-    readonly status: number,
-    readonly code: string,
+    readonly code: ProblemCode,
     detail: string,
     readonly errors?: FieldError[],
     /** Extra response headers, e.g. Retry-After. */
     readonly headers: Record<string, string> = {},
+    readonly extensions: Pick<Problem, 'violated-policies'> = {},
   ) {
     super(detail);
   }
 
+  get status(): number {
+    return PROBLEMS[this.code].status;
+  }
+
   toProblem(): Problem {
-    return problem(this.status, this.code, this.message, this.errors);
+    return { ...problem(this.code, this.message, this.errors), ...this.extensions };
   }
 }
 
-export function problem(status: number, code: string, detail: string, errors?: FieldError[]): Problem {
-  return { type: `/problems/${code}`, title: TITLES[code] ?? code, status, detail, code, ...(errors ? { errors } : {}) };
+export function problem(code: ProblemCode, detail: string, errors?: FieldError[]): Problem {
+  const { status, title } = PROBLEMS[code];
+  return { type: `/problems/${code}`, title, status, detail, code, ...(errors ? { errors } : {}) };
 }
 
-export const notFound = (what: string, id: string) => new ProblemError(404, 'not_found', `${what} "${id}" does not exist`);
-export const invalid = (path: string, message: string) =>
-  new ProblemError(400, 'validation_failed', `${path}: ${message}`, [{ path, message }]);
-export const conflict = (detail: string) => new ProblemError(409, 'conflict', detail);
+export const notFound = (what: string, id: string) => new ProblemError('not_found', `${what} "${id}" does not exist`);
+export const invalid = (path: string, message: string) => new ProblemError('validation_failed', `${path}: ${message}`, [{ path, message }]);
+export const conflict = (detail: string) => new ProblemError('conflict', detail);
 
 interface AjvLikeError {
   instancePath: string;

@@ -8,7 +8,8 @@ import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import { resolveRouteAuth } from './auth.js';
 import { jsonShapeError } from './input-shape.js';
-import { fieldErrors, invalid, problem, ProblemError } from './problem.js';
+import { codeForStatus, fieldErrors, invalid, isProblemCode, problem, ProblemError, PROBLEMS } from './problem.js';
+import FindMyWay, { type HTTPMethod } from 'find-my-way';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -43,14 +44,16 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex): vo
     socket.destroy();
     return;
   }
-  const [status, reason, code] =
-    error.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Request Header Fields Too Large', 'headers_too_large']
-    : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'Request Timeout', 'request_timeout']
-    : [400, 'Bad Request', 'bad_request'];
-  const body = JSON.stringify(problem(status, code, 'The request could not be read as HTTP'));
+  const [reason, code] =
+    error.code === 'HPE_HEADER_OVERFLOW' ? ['Request Header Fields Too Large', 'headers_too_large' as const]
+    : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? ['Request Timeout', 'request_timeout' as const]
+    : ['Bad Request', 'bad_request' as const];
+  const body = problem(code, 'The request could not be read as HTTP');
+  const status = body.status;
+  const text = JSON.stringify(body);
   socket.end(
-    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-      `X-Content-Type-Options: nosniff\r\nContent-Security-Policy: default-src 'none'; frame-ancestors 'none'\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n` +
+      `X-Content-Type-Options: nosniff\r\nContent-Security-Policy: default-src 'none'; frame-ancestors 'none'\r\nConnection: close\r\n\r\n${text}`,
   );
 }
 
@@ -65,18 +68,6 @@ const bodyValidator = new Ajv({ allErrors: true, coerceTypes: false, removeAddit
 export const textValidator = new Ajv({ allErrors: true, coerceTypes: 'array', removeAdditional: false, useDefaults: true, strict: false });
 addFormats.default(bodyValidator);
 addFormats.default(textValidator);
-
-const STATUS_CODES: Record<number, string> = {
-  400: 'validation_failed',
-  401: 'unauthorized',
-  403: 'forbidden',
-  404: 'not_found',
-  405: 'method_not_allowed',
-  409: 'conflict',
-  413: 'payload_too_large',
-  415: 'unsupported_media_type',
-  429: 'rate_limited',
-};
 
 /** Secrets that must never reach a log line, wherever they appear in a logged object. */
 const REDACTED_PATHS = [
@@ -94,6 +85,9 @@ const REDACTED_PATHS = [
 export function loggerOptions(level: string): FastifyServerOptions['logger'] {
   return { level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } };
 }
+
+/** The methods a 405's `Allow` can name. */
+const ALLOW_CANDIDATES: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
 /** How long a shutdown lets running requests finish before it closes their connections. */
 const SHUTDOWN_DRAIN_MS = 8000;
@@ -117,8 +111,8 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
     frameworkErrors: (error, request, reply) => {
       // The router refused the request before any hook ran: apply the header policy here.
       applyHeaderPolicy(request.raw, reply.raw, () => {});
-      const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
-      (reply as FastifyReply).code(status).type('application/problem+json').send(problem(status, status === 414 ? 'uri_too_long' : 'validation_failed', error.message));
+      const body = problem(error.statusCode === 414 ? 'uri_too_long' : 'validation_failed', error.message);
+      (reply as FastifyReply).code(body.status).type('application/problem+json').send(body);
     },
   });
 
@@ -148,6 +142,9 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     request.rawBody = body as Buffer;
+    // Generic clients send `Content-Type: application/json` on every request, a bodyless DELETE too:
+    // an empty body where the route takes none is no body, not malformed JSON.
+    if ((body as Buffer).length === 0 && !request.routeOptions.schema?.body) return done(null, undefined);
     parseJson(request, body as unknown as string, (error, parsed) => {
       if (error) return done(error);
       const shapeError = jsonShapeError(parsed);
@@ -168,24 +165,34 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
       const where = error.validationContext === 'body' ? '' : `${error.validationContext}:`;
       const errors = fieldErrors(error.validation as Parameters<typeof fieldErrors>[0], where);
       const detail = errors.map((entry) => `${entry.path} ${entry.message}`).join('; ');
-      return reply.code(400).type('application/problem+json').send(problem(400, 'validation_failed', detail, errors));
+      return reply.code(400).type('application/problem+json').send(problem('validation_failed', detail, errors));
     }
     if (isUnavailable(error)) {
       request.log.warn({ err: error }, 'backing service unavailable');
-      return reply.code(503).header('retry-after', '5').type('application/problem+json').send(problem(503, 'service_unavailable', 'A backing service is unavailable; try again shortly'));
+      return reply.code(503).header('retry-after', '5').type('application/problem+json').send(problem('service_unavailable', 'A backing service is unavailable; try again shortly'));
     }
-    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
+    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
     if (status >= 500) {
       request.log.error({ err: error }, 'request failed');
-      return reply.code(status).type('application/problem+json').send(problem(status, 'internal_error', 'The server could not complete the request'));
+      return reply.code(500).type('application/problem+json').send(problem('internal_error', 'The server could not complete the request'));
     }
-    const code = STATUS_CODES[status] ?? 'bad_request';
-    const detail = status === 413 ? `Request body exceeds ${BODY_LIMIT} bytes` : error.message;
-    return reply.code(status).type('application/problem+json').send(problem(status, code, detail));
+    const body = problem(codeForStatus(status), status === 413 ? `Request body exceeds ${BODY_LIMIT} bytes` : error.message);
+    return reply.code(body.status).type('application/problem+json').send(body);
   });
 
+  // A known path asked with another method is a 405 naming the methods it takes (RFC 9110 section
+  // 15.5.6), not a 404. A second router holds every route's path, matched the way Fastify matches.
+  const knownPaths = FindMyWay({ maxParamLength: 2048 });
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) if (!knownPaths.hasRoute(method as HTTPMethod, route.url)) knownPaths.on(method as HTTPMethod, route.url, () => {});
+  });
   app.setNotFoundHandler((request, reply) => {
-    reply.code(404).type('application/problem+json').send(problem(404, 'not_found', `No route for ${request.method} ${request.url.split('?')[0]}`));
+    const allowed = ALLOW_CANDIDATES.filter((method) => knownPaths.find(method, request.url) !== null);
+    if (allowed.length) {
+      reply.code(405).header('allow', allowed.join(', ')).type('application/problem+json').send(problem('method_not_allowed', `${request.method} is not allowed here; allowed: ${allowed.join(', ')}`));
+      return;
+    }
+    reply.code(404).type('application/problem+json').send(problem('not_found', `No route for ${request.method} ${request.url.split('?')[0]}`));
   });
 
   // Before any route (and before swagger collects them): each route's auth is fixed at registration.
@@ -218,6 +225,22 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
     staticCSP: "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; object-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  // The `type` of every problem resolves to its entry of the registry.
+  app.get(
+    '/problems/:code',
+    { schema: { hide: true, params: { type: 'object', properties: { code: { type: 'string', maxLength: 64 } } } } },
+    async (request, reply) => {
+      const { code } = request.params as { code: string };
+      if (!isProblemCode(code)) throw new ProblemError('not_found', `No problem type "${code}"`);
+      const { status, title, description } = PROBLEMS[code];
+      const page = { type: `/problems/${code}`, code, status, title, description };
+      // A browser following the `type` link asks for HTML; anything else gets JSON.
+      if (!/\btext\/html\b/.test(request.headers.accept ?? '')) return page;
+      const escape = (text: string) => text.replace(/[&<>"]/g, (char) => `&#${char.charCodeAt(0)};`);
+      return reply.type('text/html; charset=utf-8').send(`<!doctype html><meta charset="utf-8"><title>${escape(title)}</title><h1>${status} ${escape(title)}</h1><p><code>${code}</code></p><p>${escape(description)}</p><p><a href="/docs">API reference</a></p>\n`);
+    },
+  );
 
   return app;
 }

@@ -88,7 +88,7 @@ export class RateLimitGuard {
       const failOpen = this.options.failOpen && !route.failClosed;
       request.log.warn({ err: error }, `rate-limit store unavailable; failing ${failOpen ? 'open' : 'closed'}`);
       if (failOpen) return;
-      throw new ProblemError(503, 'service_unavailable', 'Rate limiting is unavailable; try again shortly', undefined, { 'retry-after': '5' });
+      throw new ProblemError('service_unavailable', 'Rate limiting is unavailable; try again shortly', undefined, { 'retry-after': '5' });
     }
     const { capacity, refillPerSecond } = this.limiter.policy;
     const items = rateLimitItems(route.group, {
@@ -102,7 +102,7 @@ export class RateLimitGuard {
     if (!decision.allowed) {
       this.metrics.rateLimited.inc({ group: route.group });
       const retryAfter = Math.max(1, Math.ceil((decision.retry_after_ms ?? 0) / 1000));
-      throw new ProblemError(429, 'rate_limited', `Too many requests; retry in ${retryAfter} s`, undefined, { 'retry-after': String(retryAfter) });
+      throw new ProblemError('rate_limited', `Too many requests; retry in ${retryAfter} s`, undefined, { 'retry-after': String(retryAfter) }, { 'violated-policies': [route.group] });
     }
   }
 }

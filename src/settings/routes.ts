@@ -137,7 +137,7 @@ export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStor
       if ((target === 'mqtt' || target === 'all') && !candidate.mqtt.broker_url) errors.push({ path: '/mqtt/broker_url', message: 'is required to test MQTT' });
       if ((target === 'webhook' || target === 'all') && !candidate.webhook.url) errors.push({ path: '/webhook/url', message: 'is required to test the webhook' });
       const unique = errors.filter((error, index) => errors.findIndex((other) => other.path === error.path) === index);
-      if (unique.length) throw new ProblemError(400, 'validation_failed', unique.map((error) => `${error.path} ${error.message}`).join('; '), unique);
+      if (unique.length) throw new ProblemError('validation_failed', unique.map((error) => `${error.path} ${error.message}`).join('; '), unique);
 
       // Detailed socket errors only for the saved target: for any other host they would tell open
       // ports from closed ones, a port scanner run from the service's network position.

@@ -141,7 +141,7 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
       const errors = integrationErrors(merged);
       const passwordError = storedPasswordError(stored.mqtt, merged.mqtt, patch.mqtt);
       if (passwordError) errors.push(passwordError);
-      if (errors.length) throw new ProblemError(400, 'validation_failed', errors.map((error) => `${error.path} ${error.message}`).join('; '), errors);
+      if (errors.length) throw new ProblemError('validation_failed', errors.map((error) => `${error.path} ${error.message}`).join('; '), errors);
       return merged;
     });
     return next!;
