@@ -57,7 +57,9 @@ describe('MQTT publishing', () => {
   it('publishes availability, every discovery config and the current state, retained', async () => {
     const retained = await eventually(async () => {
       const set = await retainedSet(broker.url, [`${root}/#`, `${prefix}/#`]);
-      return set.has(`${root}/${mid}/system/health`) && set.size >= 15 ? set : null;
+      // The ghost is cleared once the sync is done (the next test checks that it goes).
+      const settled = set.has(`${root}/${mid}/system/health`) && !set.has(`${prefix}/binary_sensor/${mid}/person_ghost_presence/config`);
+      return settled && set.size >= 15 ? set : null;
     }, 5000, 'retained set');
     assert.equal(retained.get(`${root}/${mid}/availability`), 'online');
     const configs = [...retained.keys()].filter((topic) => topic.endsWith('/config')).sort();
@@ -411,6 +413,67 @@ describe('MQTT connection management', () => {
     }
   });
 
+  it("switching between per-entity and device-based discovery follows HA's migration: migrate_discovery, the new form, the old topics cleared; no offline", async () => {
+    const broker = await startBroker();
+    const { app, mid, root, prefix } = await mqttApp();
+    const entityTopics = (set: Map<string, string>) => [...set.keys()].filter((topic) => topic !== `${prefix}/device/${mid}/config`).sort();
+    try {
+      await app.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
+      await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
+      await connected(app);
+      const perEntity = await eventually(async () => {
+        const set = await retainedSet(broker.url, [`${prefix}/#`]);
+        return set.size === 6 ? set : null;
+      }, 5000, 'per-entity configs');
+      const view = await observer(broker.url, [`${prefix}/#`, `${root}/#`]);
+      await eventually(() => view.last(`${root}/${mid}/availability`) === 'online', 3000, 'online');
+      view.messages.length = 0;
+
+      await saveAndReconnect(app, { discovery_mode: 'device' });
+      const device = await eventually(async () => {
+        const set = await retainedSet(broker.url, [`${prefix}/#`]);
+        return set.size === 1 && set.has(`${prefix}/device/${mid}/config`) ? set : null;
+      }, 5000, 'one device config, every per-entity config cleared');
+      const { cmps, device: deviceInfo, origin } = JSON.parse(device.get(`${prefix}/device/${mid}/config`)!);
+      assert.ok(deviceInfo && origin);
+      assert.deepEqual(Object.keys(cmps).map((id) => `${prefix}/${cmps[id].p}/${mid}/${id}/config`).sort(), entityTopics(perEntity), 'the same entities, under the same discovery ids');
+      // The order Home Assistant needs: every old topic hands over before the new form, then it is cleared.
+      const order = view.messages.filter((message) => message.topic.startsWith(`${prefix}/`)).map((message) => `${message.topic}=${message.payload === '' ? 'cleared' : message.payload.includes('migrate_discovery') ? 'migrate' : 'config'}`);
+      const devicePublished = order.indexOf(`${prefix}/device/${mid}/config=config`);
+      for (const topic of entityTopics(perEntity)) {
+        const migrated = order.indexOf(`${topic}=migrate`);
+        const cleared = order.indexOf(`${topic}=cleared`);
+        assert.ok(migrated >= 0 && migrated < devicePublished && devicePublished < cleared, `${topic}: ${order.join(' ')}`);
+      }
+      assert.deepEqual(JSON.parse(view.messages.find((message) => message.payload.includes('migrate_discovery'))!.payload), { migrate_discovery: true });
+
+      // In device mode, a deleted person is removed from the one config by its platform alone.
+      view.messages.length = 0;
+      await app.api('DELETE', '/api/persons/ada');
+      const updated = await eventually(() => {
+        const payload = view.last(`${prefix}/device/${mid}/config`);
+        return payload && JSON.parse(payload).cmps.person_ada_presence?.p === 'binary_sensor' && !JSON.parse(payload).cmps.person_ada_presence.name ? JSON.parse(payload) : null;
+      }, 3000, 'device config with the person removed');
+      assert.deepEqual(updated.cmps.person_ada, { p: 'device_tracker' });
+
+      // And back: the device config hands over, the per-entity configs return, the device topic is cleared.
+      view.messages.length = 0;
+      await saveAndReconnect(app, { discovery_mode: 'entity' });
+      await eventually(async () => {
+        const set = await retainedSet(broker.url, [`${prefix}/#`]);
+        return set.size === 4 && !set.has(`${prefix}/device/${mid}/config`) ? set : null;
+      }, 5000, 'per-entity configs again (system and none for the deleted person), the device topic cleared');
+      const back = view.messages.filter((message) => message.topic === `${prefix}/device/${mid}/config`).map((message) => message.payload);
+      assert.deepEqual(back, [JSON.stringify({ migrate_discovery: true }), ''], 'handed over, then cleared');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.deepEqual(view.messages.filter((message) => message.payload === 'offline'), [], 'no offline: every entity stayed available');
+      await view.close();
+    } finally {
+      await app.cleanup();
+      await broker.destroy();
+    }
+  });
+
   it('the broker publishes the retained offline Last Will when the service process is killed', async () => {
     const broker = await startBroker();
     const env = await createTestEnv('sqlite', { MOTHERSHIP_ID: `ms${unique()}` });
@@ -474,6 +537,7 @@ describe('MQTT settings validation', () => {
         tls_insecure: false,
         ca_cert_set: false,
         discovery_prefix: 'homeassistant',
+        discovery_mode: 'entity',
         topic_root: 'mothership',
         birth_topic: 'homeassistant/status',
         status: { connected: false, last_error: null, last_connected_at: null, next_reconnect_at: null },
@@ -497,8 +561,8 @@ describe('mothership mqtt cleanup', () => {
       await setup.api('POST', '/api/settings/integration', { mqtt: { enabled: false, broker_url: broker.url } });
       await setup.close();
       const seeder = await observer(broker.url, []);
-      const left = ['homeassistant/binary_sensor/ms-old/person_ada_presence/config', 'mothership/ms-old/person/ada/presence', 'mothership/ms-old/availability'];
-      const live = ['homeassistant/binary_sensor/ms-new/fall/config', 'mothership/ms-new/availability'];
+      const left = ['homeassistant/binary_sensor/ms-old/person_ada_presence/config', 'homeassistant/device/ms-old/config', 'mothership/ms-old/person/ada/presence', 'mothership/ms-old/availability'];
+      const live = ['homeassistant/binary_sensor/ms-new/fall/config', 'homeassistant/device/ms-new/config', 'mothership/ms-new/availability'];
       for (const topic of [...left, ...live]) await seeder.client.publishAsync(topic, 'x', { qos: 1, retain: true });
       await seeder.close();
 
@@ -512,7 +576,7 @@ describe('mothership mqtt cleanup', () => {
       assert.match(own.output, /own id/);
       const cleanup = await run('--installation', 'ms-old');
       assert.equal(cleanup.code, 0, cleanup.output);
-      assert.match(cleanup.output, /cleared 3 retained messages of installation ms-old/);
+      assert.match(cleanup.output, /cleared 4 retained messages of installation ms-old/, 'both discovery forms');
       const retained = await retainedSet(broker.url, ['homeassistant/#', 'mothership/#']);
       assert.deepEqual([...retained.keys()].sort(), [...live].sort());
     } finally {

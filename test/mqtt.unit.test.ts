@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { backoffDelay } from '../src/mqtt/backoff.js';
-import { allConfigs, defaultEntityId, personConfigs, removal, systemConfigs, zoneConfigs } from '../src/mqtt/discovery.js';
+import { allConfigs, defaultEntityId, deviceConfig, personConfigs, removal, systemConfigs, zoneConfigs } from '../src/mqtt/discovery.js';
 import { Topics } from '../src/mqtt/topics.js';
 import { emptyPending, hasWork, recordChange } from '../src/mqtt/pending.js';
 import { interpretMessage } from '../src/mqtt/commands.js';
@@ -155,6 +155,47 @@ describe('Home Assistant discovery payloads', () => {
       { topic: 'homeassistant/device_tracker/ms-1/person_ada/config', payload: null },
       { topic: 'homeassistant/binary_sensor/ms-1/person_ada_presence/config', payload: null },
     ]);
+  });
+});
+
+describe('device-based discovery (HA 2024.11+)', () => {
+  const configs = allConfigs(context, [{ id: 'ada', name: 'Ada' }], [{ id: 'hall', name: 'Hall' }]);
+
+  it('one config at {prefix}/device/{mid}/config: shared options on top, each entity a component under its per-entity object id', () => {
+    const { topic, payload } = deviceConfig(context, configs);
+    assert.equal(topic, 'homeassistant/device/ms-1/config');
+    const { cmps, ...top } = payload as { cmps: Record<string, Record<string, unknown>> };
+    assert.deepEqual(top, shared, 'device, origin (required by HA for device discovery), availability and qos once');
+    // The component id is the per-entity object id, and the device topic's object id is the mid, so HA
+    // computes the same discovery id (`ms-1 person_ada_presence`) in both forms: a switch migrates.
+    assert.deepEqual(Object.keys(cmps).sort(), configs.map((config) => config.topic.split('/')[3]!).sort());
+    assert.deepEqual(cmps.person_ada_presence, {
+      p: 'binary_sensor',
+      name: 'Ada presence',
+      unique_id: 'ms-1_person_ada_presence',
+      default_entity_id: 'binary_sensor.mothership_ada_presence',
+      state_topic: 'mothership/ms-1/person/ada/presence',
+      payload_on: 'home',
+      payload_off: 'not_home',
+      device_class: 'presence',
+      json_attributes_topic: 'mothership/ms-1/person/ada/attributes',
+    });
+    for (const config of configs) {
+      const component = cmps[config.topic.split('/')[3]!]!;
+      const { p, ...own } = component;
+      assert.equal(p, config.topic.split('/')[1], 'the platform is the per-entity topic component');
+      const { device: _device, origin: _origin, availability: _availability, qos: _qos, ...expected } = config.payload as Record<string, unknown>;
+      assert.deepEqual(own, expected, 'every key of the per-entity config but the shared ones');
+    }
+  });
+
+  it("a removed entity is its platform alone, Home Assistant's removal signal", () => {
+    const remaining = allConfigs(context, [], [{ id: 'hall', name: 'Hall' }]);
+    const { payload } = deviceConfig(context, remaining, removal(personConfigs(context, { id: 'ada', name: '' })));
+    const { cmps } = payload as { cmps: Record<string, Record<string, unknown>> };
+    assert.deepEqual(cmps.person_ada_presence, { p: 'binary_sensor' });
+    assert.deepEqual(cmps.person_ada, { p: 'device_tracker' });
+    assert.equal(cmps.zone_hall_count!.p, 'sensor');
   });
 });
 

@@ -41,11 +41,12 @@ export async function mqttCleanupCommand(config: Config, installation: string, i
     client.on('message', (topic, payload, packet) => {
       if (packet.retain && payload.length > 0) retained.add(topic);
     });
-    await client.subscribeAsync([topics.allDiscovery, `${topics.base}/#`], { qos: 1 });
+    const filters = [...topics.discoveryFilters, `${topics.base}/#`];
+    await client.subscribeAsync(filters, { qos: 1 });
     await delay(COLLECT_MS);
-    await client.unsubscribeAsync([topics.allDiscovery, `${topics.base}/#`]);
+    await client.unsubscribeAsync(filters);
     await Promise.all([...retained].map((topic) => client.publishAsync(topic, '', { qos: 1, retain: true })));
-    io.out(`cleared ${retained.size} retained message${retained.size === 1 ? '' : 's'} of installation ${installation} (${topics.allDiscovery}, ${topics.base}/#)`);
+    io.out(`cleared ${retained.size} retained message${retained.size === 1 ? '' : 's'} of installation ${installation} (${filters.join(', ')})`);
     return 0;
   } catch (error) {
     io.err(`could not reach the broker: ${describeMqttError(error as Error & { code?: string | number })}`);

@@ -36,16 +36,16 @@ export function defaultEntityId(component: string, ...words: string[]): string {
   return `${component}.${objectId}`;
 }
 
+/** What every entity of the installation has in common. */
+const shared = (context: DiscoveryContext) => ({
+  availability: [{ topic: context.topics.availability, payload_available: 'online', payload_not_available: 'offline' }],
+  device: device(context),
+  origin: { name: 'Mothership', sw_version: context.version },
+  qos: 1,
+});
+
 function common(context: DiscoveryContext, uniqueSuffix: string, name: string, entityId: string) {
-  return {
-    name,
-    unique_id: `${context.topics.mid}_${uniqueSuffix}`,
-    default_entity_id: entityId,
-    availability: [{ topic: context.topics.availability, payload_available: 'online', payload_not_available: 'offline' }],
-    device: device(context),
-    origin: { name: 'Mothership', sw_version: context.version },
-    qos: 1,
-  };
+  return { name, unique_id: `${context.topics.mid}_${uniqueSuffix}`, default_entity_id: entityId, ...shared(context) };
 }
 
 export function personConfigs(context: DiscoveryContext, person: { id: string; name: string }): DiscoveryMessage[] {
@@ -162,6 +162,30 @@ export function systemConfigs(context: DiscoveryContext): DiscoveryMessage[] {
 /** Every config of the installation, in a stable order. */
 export function allConfigs(context: DiscoveryContext, persons: { id: string; name: string }[], zones: { id: string; name: string }[]): DiscoveryMessage[] {
   return [...systemConfigs(context), ...persons.flatMap((person) => personConfigs(context, person)), ...zones.flatMap((zone) => zoneConfigs(context, zone))];
+}
+
+/**
+ * The device-based form of `configs` (homeassistant/components/mqtt/discovery.py, device discovery):
+ * one message at `{prefix}/device/{mid}/config` whose `cmps` hold each entity under its per-entity
+ * object id, so each keeps its discovery id (`{mid} {object id}`) and unique_id across a switch of
+ * form. `device`, `origin`, `availability` and `qos` are shared at the top (HA merges them into
+ * every component). A component in `removed` is sent as its platform alone, HA's removal signal.
+ */
+export function deviceConfig(context: DiscoveryContext, configs: DiscoveryMessage[], removed: DiscoveryMessage[] = []): DiscoveryMessage {
+  const { topics } = context;
+  const components: Record<string, Record<string, unknown>> = {};
+  for (const message of removed) {
+    const entity = topics.entityOf(message.topic);
+    if (entity) components[entity.objectId] = { p: entity.component };
+  }
+  const common = shared(context);
+  for (const message of configs) {
+    const entity = topics.entityOf(message.topic);
+    if (!entity || !message.payload) continue;
+    const own = Object.fromEntries(Object.entries(message.payload).filter(([key]) => !(key in common)));
+    components[entity.objectId] = { p: entity.component, ...own };
+  }
+  return { topic: topics.deviceDiscovery, payload: { ...common, cmps: components } };
 }
 
 /** Empty payloads for a deleted person's or zone's discovery topics (removes the entities). */

@@ -7,7 +7,7 @@ import type { PersonView, PresenceService, ZoneView } from '../presence/service.
 import type { IntegrationSettings } from '../settings/store.js';
 import { VERSION } from '../version.js';
 import { MqttConnection, testConnection, type MqttSettings, type MqttStatus } from './connection.js';
-import { allConfigs, personConfigs, zoneConfigs, type DiscoveryContext, type DiscoveryMessage } from './discovery.js';
+import { allConfigs, deviceConfig, personConfigs, zoneConfigs, type DiscoveryContext, type DiscoveryMessage } from './discovery.js';
 import { personState, zoneState, type StateMessage } from './state.js';
 import { Topics } from './topics.js';
 import { interpretMessage } from './commands.js';
@@ -16,6 +16,9 @@ import { emptyPending, hasWork, recordChange, type Pending } from './pending.js'
 export type { MqttStatus } from './connection.js';
 
 const RETAINED = { qos: 1 as const, retain: true };
+/** Home Assistant's hand-over signal between the two discovery forms (mqtt/discovery.py). */
+const MIGRATE_DISCOVERY = JSON.stringify({ migrate_discovery: true });
+type DiscoveryMode = IntegrationSettings['mqtt']['discovery_mode'];
 /**
  * A flush waits at most this long for the broker's acknowledgements. A dropped connection fails its
  * publishes at once; this bounds a connection that stays open but stops answering (until keepalive
@@ -66,18 +69,19 @@ export class MqttIntegration {
 
   /**
    * Applies new settings at once: the old connection closes, a new one opens. Turned off or moved to
-   * another broker, the old connection says `offline` first. Moved to another topic root or discovery
-   * prefix, it clears what it retained under the old ones instead (no ghost devices, and no `offline`
-   * for Home Assistant to act on: a clean disconnect sends no Last Will), and the new connection
-   * publishes everything under the new ones.
+   * another broker, the old connection says `offline` first. Moved to another topic root, discovery
+   * prefix or discovery mode, it leaves the old place instead (see `leave`; no `offline` for Home
+   * Assistant to act on: a clean disconnect sends no Last Will), and the new connection publishes
+   * everything in the new one.
    */
   async configure(settings: IntegrationSettings['mqtt']): Promise<void> {
     const previous = this.connection;
-    const previousTopics = this.topics;
+    const old = this.topics && this.settings ? { topics: this.topics, mode: this.settings.discovery_mode } : null;
     const topics = new Topics(settings.topic_root, this.deps.mothershipId, settings.discovery_prefix, settings.birth_topic);
-    const relocating = Boolean(settings.enabled && settings.broker_url && previousTopics && (previousTopics.base !== topics.base || previousTopics.prefix !== topics.prefix));
+    const next = { topics, mode: settings.discovery_mode };
+    const moving = Boolean(settings.enabled && settings.broker_url && old && (old.topics.base !== topics.base || old.topics.prefix !== topics.prefix || old.mode !== next.mode));
     this.connection = null;
-    if (previous) await previous.close(() => (relocating ? this.clearRelocated(previous, previousTopics!, topics) : this.publishAvailability(previous, 'offline')));
+    if (previous) await previous.close(() => (moving ? this.leave(previous, old!, next) : this.publishAvailability(previous, 'offline')));
     this.settings = settings;
     this.topics = topics;
     this.deps.metrics?.mqttConnected.set(0);
@@ -125,22 +129,30 @@ export class MqttIntegration {
     const connection = this.connection;
     if (!connection?.client.connected) throw conflict('MQTT is not connected');
     const [persons, zones] = await Promise.all([this.deps.presence.listPersons(), this.deps.presence.listZones()]);
-    const configs = this.configs(persons, zones);
-    await this.publishAll(connection, configs).catch((error: Error) => {
+    const messages = this.discoveryMessages(persons, zones);
+    await this.publishAll(connection, messages).catch((error: Error) => {
       throw conflict(`MQTT connection lost while publishing: ${error.message}`);
     });
-    return configs.length;
+    return messages.length;
   }
 
   private context(): DiscoveryContext {
     return { topics: this.topics!, version: VERSION };
   }
 
-  /** Every discovery config, remembered as the set a retained config must belong to (not a ghost). */
-  private configs(persons: PersonView[], zones: ZoneView[]): DiscoveryMessage[] {
+  private get deviceMode(): boolean {
+    return this.settings?.discovery_mode === 'device';
+  }
+
+  /**
+   * Every discovery config in the configured form (`removed`: entities to drop from the device
+   * config), remembered as the set a retained config must belong to (not a ghost).
+   */
+  private discoveryMessages(persons: PersonView[], zones: ZoneView[], removed: DiscoveryMessage[] = []): DiscoveryMessage[] {
     const configs = allConfigs(this.context(), persons, zones);
-    this.expectedConfigs = new Set(configs.map((config) => config.topic));
-    return configs;
+    const messages = this.deviceMode ? [deviceConfig(this.context(), configs, removed)] : configs;
+    this.expectedConfigs = new Set(messages.map((message) => message.topic));
+    return messages;
   }
 
   private async onConnect(connection: MqttConnection): Promise<void> {
@@ -151,7 +163,7 @@ export class MqttIntegration {
     await this.scheduleFlush();
     // Subscribing to our discovery topics after the sync delivers every retained config: any that is
     // not ours any more (an entity deleted while we were away) is a ghost and gets cleared.
-    await Promise.all([commands, connection.client.subscribeAsync(topics.allDiscovery, { qos: 1 })]);
+    await Promise.all([commands, connection.client.subscribeAsync(topics.discoveryFilters, { qos: 1 })]);
   }
 
   /** Availability, every discovery config, and the current state of every entity. */
@@ -172,21 +184,31 @@ export class MqttIntegration {
       [topics.mode, mode],
       [topics.health, JSON.stringify(this.lastHealth ?? { ...health, timestamp: new Date().toISOString() })],
     ];
-    await this.publishAll(connection, this.configs(persons, zones));
+    await this.publishAll(connection, this.discoveryMessages(persons, zones));
     await Promise.all(states.map(([topic, payload]) => this.publish(connection, topic, payload)));
   }
 
-  /** Clears the retained topics a move to `next` leaves behind: state under an old root, configs under an old prefix. */
-  private async clearRelocated(connection: MqttConnection, old: Topics, next: Topics): Promise<void> {
+  /**
+   * Leaves what a move from `old` to `next` leaves behind: state under an old root and configs under
+   * an old prefix are cleared. A switch of discovery mode under the same prefix follows Home
+   * Assistant's migration: the old form's configs get `{"migrate_discovery": true}`, which unloads
+   * their entities without deleting them, so the new form (published next, with the same discovery
+   * ids and unique_ids) takes them over, history and entity ids kept; the new connection then clears
+   * the old topics as ghosts.
+   */
+  private async leave(connection: MqttConnection, old: { topics: Topics; mode: DiscoveryMode }, next: { topics: Topics; mode: DiscoveryMode }): Promise<void> {
     const [persons, zones] = await Promise.all([this.deps.presence.listPersons(), this.deps.presence.listZones()]);
-    const stale: string[] = [];
-    if (old.base !== next.base) {
-      stale.push(old.availability, old.fall, old.mode, old.health);
-      for (const person of persons) stale.push(...personState(old, person, null).map(([topic]) => topic));
-      for (const zone of zones) stale.push(zoneState(old, zone)[0]);
+    const cleared: string[] = [];
+    if (old.topics.base !== next.topics.base) {
+      cleared.push(old.topics.availability, old.topics.fall, old.topics.mode, old.topics.health);
+      for (const person of persons) cleared.push(...personState(old.topics, person, null).map(([topic]) => topic));
+      for (const zone of zones) cleared.push(zoneState(old.topics, zone)[0]);
     }
-    if (old.prefix !== next.prefix) stale.push(...allConfigs({ topics: old, version: VERSION }, persons, zones).map((config) => config.topic));
-    await Promise.all(stale.map((topic) => this.publish(connection, topic, '')));
+    const oldForm = old.mode === 'device' ? [old.topics.deviceDiscovery] : allConfigs({ topics: old.topics, version: VERSION }, persons, zones).map((config) => config.topic);
+    const moved = old.topics.prefix !== next.topics.prefix;
+    const migrated = !moved && old.mode !== next.mode ? oldForm : [];
+    if (moved) cleared.push(...oldForm);
+    await Promise.all([...cleared.map((topic) => this.publish(connection, topic, '')), ...migrated.map((topic) => this.publish(connection, topic, MIGRATE_DISCOVERY))]);
   }
 
   private publishAvailability(connection: MqttConnection, state: 'online' | 'offline'): Promise<void> {
@@ -293,7 +315,13 @@ export class MqttIntegration {
       }
     };
 
-    for (const message of work.removed) {
+    const deviceMode = this.deviceMode;
+    if (deviceMode && (work.removed.length > 0 || work.configs.persons.size > 0 || work.configs.zones.size > 0)) {
+      // One config holds every entity: any entity added, renamed or removed republishes it.
+      const [persons, zones] = await Promise.all([presence.listPersons(), presence.listZones()]);
+      for (const message of this.discoveryMessages(persons, zones, work.removed)) send(message.topic, JSON.stringify(message.payload));
+    }
+    for (const message of deviceMode ? [] : work.removed) {
       this.expectedConfigs.delete(message.topic);
       send(message.topic, '');
     }
@@ -301,7 +329,7 @@ export class MqttIntegration {
     for (const id of work.persons) {
       const person = await presence.getPerson(id).catch(() => null);
       if (!person) continue;
-      if (work.configs.persons.has(id)) sendConfigs(personConfigs(this.context(), person));
+      if (work.configs.persons.has(id) && !deviceMode) sendConfigs(personConfigs(this.context(), person));
       const zoneName = person.zone ? ((await presence.getZone(person.zone).catch(() => null))?.name ?? null) : null;
       for (const [topic, payload] of personState(topics, person, zoneName)) send(topic, payload);
     }
@@ -309,7 +337,7 @@ export class MqttIntegration {
       const zone = await presence.getZone(id).catch(() => null);
       if (!zone) continue;
       if (work.configs.zones.has(id)) {
-        sendConfigs(zoneConfigs(this.context(), zone));
+        if (!deviceMode) sendConfigs(zoneConfigs(this.context(), zone));
         // A renamed zone: its occupants' trackers show the new name.
         for (const occupant of zone.occupants) send(topics.personTracker(occupant), zone.name);
       }

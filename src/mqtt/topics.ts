@@ -45,8 +45,22 @@ export class Topics {
   discovery(component: 'binary_sensor' | 'sensor' | 'select' | 'device_tracker', objectId: string) {
     return `${this.prefix}/${component}/${this.mid}/${objectId}/config`;
   }
-  /** Matches every discovery config of this installation (to find ghosts). */
+  /** The one config of device-based discovery (HA 2024.11+): every entity as a component. */
+  get deviceDiscovery() {
+    return `${this.prefix}/device/${this.mid}/config`;
+  }
+  /** Matches every per-entity discovery config of this installation (to find ghosts). */
   get allDiscovery() {
     return `${this.prefix}/+/${this.mid}/+/config`;
+  }
+  /** Every discovery config of this installation, in either form (to find ghosts, to clean up). */
+  get discoveryFilters() {
+    return [this.allDiscovery, this.deviceDiscovery];
+  }
+  /** The component and object id of a per-entity config topic of this installation; null for any other topic. */
+  entityOf(topic: string): { component: string; objectId: string } | null {
+    if (!topic.startsWith(`${this.prefix}/`)) return null;
+    const [component, mid, objectId, config, ...rest] = topic.slice(this.prefix.length + 1).split('/');
+    return mid === this.mid && config === 'config' && rest.length === 0 && component && objectId ? { component, objectId } : null;
   }
 }

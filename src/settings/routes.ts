@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { ProblemError } from '../http/problem.js';
 import type { MqttIntegration } from '../mqtt/index.js';
 import { generateWebhookSecret, type WebhookService } from '../webhook/index.js';
-import { applyPatch, webhookSigningSecrets, type IntegrationPatch, type IntegrationSettings, type SettingsStore } from './store.js';
+import { applyPatch, DISCOVERY_MODES, webhookSigningSecrets, type IntegrationPatch, type IntegrationSettings, type SettingsStore } from './store.js';
 import { brokerEndpoint, integrationErrors, storedPasswordError, webhookOrigin } from './validate.js';
 
 const text = (maxLength: number) => ({ type: 'string', maxLength }) as const;
@@ -20,6 +20,7 @@ const mqttInput = {
     tls_insecure: { type: 'boolean', description: 'Skip verification of the broker certificate' },
     ca_cert: writeOnly(65536, 'PEM CA certificate to trust.'),
     discovery_prefix: text(128),
+    discovery_mode: { type: 'string', enum: DISCOVERY_MODES, description: 'entity: one retained config per entity (every Home Assistant version); device: one per installation (HA 2024.11+). Switching migrates the entities (docs/mqtt.md)' },
     topic_root: text(128),
     birth_topic: { ...text(256), description: "Home Assistant's birth message topic (its MQTT setting, default homeassistant/status)" },
   },
@@ -52,6 +53,7 @@ const viewSchema = {
         tls_insecure: { type: 'boolean' },
         ca_cert_set: { type: 'boolean' },
         discovery_prefix: { type: 'string' },
+        discovery_mode: { type: 'string', enum: DISCOVERY_MODES },
         birth_topic: { type: 'string' },
         topic_root: { type: 'string' },
         status: statusSchema({ connected: { type: 'boolean' }, last_error: nullableString, last_connected_at: nullableString, next_reconnect_at: nullableString }),

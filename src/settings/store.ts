@@ -6,6 +6,12 @@ import { ProblemError } from '../http/problem.js';
 import { memo } from '../memo.js';
 import { integrationErrors, storedPasswordError } from './validate.js';
 
+/**
+ * How discovery configs reach Home Assistant: `entity`, one retained config per entity (every HA
+ * version), or `device`, one per installation with every entity as a component (HA 2024.11+).
+ */
+export const DISCOVERY_MODES = ['entity', 'device'] as const;
+
 /** The integration settings with secrets in clear; never leaves the process. */
 export interface IntegrationSettings {
   mqtt: {
@@ -17,6 +23,7 @@ export interface IntegrationSettings {
     tls_insecure: boolean;
     ca_cert: string;
     discovery_prefix: string;
+    discovery_mode: (typeof DISCOVERY_MODES)[number];
     topic_root: string;
     birth_topic: string;
   };
@@ -39,7 +46,7 @@ export interface IntegrationPatch {
 }
 
 export const DEFAULT_SETTINGS: IntegrationSettings = {
-  mqtt: { enabled: false, broker_url: '', username: '', password: '', tls: false, tls_insecure: false, ca_cert: '', discovery_prefix: 'homeassistant', topic_root: 'mothership', birth_topic: 'homeassistant/status' },
+  mqtt: { enabled: false, broker_url: '', username: '', password: '', tls: false, tls_insecure: false, ca_cert: '', discovery_prefix: 'homeassistant', discovery_mode: 'entity', topic_root: 'mothership', birth_topic: 'homeassistant/status' },
   webhook: { enabled: false, url: '', secret: '', previous_secret: '', previous_secret_expires_at: '', disabled_reason: '' },
 };
 

@@ -271,6 +271,7 @@ function mqttValues(form) {
     discovery_prefix: form.discovery_prefix.value.trim(),
     topic_root: form.topic_root.value.trim(),
     birth_topic: form.birth_topic.value.trim(),
+    discovery_mode: form.discovery_mode.value,
   };
   // Write-only fields: left empty they keep the saved value.
   if (form.password.value) values.password = form.password.value;
