@@ -553,6 +553,34 @@ describe('MQTT settings validation', () => {
 });
 
 describe('mothership mqtt cleanup', () => {
+  it('the same cleanup from the API (the dashboard action): 200 with the count, 400 for the own id, 409 without a broker, 502 when unreachable', async () => {
+    const broker = await startBroker();
+    const { app, mid, root, prefix } = await mqttApp();
+    try {
+      assert.equal((await app.api('POST', '/api/settings/integration/mqtt-cleanup', { installation: 'ms-old' })).status, 409, 'no broker saved');
+      await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
+      await connected(app);
+      const seeder = await observer(broker.url, []);
+      for (const topic of [`${prefix}/device/ms-old/config`, `${prefix}/sensor/ms-old/quality/config`, `${root}/ms-old/availability`]) await seeder.client.publishAsync(topic, 'x', { qos: 1, retain: true });
+      await seeder.close();
+      const cleaned = await app.api('POST', '/api/settings/integration/mqtt-cleanup', { installation: 'ms-old' });
+      assert.deepEqual([cleaned.status, cleaned.body], [200, { installation: 'ms-old', cleared: 3 }]);
+      const retained = await retainedSet(broker.url, [`${prefix}/#`, `${root}/#`]);
+      assert.ok([...retained.keys()].every((topic) => !topic.includes('ms-old')), 'nothing of ms-old left');
+      assert.ok(retained.has(`${root}/${mid}/availability`), 'the live installation untouched');
+      const own = await app.api('POST', '/api/settings/integration/mqtt-cleanup', { installation: mid });
+      assert.deepEqual([own.status, own.body.errors?.[0]?.path], [400, '/installation']);
+      assert.equal((await app.api('POST', '/api/settings/integration/mqtt-cleanup', { installation: '../#' })).status, 400);
+      await broker.stop();
+      const unreachable = await app.api('POST', '/api/settings/integration/mqtt-cleanup', { installation: 'ms-old' });
+      assert.deepEqual([unreachable.status, unreachable.body.code], [502, 'bad_gateway']);
+    } finally {
+      await app.cleanup();
+      await broker.destroy();
+    }
+  });
+
+
   it("clears what a previous installation id left retained, and nothing of the current one", async () => {
     const broker = await startBroker();
     const env = await createTestEnv('sqlite', { MOTHERSHIP_ID: 'ms-new' });

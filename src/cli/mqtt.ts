@@ -1,15 +1,10 @@
-import { setTimeout as delay } from 'node:timers/promises';
 import { ID_PATTERN, type Config } from '../config.js';
 import { SecretBox } from '../crypto.js';
 import { Database } from '../db/index.js';
-import { clientOptions, connectBroker, connected, describeMqttError } from '../mqtt/connection.js';
-import { Topics } from '../mqtt/topics.js';
+import { cleanupRefusal, clearInstallation } from '../mqtt/cleanup.js';
+import { describeMqttError } from '../mqtt/connection.js';
 import { createEventPipeline } from '../pipeline.js';
 import type { Output } from './io.js';
-
-/** Retained messages arrive right after the subscription is acknowledged; this is ample on a LAN. */
-const COLLECT_MS = 1000;
-const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * `mothership mqtt cleanup --installation ID`: clears, on the configured broker, every retained
@@ -21,8 +16,9 @@ export async function mqttCleanupCommand(config: Config, installation: string, i
     io.err(`--installation must be an installation id (${ID_PATTERN}), got "${installation}"`);
     return 2;
   }
-  if (installation === config.mothershipId) {
-    io.err(`"${installation}" is this installation's own id: its entities are live, not left over`);
+  const refusal = cleanupRefusal(installation, config.mothershipId);
+  if (refusal) {
+    io.err(refusal);
     return 2;
   }
   const database = await Database.open(config);
@@ -33,25 +29,12 @@ export async function mqttCleanupCommand(config: Config, installation: string, i
     io.err('no MQTT broker is configured (settings, mqtt.broker_url)');
     return 2;
   }
-  const topics = new Topics(settings.mqtt.topic_root, installation, settings.mqtt.discovery_prefix);
-  const client = connectBroker(clientOptions(settings.mqtt, `mothership-${config.mothershipId}-cleanup`));
   try {
-    await connected(client, CONNECT_TIMEOUT_MS);
-    const retained = new Set<string>();
-    client.on('message', (topic, payload, packet) => {
-      if (packet.retain && payload.length > 0) retained.add(topic);
-    });
-    const filters = [...topics.discoveryFilters, `${topics.base}/#`];
-    await client.subscribeAsync(filters, { qos: 1 });
-    await delay(COLLECT_MS);
-    await client.unsubscribeAsync(filters);
-    await Promise.all([...retained].map((topic) => client.publishAsync(topic, '', { qos: 1, retain: true })));
-    io.out(`cleared ${retained.size} retained message${retained.size === 1 ? '' : 's'} of installation ${installation} (${filters.join(', ')})`);
+    const { cleared, filters } = await clearInstallation(settings.mqtt, `mothership-${config.mothershipId}-cleanup`, installation);
+    io.out(`cleared ${cleared} retained message${cleared === 1 ? '' : 's'} of installation ${installation} (${filters.join(', ')})`);
     return 0;
   } catch (error) {
     io.err(`could not reach the broker: ${describeMqttError(error as Error & { code?: string | number })}`);
     return 1;
-  } finally {
-    await client.endAsync().catch(() => {});
   }
 }

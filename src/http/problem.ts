@@ -38,6 +38,7 @@ export const PROBLEMS = {
   quota_exceeded: { status: 429, title: 'Quota exceeded', description: 'The bot has used its 5 enrichment requests of the last 24 hours. `Retry-After` says when the oldest leaves the window; `violated-policies` is ["daily"] (the registered problem type https://iana.org/assignments/http-problem-types#quota-exceeded has the same meaning).' },
   headers_too_large: { status: 431, title: 'Request header fields too large', description: 'The request headers exceed 16 KiB.' },
   internal_error: { status: 500, title: 'Internal error', description: 'The server failed; the log has the cause. Not your request\'s fault.' },
+  bad_gateway: { status: 502, title: 'Upstream failure', description: 'A service the request had to reach (the MQTT broker) could not be reached or refused; `detail` says why.' },
   service_unavailable: { status: 503, title: 'Service unavailable', description: 'A backing service (database, Redis) is briefly away or the server is shutting down. Retry after `Retry-After` seconds.' },
 } as const satisfies Record<string, { status: number; title: string; description: string }>;
 

@@ -1,12 +1,13 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import type { EventDetails, EventLog, StoredEvent } from '../events/index.js';
-import { conflict } from '../http/problem.js';
+import { conflict, invalid, ProblemError } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { PersonView, PresenceService, ZoneView } from '../presence/service.js';
 import type { IntegrationSettings } from '../settings/store.js';
 import { VERSION } from '../version.js';
-import { MqttConnection, testConnection, type MqttSettings, type MqttStatus } from './connection.js';
+import { cleanupRefusal, clearInstallation } from './cleanup.js';
+import { describeMqttError, MqttConnection, testConnection, type MqttSettings, type MqttStatus } from './connection.js';
 import { allConfigs, deviceConfig, personConfigs, zoneConfigs, type DiscoveryContext, type DiscoveryMessage } from './discovery.js';
 import { personState, zoneState, type StateMessage } from './state.js';
 import { Topics } from './topics.js';
@@ -122,6 +123,22 @@ export class MqttIntegration {
   /** Connects once with candidate settings (Test Connection); `detailed` errors only for the saved broker. */
   test(settings: MqttSettings, options: { detailed: boolean }) {
     return testConnection(settings, `${this.clientId}-test-${Math.random().toString(36).slice(2, 8)}`, options);
+  }
+
+  /**
+   * Clears what a previous installation id left retained on the saved broker (the dashboard's
+   * cleanup; `mothership mqtt cleanup` from a shell). 400 for this installation's own id, 409 without
+   * a saved broker, 502 when the broker cannot be reached.
+   */
+  async cleanupInstallation(installation: string): Promise<number> {
+    const refusal = cleanupRefusal(installation, this.deps.mothershipId);
+    if (refusal) throw invalid('/installation', refusal);
+    if (!this.settings?.broker_url) throw conflict('No MQTT broker is saved');
+    try {
+      return (await clearInstallation(this.settings, `${this.clientId}-cleanup-${Math.random().toString(36).slice(2, 8)}`, installation)).cleared;
+    } catch (error) {
+      throw new ProblemError('bad_gateway', `Could not reach the broker: ${describeMqttError(error as Error & { code?: string | number })}`);
+    }
   }
 
   /** Republishes every discovery config (Publish Discovery); 409 when not connected. */

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { ProblemError } from '../http/problem.js';
+import { idString } from '../http/schemas.js';
 import type { MqttIntegration } from '../mqtt/index.js';
 import { generateWebhookSecret, type WebhookService } from '../webhook/index.js';
 import { applyPatch, DISCOVERY_MODES, webhookSigningSecrets, type IntegrationPatch, type IntegrationSettings, type SettingsStore } from './store.js';
@@ -157,6 +158,23 @@ export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStor
     '/api/settings/integration/discovery',
     { config: { rateLimit: { group: 'discovery', cost: 10 } }, schema: { tags, summary: 'Republish every Home Assistant discovery config (409 when MQTT is not connected)' } },
     async () => ({ published: await mqtt.publishDiscovery() }),
+  );
+
+  app.post(
+    '/api/settings/integration/mqtt-cleanup',
+    {
+      config: { rateLimit: { group: 'integration_test', cost: 10 } },
+      schema: {
+        tags,
+        summary: 'Clear the retained configs and state a previous installation id left on the saved broker',
+        body: { type: 'object', additionalProperties: false, required: ['installation'], properties: { installation: { ...idString, description: 'The previous installation id (the device name in Home Assistant is "Mothership <id>")' } } },
+        response: { 200: { type: 'object', properties: { installation: { type: 'string' }, cleared: { type: 'integer', description: 'Retained messages cleared' } } } },
+      },
+    },
+    async (request) => {
+      const { installation } = request.body as { installation: string };
+      return { installation, cleared: await mqtt.cleanupInstallation(installation) };
+    },
   );
 
   app.post(

@@ -341,6 +341,19 @@ $('#mqtt-discovery').addEventListener('click', async (event) => {
   }
 });
 
+$('#mqtt-cleanup').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const form = event.currentTarget;
+  const installation = form.installation.value.trim();
+  if (!installation || !confirm(`Clear every retained Home Assistant config and state of installation "${installation}" on the broker? Home Assistant removes that device and its entities.`)) return;
+  try {
+    const { cleared } = await busy(form.querySelector('button'), () => api('POST', '/api/settings/integration/mqtt-cleanup', { installation }));
+    result($('#mqtt-cleanup-result'), true, `Cleared ${cleared} retained message${cleared === 1 ? '' : 's'} of ${installation}.`);
+  } catch (error) {
+    result($('#mqtt-cleanup-result'), false, error.message);
+  }
+});
+
 $('#webhook-generate').addEventListener('click', async (event) => {
   try {
     const { secret } = await busy(event.currentTarget, () => api('POST', '/api/settings/integration/webhook-secret'));

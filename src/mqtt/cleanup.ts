@@ -1,0 +1,38 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import { clientOptions, connectBroker, connected, type MqttSettings } from './connection.js';
+import { Topics } from './topics.js';
+
+/** Retained messages arrive right after the subscription is acknowledged; this is ample on a LAN. */
+const COLLECT_MS = 1000;
+const CONNECT_TIMEOUT_MS = 10_000;
+
+/** Why `installation` cannot be cleaned up from the installation `ownId`; null when it can. */
+export function cleanupRefusal(installation: string, ownId: string): string | null {
+  return installation === ownId ? `"${installation}" is this installation's own id: its entities are live, not left over` : null;
+}
+
+/**
+ * Clears, on the broker of `settings`, every retained discovery config (both forms) and state topic
+ * that the installation `installation` left: a lost DATA_DIR gives a new id, and Home Assistant would
+ * keep the old device forever. Its own short-lived client, so the service's connection and its ghost
+ * handling see none of it. Throws when the broker cannot be reached.
+ */
+export async function clearInstallation(settings: MqttSettings, clientId: string, installation: string): Promise<{ cleared: number; filters: string[] }> {
+  const topics = new Topics(settings.topic_root, installation, settings.discovery_prefix);
+  const filters = [...topics.discoveryFilters, `${topics.base}/#`];
+  const client = connectBroker(clientOptions(settings, clientId));
+  try {
+    await connected(client, CONNECT_TIMEOUT_MS);
+    const retained = new Set<string>();
+    client.on('message', (topic, payload, packet) => {
+      if (packet.retain && payload.length > 0) retained.add(topic);
+    });
+    await client.subscribeAsync(filters, { qos: 1 });
+    await delay(COLLECT_MS);
+    await client.unsubscribeAsync(filters);
+    await Promise.all([...retained].map((topic) => client.publishAsync(topic, '', { qos: 1, retain: true })));
+    return { cleared: retained.size, filters };
+  } finally {
+    await client.endAsync().catch(() => {});
+  }
+}
