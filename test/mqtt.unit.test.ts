@@ -166,6 +166,11 @@ describe('device-based discovery (HA 2024.11+)', () => {
     assert.equal(topic, 'homeassistant/device/ms-1/config');
     const { cmps, ...top } = payload as { cmps: Record<string, Record<string, unknown>> };
     assert.deepEqual(top, shared, 'device, origin (required by HA for device discovery), availability and qos once');
+    // HA's DEVICE_DISCOVERY_SCHEMA (mqtt/schemas.py) refuses any other top-level key, and a component
+    // with more than its platform must carry a unique_id.
+    const allowedTop = ['device', 'origin', 'availability', 'availability_mode', 'availability_template', 'availability_topic', 'payload_available', 'payload_not_available', 'state_topic', 'command_topic', 'qos', 'encoding', 'message_expiry_interval'];
+    assert.deepEqual(Object.keys(top).filter((key) => !allowedTop.includes(key)), []);
+    for (const component of Object.values(cmps)) assert.ok(Object.keys(component).length === 1 || typeof component.unique_id === 'string');
     // The component id is the per-entity object id, and the device topic's object id is the mid, so HA
     // computes the same discovery id (`ms-1 person_ada_presence`) in both forms: a switch migrates.
     assert.deepEqual(Object.keys(cmps).sort(), configs.map((config) => config.topic.split('/')[3]!).sort());
