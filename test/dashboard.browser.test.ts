@@ -132,6 +132,67 @@ describe('dashboard in Chromium', () => {
     await shot('integrations');
   });
 
+  it('keeps unsaved edits when events refresh the page and when a secret is generated, and says they are unsaved', async () => {
+    await page.fill('#webhook-form [name=url]', 'http://typed-not-saved.example/hook');
+    await page.waitForSelector('#webhook-form .unsaved:not([hidden])');
+    // An event refreshes the Integrations view from the server (this used to overwrite typed fields).
+    await app.api('PUT', '/api/system/mode', { mode: 'away' });
+    await page.waitForSelector('#events li:has-text("system.mode_changed")', { state: 'attached' });
+    await page.waitForTimeout(400);
+    assert.equal(await page.inputValue('#webhook-form [name=url]'), 'http://typed-not-saved.example/hook');
+    await page.click('#webhook-generate');
+    await page.waitForSelector('#webhook-new-secret:not([hidden])');
+    assert.equal(await page.inputValue('#webhook-form [name=url]'), 'http://typed-not-saved.example/hook', 'Generate secret keeps the typed URL');
+    assert.equal(await page.isHidden('#mqtt-form .unsaved'), true, 'the saved MQTT form has nothing unsaved');
+    await page.fill('#webhook-form [name=url]', receiver.url);
+    await page.click('#webhook-form button[type=submit]');
+    await page.waitForSelector('#webhook-form .unsaved', { state: 'hidden' });
+    assert.equal((await app.api('GET', '/api/settings/integration')).body.webhook.url, receiver.url);
+  });
+
+  it('shows an active fall on every page until it is marked cleared, which emits fall.cleared', async () => {
+    await app.api('POST', '/api/events', { type: 'fall.detected', person: 'ada', zone: 'kitchen' });
+    const banner = await page.waitForSelector('#fall-banner:not([hidden])', { timeout: 5000 });
+    assert.match((await banner.textContent())!, /Fall detected\s*Ada in Kitchen, since .+\(just now\)/);
+    for (const view of ['overview', 'enrichment', 'integrations']) {
+      await page.click(`nav button[data-view="${view}"]`);
+      assert.equal(await page.isVisible('#fall-banner'), true, view);
+    }
+    await shot('fall');
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.click('#fall-clear');
+    await page.waitForSelector('#fall-banner', { state: 'hidden', timeout: 5000 });
+    const { events } = (await app.api('GET', '/api/events?type=fall.cleared&order=desc&limit=1')).body;
+    assert.deepEqual([events[0].event_type, events[0].person, events[0].zone], ['fall.cleared', 'ada', 'kitchen']);
+    await page.click('nav button[data-view="overview"]');
+    await page.waitForSelector('#falls li:has-text("Cleared: ada @ kitchen")');
+  });
+
+  it('adds, renames and deletes zones and people without curl', async () => {
+    assert.doesNotMatch((await page.textContent('body'))!, /curl|POST \/api/);
+    await page.fill('#zone-form [name=name]', 'Garage');
+    await page.click('#zone-form button[type=submit]');
+    await page.waitForSelector('[data-zone="garage"]');
+    await page.fill('#person-form [name=name]', 'Cy');
+    await page.click('#person-form button[type=submit]');
+    await page.waitForSelector('#persons li[data-person="cy"]');
+    page.once('dialog', (dialog) => void dialog.accept('Cyd'));
+    await page.click('#persons li[data-person="cy"] button:has-text("Rename")');
+    await page.waitForSelector('#persons li[data-person="cy"]:has-text("Cyd")');
+    let question = '';
+    page.once('dialog', (dialog) => {
+      question = dialog.message();
+      void dialog.accept();
+    });
+    await page.click('[data-zone="garage"] button:has-text("Delete")');
+    await page.waitForSelector('[data-zone="garage"]', { state: 'detached' });
+    assert.match(question, /Home Assistant loses sensor\.mothership_garage_occupancy_count/);
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.click('#persons li[data-person="cy"] button:has-text("Delete")');
+    await page.waitForSelector('#persons li[data-person="cy"]', { state: 'detached' });
+    assert.equal((await app.api('GET', '/api/persons/cy')).status, 404);
+  });
+
   it('renders the baseline history chart with the subject and the three comparison tools', async () => {
     await page.click('nav button[data-view="baselines"]');
     await page.waitForSelector('#chart-geomean svg[data-points="5"]');

@@ -112,6 +112,22 @@ describe('HTTP conventions', () => {
     assert.equal(empty.statusCode, 400);
   });
 
+  it('filters the event history by type, and reports the fall state', async () => {
+    await app.api('POST', '/api/persons', { id: 'fay', name: 'Fay' });
+    assert.deepEqual((await app.api('GET', '/api/system/fall')).body, { state: 'OFF', person: null, zone: null, timestamp: null });
+    await app.api('POST', '/api/events', { type: 'fall.detected', person: 'fay' });
+    const fall = (await app.api('GET', '/api/system/fall')).body;
+    assert.deepEqual([fall.state, fall.person], ['ON', 'fay']);
+    const falls = await app.api('GET', '/api/events?type=fall.detected&type=person.created&order=desc');
+    assert.ok(falls.body.events.length >= 2);
+    assert.ok(falls.body.events.every((event: { event_type: string }) => ['fall.detected', 'person.created'].includes(event.event_type)));
+    assert.equal((await app.api('GET', '/api/events?type=fall.detected')).body.events.length, 1);
+    const unknown = await app.api('GET', '/api/events?type=nope');
+    assert.deepEqual([unknown.status, unknown.body.errors[0].path], [400, 'querystring:/type/0']);
+    await app.api('POST', '/api/events', { type: 'fall.cleared', person: 'fay' });
+    assert.equal((await app.api('GET', '/api/system/fall')).body.state, 'OFF');
+  });
+
   it('resolves every problem type URI: JSON for clients, a page for browsers', async () => {
     for (const [code, { status, title }] of Object.entries(PROBLEMS)) {
       const page = await app.api('GET', `/problems/${code}`, undefined, { authorization: '' });

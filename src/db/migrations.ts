@@ -168,5 +168,11 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '007_events_by_type': {
+      // History filtered by type (the dashboard's fall history) walks one type's events in order.
+      async up(db: Kysely<any>) {
+        await db.schema.createIndex('events_by_type').on('events').columns(['event_type', 'seq']).execute();
+      },
+    },
   };
 }

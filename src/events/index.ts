@@ -103,14 +103,11 @@ export class EventLog {
     return Number(row?.seq ?? 0);
   }
 
-  async history(after: number, limit: number, order: 'asc' | 'desc' = 'asc'): Promise<StoredEvent[]> {
-    const rows = await this.database.db
-      .selectFrom('events')
-      .select(['seq', 'payload'])
-      .where('seq', '>', after)
-      .orderBy('seq', order)
-      .limit(limit)
-      .execute();
+  /** Events after `after`, in `order`, at most `limit`; only of `types` when given (index events_by_type). */
+  async history(after: number, limit: number, order: 'asc' | 'desc' = 'asc', types?: readonly string[]): Promise<StoredEvent[]> {
+    let query = this.database.db.selectFrom('events').select(['seq', 'payload']).where('seq', '>', after);
+    if (types?.length) query = query.where('event_type', 'in', types);
+    const rows = await query.orderBy('seq', order).limit(limit).execute();
     return rows.map((row) => ({ seq: Number(row.seq), json: row.payload, payload: JSON.parse(row.payload) as EventPayload }));
   }
 }

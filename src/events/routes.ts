@@ -3,7 +3,7 @@ import { invalid } from '../http/problem.js';
 import type { ServerResponse } from 'node:http';
 import type { Metrics } from '../ops/metrics.js';
 import { eventPayloadSchema, sequenceCursor } from '../http/schemas.js';
-import type { EventLog } from './index.js';
+import { EVENT_TYPES, type EventLog } from './index.js';
 import { streamEvents } from './stream.js';
 
 const historyQuery = {
@@ -13,6 +13,7 @@ const historyQuery = {
     after: { ...sequenceCursor, default: 0, description: 'Return events with a sequence number above this one' },
     limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
     order: { type: 'string', enum: ['asc', 'desc'], default: 'asc', description: 'desc: newest first (the most recent `limit` events)' },
+    type: { type: 'array', items: { type: 'string', enum: EVENT_TYPES }, maxItems: EVENT_TYPES.length, description: 'Only events of these types (repeat the parameter: ?type=fall.detected&type=fall.cleared)' },
   },
 } as const;
 
@@ -61,8 +62,8 @@ export function eventRoutes(app: FastifyInstance, events: EventLog, metrics: Met
       },
     },
     async (request) => {
-      const { after, limit, order } = request.query as { after: number; limit: number; order: 'asc' | 'desc' };
-      const page = await events.history(after, limit, order);
+      const { after, limit, order, type } = request.query as { after: number; limit: number; order: 'asc' | 'desc'; type?: string[] };
+      const page = await events.history(after, limit, order, type);
       const lastSeq = page.reduce((max, event) => Math.max(max, event.seq), after);
       return { events: page.map((event) => ({ seq: event.seq, ...event.payload })), last_seq: lastSeq };
     },

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { eventPayloadSchema, idParams, idString, nameString } from '../http/schemas.js';
+import { eventPayloadSchema, idParams, idString, nameString, nullableString } from '../http/schemas.js';
 import { MODES, type Mode, type PresenceService, type SensingEvent } from './service.js';
 
 const personSchema = {
@@ -140,6 +140,17 @@ export function presenceRoutes(app: FastifyInstance, presence: PresenceService):
   app.get('/api/system/health', { schema: { tags: ['system'], response: { 200: healthSchema } } }, () => presence.health());
 
   const modeSchema = { type: 'object', required: ['mode'], additionalProperties: false, properties: { mode: { type: 'string', enum: MODES } } } as const;
+  app.get(
+    '/api/system/fall',
+    {
+      schema: {
+        tags: ['system'],
+        summary: 'The fall state: ON from a fall.detected until a fall.cleared (who, where, since when)',
+        response: { 200: { type: 'object', properties: { state: { type: 'string', enum: ['ON', 'OFF'] }, person: nullableString, zone: nullableString, timestamp: nullableString } } },
+      },
+    },
+    () => presence.fallState(),
+  );
   app.get('/api/system/mode', { schema: { tags: ['system'], response: { 200: modeSchema } } }, async () => ({ mode: await presence.mode() }));
   app.put('/api/system/mode', { schema: { tags: ['system'], body: modeSchema, response: { 200: modeSchema } } }, async (request) => ({
     mode: await presence.setMode((request.body as { mode: Mode }).mode, 'api'),

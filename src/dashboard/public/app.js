@@ -137,12 +137,25 @@ async function loadOverview() {
         el('div', { class: 'who' }, zone.occupants.map((id) => names.get(id) ?? id).join(', '))),
     ),
   );
-  if (!zones.length) $('#zones').append(el('p', { class: 'hint' }, 'No zones yet: POST /api/zones {"name": "Kitchen"}'));
+  if (!zones.length) $('#zones').append(el('p', { class: 'hint' }, 'No zones yet. Add the rooms your sensing nodes cover; each becomes an occupancy sensor in Home Assistant.'));
+  const zoneNames = new Map(zones.map((zone) => [zone.id, zone.name]));
+  for (const zone of zones) {
+    $(`[data-zone="${CSS.escape(zone.id)}"]`).append(el('div', { class: 'row-actions' },
+      el('button', { type: 'button', class: 'link', onclick: () => rename('zones', zone) }, 'Rename'),
+      el('button', { type: 'button', class: 'link danger', onclick: () => remove('zones', zone, `Home Assistant loses sensor.mothership_${entitySlug(zone.id)}_occupancy_count and binary_sensor.mothership_${entitySlug(zone.id)}_occupied${zone.count ? `, and ${zone.count} occupant${zone.count === 1 ? ' is' : 's are'} moved out` : ''}.`) }, 'Delete')));
+  }
   $('#persons').replaceChildren(
     ...persons.map((person) =>
-      el('li', { 'data-person': person.id }, el('span', {}, person.name), el('span', { class: `badge ${person.presence === 'home' ? 'ok' : ''}` }, person.presence === 'home' ? `home${person.zone ? ' · ' + person.zone : ''}` : 'away')),
+      el('li', { 'data-person': person.id },
+        el('span', {}, person.name, el('small', { class: 'hint' }, person.last_seen ? ` · seen ${dateTime(person.last_seen)}` : '')),
+        el('span', { class: 'row-actions' },
+          el('span', { class: `badge ${person.presence === 'home' ? 'ok' : ''}` }, person.presence === 'home' ? `home${person.zone ? ' · ' + (zoneNames.get(person.zone) ?? person.zone) : ''}` : 'away'),
+          el('button', { type: 'button', class: 'link', onclick: () => rename('persons', person) }, 'Rename'),
+          el('button', { type: 'button', class: 'link danger', onclick: () => remove('persons', person, `Home Assistant loses device_tracker.mothership_${entitySlug(person.id)} and binary_sensor.mothership_${entitySlug(person.id)}_presence; a Home Assistant person that tracks them loses that source.`) }, 'Delete'))),
     ),
   );
+  if (!persons.length) $('#persons').append(el('li', { class: 'hint' }, 'No people yet. Add the people who live here; each gets a presence sensor and a device tracker in Home Assistant.'));
+  await loadFalls();
   $('#node-count').textContent = health.node_count;
   $('#quality').textContent = health.quality === null ? '-' : `${health.quality}%`;
   $('#mode').value = health.mode;
@@ -168,6 +181,89 @@ function addEvent(event) {
 function summarize(detail) {
   const text = Object.entries(detail ?? {}).slice(0, 3).map(([key, value]) => `${key}: ${typeof value === 'object' ? JSON.stringify(value) : value}`).join(', ');
   return text.length > 90 ? text.slice(0, 89) + '…' : text;
+}
+
+/** The object id part of an entity id, as the server builds it (src/mqtt/discovery.ts, defaultEntityId). */
+const entitySlug = (id) => id.toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '');
+
+async function rename(collection, item) {
+  const name = prompt(`New name for ${item.name}:`, item.name);
+  if (name === null || !name.trim() || name.trim() === item.name) return;
+  try {
+    await api('PATCH', `/api/${collection}/${encodeURIComponent(item.id)}`, { name: name.trim() });
+    await loadOverview();
+  } catch (error) {
+    alert(error.message);
+  }
+}
+
+async function remove(collection, item, consequence) {
+  if (!confirm(`Delete ${item.name}? ${consequence}`)) return;
+  try {
+    await api('DELETE', `/api/${collection}/${encodeURIComponent(item.id)}`);
+    await loadOverview();
+  } catch (error) {
+    alert(error.message);
+  }
+}
+
+for (const [selector, collection] of [['#zone-form', 'zones'], ['#person-form', 'persons']]) {
+  $(selector).addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const form = event.currentTarget;
+    try {
+      await busy($('button', form), () => api('POST', `/api/${collection}`, { name: form.name.value.trim() }));
+      clearErrors(form);
+      form.reset();
+      await loadOverview();
+    } catch (error) {
+      const rest = showErrors(form, error);
+      if (rest.length) $('[data-error-for="/name"]', form).textContent = rest.join('; ');
+    }
+  });
+}
+
+// ---- falls: a banner on every page while one is active ----
+
+let fallRefresh = null;
+
+async function loadFall() {
+  const fall = await api('GET', '/api/system/fall');
+  const banner = $('#fall-banner');
+  banner.hidden = fall.state !== 'ON';
+  document.title = fall.state === 'ON' ? 'Fall detected · Mothership' : 'Mothership';
+  clearInterval(fallRefresh);
+  if (fall.state !== 'ON') return;
+  const [person, zone] = await Promise.all([
+    fall.person ? api('GET', `/api/persons/${encodeURIComponent(fall.person)}`).catch(() => null) : null,
+    fall.zone ? api('GET', `/api/zones/${encodeURIComponent(fall.zone)}`).catch(() => null) : null,
+  ]);
+  const who = person?.name ?? fall.person ?? 'Someone';
+  const where = zone?.name ?? fall.zone;
+  const describe = () => `${who}${where ? ` in ${where}` : ''}, since ${dateTime(fall.timestamp)} (${ago(fall.timestamp)})`;
+  $('#fall-what').textContent = describe();
+  fallRefresh = setInterval(() => ($('#fall-what').textContent = describe()), 30_000);
+  $('#fall-clear').onclick = async () => {
+    if (!confirm(`Mark the fall of ${who} as cleared? Home Assistant's fall sensor turns off and a fall.cleared event goes to the webhook.`)) return;
+    await busy($('#fall-clear'), () => api('POST', '/api/events', { type: 'fall.cleared', ...(fall.person ? { person: fall.person } : {}), ...(fall.zone ? { zone: fall.zone } : {}) })).catch((error) => alert(error.message));
+    await loadFall();
+  };
+}
+
+function ago(iso) {
+  const minutes = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 60_000));
+  return minutes < 1 ? 'just now' : minutes < 60 ? `${minutes} min ago` : `${Math.floor(minutes / 60)} h ${minutes % 60} min ago`;
+}
+
+async function loadFalls() {
+  const { events } = await api('GET', '/api/events?type=fall.detected&type=fall.cleared&order=desc&limit=10');
+  $('#falls').replaceChildren(
+    ...events.map((event) => {
+      const where = [event.person, event.zone].filter(Boolean).join(' @ ');
+      return el('li', {}, el('time', { datetime: event.timestamp }, dateTime(event.timestamp)), el('span', { class: event.severity }, `${event.event_type === 'fall.detected' ? 'Fall' : 'Cleared'}${where ? ': ' + where : ''}`));
+    }),
+  );
+  if (!events.length) $('#falls').append(el('li', { class: 'hint' }, 'No falls recorded.'));
 }
 
 $('#mode').addEventListener('change', (event) => api('PUT', '/api/system/mode', { mode: event.target.value }).catch(report));
@@ -196,6 +292,7 @@ function connectStream() {
   for (const type of EVENT_TYPES) {
     stream.addEventListener(type, (message) => {
       addEvent({ seq: Number(message.lastEventId), ...JSON.parse(message.data) });
+      if (type.startsWith('fall.')) loadFall().catch(report);
       refreshSoon();
     });
   }
@@ -203,14 +300,35 @@ function connectStream() {
 
 // ---- integrations ----
 
+/** Puts stored values into a form, except into fields the user has edited and not saved yet. */
 function fill(form, values) {
   for (const [name, value] of Object.entries(values)) {
     const input = form.elements.namedItem(name);
-    if (!input || input.type === 'password') continue; // secrets are never prefilled
+    if (!input || input.type === 'password' || input.dataset.edited) continue; // secrets are never prefilled
     if (input.type === 'checkbox') input.checked = Boolean(value);
-    else if (document.activeElement !== input) input.value = value ?? '';
+    else input.value = value ?? '';
   }
 }
+
+/** Marks what the user types as edited (kept across refreshes) and shows that the form has unsaved changes. */
+function trackEdits(form) {
+  const mark = (event) => {
+    if (!event.target.name) return;
+    event.target.dataset.edited = 'true';
+    $('.unsaved', form).hidden = false;
+  };
+  form.addEventListener('input', mark);
+  form.addEventListener('change', mark);
+}
+
+function markSaved(form) {
+  for (const input of form.elements) delete input.dataset.edited;
+  $('.unsaved', form).hidden = true;
+}
+
+window.addEventListener('beforeunload', (event) => {
+  if ($$('[data-edited]').length) event.preventDefault();
+});
 
 function statusBadge(badge, text, kind) {
   badge.textContent = text;
@@ -294,6 +412,7 @@ function bindSettingsForm(form, group, values, output) {
       clearErrors(form);
       for (const input of $$('input[type=password], textarea', form)) input.value = '';
       if (form.clear_password) form.clear_password.checked = false;
+      markSaved(form);
       result(output, true, 'Saved.');
       await loadIntegrations();
       if (group === 'mqtt') watchMqttStatus();
@@ -303,6 +422,8 @@ function bindSettingsForm(form, group, values, output) {
     }
   });
 }
+trackEdits($('#mqtt-form'));
+trackEdits($('#webhook-form'));
 bindSettingsForm($('#mqtt-form'), 'mqtt', mqttValues, $('#mqtt-result'));
 bindSettingsForm($('#webhook-form'), 'webhook', webhookValues, $('#webhook-result'));
 
@@ -444,6 +565,7 @@ async function start() {
   $('#app').hidden = false;
   connectStream();
   showView(currentView);
+  loadFall().catch(report);
 }
 
 start();
