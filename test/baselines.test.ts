@@ -92,14 +92,30 @@ describe('baseline comparison', () => {
     assert.equal(byField.subject_geomean!.change_pct, 20);
     assert.equal(byField.subject_geomean!.regression, true);
     assert.equal(byField.grep_1000_mean_ms!.change_pct, 5);
-    assert.equal(byField.grep_1000_mean_ms!.status, 'regressed');
+    assert.equal(byField.grep_1000_mean_ms!.status, 'worse', 'worse within the threshold is not labelled a regression');
     assert.equal(byField.grep_1000_mean_ms!.regression, false, '5% is within the threshold');
+    assert.equal(byField.subject_geomean!.status, 'regressed');
     assert.equal(byField.throughput_mb_per_sec!.change_pct, -25);
     assert.equal(byField.throughput_mb_per_sec!.regression, true, 'lower throughput is worse');
     assert.equal(byField.files_per_sec!.status, 'improved');
     assert.equal(byField.files_per_sec!.regression, false);
     assert.equal(report.regressed, true);
     assert.deepEqual(report.regressions, ['subject_geomean', 'throughput_mb_per_sec', 'speedup_vs_alpha', 'speedup_vs_beta', 'speedup_vs_gamma']);
+  });
+
+  it('computes percentages from the stored numbers, not from rounded speedups', () => {
+    // alpha 1.0 / subject 0.9 = 1.1111...; 1.0 / 1.0 = 1: a drop of exactly 10 %, and a subject 11.11 % slower.
+    const base = { ...valid, subject_geomean: 0.9, alpha_geomean: 1.0 };
+    const head = { ...valid, subject_geomean: 1.0, alpha_geomean: 1.0 };
+    const report = compareBaselines(base, head, 10);
+    const alpha = report.speedups.find((entry) => entry.tool === 'alpha')!;
+    assert.equal(alpha.base, 1.111, 'shown rounded');
+    assert.equal(alpha.change_pct, -10, 'from 1.1111... to 1: -10 %, not -9.991 % from the rounded 1.111');
+    assert.equal(alpha.status, 'worse', 'exactly the threshold is not beyond it');
+    assert.equal(report.metrics.find((metric) => metric.field === 'subject_geomean')!.change_pct, 11.11);
+    const reference = report.metrics.find((metric) => metric.field === 'alpha_geomean')!;
+    assert.equal(compareBaselines(valid, { ...valid, alpha_geomean: valid.alpha_geomean! * 2 }).metrics.find((metric) => metric.field === 'alpha_geomean')!.status, 'worse', 'a reference tool is never "regressed"');
+    assert.equal(reference.status, 'unchanged');
   });
 
   it('computes within-run speedups that cancel out machine speed', () => {
@@ -208,6 +224,25 @@ for (const dialect of DIALECTS) {
       const response = await app.api('GET', '/schemas/baseline.schema.json', undefined, { authorization: '' });
       assert.equal(response.status, 200);
       assert.equal(response.body.$id, 'urn:mothership:schema:baseline:v1');
+    });
+
+    it('orders and compares runs by their timestamp: a backfilled older run never becomes latest', async () => {
+      const post = async (sha: string, timestamp: string, subject: number) => (await app.api('POST', '/api/baselines', { ...valid, commit_sha: sha, timestamp, subject_geomean: subject })).body;
+      const a = await post('aaaaaaa', '2026-12-01T10:00:00Z', 0.5);
+      const c = await post('ccccccc', '2026-12-03T10:00:00Z', 0.5);
+      // Posted last, run in between (08:00 UTC on the 2nd, written with an offset).
+      const b = await post('bbbbbbb', '2026-12-02T10:00:00+02:00', 0.6);
+      assert.equal(b.comparison.base.commit_sha, 'aaaaaaa', 'a backfill is compared with the run before it in time');
+      assert.equal(b.comparison.regressed, true);
+      assert.equal((await app.api('GET', '/api/baselines/latest')).body.id, c.id, 'the newest run stays latest');
+      const list = (await app.api('GET', '/api/baselines?limit=3')).body;
+      assert.deepEqual(list.map((entry: { id: number }) => entry.id), [c.id, b.id, a.id]);
+      const page = (await app.api('GET', `/api/baselines?limit=1&before=${b.id}`)).body;
+      assert.deepEqual(page.map((entry: { id: number }) => entry.id), [a.id], 'the cursor follows run order');
+      const d = await post('ddddddd', '2026-12-04T10:00:00Z', 0.5);
+      assert.equal(d.comparison.base.commit_sha, 'ccccccc', 'the next run is compared with the newest, not the backfill');
+      assert.equal(d.comparison.regressed, false);
+      assert.equal((await app.api('GET', '/api/baselines?before=999999')).status, 404);
     });
   });
 }

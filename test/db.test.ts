@@ -4,9 +4,10 @@ import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, Migrator, SqliteDialect, sql } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import { migrations } from '../src/db/migrations.js';
+import { runAt } from '../src/baselines/schema.js';
 import { Database } from '../src/db/index.js';
 import { GroupCommit } from '../src/db/group-commit.js';
 import { prepare } from '../src/db/prepared.js';
@@ -293,6 +294,31 @@ describe('migrations on SQLite', () => {
     }
   });
 });
+
+for (const dialect of DIALECTS) {
+  describe(`migration 008 (${dialect})`, () => {
+    it('gives existing baselines their run time in UTC, as the service writes it', async () => {
+      const pgDatabase = dialect === 'postgres' ? await createPgDatabase() : null;
+      const db = new Kysely<any>({
+        dialect: pgDatabase ? new PostgresDialect({ pool: new pg.Pool({ connectionString: pgDatabase.url }) }) : new SqliteDialect({ database: new BetterSqlite3(':memory:') }),
+      });
+      const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations(dialect) } });
+      try {
+        assert.equal((await migrator.migrateTo('007_events_by_type')).error, undefined);
+        const timestamps = ['2026-12-02T10:00:00+02:00', '2026-12-01T23:30:00.5-01:00', '2026-12-01T08:00:00Z', '2026-12-01T08:00:00.123456Z'];
+        for (const timestamp of timestamps) {
+          await db.insertInto('baselines').values({ commit_sha: 'a1b2c3d', recorded_at: '2026-12-05T00:00:00.000Z', record: JSON.stringify({ commit_sha: 'a1b2c3d', timestamp }) }).execute();
+        }
+        assert.equal((await migrator.migrateToLatest()).error, undefined);
+        const rows = await db.selectFrom('baselines').select(['run_at']).orderBy('id').execute();
+        assert.deepEqual(rows.map((row) => row.run_at), timestamps.map(runAt));
+      } finally {
+        await db.destroy();
+        await pgDatabase?.drop();
+      }
+    });
+  });
+}
 
 describe('memo', () => {
   it('shares a pending load only with callers passing the same argument', async () => {

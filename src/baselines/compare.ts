@@ -7,7 +7,12 @@ import type { BaselineRecord } from './schema.js';
  * speedups (comparison tool time / subject time), which cancel out the machine's speed.
  */
 export type Direction = 'lower_is_better' | 'higher_is_better';
-export type Status = 'improved' | 'regressed' | 'unchanged' | 'missing';
+/**
+ * `worse`: worse, but not by more than the threshold (noise, not a regression); `regressed`: worse
+ * beyond it on a field that can regress (then `regression` is true). A reference tool's time is at
+ * most `worse`: it measures the machine.
+ */
+export type Status = 'improved' | 'worse' | 'regressed' | 'unchanged' | 'missing';
 
 export interface MetricChange {
   field: string;
@@ -59,27 +64,36 @@ export const DEFAULT_THRESHOLD_PCT = 10;
 const round = (value: number, digits = 4) => Number(value.toPrecision(digits));
 const numberOrNull = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : null);
 
-/** Relative change in percent, signed so that positive = better; null when it cannot be computed. */
+/**
+ * The relative change (percent, from the exact values: rounding happens for display only) and its
+ * status. `change_pct` is null when it cannot be computed.
+ */
 function judge(base: number | null, head: number | null, direction: Direction, threshold: number, canRegress: boolean) {
   if (base === null || head === null) return { change_pct: null, status: 'missing' as Status, regression: false };
   if (base === head) return { change_pct: 0, status: 'unchanged' as Status, regression: false };
   const better = direction === 'lower_is_better' ? head < base : head > base;
   if (base === 0) {
     // From 0 to anything: no percentage exists; it is a regression only when it got worse.
-    return { change_pct: null, status: (better ? 'improved' : 'regressed') as Status, regression: canRegress && !better };
+    const regression = canRegress && !better;
+    return { change_pct: null, status: (better ? 'improved' : regression ? 'regressed' : 'worse') as Status, regression };
   }
-  const pct = round(((head - base) / base) * 100);
-  const worseBy = direction === 'lower_is_better' ? pct : -pct;
-  const status: Status = Math.abs(pct) < 1e-9 ? 'unchanged' : better ? 'improved' : 'regressed';
-  return { change_pct: pct, status, regression: canRegress && worseBy > threshold };
+  const exactPct = ((head - base) / base) * 100;
+  const worseBy = direction === 'lower_is_better' ? exactPct : -exactPct;
+  // Beyond the threshold by more than floating-point noise: 1 / (1 / 0.9) is not exactly 0.9.
+  const regression = canRegress && worseBy > threshold + 1e-9;
+  const status: Status = Math.abs(exactPct) < 1e-9 ? 'unchanged' : better ? 'improved' : regression ? 'regressed' : 'worse';
+  return { change_pct: round(exactPct), status, regression };
 }
 
+/** A within-run speedup (comparison tool time / subject time), exact; null when it cannot be computed. */
 export function speedup(record: BaselineRecord, tool: 'alpha' | 'beta' | 'gamma'): number | null {
   const other = numberOrNull(record[`${tool}_geomean`]);
   const subject = numberOrNull(record.subject_geomean);
   if (other === null || subject === null || subject === 0) return null;
-  return round(other / subject);
+  return other / subject;
 }
+
+const roundOrNull = (value: number | null) => (value === null ? null : round(value));
 
 export function compareBaselines(base: BaselineRecord, head: BaselineRecord, thresholdPct = DEFAULT_THRESHOLD_PCT): ComparisonReport {
   const metrics: MetricChange[] = METRICS.map(({ field, role, direction, unit }) => {
@@ -100,7 +114,7 @@ export function compareBaselines(base: BaselineRecord, head: BaselineRecord, thr
   const speedups: SpeedupChange[] = (['alpha', 'beta', 'gamma'] as const).map((tool) => {
     const baseValue = speedup(base, tool);
     const headValue = speedup(head, tool);
-    return { tool, base: baseValue, head: headValue, ...judge(baseValue, headValue, 'higher_is_better', thresholdPct, true) };
+    return { tool, base: roundOrNull(baseValue), head: roundOrNull(headValue), ...judge(baseValue, headValue, 'higher_is_better', thresholdPct, true) };
   });
 
   const warnings: string[] = [];

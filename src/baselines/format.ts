@@ -4,7 +4,7 @@ export type ReportFormat = 'table' | 'json' | 'markdown';
 
 const show = (value: number | null) => (value === null ? '-' : String(value));
 const pct = (value: number | null) => (value === null ? '-' : `${value > 0 ? '+' : ''}${value.toFixed(2)}%`);
-const MARK: Record<Status, string> = { improved: 'improved', regressed: 'regressed', unchanged: 'unchanged', missing: 'missing' };
+const MARK: Record<Status, string> = { improved: 'improved', worse: 'worse (within threshold)', regressed: 'REGRESSION', unchanged: 'unchanged', missing: 'missing' };
 
 function rows(report: ComparisonReport): string[][] {
   return [
@@ -13,14 +13,14 @@ function rows(report: ComparisonReport): string[][] {
       show(metric.base),
       show(metric.head),
       pct(metric.change_pct),
-      metric.regression ? 'REGRESSION' : MARK[metric.status],
+      MARK[metric.status],
     ]),
     ...report.speedups.map((entry) => [
       `speedup vs ${entry.tool} (x)`,
       show(entry.base),
       show(entry.head),
       pct(entry.change_pct),
-      entry.regression ? 'REGRESSION' : MARK[entry.status],
+      MARK[entry.status],
     ]),
   ];
 }

@@ -37,3 +37,12 @@ export function baselineErrors(record: unknown): readonly FieldError[] {
 
 /** The schema without the meta keywords, for embedding in the OpenAPI document. */
 export const baselineSchemaForOpenApi = Object.fromEntries(Object.entries(baselineSchema).filter(([key]) => !['$schema', '$id'].includes(key)));
+
+/**
+ * When a run happened, as a sortable UTC instant: the record's `timestamp` (RFC 3339, any offset).
+ * A leap second (`23:59:60`, valid RFC 3339, unknown to Date) counts as the second before it.
+ */
+export function runAt(timestamp: string): string {
+  const ms = Date.parse(timestamp);
+  return new Date(Number.isNaN(ms) ? Date.parse(timestamp.replace(/:60(?=[.,Zz+-])/, ':59')) : ms).toISOString();
+}

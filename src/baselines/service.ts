@@ -3,7 +3,8 @@ import { now } from '../db/index.js';
 import type { EventLog } from '../events/index.js';
 import { notFound } from '../http/problem.js';
 import { compareBaselines, type ComparisonReport } from './compare.js';
-import type { BaselineRecord } from './schema.js';
+import { runAt, type BaselineRecord } from './schema.js';
+import type { Db } from '../db/index.js';
 
 export interface StoredBaseline {
   id: number;
@@ -14,21 +15,30 @@ export interface StoredBaseline {
 type Row = { id: number; recorded_at: string; record: string };
 const toStored = (row: Row): StoredBaseline => ({ id: Number(row.id), recorded_at: row.recorded_at, record: JSON.parse(row.record) as BaselineRecord });
 
-/** Stores validated baseline records (exactly as sent) and compares them. */
+const COLUMNS = ['id', 'recorded_at', 'record'] as const;
+
+/**
+ * Stores validated baseline records (exactly as sent) and compares them. Runs are in run order: by
+ * the record's `timestamp` (`run_at`), then by id; never by when they were posted.
+ */
 export class BaselineService {
   constructor(
     private readonly database: Database,
     private readonly events: EventLog,
   ) {}
 
-  /** Stores a valid record (its raw JSON text is kept as sent) and compares it with the previous one. */
+  /**
+   * Stores a valid record (its raw JSON text is kept as sent) and compares it with the run before it
+   * in run order: for a backfilled older run, the run that preceded it then, not the newest.
+   */
   record(record: BaselineRecord, rawJson: string, thresholdPct?: number) {
     return this.events.write(async (trx, emit) => {
-      const previous = await trx.selectFrom('baselines').select(['id', 'recorded_at', 'record']).orderBy('id', 'desc').limit(1).executeTakeFirst();
+      const at = runAt(record.timestamp);
+      const previous = await inRunOrder(trx).where('run_at', '<=', at).limit(1).executeTakeFirst();
       const recordedAt = now();
       const { id } = await trx
         .insertInto('baselines')
-        .values({ commit_sha: record.commit_sha, recorded_at: recordedAt, record: rawJson })
+        .values({ commit_sha: record.commit_sha, recorded_at: recordedAt, run_at: at, record: rawJson })
         .returning('id')
         .executeTakeFirstOrThrow();
       const comparison = previous ? compareBaselines(toStored(previous).record, record, thresholdPct) : null;
@@ -47,14 +57,19 @@ export class BaselineService {
     });
   }
 
+  /** Newest run first; `before`: only the runs before that record in run order (the next page). */
   async list(limit: number, before?: number): Promise<StoredBaseline[]> {
-    let query = this.database.db.selectFrom('baselines').select(['id', 'recorded_at', 'record']).orderBy('id', 'desc').limit(limit);
-    if (before !== undefined) query = query.where('id', '<', before);
+    let query = inRunOrder(this.database.db).limit(limit);
+    if (before !== undefined) {
+      const cursor = await this.database.db.selectFrom('baselines').select(['run_at', 'id']).where('id', '=', before).executeTakeFirst();
+      if (!cursor) throw notFound('Baseline', String(before));
+      query = query.where((eb) => eb.or([eb('run_at', '<', cursor.run_at), eb.and([eb('run_at', '=', cursor.run_at), eb('id', '<', cursor.id)])]));
+    }
     return (await query.execute()).map(toStored);
   }
 
   async get(id: number): Promise<StoredBaseline> {
-    const row = await this.database.db.selectFrom('baselines').select(['id', 'recorded_at', 'record']).where('id', '=', id).executeTakeFirst();
+    const row = await this.database.db.selectFrom('baselines').select(COLUMNS).where('id', '=', id).executeTakeFirst();
     if (!row) throw notFound('Baseline', String(id));
     return toStored(row);
   }
@@ -66,19 +81,13 @@ export class BaselineService {
   }
 
   /**
-   * Resolves `latest`, a record id, or a commit sha (the newest record of that commit). Up to 6 digits
+   * Resolves `latest`, a record id, or a commit sha (the newest run of that commit). Up to 6 digits
    * is an id; 7 or more characters is a commit sha first (an all-digit sha is possible), then an id.
    */
   async resolve(reference: string): Promise<StoredBaseline> {
     if (reference === 'latest') return this.latest();
     if (/^\d{1,6}$/.test(reference)) return this.get(Number(reference));
-    const row = await this.database.db
-      .selectFrom('baselines')
-      .select(['id', 'recorded_at', 'record'])
-      .where('commit_sha', '=', reference)
-      .orderBy('id', 'desc')
-      .limit(1)
-      .executeTakeFirst();
+    const row = await inRunOrder(this.database.db).where('commit_sha', '=', reference).limit(1).executeTakeFirst();
     if (row) return toStored(row);
     if (/^\d+$/.test(reference) && Number.isSafeInteger(Number(reference))) return this.get(Number(reference));
     throw notFound('Baseline', reference);
@@ -88,4 +97,9 @@ export class BaselineService {
     const [base, head] = await Promise.all([this.resolve(baseRef), this.resolve(headRef)]);
     return { base_id: base.id, head_id: head.id, ...compareBaselines(base.record, head.record, thresholdPct) };
   }
+}
+
+/** Baselines, newest run first (index baselines_run_order). */
+function inRunOrder(db: Db) {
+  return db.selectFrom('baselines').select(COLUMNS).orderBy('run_at', 'desc').orderBy('id', 'desc');
 }

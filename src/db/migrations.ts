@@ -174,5 +174,21 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('events_by_type').on('events').columns(['event_type', 'seq']).execute();
       },
     },
+    '008_baselines_in_run_order': {
+      // Runs are ordered and compared by the record's timestamp, not by when they were posted: a
+      // backfilled older run must not become "latest". Existing rows get it in the database's own
+      // terms, as the same UTC text runAt (src/baselines/schema.ts) writes from now on.
+      async up(db: Kysely<any>) {
+        await db.schema.alterTable('baselines').addColumn('run_at', 'text', (c) => c.notNull().defaultTo('')).execute();
+        const utc =
+          dialect === 'postgres'
+            ? sql`to_char((record::json->>'timestamp')::timestamptz at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+            : sql`strftime('%Y-%m-%dT%H:%M:%fZ', json_extract(record, '$.timestamp'))`;
+        await db.updateTable('baselines').set({ run_at: sql`coalesce(${utc}, recorded_at)` }).execute();
+        await db.schema.createIndex('baselines_run_order').on('baselines').columns(['run_at', 'id']).execute();
+        await db.schema.createIndex('baselines_commit_run_order').on('baselines').columns(['commit_sha', 'run_at', 'id']).execute();
+        await db.schema.dropIndex('baselines_commit_sha').execute();
+      },
+    },
   };
 }

@@ -46,6 +46,8 @@ export interface BaselinesTable {
   id: Generated<number>;
   commit_sha: string;
   recorded_at: string;
+  /** The record's `timestamp` in UTC (`runAt`): the order of runs, whatever order they were posted in. */
+  run_at: string;
   /** The record exactly as sent (raw JSON text). */
   record: string;
 }
