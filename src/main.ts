@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { loadConfig, ConfigError } from './config.js';
 import { buildApp } from './app.js';
-import { compareCommand, validateCommand } from './cli/baseline.js';
+import { compareCommand, historyCommand, pushCommand, validateCommand } from './cli/baseline.js';
 import { createBotCommand, workerCommand } from './cli/enrichment.js';
 import { mqttCleanupCommand } from './cli/mqtt.js';
 
@@ -15,6 +15,10 @@ const USAGE = `Usage:
   mothership worker                                  standalone enrichment worker
   mothership baseline validate FILE...               exit 1 when any file is not a valid baseline record
   mothership baseline compare BASE HEAD [--threshold PCT] [--format table|json|markdown]
+  mothership baseline push FILE --server URL [--threshold PCT] [--format ...]
+                                                     record a run on a server (token: MOTHERSHIP_TOKEN);
+                                                     exit 1 when it regressed, 2 on an error
+  mothership baseline history --server URL [--limit N] [--format ...]
   mothership bots create NAME                        prints the new bot id and shared secret once
   mothership mqtt cleanup --installation ID          clears what a previous installation id left retained on the broker`;
 
@@ -70,6 +74,8 @@ async function main(argv: string[]): Promise<number> {
       const [sub, ...rest] = argv.slice(1);
       if (sub === 'validate') return validateCommand(rest, io);
       if (sub === 'compare') return compareCommand(rest, io);
+      if (sub === 'push') return pushCommand(rest, io, process.env);
+      if (sub === 'history') return historyCommand(rest, io, process.env);
       console.error(USAGE);
       return 2;
     }

@@ -9,7 +9,8 @@ import { Validator } from '@cfworker/json-schema';
 import { baselineErrors, BASELINE_SCHEMA_PATH, type BaselineRecord } from '../src/baselines/schema.js';
 import { compareBaselines } from '../src/baselines/compare.js';
 import { formatReport } from '../src/baselines/format.js';
-import { DIALECTS, startTestApp, type TestApp } from './helpers/app.js';
+import { ADMIN_TOKEN, DIALECTS, startTestApp, type TestApp } from './helpers/app.js';
+import { freePort } from './helpers/broker.js';
 
 const valid: BaselineRecord = {
   commit_sha: 'a1b2c3d',
@@ -293,5 +294,90 @@ describe('baseline CLI', () => {
     assert.equal((await cli('compare', base, head, '--format', 'xml')).code, 2);
     assert.equal((await cli('compare', base)).code, 2);
     assert.equal((await cli('compare', base, file('invalid.json', { nope: 1 }))).code, 2);
+  });
+
+  describe('against a live server', () => {
+    let app: TestApp;
+    let server: string;
+    const env = (extra: Record<string, string> = {}) => ({ PATH: process.env.PATH!, MOTHERSHIP_TOKEN: ADMIN_TOKEN, ...extra });
+    const cliWith = async (environment: Record<string, string>, ...args: string[]) => {
+      try {
+        const { stdout, stderr } = await run(process.execPath, ['dist/src/main.js', 'baseline', ...args], { env: environment });
+        return { code: 0, stdout, stderr };
+      } catch (error) {
+        const failure = error as { code: number; stdout: string; stderr: string };
+        return { code: failure.code, stdout: failure.stdout, stderr: failure.stderr };
+      }
+    };
+    before(async () => {
+      app = await startTestApp('sqlite');
+      server = await app.http.listen({ port: 0, host: '127.0.0.1' });
+    });
+    after(() => app.cleanup());
+
+    it('push records runs and gates on the comparison: 0 first and within the threshold, 1 on a regression, with a GitHub step summary', async () => {
+      const summary = path.join(dir, 'summary.md');
+      const first = await cliWith(env(), 'push', file('run1.json', { ...valid, timestamp: '2026-12-01T10:00:00Z' }), '--server', server);
+      assert.deepEqual([first.code, first.stderr], [0, '']);
+      assert.match(first.stdout, /first run, nothing to compare with/);
+      const within = await cliWith(env({ GITHUB_STEP_SUMMARY: summary }), 'push', file('run2.json', { ...valid, commit_sha: 'b2c3d4e', timestamp: '2026-12-02T10:00:00Z', subject_geomean: 0.52, alpha_geomean: 1.56 }), '--server', server + '/');
+      assert.equal(within.code, 0, within.stderr);
+      assert.match(within.stdout, /No regression beyond 10%/);
+      const regressed = await cliWith(env({ GITHUB_STEP_SUMMARY: summary }), 'push', file('run3.json', { ...valid, commit_sha: 'c3d4e5f', timestamp: '2026-12-03T10:00:00Z', subject_geomean: 0.7 }), '--server', server, '--format', 'json');
+      assert.equal(regressed.code, 1, regressed.stderr);
+      assert.deepEqual(JSON.parse(regressed.stdout).regressions.includes('subject_geomean'), true);
+      const written = readFileSync(summary, 'utf8');
+      assert.equal(written.match(/^### Benchmark comparison/gm)?.length, 2, 'one markdown report per push, appended');
+      assert.match(written, /:x: REGRESSED beyond 10%: subject_geomean/);
+      assert.equal((await app.api('GET', '/api/baselines')).body.length, 3);
+    });
+
+    it('push and history exit 2 with a reason on every error, and record nothing', async () => {
+      const runFile = file('run-errors.json', valid);
+      const closedPort = await freePort();
+      const cases: [Record<string, string>, string[], RegExp][] = [
+        [env(), ['push', file('bad-run.json', { ...valid, commit_sha: 'nope' }), '--server', server], /\/commit_sha: must match pattern/],
+        [env({ MOTHERSHIP_TOKEN: '' }), ['push', runFile, '--server', server], /MOTHERSHIP_TOKEN is not set/],
+        [env({ MOTHERSHIP_TOKEN: 'wrong-token-wrong-token' }), ['push', runFile, '--server', server], /refused the request \(401\)/],
+        [env(), ['push', runFile], /--server URL is required/],
+        [env(), ['push', runFile, '--server', 'ftp://x'], /must be an http/],
+        [env(), ['push', runFile, '--server', `http://127.0.0.1:${closedPort}`], /could not reach http:\/\/127\.0\.0\.1:\d+: ECONNREFUSED/],
+        [env(), ['push', runFile, '--server', server, '--bogus'], /Unknown option '--bogus'/],
+        [env(), ['history', '--server', server, '--limit', '0'], /--limit must be 1\.\.500/],
+      ];
+      const before = (await app.api('GET', '/api/baselines')).body.length;
+      for (const [environment, args, reason] of cases) {
+        const result = await cliWith(environment, ...args);
+        assert.equal(result.code, 2, `${args.join(' ')}: ${result.stdout}${result.stderr}`);
+        assert.match(result.stderr, reason, args.join(' '));
+      }
+      assert.equal((await app.api('GET', '/api/baselines')).body.length, before);
+    });
+
+    it('history lists the newest runs in run order', async () => {
+      const table = await cliWith(env(), 'history', '--server', server, '--limit', '2');
+      assert.equal(table.code, 0, table.stderr);
+      const rows = table.stdout.trim().split('\n').slice(2);
+      assert.deepEqual(rows.map((row) => row.split(/\s+/)[2]), ['c3d4e5f', 'b2c3d4e']);
+      const json = JSON.parse((await cliWith(env(), 'history', '--server', server, '--format', 'json')).stdout);
+      assert.deepEqual(json.map((entry: { record: BaselineRecord }) => entry.record.commit_sha), ['c3d4e5f', 'b2c3d4e', 'a1b2c3d']);
+    });
+
+    it('the shell CI example in docs/baselines.md runs as written', async () => {
+      const docs = readFileSync(new URL('../../docs/baselines.md', import.meta.url), 'utf8');
+      const example = /<!-- ci-example:shell -->\n```sh\n([\s\S]*?)```/.exec(docs)?.[1];
+      assert.ok(example, 'the example block is marked');
+      const baselineFile = file('ci-run.json', { ...valid, commit_sha: 'd4e5f60', timestamp: '2026-12-04T10:00:00Z', subject_geomean: 0.51 });
+      const ok = await run('bash', ['-c', example!], { env: env({ MOTHERSHIP_URL: server, BASELINE_FILE: baselineFile, npm_config_offline: 'true' }) });
+      assert.match(ok.stdout, /No regression beyond 10%/);
+      assert.match(ok.stdout, /d4e5f60/);
+      const regressedFile = file('ci-run-bad.json', { ...valid, commit_sha: 'e5f6071', timestamp: '2026-12-05T10:00:00Z', subject_geomean: 0.9 });
+      const failed = await run('bash', ['-c', example!], { env: env({ MOTHERSHIP_URL: server, BASELINE_FILE: regressedFile, npm_config_offline: 'true' }) }).then(
+        () => null,
+        (error: { code: number; stdout: string }) => error,
+      );
+      assert.equal(failed?.code, 1, 'the job fails on a regression');
+      assert.match(failed!.stdout, /REGRESSED/);
+    });
   });
 });

@@ -1,4 +1,5 @@
 import type { ComparisonReport, Status } from './compare.js';
+import type { StoredBaseline } from './service.js';
 
 export type ReportFormat = 'table' | 'json' | 'markdown';
 
@@ -65,4 +66,18 @@ export function formatReport(report: ComparisonReport, format: ReportFormat): st
     ...report.warnings.map((warning) => `warning: ${warning}`),
     '',
   ].join('\n');
+}
+
+/** The run history (newest first) for a terminal, a machine, or a pull-request comment. */
+export function formatHistory(runs: StoredBaseline[], format: ReportFormat): string {
+  if (format === 'json') return JSON.stringify(runs, null, 2);
+  const header = ['id', 'run timestamp', 'commit', 'subject_geomean (s)', 'grep_1000_mean_ms (ms)'];
+  const table = runs.map((run) => [String(run.id), run.record.timestamp, run.record.commit_sha, show(run.record.subject_geomean), show(run.record.grep_1000_mean_ms)]);
+  if (format === 'markdown') {
+    const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
+    return [line(header), line(header.map((_, index) => (index < 3 ? '---' : '---:'))), ...table.map(line), ''].join('\n');
+  }
+  const widths = header.map((_, column) => Math.max(header[column]!.length, ...table.map((cells) => cells[column]!.length)));
+  const line = (cells: string[]) => cells.map((cell, column) => (column < 3 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join('  ');
+  return [line(header), line(widths.map((width) => '-'.repeat(width))), ...table.map(line), ''].join('\n');
 }

@@ -1,73 +1,164 @@
-import { readFileSync } from 'node:fs';
+import { appendFileSync, readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
 import { baselineErrors, type BaselineRecord } from '../baselines/schema.js';
-import { compareBaselines, DEFAULT_THRESHOLD_PCT } from '../baselines/compare.js';
-import { formatReport, type ReportFormat } from '../baselines/format.js';
+import { compareBaselines, DEFAULT_THRESHOLD_PCT, type ComparisonReport } from '../baselines/compare.js';
+import { formatHistory, formatReport, type ReportFormat } from '../baselines/format.js';
+import type { StoredBaseline } from '../baselines/service.js';
 import type { Output } from './io.js';
 
-/** Reads and validates one record file; returns the record or the printed reasons it is not one. */
-function load(file: string, io: Output): BaselineRecord | null {
+/** Exit codes of every baseline command: CI reads them. */
+const OK = 0;
+const REGRESSED = 1;
+const ERROR = 2;
+const FORMATS: ReportFormat[] = ['table', 'json', 'markdown'];
+const SERVER_TIMEOUT_MS = 30_000;
+
+class UsageError extends Error {}
+
+/** Reads and validates one record file; returns the record and its text, or prints why it is not one. */
+function load(file: string, io: Output): { record: BaselineRecord; text: string } | null {
+  let text: string;
   let data: unknown;
   try {
-    data = JSON.parse(readFileSync(file, 'utf8'));
+    text = readFileSync(file, 'utf8');
+    data = JSON.parse(text);
   } catch (error) {
     io.err(`${file}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : `not valid JSON (${(error as Error).message})`}`);
     return null;
   }
   const errors = baselineErrors(data);
   for (const error of errors) io.err(`${file}: ${error.path}: ${error.message}`);
-  return errors.length ? null : (data as BaselineRecord);
+  return errors.length ? null : { record: data as BaselineRecord, text };
+}
+
+/** The options every baseline command shares, read with Node's own parser; a bad value is a UsageError. */
+function options(args: string[], usage: string, needsServer: boolean) {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      allowPositionals: true,
+      options: { threshold: { type: 'string' }, format: { type: 'string' }, server: { type: 'string' }, limit: { type: 'string' } },
+    });
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message}\n${usage}`);
+  }
+  const { threshold = String(DEFAULT_THRESHOLD_PCT), format = 'table', server, limit = '20' } = parsed.values;
+  const thresholdPct = Number(threshold);
+  if (!Number.isFinite(thresholdPct) || thresholdPct < 0) throw new UsageError(`--threshold must be a number >= 0, got "${threshold}"`);
+  if (!FORMATS.includes(format as ReportFormat)) throw new UsageError(`--format must be table, json or markdown, got "${format}"`);
+  if (!/^\d+$/.test(limit) || Number(limit) < 1 || Number(limit) > 500) throw new UsageError(`--limit must be 1..500, got "${limit}"`);
+  if (needsServer && !server) throw new UsageError(`--server URL is required\n${usage}`);
+  if (server && !/^https?:\/\/[^/]/.test(server)) throw new UsageError(`--server must be an http:// or https:// URL, got "${server}"`);
+  return { files: parsed.positionals, thresholdPct, format: format as ReportFormat, server: server?.replace(/\/+$/, ''), limit: Number(limit) };
+}
+
+/** Runs a command body: any failure is exit 2 with its message (1 means "regressed" to CI, never "crashed"). */
+async function command(io: Output, body: () => Promise<number> | number): Promise<number> {
+  try {
+    return await body();
+  } catch (error) {
+    io.err(error instanceof UsageError || error instanceof ServerError ? error.message : `error: ${(error as Error).message}`);
+    return ERROR;
+  }
 }
 
 /** `mothership baseline validate FILE...`: 0 when every file is a valid record, 1 otherwise. */
 export function validateCommand(files: string[], io: Output): number {
   if (files.length === 0) {
     io.err('usage: mothership baseline validate FILE...');
-    return 2;
+    return ERROR;
   }
   let failures = 0;
   for (const file of files) {
     if (load(file, io)) io.out(`${file}: valid`);
     else failures++;
   }
-  return failures ? 1 : 0;
+  return failures ? 1 : OK;
 }
 
-/** `mothership baseline compare BASE HEAD [--threshold PCT] [--format table|json|markdown]`: 1 on regression. */
-export function compareCommand(args: string[], io: Output): number {
-  const files: string[] = [];
-  let threshold = DEFAULT_THRESHOLD_PCT;
-  let format: ReportFormat = 'table';
-  for (let index = 0; index < args.length; index++) {
-    const arg = args[index]!;
-    const [flag, inline] = arg.startsWith('--') ? arg.split('=', 2) : [arg, undefined];
-    const value = () => inline ?? args[++index];
-    if (flag === '--threshold') {
-      const text = value();
-      threshold = Number(text);
-      if (text === undefined || !Number.isFinite(threshold) || threshold < 0) {
-        io.err(`--threshold must be a number >= 0, got "${text ?? ''}"`);
-        return 2;
-      }
-    } else if (flag === '--format') {
-      const text = value();
-      if (text !== 'table' && text !== 'json' && text !== 'markdown') {
-        io.err(`--format must be table, json or markdown, got "${text ?? ''}"`);
-        return 2;
-      }
-      format = text;
-    } else if (arg.startsWith('--')) {
-      io.err(`unknown option ${arg}`);
-      return 2;
-    } else files.push(arg);
+const COMPARE_USAGE = 'usage: mothership baseline compare BASE.json HEAD.json [--threshold PCT] [--format table|json|markdown]';
+
+/** `mothership baseline compare BASE HEAD`: 1 on a regression, 2 on an error. */
+export function compareCommand(args: string[], io: Output): Promise<number> {
+  return command(io, () => {
+    const { files, thresholdPct, format } = options(args, COMPARE_USAGE, false);
+    if (files.length !== 2) throw new UsageError(COMPARE_USAGE);
+    const base = load(files[0]!, io);
+    const head = load(files[1]!, io);
+    if (!base || !head) return ERROR;
+    return report(compareBaselines(base.record, head.record, thresholdPct), format, io);
+  });
+}
+
+const PUSH_USAGE = 'usage: MOTHERSHIP_TOKEN=... mothership baseline push FILE --server URL [--threshold PCT] [--format table|json|markdown]';
+
+/**
+ * `mothership baseline push FILE --server URL`: records the run on a server, prints the server's
+ * comparison with the run before it, and exits 1 on a regression, 0 otherwise, 2 on any error. With
+ * `GITHUB_STEP_SUMMARY` set (GitHub Actions), the markdown report is appended to the job summary.
+ */
+export function pushCommand(args: string[], io: Output, env: NodeJS.ProcessEnv): Promise<number> {
+  return command(io, async () => {
+    const { files, thresholdPct, format, server } = options(args, PUSH_USAGE, true);
+    if (files.length !== 1) throw new UsageError(PUSH_USAGE);
+    const run = load(files[0]!, io);
+    if (!run) return ERROR;
+    const recorded = await request<{ id: number; comparison: ComparisonReport | null }>(`${server}/api/baselines?threshold=${thresholdPct}`, env, { method: 'POST', body: run.text });
+    if (!recorded.comparison) {
+      io.out(`Recorded baseline ${recorded.id} (${run.record.commit_sha}): the first run, nothing to compare with.`);
+      return OK;
+    }
+    if (env.GITHUB_STEP_SUMMARY) appendFileSync(env.GITHUB_STEP_SUMMARY, formatReport(recorded.comparison, 'markdown') + '\n');
+    return report(recorded.comparison, format, io);
+  });
+}
+
+const HISTORY_USAGE = 'usage: MOTHERSHIP_TOKEN=... mothership baseline history --server URL [--limit N] [--format table|json|markdown]';
+
+/** `mothership baseline history --server URL`: the newest runs on the server, in run order. */
+export function historyCommand(args: string[], io: Output, env: NodeJS.ProcessEnv): Promise<number> {
+  return command(io, async () => {
+    const { files, format, server, limit } = options(args, HISTORY_USAGE, true);
+    if (files.length) throw new UsageError(HISTORY_USAGE);
+    io.out(formatHistory(await request<StoredBaseline[]>(`${server}/api/baselines?limit=${limit}`, env, { method: 'GET' }), format));
+    return OK;
+  });
+}
+
+function report(comparison: ComparisonReport, format: ReportFormat, io: Output): number {
+  io.out(formatReport(comparison, format));
+  return comparison.regressed ? REGRESSED : OK;
+}
+
+class ServerError extends Error {}
+
+/** One call to the server with the token from MOTHERSHIP_TOKEN; any failure is a ServerError naming why. */
+async function request<T>(url: string, env: NodeJS.ProcessEnv, init: { method: string; body?: string }): Promise<T> {
+  const token = env.MOTHERSHIP_TOKEN;
+  if (!token) throw new UsageError('MOTHERSHIP_TOKEN is not set: it carries the token the server accepts (the admin token)');
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      ...init,
+      headers: { authorization: `Bearer ${token}`, ...(init.body ? { 'content-type': 'application/json' } : {}) },
+      signal: AbortSignal.timeout(SERVER_TIMEOUT_MS),
+    });
+  } catch (error) {
+    const cause = (error as Error & { cause?: { code?: string; message?: string } }).cause;
+    throw new ServerError(`could not reach ${new URL(url).origin}: ${cause?.code ?? cause?.message ?? (error as Error).message}`);
   }
-  if (files.length !== 2) {
-    io.err('usage: mothership baseline compare BASE.json HEAD.json [--threshold PCT] [--format table|json|markdown]');
-    return 2;
+  const text = await response.text();
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new ServerError(`${new URL(url).origin} answered ${response.status} with no JSON: is --server the Mothership URL?`);
   }
-  const base = load(files[0]!, io);
-  const head = load(files[1]!, io);
-  if (!base || !head) return 2;
-  const report = compareBaselines(base, head, threshold);
-  io.out(formatReport(report, format));
-  return report.regressed ? 1 : 0;
+  if (!response.ok) {
+    const problem = body as { detail?: string; errors?: { path: string; message: string }[] };
+    const fields = (problem.errors ?? []).map((error) => `\n  ${error.path}: ${error.message}`).join('');
+    throw new ServerError(`the server refused the request (${response.status}): ${problem.detail ?? text}${fields}`);
+  }
+  return body as T;
 }
