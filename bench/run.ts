@@ -1,6 +1,7 @@
 import { benchRateLimit } from './ratelimit.js';
 import { benchEnrichment } from './enrichment.js';
 import { benchBaselines } from './baselines.js';
+import { benchDetector } from './detector.js';
 import { benchFanout } from './fanout.js';
 import { benchMemory } from './memory.js';
 import { spawnSync } from 'node:child_process';
@@ -13,6 +14,7 @@ const BENCHMARKS: Record<string, () => Promise<boolean>> = {
   enrichment: benchEnrichment,
   fanout: benchFanout,
   baselines: benchBaselines,
+  detector: benchDetector,
   memory: benchMemory,
 };
 

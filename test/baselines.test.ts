@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import { Validator } from '@cfworker/json-schema';
 import { baselineErrors, BASELINE_SCHEMA_PATH, type BaselineRecord } from '../src/baselines/schema.js';
 import { compareBaselines } from '../src/baselines/compare.js';
+import { DEFAULT_DETECTION, detectRegression, type Run } from '../src/baselines/detect.js';
 import { formatReport } from '../src/baselines/format.js';
 import { ADMIN_TOKEN, DIALECTS, startTestApp, type TestApp } from './helpers/app.js';
 import { freePort } from './helpers/broker.js';
@@ -161,6 +162,70 @@ describe('baseline comparison', () => {
   });
 });
 
+describe('history-aware regression detection', () => {
+  // A run whose subject and tools all scale with `machine` (speedups unchanged) and whose subject alone scales with `ours`.
+  const run = (sha: string, ours: number, machine = 1): Run => ({
+    commit_sha: sha,
+    record: { ...valid, commit_sha: sha, subject_geomean: 0.5 * ours * machine, alpha_geomean: 1.5 * machine, beta_geomean: 1.0 * machine, gamma_geomean: 2.0 * machine, grep_1000_mean_ms: 40 * machine },
+  });
+  const field = (detection: ReturnType<typeof detectRegression>, name: string) => detection.fields.find((entry) => entry.field === name)!;
+  // Ten earlier commits on a noisy runner: the machine factor wanders by about +-6 %, our own time by +-2 %.
+  const jitter = [0, 0.02, -0.01, 0.01, -0.02, 0.01, 0, -0.01, 0.02, -0.02];
+  const noisy = [1.0, 1.06, 0.95, 1.04, 0.97, 1.05, 0.94, 1.02, 0.99, 1.06].map((machine, index) => run(`n${index}00000`, 1 + jitter[index]!, machine));
+  const steady = [1.0, 1.01, 0.99, 1.0, 1.01, 0.99, 1.0, 1.0, 1.01, 0.99].map((machine, index) => run(`s${index}00000`, 1, machine));
+
+  it('a change beyond the threshold but inside the noise band is not a regression; the same change on a steady history is', () => {
+    const onNoise = detectRegression(noisy, [run('head000', 1, 1.12)]);
+    assert.equal(onNoise.method, 'z-score');
+    const grep = field(onNoise, 'grep_1000_mean_ms');
+    assert.ok(grep.change_pct! > 10, `${grep.change_pct}% beyond the threshold`);
+    assert.equal(grep.regression, false, grep.reason);
+    assert.match(grep.reason, /within the noise band/);
+    assert.equal(onNoise.regressed, false);
+    const onSteady = detectRegression(steady, [run('head000', 1, 1.12)]);
+    assert.equal(field(onSteady, 'grep_1000_mean_ms').regression, true, field(onSteady, 'grep_1000_mean_ms').reason);
+    assert.match(field(onSteady, 'grep_1000_mean_ms').reason, /z = \d+(\.\d+)? > 3: regression/);
+    assert.equal(field(onSteady, 'speedup_vs_alpha').regression, false, 'a slower machine leaves the speedups alone');
+  });
+
+  it('a real step of the subject is a regression even on the noisy runner: the speedups cancel the machine', () => {
+    const detection = detectRegression(noisy, [run('head000', 1.3, 1.05)]);
+    assert.deepEqual(detection.regressions.filter((name) => name.startsWith('speedup')), ['speedup_vs_alpha', 'speedup_vs_beta', 'speedup_vs_gamma']);
+    const alpha = field(detection, 'speedup_vs_alpha');
+    assert.equal(alpha.runs_considered, 10);
+    assert.ok(alpha.band![0] < alpha.centre! && alpha.centre! < alpha.band![1]);
+  });
+
+  it('with fewer than a handful of earlier commits the percentage threshold decides, and the report says so', () => {
+    const detection = detectRegression(noisy.slice(0, 3), [run('head000', 1.2)]);
+    assert.equal(detection.method, 'threshold');
+    assert.match(detection.note!, /Only 3 earlier commits \(fewer than 5\)/);
+    assert.equal(field(detection, 'subject_geomean').regression, true);
+    assert.equal(detectRegression([], [run('head000', 2)]).method, 'none');
+    assert.equal(detectRegression([], [run('head000', 2)]).regressed, false);
+  });
+
+  it('averages the runs of one commit: repeated runs count once in the history and sharpen the head', () => {
+    const history = [...steady.slice(0, 4), run('rerun00', 1, 1.0), run('rerun00', 1, 1.3), run('rerun00', 1, 0.7)];
+    const detection = detectRegression(history, [run('head000', 1, 1.0)]);
+    assert.equal(field(detection, 'grep_1000_mean_ms').runs_considered, 5, 'three runs of one commit are one value');
+    const headRuns = detectRegression(steady, [run('head000', 1, 1.2), run('head000', 1, 1.0)]);
+    const grep = field(headRuns, 'grep_1000_mean_ms');
+    assert.equal(grep.head_runs, 2);
+    assert.equal(grep.head, 44, 'the mean of the head commit\'s runs');
+    // Runs of the head commit in the history are the head's, not its history.
+    assert.equal(field(detectRegression([...steady, run('head000', 1, 5)], [run('head000', 1, 1)]), 'grep_1000_mean_ms').runs_considered, 10);
+  });
+
+  it('judges each direction: a throughput drop is worse, a rise is not', () => {
+    const withThroughput = (sha: string, value: number): Run => ({ commit_sha: sha, record: { ...valid, commit_sha: sha, throughput_mb_per_sec: value } });
+    const history = [300, 302, 298, 301, 299, 300].map((value, index) => withThroughput(`t${index}00000`, value));
+    assert.equal(field(detectRegression(history, [withThroughput('head000', 240)]), 'throughput_mb_per_sec').regression, true);
+    assert.equal(field(detectRegression(history, [withThroughput('head000', 360)]), 'throughput_mb_per_sec').regression, false);
+    assert.equal(DEFAULT_DETECTION.lookback, 10);
+  });
+});
+
 for (const dialect of DIALECTS) {
   describe(`baselines API (${dialect})`, () => {
     let app: TestApp;
@@ -245,6 +310,30 @@ for (const dialect of DIALECTS) {
       assert.equal(d.comparison.regressed, false);
       assert.equal((await app.api('GET', '/api/baselines?before=999999')).status, 404);
     });
+
+    it('judges a run against its history: noise on the runner raises no alarm, and the answer says why', async () => {
+      const machine = [1.0, 1.06, 0.95, 1.04, 0.97, 1.05, 0.94, 1.02, 0.99, 0.96, 1.12];
+      let last: any;
+      for (const [index, factor] of machine.entries()) {
+        last = (await app.api('POST', '/api/baselines', { ...valid, commit_sha: `f${String(index).padStart(2, '0')}0000`, timestamp: `2027-01-${String(index + 1).padStart(2, '0')}T10:00:00Z`, subject_geomean: 0.5 * factor, alpha_geomean: 1.5 * factor, beta_geomean: 1.0 * factor, gamma_geomean: 2.0 * factor, grep_1000_mean_ms: 40 * factor })).body;
+      }
+      // The last run is 17 % slower than the one before it on every time (the machine), 12 % slower than
+      // the history's mean but inside its noise band: the plain comparison flags it, the history does not.
+      assert.equal(last.comparison.regressed, true);
+      assert.equal(last.detection.method, 'z-score');
+      assert.equal(last.detection.regressed, false);
+      const grep = last.detection.fields.find((field: { field: string }) => field.field === 'grep_1000_mean_ms');
+      assert.equal(grep.runs_considered, 10);
+      assert.match(grep.reason, /12\.\d+% worse than the mean of 10 earlier commits \(band .*within the noise band: not a regression/);
+      const events = (await app.api('GET', '/api/events?type=baseline.recorded&order=desc&limit=1')).body.events;
+      assert.deepEqual([events[0].severity, events[0].detail.regressed], ['info', false], 'the event follows the history-aware verdict');
+      assert.deepEqual((await app.api('GET', `/api/baselines/${last.id}/detection`)).body, last.detection);
+      const listed = (await app.api('GET', '/api/baselines?limit=3&detection=true')).body;
+      assert.equal(listed.length, 3);
+      assert.deepEqual(listed[0].detection, last.detection);
+      assert.equal((await app.api('GET', '/api/baselines?limit=1')).body[0].detection, undefined, 'only when asked');
+      assert.equal((await app.api('GET', '/api/baselines/999999/detection')).status, 404);
+    });
   });
 }
 
@@ -325,10 +414,14 @@ describe('baseline CLI', () => {
       assert.match(within.stdout, /No regression beyond 10%/);
       const regressed = await cliWith(env({ GITHUB_STEP_SUMMARY: summary }), 'push', file('run3.json', { ...valid, commit_sha: 'c3d4e5f', timestamp: '2026-12-03T10:00:00Z', subject_geomean: 0.7 }), '--server', server, '--format', 'json');
       assert.equal(regressed.code, 1, regressed.stderr);
-      assert.deepEqual(JSON.parse(regressed.stdout).regressions.includes('subject_geomean'), true);
+      const output = JSON.parse(regressed.stdout);
+      assert.equal(output.comparison.regressions.includes('subject_geomean'), true);
+      assert.equal(output.detection.method, 'threshold', 'two earlier commits: the threshold decides, and says so');
+      assert.equal(output.detection.regressions.includes('subject_geomean'), true);
       const written = readFileSync(summary, 'utf8');
       assert.equal(written.match(/^### Benchmark comparison/gm)?.length, 2, 'one markdown report per push, appended');
       assert.match(written, /:x: REGRESSED beyond 10%: subject_geomean/);
+      assert.match(written, /#### Against the history \(the mean of 2 earlier commits, threshold 10% alone\)/);
       assert.equal((await app.api('GET', '/api/baselines')).body.length, 3);
     });
 

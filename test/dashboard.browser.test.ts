@@ -39,7 +39,10 @@ describe('dashboard in Chromium', () => {
     await app.api('POST', '/api/persons', { id: 'bob', name: 'Bob' });
     for (const name of ['Kitchen', 'Living room', 'Bedroom']) await app.api('POST', '/api/zones', { name });
     await app.api('POST', '/api/events', { type: 'zone.entry', person: 'bob', zone: 'bedroom' });
+    // Seven runs: the last two have five earlier commits each, enough for a noise band.
     const runs = [
+      ['9a8b7c6', 0.5, 1.6, 1.1, 2.4, 40],
+      ['8a7b6c5', 0.51, 1.59, 1.1, 2.41, 39],
       ['a1b2c3d', 0.52, 1.6, 1.1, 2.4, 41],
       ['b2c3d4e', 0.5, 1.58, 1.08, 2.45, 40],
       ['c3d4e5f', 0.47, 1.61, 1.12, 2.39, 37],
@@ -195,11 +198,14 @@ describe('dashboard in Chromium', () => {
 
   it('renders the baseline history chart with the subject and the three comparison tools', async () => {
     await page.click('nav button[data-view="baselines"]');
-    await page.waitForSelector('#chart-geomean svg[data-points="5"]');
+    await page.waitForSelector('#chart-geomean svg[data-points="7"]');
     for (const series of ['subject', 'alpha', 'beta', 'gamma']) assert.ok(await page.$(`#chart-geomean path[data-series="${series}"]`), series);
+    assert.ok(await page.$('#chart-geomean polygon[data-band="subject"]'), 'the noise band of the subject');
+    assert.match((await page.textContent('#chart-geomean circle title'))!, /^9a8b7c6 · .+\nsubject_geomean: 0\.5 s\nno history yet$/);
     assert.ok(await page.$('#chart-grep path[data-series="grep 1000"]'));
     await page.waitForSelector('#comparison tbody tr');
-    assert.match((await page.textContent('#comparison-verdict'))!, /Regressed beyond 10%: subject_geomean/);
+    assert.match((await page.textContent('#comparison-verdict'))!, /Against the previous run: beyond 10% on subject_geomean/);
+    assert.equal(await page.locator('#comparison tbody tr').count(), 8, 'each metric and speedup once');
     await shot('baselines');
   });
 

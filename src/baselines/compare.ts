@@ -48,7 +48,7 @@ export interface ComparisonReport {
   warnings: string[];
 }
 
-const METRICS: { field: keyof BaselineRecord; role: MetricChange['role']; direction: Direction; unit: string }[] = [
+export const METRICS: { field: keyof BaselineRecord; role: MetricChange['role']; direction: Direction; unit: string }[] = [
   { field: 'subject_geomean', role: 'subject', direction: 'lower_is_better', unit: 's' },
   { field: 'grep_1000_mean_ms', role: 'subject', direction: 'lower_is_better', unit: 'ms' },
   { field: 'throughput_mb_per_sec', role: 'subject', direction: 'higher_is_better', unit: 'MB/s' },

@@ -1,4 +1,5 @@
 import type { ComparisonReport, Status } from './compare.js';
+import type { Detection } from './detect.js';
 import type { StoredBaseline } from './service.js';
 
 export type ReportFormat = 'table' | 'json' | 'markdown';
@@ -80,4 +81,18 @@ export function formatHistory(runs: StoredBaseline[], format: ReportFormat): str
   const widths = header.map((_, column) => Math.max(header[column]!.length, ...table.map((cells) => cells[column]!.length)));
   const line = (cells: string[]) => cells.map((cell, column) => (column < 3 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join('  ');
   return [line(header), line(widths.map((width) => '-'.repeat(width))), ...table.map(line), ''].join('\n');
+}
+
+/** The history-aware verdict and why, for a terminal or a pull-request comment (JSON callers take the object). */
+export function formatDetection(detection: Detection, format: Exclude<ReportFormat, 'json'>): string {
+  const how =
+    detection.method === 'z-score' ? `the mean of ${detection.runs_considered} earlier commits with a noise band of ${detection.z_threshold} standard deviations, threshold ${detection.threshold_pct}%`
+    : detection.method === 'threshold' ? `the mean of ${detection.runs_considered} earlier commit${detection.runs_considered === 1 ? '' : 's'}, threshold ${detection.threshold_pct}% alone`
+    : 'no earlier runs';
+  const verdict = detection.regressed ? `REGRESSED: ${detection.regressions.join(', ')}` : 'no regression';
+  const reasons = detection.fields.filter((field) => field.method !== 'none').map((field) => `${field.regression ? 'REGRESSION ' : ''}${field.field}: ${field.reason}`);
+  if (format === 'markdown') {
+    return [`#### Against the history (${how})`, '', `${detection.regressed ? ':x:' : ':white_check_mark:'} ${verdict}`, ...(detection.note ? ['', `> ${detection.note}`] : []), '', ...reasons.map((reason) => `- ${reason}`), ''].join('\n');
+  }
+  return [`Against the history (${how}): ${verdict}`, ...(detection.note ? [detection.note] : []), ...reasons.map((reason) => `  ${reason}`), ''].join('\n');
 }

@@ -5,9 +5,10 @@ import { baselineSchema, baselineSchemaForOpenApi, validateBaseline, type Baseli
 import type { BaselineService } from './service.js';
 import { DEFAULT_THRESHOLD_PCT } from './compare.js';
 
+const detectionSchema = { type: 'object', additionalProperties: true, description: 'History-aware verdict (docs/baselines.md, Regression detection)' } as const;
 const storedSchema = {
   type: 'object',
-  properties: { id: { type: 'integer' }, recorded_at: { type: 'string' }, record: { type: 'object', additionalProperties: true } },
+  properties: { id: { type: 'integer' }, recorded_at: { type: 'string' }, record: { type: 'object', additionalProperties: true }, detection: detectionSchema },
 } as const;
 
 const thresholdSchema = { type: 'number', minimum: 0, maximum: 10000, default: DEFAULT_THRESHOLD_PCT, description: 'Regression threshold in percent' } as const;
@@ -23,7 +24,7 @@ export function baselineRoutes(app: FastifyInstance, baselines: BaselineService)
     {
       schema: {
         tags: ['baselines'],
-        summary: 'Record a baseline; answers it with a comparison against the previous record',
+        summary: 'Record a baseline; answers it with a comparison against the previous run and the history-aware detection',
         body: baselineSchemaForOpenApi,
         querystring: { type: 'object', additionalProperties: false, properties: { threshold: thresholdSchema } },
       },
@@ -47,15 +48,34 @@ export function baselineRoutes(app: FastifyInstance, baselines: BaselineService)
         querystring: {
           type: 'object',
           additionalProperties: false,
-          properties: { limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 }, before: rowId },
+          properties: {
+            limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 },
+            before: rowId,
+            detection: { type: 'boolean', default: false, description: "Add each run's history-aware verdict" },
+            threshold: thresholdSchema,
+          },
         },
         response: { 200: { type: 'array', items: storedSchema } },
       },
     },
     (request) => {
-      const { limit, before } = request.query as { limit: number; before?: number };
-      return baselines.list(limit, before);
+      const { limit, before, detection, threshold } = request.query as { limit: number; before?: number; detection: boolean; threshold: number };
+      return baselines.list(limit, before, detection ? { thresholdPct: threshold } : undefined);
     },
+  );
+
+  app.get(
+    '/api/baselines/:id/detection',
+    {
+      schema: {
+        tags: ['baselines'],
+        summary: "A run's history-aware regression verdict against the runs before it (centre, noise band, why)",
+        params: { type: 'object', properties: { id: rowId } },
+        querystring: { type: 'object', additionalProperties: false, properties: { threshold: thresholdSchema } },
+        response: { 200: detectionSchema },
+      },
+    },
+    (request) => baselines.detect((request.params as { id: number }).id, (request.query as { threshold: number }).threshold),
   );
 
   app.get('/api/baselines/latest', { schema: { tags: ['baselines'], response: { 200: storedSchema } } }, () => baselines.latest());

@@ -2,7 +2,8 @@ import type { Database } from '../db/index.js';
 import { now } from '../db/index.js';
 import type { EventLog } from '../events/index.js';
 import { notFound } from '../http/problem.js';
-import { compareBaselines, type ComparisonReport } from './compare.js';
+import { compareBaselines, DEFAULT_THRESHOLD_PCT, type ComparisonReport } from './compare.js';
+import { DEFAULT_DETECTION, detectRegression, type Detection } from './detect.js';
 import { runAt, type BaselineRecord } from './schema.js';
 import type { Db } from '../db/index.js';
 
@@ -16,6 +17,17 @@ type Row = { id: number; recorded_at: string; record: string };
 const toStored = (row: Row): StoredBaseline => ({ id: Number(row.id), recorded_at: row.recorded_at, record: JSON.parse(row.record) as BaselineRecord });
 
 const COLUMNS = ['id', 'recorded_at', 'record'] as const;
+/** Runs read before a head to find its `lookback` earlier commits (a commit may have several runs). */
+const HISTORY_RUNS = 100;
+
+/** The detection of the run at `index` of `runs` (oldest first) against the runs before it. */
+function detectAt(runs: StoredBaseline[], index: number, thresholdPct: number): Detection {
+  const head = runs[index]!;
+  const before = runs.slice(Math.max(0, index - HISTORY_RUNS), index).map(toRun);
+  const headRuns = [...before.filter((run) => run.commit_sha === head.record.commit_sha), toRun(head)];
+  return detectRegression(before, headRuns, { ...DEFAULT_DETECTION, thresholdPct });
+}
+const toRun = (stored: StoredBaseline) => ({ commit_sha: stored.record.commit_sha, record: stored.record });
 
 /**
  * Stores validated baseline records (exactly as sent) and compares them. Runs are in run order: by
@@ -31,34 +43,60 @@ export class BaselineService {
    * Stores a valid record (its raw JSON text is kept as sent) and compares it with the run before it
    * in run order: for a backfilled older run, the run that preceded it then, not the newest.
    */
-  record(record: BaselineRecord, rawJson: string, thresholdPct?: number) {
+  record(record: BaselineRecord, rawJson: string, thresholdPct = DEFAULT_THRESHOLD_PCT) {
     return this.events.write(async (trx, emit) => {
       const at = runAt(record.timestamp);
-      const previous = await inRunOrder(trx).where('run_at', '<=', at).limit(1).executeTakeFirst();
+      const earlier = (await inRunOrder(trx).where('run_at', '<=', at).limit(HISTORY_RUNS).execute()).map(toStored).reverse();
+      const previous = earlier.at(-1);
       const recordedAt = now();
       const { id } = await trx
         .insertInto('baselines')
         .values({ commit_sha: record.commit_sha, recorded_at: recordedAt, run_at: at, record: rawJson })
         .returning('id')
         .executeTakeFirstOrThrow();
-      const comparison = previous ? compareBaselines(toStored(previous).record, record, thresholdPct) : null;
+      const comparison = previous ? compareBaselines(previous.record, record, thresholdPct) : null;
+      const stored = { id: Number(id), recorded_at: recordedAt, record };
+      const detection = detectAt([...earlier, stored], earlier.length, thresholdPct);
+      // The alarm is the history-aware verdict: noise on a shared runner must not raise one.
       emit('baseline.recorded', {
-        severity: comparison?.regressed ? 'warning' : 'info',
+        severity: detection.regressed ? 'warning' : 'info',
         detail: {
           id: Number(id),
           commit_sha: record.commit_sha,
           subject_geomean: record.subject_geomean,
           grep_1000_mean_ms: record.grep_1000_mean_ms,
-          regressed: comparison?.regressed ?? false,
-          regressions: comparison?.regressions ?? [],
+          regressed: detection.regressed,
+          regressions: detection.regressions,
         },
       });
-      return { id: Number(id), recorded_at: recordedAt, record, comparison };
+      return { ...stored, comparison, detection };
     });
   }
 
-  /** Newest run first; `before`: only the runs before that record in run order (the next page). */
-  async list(limit: number, before?: number): Promise<StoredBaseline[]> {
+  /**
+   * Newest run first; `before`: only the runs before that record in run order (the next page). With
+   * `detection`, each run carries its history-aware verdict against the runs before it (the chart's
+   * noise band and regression marks).
+   */
+  async list(limit: number, before?: number, detection?: { thresholdPct: number }): Promise<Array<StoredBaseline & { detection?: Detection }>> {
+    const runs = await this.page(limit + (detection ? HISTORY_RUNS : 0), before);
+    if (!detection) return runs;
+    const oldestFirst = runs.reverse();
+    const shown = Math.min(limit, oldestFirst.length);
+    return oldestFirst
+      .map((run, index) => (index >= oldestFirst.length - shown ? { ...run, detection: detectAt(oldestFirst, index, detection.thresholdPct) } : null))
+      .filter((run) => run !== null)
+      .reverse();
+  }
+
+  /** The history-aware verdict on one run, against the runs before it. */
+  async detect(id: number, thresholdPct: number): Promise<Detection> {
+    const head = await this.get(id);
+    const before = (await this.page(HISTORY_RUNS, id)).reverse();
+    return detectAt([...before, head], before.length, thresholdPct);
+  }
+
+  private async page(limit: number, before?: number): Promise<StoredBaseline[]> {
     let query = inRunOrder(this.database.db).limit(limit);
     if (before !== undefined) {
       const cursor = await this.database.db.selectFrom('baselines').select(['run_at', 'id']).where('id', '=', before).executeTakeFirst();

@@ -2,7 +2,8 @@ import { appendFileSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { baselineErrors, type BaselineRecord } from '../baselines/schema.js';
 import { compareBaselines, DEFAULT_THRESHOLD_PCT, type ComparisonReport } from '../baselines/compare.js';
-import { formatHistory, formatReport, type ReportFormat } from '../baselines/format.js';
+import type { Detection } from '../baselines/detect.js';
+import { formatDetection, formatHistory, formatReport, type ReportFormat } from '../baselines/format.js';
 import type { StoredBaseline } from '../baselines/service.js';
 import type { Output } from './io.js';
 
@@ -95,8 +96,9 @@ const PUSH_USAGE = 'usage: MOTHERSHIP_TOKEN=... mothership baseline push FILE --
 
 /**
  * `mothership baseline push FILE --server URL`: records the run on a server, prints the server's
- * comparison with the run before it, and exits 1 on a regression, 0 otherwise, 2 on any error. With
- * `GITHUB_STEP_SUMMARY` set (GitHub Actions), the markdown report is appended to the job summary.
+ * comparison with the previous run and its verdict against the history, and exits 1 when the history
+ * says it regressed, 0 otherwise, 2 on any error. With `GITHUB_STEP_SUMMARY` set (GitHub Actions),
+ * the markdown report is appended to the job summary.
  */
 export function pushCommand(args: string[], io: Output, env: NodeJS.ProcessEnv): Promise<number> {
   return command(io, async () => {
@@ -104,13 +106,13 @@ export function pushCommand(args: string[], io: Output, env: NodeJS.ProcessEnv):
     if (files.length !== 1) throw new UsageError(PUSH_USAGE);
     const run = load(files[0]!, io);
     if (!run) return ERROR;
-    const recorded = await request<{ id: number; comparison: ComparisonReport | null }>(`${server}/api/baselines?threshold=${thresholdPct}`, env, { method: 'POST', body: run.text });
-    if (!recorded.comparison) {
-      io.out(`Recorded baseline ${recorded.id} (${run.record.commit_sha}): the first run, nothing to compare with.`);
-      return OK;
-    }
-    if (env.GITHUB_STEP_SUMMARY) appendFileSync(env.GITHUB_STEP_SUMMARY, formatReport(recorded.comparison, 'markdown') + '\n');
-    return report(recorded.comparison, format, io);
+    const recorded = await request<{ id: number; comparison: ComparisonReport | null; detection: Detection }>(`${server}/api/baselines?threshold=${thresholdPct}`, env, { method: 'POST', body: run.text });
+    const { comparison, detection } = recorded;
+    if (format === 'json') io.out(JSON.stringify({ id: recorded.id, comparison, detection }, null, 2));
+    else if (!comparison) io.out(`Recorded baseline ${recorded.id} (${run.record.commit_sha}): the first run, nothing to compare with.`);
+    else io.out(formatReport(comparison, format) + '\n' + formatDetection(detection, format));
+    if (comparison && env.GITHUB_STEP_SUMMARY) appendFileSync(env.GITHUB_STEP_SUMMARY, formatReport(comparison, 'markdown') + '\n' + formatDetection(detection, 'markdown') + '\n');
+    return detection.regressed ? REGRESSED : OK;
   });
 }
 

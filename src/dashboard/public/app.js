@@ -526,31 +526,46 @@ $('#bot-form').addEventListener('submit', async (event) => {
 const TOOL_COLORS = { subject: '#1f8a7c', alpha: '#3b6fb6', beta: '#b7791f', gamma: '#8e44ad' };
 
 async function loadBaselines() {
-  const runs = (await api('GET', '/api/baselines?limit=200')).reverse();
+  const runs = (await api('GET', '/api/baselines?limit=200&detection=true')).reverse();
   const labels = runs.map((run) => run.record.commit_sha.slice(0, 7));
   const values = (field) => runs.map((run) => (typeof run.record[field] === 'number' ? run.record[field] : null));
+  const verdict = (run, field) => run.detection?.fields.find((entry) => entry.field === field);
+  const band = (field) => runs.map((run) => verdict(run, field)?.band ?? null);
+  const marks = (field) => runs.map((run) => Boolean(verdict(run, field)?.regression));
+  const titles = (field, unit) =>
+    runs.map((run) => {
+      const judged = verdict(run, field);
+      return [`${run.record.commit_sha} · ${dateTime(run.record.timestamp)}`, `${field}: ${run.record[field]} ${unit}`, judged && judged.method !== 'none' ? `${judged.regression ? 'REGRESSION: ' : ''}${judged.reason}` : 'no history yet'].join('\n');
+    });
   lineChart($('#chart-geomean'), {
     labels,
     unit: 's',
-    series: Object.entries(TOOL_COLORS).map(([tool, color]) => ({ name: tool, color, values: values(`${tool}_geomean`) })),
+    series: Object.entries(TOOL_COLORS).map(([tool, color]) => ({
+      name: tool,
+      color,
+      values: values(`${tool}_geomean`),
+      ...(tool === 'subject' ? { band: band('subject_geomean'), marks: marks('subject_geomean'), titles: titles('subject_geomean', 's') } : {}),
+    })),
   });
-  lineChart($('#chart-grep'), { labels, unit: 'ms', series: [{ name: 'grep 1000', color: '#1f3b57', values: values('grep_1000_mean_ms') }] });
+  lineChart($('#chart-grep'), { labels, unit: 'ms', series: [{ name: 'grep 1000', color: '#1f3b57', values: values('grep_1000_mean_ms'), band: band('grep_1000_mean_ms'), marks: marks('grep_1000_mean_ms'), titles: titles('grep_1000_mean_ms', 'ms') }] });
+  const latest = runs.at(-1)?.detection;
+  $('#detection-verdict').textContent = !latest || latest.method === 'none' ? '' : latest.regressed ? `Latest run regressed against its history: ${latest.regressions.join(', ')}` : latest.note ?? `Latest run within its history's noise band (${latest.runs_considered} earlier commits, ±${latest.z_threshold} standard deviations, threshold ${latest.threshold_pct}%).`;
 
   const body = $('#comparison tbody');
-  body.replaceChildren();
   if (runs.length < 2) {
+    body.replaceChildren();
     $('#comparison-verdict').textContent = 'Record two baselines to compare them.';
     return;
   }
   const report = await api('GET', `/api/baselines/compare?base=${runs.at(-2).id}&head=${runs.at(-1).id}`);
-  $('#comparison-verdict').textContent = report.regressed ? `Regressed beyond ${report.threshold_pct}%: ${report.regressions.join(', ')}` : `No regression beyond ${report.threshold_pct}% (${report.base.commit_sha} → ${report.head.commit_sha})`;
+  $('#comparison-verdict').textContent = report.regressed ? `Against the previous run: beyond ${report.threshold_pct}% on ${report.regressions.join(', ')}` : `Against the previous run: nothing beyond ${report.threshold_pct}% (${report.base.commit_sha} → ${report.head.commit_sha})`;
   const pct = (value) => (value === null ? '-' : `${value > 0 ? '+' : ''}${value.toFixed(1)}%`);
-  for (const metric of report.metrics.filter((entry) => entry.status !== 'missing')) {
-    body.append(el('tr', { class: metric.regression ? 'regression' : '' }, el('td', {}, `${metric.field} (${metric.unit})`), el('td', { class: 'num' }, metric.base), el('td', { class: 'num' }, metric.head), el('td', { class: 'num' }, pct(metric.change_pct))));
-  }
-  for (const speedup of report.speedups.filter((entry) => entry.status !== 'missing')) {
-    body.append(el('tr', { class: speedup.regression ? 'regression' : '' }, el('td', {}, `speedup vs ${speedup.tool} (×)`), el('td', { class: 'num' }, speedup.base), el('td', { class: 'num' }, speedup.head), el('td', { class: 'num' }, pct(speedup.change_pct))));
-  }
+  const row = (entry, label) => el('tr', { class: entry.regression ? 'regression' : '' }, el('td', {}, label), el('td', { class: 'num' }, entry.base), el('td', { class: 'num' }, entry.head), el('td', { class: 'num' }, pct(entry.change_pct)));
+  // One replacement after the await: two loads overlapping (a view switch and an event) must not both append.
+  body.replaceChildren(
+    ...report.metrics.filter((entry) => entry.status !== 'missing').map((metric) => row(metric, `${metric.field} (${metric.unit})`)),
+    ...report.speedups.filter((entry) => entry.status !== 'missing').map((speedup) => row(speedup, `speedup vs ${speedup.tool} (×)`)),
+  );
 }
 
 // ---- start ----

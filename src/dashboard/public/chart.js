@@ -15,8 +15,10 @@ function niceMax(value) {
 }
 
 /**
+ * A series may carry, per point, a noise band (`band`: [low, high] or null, drawn shaded), a
+ * regression mark (`marks`: true draws a red ring) and a hover text (`titles`).
  * @param {HTMLElement} container
- * @param {{labels: string[], series: {name: string, color: string, values: (number|null)[]}[], unit: string}} data
+ * @param {{labels: string[], series: {name: string, color: string, values: (number|null)[], band?: ([number, number]|null)[], marks?: boolean[], titles?: string[]}[], unit: string}} data
  */
 export function lineChart(container, { labels, series, unit }) {
   container.replaceChildren();
@@ -32,7 +34,7 @@ export function lineChart(container, { labels, series, unit }) {
   const pad = { left: 56, right: 12, top: 26, bottom: 28 };
   const plotWidth = width - pad.left - pad.right;
   const plotHeight = height - pad.top - pad.bottom;
-  const max = niceMax(Math.max(...visible.flatMap((line) => line.values.filter((value) => value !== null))));
+  const max = niceMax(Math.max(...visible.flatMap((line) => [...line.values, ...(line.band ?? []).map((band) => band?.[1] ?? null)].filter((value) => value !== null))));
   const x = (index) => pad.left + (labels.length === 1 ? plotWidth / 2 : (index / (labels.length - 1)) * plotWidth);
   const y = (value) => pad.top + plotHeight - (value / max) * plotHeight;
 
@@ -48,10 +50,22 @@ export function lineChart(container, { labels, series, unit }) {
 
   let legendX = pad.left;
   for (const line of visible) {
+    // The noise band first, under the line: the upper edge left to right, the lower edge back.
+    const banded = (line.band ?? []).map((band, index) => (band ? { index, band } : null)).filter(Boolean);
+    if (banded.length > 1) {
+      const outline = [...banded.map(({ index, band }) => `${x(index).toFixed(1)},${y(band[1]).toFixed(1)}`), ...banded.reverse().map(({ index, band }) => `${x(index).toFixed(1)},${y(Math.max(0, band[0])).toFixed(1)}`)];
+      svg.append(node('polygon', { points: outline.join(' '), fill: line.color, 'fill-opacity': 0.12, stroke: 'none', 'data-band': line.name }));
+    }
     const points = line.values.map((value, index) => (value === null ? null : [x(index), y(value)]));
     const path = points.reduce((d, point, index) => (point ? `${d}${d && points[index - 1] ? 'L' : 'M'}${point[0].toFixed(1)},${point[1].toFixed(1)}` : d), '');
     svg.append(node('path', { d: path, fill: 'none', stroke: line.color, 'stroke-width': 2, 'data-series': line.name }));
-    for (const point of points) if (point) svg.append(node('circle', { cx: point[0], cy: point[1], r: 3, fill: line.color }));
+    points.forEach((point, index) => {
+      if (!point) return;
+      if (line.marks?.[index]) svg.append(node('circle', { cx: point[0], cy: point[1], r: 7, fill: 'none', stroke: 'var(--bad)', 'stroke-width': 2, 'data-regression': line.name }));
+      const dot = node('circle', { cx: point[0], cy: point[1], r: 4, fill: line.color });
+      if (line.titles?.[index]) dot.append(node('title', {}, line.titles[index]));
+      svg.append(dot);
+    });
     svg.append(node('rect', { x: legendX, y: 6, width: 10, height: 10, fill: line.color, rx: 2 }));
     svg.append(node('text', { x: legendX + 14, y: 15, class: 'legend' }, line.name));
     legendX += 24 + line.name.length * 7;

@@ -1,0 +1,137 @@
+import { DEFAULT_THRESHOLD_PCT, METRICS, speedup, type Direction } from './compare.js';
+import type { BaselineRecord } from './schema.js';
+
+/**
+ * History-aware regression detection (pure). One run against one previous run raises an alarm
+ * whenever a shared CI runner is noisy; here a head run is a regression only when it is worse than
+ * the recent history's centre by more than the threshold AND outside that history's noise band
+ * (a lookback z-score, as Conbench does), so noise alone cannot raise one and a step of the
+ * threshold's size still does. Runs of one commit are averaged first (mean, and their spread):
+ * re-running a benchmark sharpens the estimate instead of adding a vote.
+ */
+export interface DetectionOptions {
+  /** Earlier commits whose runs form the history. */
+  lookback: number;
+  thresholdPct: number;
+  /** How many standard deviations from the centre the head must be. */
+  zThreshold: number;
+  /** Below this many earlier commits there is no usable spread: the percentage threshold decides alone. */
+  minRuns: number;
+}
+
+export const DEFAULT_DETECTION: DetectionOptions = { lookback: 10, thresholdPct: DEFAULT_THRESHOLD_PCT, zThreshold: 3, minRuns: 5 };
+
+export interface Run {
+  commit_sha: string;
+  record: BaselineRecord;
+}
+
+export interface FieldDetection {
+  /** A subject metric, or `speedup_vs_<tool>`. */
+  field: string;
+  direction: Direction;
+  /** The head commit's value: the mean of its runs. */
+  head: number | null;
+  head_runs: number;
+  /** Mean and sample standard deviation of the earlier commits' values; null without history. */
+  centre: number | null;
+  spread: number | null;
+  runs_considered: number;
+  /** Head against the centre, percent (positive = higher). */
+  change_pct: number | null;
+  /** Head against the centre in standard deviations (positive = higher); null without a spread. */
+  z: number | null;
+  /** The noise band: centre ± zThreshold × spread. */
+  band: [number, number] | null;
+  method: 'z-score' | 'threshold' | 'none';
+  regression: boolean;
+  /** Why, in one sentence. */
+  reason: string;
+}
+
+export interface Detection {
+  method: 'z-score' | 'threshold' | 'none';
+  lookback: number;
+  threshold_pct: number;
+  z_threshold: number;
+  head_commit: string;
+  /** Earlier commits in the history (the most any field had). */
+  runs_considered: number;
+  regressed: boolean;
+  regressions: string[];
+  fields: FieldDetection[];
+  note: string | null;
+}
+
+const round = (value: number, digits = 4) => Number(value.toPrecision(digits));
+const finite = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value);
+const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
+function sampleSd(values: number[]): number {
+  const centre = mean(values);
+  return Math.sqrt(values.reduce((sum, value) => sum + (value - centre) ** 2, 0) / (values.length - 1));
+}
+
+/** What each field reads from a record: the subject's own figures and the within-run speedups. */
+const FIELDS: { field: string; direction: Direction; read: (record: BaselineRecord) => number | null }[] = [
+  ...METRICS.filter((metric) => metric.role === 'subject').map(({ field, direction }) => ({ field, direction, read: (record: BaselineRecord) => (finite(record[field]) ? (record[field] as number) : null) })),
+  ...(['alpha', 'beta', 'gamma'] as const).map((tool) => ({ field: `speedup_vs_${tool}`, direction: 'higher_is_better' as Direction, read: (record: BaselineRecord) => speedup(record, tool) })),
+];
+
+/** Groups runs by commit, in the order of each commit's last run, and averages a field over each commit's runs. */
+function perCommit(runs: Run[], read: (record: BaselineRecord) => number | null): number[] {
+  const byCommit = new Map<string, number[]>();
+  for (const run of runs) {
+    const value = read(run.record);
+    const values = byCommit.get(run.commit_sha) ?? [];
+    if (value !== null) values.push(value);
+    byCommit.delete(run.commit_sha); // re-inserted: a commit's place is that of its last run
+    byCommit.set(run.commit_sha, values);
+  }
+  return [...byCommit.values()].filter((values) => values.length > 0).map(mean);
+}
+
+/**
+ * Decides whether the head commit (its runs, in run order) regressed against `history` (every run
+ * before the head's first one, in run order; runs of the head commit among them are ignored).
+ */
+export function detectRegression(history: Run[], head: Run[], options: DetectionOptions = DEFAULT_DETECTION): Detection {
+  const headCommit = head.at(-1)?.commit_sha ?? '';
+  const earlier = history.filter((run) => run.commit_sha !== headCommit);
+  const fields = FIELDS.map(({ field, direction, read }) => judgeField(field, direction, perCommit(earlier, read).slice(-options.lookback), head.map((run) => read(run.record)).filter(finite), options));
+  const regressions = fields.filter((entry) => entry.regression).map((entry) => entry.field);
+  const considered = Math.max(0, ...fields.map((entry) => entry.runs_considered));
+  const method = considered === 0 ? 'none' : considered >= options.minRuns ? 'z-score' : 'threshold';
+  const note =
+    method === 'none' ? 'No earlier runs: nothing to compare with.'
+    : method === 'threshold' ? `Only ${considered} earlier commit${considered === 1 ? '' : 's'} (fewer than ${options.minRuns}): no noise band yet, the ${options.thresholdPct}% threshold decides alone.`
+    : null;
+  return { method, lookback: options.lookback, threshold_pct: options.thresholdPct, z_threshold: options.zThreshold, head_commit: headCommit, runs_considered: considered, regressed: regressions.length > 0, regressions, fields, note };
+}
+
+function judgeField(field: string, direction: Direction, window: number[], headValues: number[], options: DetectionOptions): FieldDetection {
+  const base = { field, direction, head_runs: headValues.length, runs_considered: window.length };
+  const head = headValues.length ? mean(headValues) : null;
+  if (head === null || window.length === 0) {
+    return { ...base, head, centre: null, spread: null, change_pct: null, z: null, band: null, method: 'none', regression: false, reason: head === null ? 'not in the head run' : 'no earlier runs' };
+  }
+  const centre = mean(window);
+  const sign = direction === 'lower_is_better' ? 1 : -1; // positive = worse
+  const changePct = centre === 0 ? null : ((head - centre) / centre) * 100;
+  const worseBy = changePct === null ? (head === centre ? 0 : sign * (head - centre) > 0 ? Infinity : -Infinity) : sign * changePct;
+  // Beyond the threshold by more than floating-point noise.
+  const beyondThreshold = worseBy > options.thresholdPct + 1e-9;
+  const shown = { head: round(head), centre: round(centre), change_pct: changePct === null ? null : round(changePct) };
+  const pctText = changePct === null ? 'from a centre of 0' : `${Math.abs(round(changePct, 3))}% ${worseBy > 0 ? 'worse' : 'better'} than the mean of ${window.length} earlier commit${window.length === 1 ? '' : 's'}`;
+
+  if (window.length < options.minRuns) {
+    return { ...base, ...shown, spread: null, z: null, band: null, method: 'threshold', regression: beyondThreshold, reason: `${pctText}; ${beyondThreshold ? 'beyond' : 'within'} the ${options.thresholdPct}% threshold (too few runs for a noise band)` };
+  }
+  const spread = sampleSd(window);
+  const z = spread > 0 ? (head - centre) / spread : head === centre ? 0 : null;
+  const outsideBand = z === null ? true : sign * z > options.zThreshold;
+  const band: [number, number] = [round(centre - options.zThreshold * spread), round(centre + options.zThreshold * spread)];
+  const zText = z === null ? 'the history has no spread' : `z = ${round(sign * z, 3)} ${outsideBand ? '>' : '<='} ${options.zThreshold}`;
+  const regression = beyondThreshold && outsideBand;
+  const verdict = regression ? 'regression' : beyondThreshold ? 'within the noise band: not a regression' : `within the ${options.thresholdPct}% threshold`;
+  return { ...base, ...shown, spread: round(spread), z: z === null ? null : round(z), band, method: 'z-score', regression, reason: `${pctText} (band ${band[0]}..${band[1]}), ${zText}: ${verdict}` };
+}
