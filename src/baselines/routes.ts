@@ -11,11 +11,29 @@ const storedSchema = {
   properties: { id: { type: 'integer' }, recorded_at: { type: 'string' }, record: { type: 'object', additionalProperties: true }, detection: detectionSchema },
 } as const;
 
+/** The comparison report (compare.ts, ComparisonReport): open to the fields it carries per metric. */
+const changeSchema = { type: 'object', additionalProperties: true, properties: { status: { type: 'string', enum: ['improved', 'worse', 'regressed', 'unchanged', 'missing'] }, regression: { type: 'boolean' }, change_pct: { type: ['number', 'null'] } } } as const;
+const comparisonSchema = {
+  type: 'object',
+  additionalProperties: true,
+  properties: {
+    threshold_pct: { type: 'number' },
+    regressed: { type: 'boolean' },
+    regressions: { type: 'array', items: { type: 'string' } },
+    metrics: { type: 'array', items: changeSchema },
+    speedups: { type: 'array', items: changeSchema },
+    warnings: { type: 'array', items: { type: 'string' } },
+  },
+} as const;
+
 const thresholdSchema = { type: 'number', minimum: 0, maximum: 10000, default: DEFAULT_THRESHOLD_PCT, description: 'Regression threshold in percent' } as const;
 const referenceSchema = { type: 'string', minLength: 1, maxLength: 64, description: 'latest, a record id, or a commit sha' } as const;
 
 export function baselineRoutes(app: FastifyInstance, baselines: BaselineService): void {
-  app.get('/schemas/baseline.schema.json', { schema: { tags: ['baselines'], summary: 'The baseline record JSON Schema (draft 2020-12)' } }, async (_request, reply) =>
+  app.get(
+    '/schemas/baseline.schema.json',
+    { schema: { tags: ['baselines'], summary: 'The baseline record JSON Schema (draft 2020-12)', response: { 200: { content: { 'application/schema+json': { schema: { type: 'object', additionalProperties: true } } } } } } },
+    async (_request, reply) =>
     reply.type('application/schema+json').send(baselineSchema),
   );
 
@@ -27,6 +45,12 @@ export function baselineRoutes(app: FastifyInstance, baselines: BaselineService)
         summary: 'Record a baseline; answers it with a comparison against the previous run and the history-aware detection',
         body: baselineSchemaForOpenApi,
         querystring: { type: 'object', additionalProperties: false, properties: { threshold: thresholdSchema } },
+        response: {
+          201: {
+            type: 'object',
+            properties: { ...storedSchema.properties, comparison: { anyOf: [comparisonSchema, { type: 'null' }], description: 'Against the previous run; null for the first' } },
+          },
+        },
       },
       // The body is checked by the schema file's own compiled draft 2020-12 validator (schema.ts).
       validatorCompiler: ({ schema, httpPart }) => (httpPart === 'body' ? validateBaseline : textValidator.compile(schema as object)),
@@ -92,6 +116,7 @@ export function baselineRoutes(app: FastifyInstance, baselines: BaselineService)
           additionalProperties: false,
           properties: { base: { ...referenceSchema, default: 'latest' }, head: referenceSchema, threshold: thresholdSchema },
         },
+        response: { 200: { ...comparisonSchema, properties: { ...comparisonSchema.properties, base_id: { type: 'integer' }, head_id: { type: 'integer' } } } },
       },
     },
     (request) => {

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { idParams, idString, nameString } from '../http/schemas.js';
+import { idParams, idString, nameString, noContent } from '../http/schemas.js';
 import { ProblemError } from '../http/problem.js';
 import { rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
 import type { BotAuthenticator } from './bot-auth.js';
@@ -62,11 +62,12 @@ export function enrichmentRoutes(
   const botWithSecret = { type: 'object', properties: { id: { type: 'string' }, name: { type: 'string' }, shared_secret: { type: 'string' }, previous_secret_expires_at: { type: 'string' } } } as const;
   app.post(
     '/api/bots',
-    { schema: { tags: ['bots'], summary: 'Create a bot; the shared secret is shown once', body: { type: 'object', required: ['name'], additionalProperties: false, properties: { id: idString, name: nameString } }, response: { 201: botWithSecret } } },
+    { config: { problems: ['conflict'] }, schema: { tags: ['bots'], summary: 'Create a bot; the shared secret is shown once', body: { type: 'object', required: ['name'], additionalProperties: false, properties: { id: idString, name: nameString } }, response: { 201: botWithSecret } } },
     async (request, reply) => reply.code(201).send(await bots.create(request.body as { id?: string; name: string })),
   );
-  app.get('/api/bots', { schema: { tags: ['bots'] } }, () => bots.list());
-  app.delete('/api/bots/:id', { schema: { tags: ['bots'], params: idParams } }, async (request, reply) => {
+  const botSchema = { type: 'object', properties: { id: { type: 'string' }, name: { type: 'string' }, created_at: { type: 'string' }, previous_secret_expires_at: { type: ['string', 'null'] } } } as const;
+  app.get('/api/bots', { schema: { tags: ['bots'], summary: 'Every bot (secrets are never returned)', response: { 200: { type: 'array', items: botSchema } } } }, () => bots.list());
+  app.delete('/api/bots/:id', { schema: { tags: ['bots'], params: idParams, response: noContent('Deleted') } }, async (request, reply) => {
     await bots.remove((request.params as { id: string }).id);
     return reply.code(204).send();
   });
@@ -80,6 +81,7 @@ export function enrichmentRoutes(
   app.post(
     '/api/matches',
     {
+      config: { problems: ['conflict'] },
       schema: {
         tags: ['matches'],
         body: { type: 'object', required: ['status'], additionalProperties: false, properties: { id: idString, status: { type: 'string', enum: MATCH_STATUSES }, replay: replaySchema } },
@@ -111,7 +113,7 @@ export function enrichmentRoutes(
   app.post(
     '/api/request-enrichment',
     {
-      config: { auth: 'bot' },
+      config: { auth: 'bot', problems: ['match_not_found', 'match_not_completed', 'quota_exceeded'] },
       preValidation: authenticateBot,
       schema: {
         tags: ['enrichment'],

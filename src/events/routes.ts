@@ -77,6 +77,12 @@ export function eventRoutes(app: FastifyInstance, events: EventLog, metrics: Met
         tags: ['events'],
         summary: 'Server-Sent Events: every new event (id = sequence number); resumes after Last-Event-ID or ?after=',
         querystring: { type: 'object', additionalProperties: false, properties: { after: sequenceCursor } },
+        response: {
+          200: {
+            description: 'One message per event: `id: <seq>`, `event: <event_type>`, `data: <payload JSON>`; a comment every 25 s keeps the connection open',
+            content: { 'text/event-stream': { schema: { type: 'string' } } },
+          },
+        },
       },
     },
     async (request, reply) => {

@@ -2,6 +2,7 @@ import { hash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { RateLimitGuard, RouteRateLimit } from '../ratelimit/index.js';
 import { ProblemError } from './problem.js';
+import { noContent } from './schemas.js';
 import { SESSION_TTL_MS, type SessionStore } from './sessions.js';
 
 /**
@@ -144,7 +145,6 @@ export class AdminAuth {
     app.post(
       '/api/session',
       {
-        config: { auth: 'public', rateLimit: SIGN_IN_LIMIT },
         schema: {
           tags: ['session'],
           summary: 'Sign the dashboard in with the admin token (sets an HttpOnly session cookie)',
@@ -154,7 +154,9 @@ export class AdminAuth {
             additionalProperties: false,
             properties: { token: { type: 'string', minLength: 1, maxLength: 512 } },
           },
+          response: noContent('Signed in: the session cookie is set'),
         },
+        config: { auth: 'public', rateLimit: SIGN_IN_LIMIT, problems: ['unauthorized'] },
       },
       async (request, reply: FastifyReply) => {
         const { token } = request.body as { token: string };
@@ -164,14 +166,14 @@ export class AdminAuth {
       },
     );
 
-    app.delete('/api/session', { config: { auth: 'public' }, schema: { tags: ['session'], summary: 'Sign out: ends this session on the server and clears the cookie' } }, async (request, reply) => {
+    app.delete('/api/session', { config: { auth: 'public' }, schema: { tags: ['session'], summary: 'Sign out: ends this session on the server and clears the cookie', response: noContent('Signed out') } }, async (request, reply) => {
       const session = parseCookies(request.headers.cookie).get(SESSION_COOKIE);
       if (session) await this.sessions.close(session);
       reply.header('set-cookie', cookie(request, '', 0));
       return reply.code(204).send();
     });
 
-    app.delete('/api/sessions', { schema: { tags: ['session'], summary: 'Sign out everywhere: ends every dashboard session' } }, async (request, reply) => {
+    app.delete('/api/sessions', { schema: { tags: ['session'], summary: 'Sign out everywhere: ends every dashboard session', response: noContent('Every session ended') } }, async (request, reply) => {
       await this.sessions.closeAll();
       reply.header('set-cookie', cookie(request, '', 0));
       return reply.code(204).send();

@@ -12,6 +12,9 @@ export const idParams = {
 
 export const nullableString = { type: ['string', 'null'] } as const;
 
+/** A 204 answer in a route's schema: no body (the OpenAPI document then declares none). */
+export const noContent = (description: string) => ({ 204: { type: 'null', description } }) as const;
+
 /**
  * Row ids and event sequence numbers in paths and query strings. Bounded where a JSON number is
  * still exact (2^53 - 1, below PostgreSQL's bigint limit), so an out-of-range value is a 400 naming

@@ -6,7 +6,8 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
-import { resolveRouteAuth } from './auth.js';
+import { resolveRouteAuth, SESSION_COOKIE } from './auth.js';
+import { errorCodes, PROBLEM_SCHEMA, problemResponses } from './openapi.js';
 import { jsonShapeError } from './input-shape.js';
 import { codeForStatus, fieldErrors, invalid, isProblemCode, problem, ProblemError, PROBLEMS } from './problem.js';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
@@ -85,6 +86,9 @@ const REDACTED_PATHS = [
 export function loggerOptions(level: string): FastifyServerOptions['logger'] {
   return { level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } };
 }
+
+const ADMIN_SECURITY = [{ admin: [] }, { session: [] }];
+const BOT_SECURITY = { botId: [], botTimestamp: [], botNonce: [], botSignature: [] };
 
 /** The methods a 405's `Allow` can name. */
 const ALLOW_CANDIDATES: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -197,6 +201,7 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
 
   // Before any route (and before swagger collects them): each route's auth is fixed at registration.
   resolveRouteAuth(app);
+  app.addSchema(PROBLEM_SCHEMA);
 
   await app.register(swagger, {
     openapi: {
@@ -209,14 +214,31 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
       components: {
         securitySchemes: {
           admin: { type: 'http', scheme: 'bearer', description: 'The admin token (ADMIN_TOKEN or DATA_DIR/admin-token)' },
-          bot: { type: 'apiKey', in: 'header', name: 'X-Bot-Signature', description: 'HMAC signature, see docs/enrichment.md' },
+          session: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: 'The dashboard session from POST /api/session; honoured on same-origin requests only' },
+          // A bot request carries four headers, all required: one requirement naming the four schemes.
+          botId: { type: 'apiKey', in: 'header', name: 'X-Bot-Id', description: 'The bot id' },
+          botTimestamp: { type: 'apiKey', in: 'header', name: 'X-Bot-Timestamp', description: 'Unix seconds, within 300 s of the server clock' },
+          botNonce: { type: 'apiKey', in: 'header', name: 'X-Bot-Nonce', description: '16 to 64 characters of [A-Za-z0-9_-], never reused within 10 minutes' },
+          botSignature: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'X-Bot-Signature',
+            description:
+              'v1=<lowercase hex HMAC-SHA256, keyed with the shared secret, of "v1\\n" + METHOD + "\\n" + PATH_AND_QUERY + "\\n" + X-Bot-Timestamp + "\\n" + X-Bot-Nonce + "\\n" + hex(sha256(raw body))>; ' +
+              'e.g. for POST /api/request-enrichment at 1795300000 with nonce 3f9c2a7b1d8e4f60aa11: "v1\\nPOST\\n/api/request-enrichment\\n1795300000\\n3f9c2a7b1d8e4f60aa11\\n<sha256 hex of the body>". ' +
+              'Several space-separated entries are allowed (any one may match). Every failure is the same 401. See docs/enrichment.md.',
+          },
         },
+        schemas: {},
       },
     },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, index) => String(json.$id ?? `def-${index}`) },
     transform: ({ schema, url, route }) => {
       const auth = route.config?.auth;
-      const security = auth === 'admin' ? [{ admin: [] }] : auth === 'bot' ? [{ bot: [] }] : auth === 'admin_or_bot' ? [{ admin: [] }, { bot: [] }] : undefined;
-      return { schema: { ...(schema ?? {}), ...(security ? { security } : {}) } as typeof schema, url };
+      const security = auth === 'admin' ? ADMIN_SECURITY : auth === 'bot' ? [BOT_SECURITY] : auth === 'admin_or_bot' ? [...ADMIN_SECURITY, BOT_SECURITY] : undefined;
+      // Error responses are added to the document only: a route's own response schemas also drive serialization.
+      const response = { ...problemResponses(errorCodes(url, schema, route.config)), ...((schema?.response as object) ?? {}) };
+      return { schema: { ...(schema ?? {}), response, ...(security ? { security } : {}) } as typeof schema, url };
     },
   });
   // Swagger UI's own scripts and styles; it sets element styles at run time, hence 'unsafe-inline' for styles only.
@@ -229,7 +251,21 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
   // The `type` of every problem resolves to its entry of the registry.
   app.get(
     '/problems/:code',
-    { schema: { hide: true, params: { type: 'object', properties: { code: { type: 'string', maxLength: 64 } } } } },
+    {
+      schema: {
+        tags: ['operations'],
+        summary: 'What a problem type means: the target of every error body\'s `type` (JSON, or a short page for a browser)',
+        params: { type: 'object', properties: { code: { type: 'string', maxLength: 64 } } },
+        response: {
+          200: {
+            content: {
+              'application/json': { schema: { type: 'object', properties: { type: { type: 'string' }, code: { type: 'string' }, status: { type: 'integer' }, title: { type: 'string' }, description: { type: 'string' } } } },
+              'text/html': { schema: { type: 'string' } },
+            },
+          },
+        },
+      },
+    },
     async (request, reply) => {
       const { code } = request.params as { code: string };
       if (!isProblemCode(code)) throw new ProblemError('not_found', `No problem type "${code}"`);

@@ -4,9 +4,21 @@ import type { Metrics } from './metrics.js';
 
 /** Liveness, readiness and Prometheus metrics (CONTRACT section 10). */
 export function opsRoutes(app: FastifyInstance, deps: { database: Database; metrics: Metrics; mqttState: () => { connected: boolean; enabled: boolean; last_error: string | null } }): void {
-  app.get('/healthz', { config: { rateLimit: false }, schema: { tags: ['operations'], summary: 'The process is up' } }, async () => ({ status: 'ok' }));
+  app.get(
+    '/healthz',
+    { config: { rateLimit: false }, schema: { tags: ['operations'], summary: 'The process is up', response: { 200: { type: 'object', properties: { status: { type: 'string', const: 'ok' } } } } } },
+    async () => ({ status: 'ok' }),
+  );
 
-  app.get('/readyz', { config: { rateLimit: false }, schema: { tags: ['operations'], summary: 'The database is reachable; MQTT state is reported, not required' } }, async (_request, reply) => {
+  const readiness = {
+    type: 'object',
+    properties: {
+      status: { type: 'string', enum: ['ready', 'not_ready'] },
+      database: { type: 'string', description: '"ok", or why the database is not reachable' },
+      mqtt: { type: 'object', additionalProperties: true, properties: { enabled: { type: 'boolean' }, connected: { type: 'boolean' }, last_error: { type: ['string', 'null'] } } },
+    },
+  } as const;
+  app.get('/readyz', { config: { rateLimit: false }, schema: { tags: ['operations'], summary: 'The database is reachable; MQTT state is reported, not required', response: { 200: readiness, 503: readiness } } }, async (_request, reply) => {
     let database = 'ok';
     try {
       await deps.database.ping();
@@ -17,7 +29,10 @@ export function opsRoutes(app: FastifyInstance, deps: { database: Database; metr
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', database, mqtt: deps.mqttState() });
   });
 
-  app.get('/metrics', { config: { rateLimit: false }, schema: { tags: ['operations'], summary: 'Prometheus metrics' } }, async (_request, reply) =>
+  app.get(
+    '/metrics',
+    { config: { rateLimit: false }, schema: { tags: ['operations'], summary: 'Prometheus metrics', response: { 200: { description: 'Prometheus text exposition format 0.0.4', content: { 'text/plain': { schema: { type: 'string' } } } } } } },
+    async (_request, reply) =>
     reply.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics()),
   );
 }

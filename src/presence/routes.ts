@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { eventPayloadSchema, idParams, idString, nameString, nullableString } from '../http/schemas.js';
+import { eventPayloadSchema, idParams, idString, nameString, noContent, nullableString } from '../http/schemas.js';
 import { MODES, type Mode, type PresenceService, type SensingEvent } from './service.js';
 
 const personSchema = {
@@ -81,7 +81,7 @@ function crudRoutes<View>(
   const { path, tag, schema } = options;
   const tags = [tag];
   app.get(path, { schema: { tags, response: { 200: { type: 'array', items: schema } } } }, () => options.list());
-  app.post(path, { schema: { tags, body: createBody, response: { 201: schema } } }, async (request, reply) =>
+  app.post(path, { config: { problems: ['conflict'] }, schema: { tags, body: createBody, response: { 201: schema } } }, async (request, reply) =>
     reply.code(201).send(await options.create(request.body as { id?: string; name: string })),
   );
   app.get(`${path}/:id`, { schema: { tags, params: idParams, response: { 200: schema } } }, (request) =>
@@ -90,7 +90,7 @@ function crudRoutes<View>(
   app.patch(`${path}/:id`, { schema: { tags, params: idParams, body: patchBody, response: { 200: schema } } }, (request) =>
     options.update((request.params as { id: string }).id, request.body as { name?: string }),
   );
-  app.delete(`${path}/:id`, { schema: { tags, params: idParams } }, async (request, reply) => {
+  app.delete(`${path}/:id`, { schema: { tags, params: idParams, response: noContent('Deleted') } }, async (request, reply) => {
     await options.remove((request.params as { id: string }).id);
     return reply.code(204).send();
   });
@@ -125,6 +125,7 @@ export function presenceRoutes(app: FastifyInstance, presence: PresenceService):
         tags: ['system'],
         params: idParams,
         body: { type: 'object', required: ['quality'], additionalProperties: false, properties: { quality: { type: 'number', minimum: 0, maximum: 100 } } },
+        response: noContent('Recorded; the node is registered on its first heartbeat'),
       },
     },
     async (request, reply) => {

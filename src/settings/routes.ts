@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { ProblemError } from '../http/problem.js';
-import { idString } from '../http/schemas.js';
+import { idString, nullableString } from '../http/schemas.js';
 import type { MqttIntegration } from '../mqtt/index.js';
 import { generateWebhookSecret, type WebhookService } from '../webhook/index.js';
 import { applyPatch, DISCOVERY_MODES, webhookSigningSecrets, type IntegrationPatch, type IntegrationSettings, type SettingsStore } from './store.js';
@@ -38,7 +38,6 @@ const webhookInput = {
 } as const;
 
 const statusSchema = (properties: Record<string, unknown>) => ({ type: 'object', properties }) as const;
-const nullableString = { type: ['string', 'null'] } as const;
 
 const viewSchema = {
   type: 'object',
@@ -123,6 +122,16 @@ export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStor
       schema: {
         tags,
         summary: 'Test candidate settings (not saved): connects to the broker, sends a webhook.test delivery',
+        response: {
+          200: {
+            type: 'object',
+            description: 'Only the targets tested',
+            properties: {
+              mqtt: { type: 'object', properties: { ok: { type: 'boolean' }, latency_ms: { type: ['integer', 'null'] }, error: nullableString } },
+              webhook: { type: 'object', properties: { ok: { type: 'boolean' }, status_code: { type: ['integer', 'null'] }, latency_ms: { type: ['integer', 'null'] }, error: nullableString } },
+            },
+          },
+        },
         body: {
           type: 'object',
           additionalProperties: false,
@@ -156,14 +165,21 @@ export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStor
 
   app.post(
     '/api/settings/integration/discovery',
-    { config: { rateLimit: { group: 'discovery', cost: 10 } }, schema: { tags, summary: 'Republish every Home Assistant discovery config (409 when MQTT is not connected)' } },
+    {
+      config: { rateLimit: { group: 'discovery', cost: 10 }, problems: ['conflict'] },
+      schema: {
+        tags,
+        summary: 'Republish every Home Assistant discovery config (409 when MQTT is not connected)',
+        response: { 200: { type: 'object', properties: { published: { type: 'integer', description: 'Retained config messages published (1 in device mode)' } } } },
+      },
+    },
     async () => ({ published: await mqtt.publishDiscovery() }),
   );
 
   app.post(
     '/api/settings/integration/mqtt-cleanup',
     {
-      config: { rateLimit: { group: 'integration_test', cost: 10 } },
+      config: { rateLimit: { group: 'integration_test', cost: 10 }, problems: ['conflict', 'bad_gateway'] },
       schema: {
         tags,
         summary: 'Clear the retained configs and state a previous installation id left on the saved broker',
@@ -179,7 +195,13 @@ export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStor
 
   app.post(
     '/api/settings/integration/webhook-secret',
-    { schema: { tags, summary: 'Generate and save a new webhook signing secret; returned once. The replaced one keeps signing for 24 h' } },
+    {
+      schema: {
+        tags,
+        summary: 'Generate and save a new webhook signing secret; returned once. The replaced one keeps signing for 24 h',
+        response: { 200: { type: 'object', properties: { secret: { type: 'string', description: 'whsec_ + base64; shown this once' }, previous_secret_expires_at: nullableString } } },
+      },
+    },
     async () => {
       const secret = generateWebhookSecret();
       const saved = await store.update({ webhook: { secret } });

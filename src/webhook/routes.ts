@@ -37,9 +37,10 @@ export function webhookRoutes(app: FastifyInstance, webhook: WebhookService): vo
   app.post(
     '/api/webhook/deliveries/:id/redeliver',
     {
+      config: { problems: ['conflict'] },
       schema: {
         tags: ['webhook'],
-        summary: 'Send a logged delivery again (same webhook-id and body)',
+        summary: 'Send a logged delivery again (same webhook-id and body) to the URL configured now; 409 without one',
         params: { type: 'object', properties: { id: rowId } },
         response: { 202: deliverySchema },
       },
