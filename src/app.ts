@@ -18,6 +18,7 @@ import { createEnrichment, type Enrichment } from './enrichment/index.js';
 import { MqttIntegration } from './mqtt/index.js';
 import { settingsRoutes } from './settings/routes.js';
 import type { SettingsChange, SettingsStore } from './settings/store.js';
+import { checkInstallation } from './ops/installation.js';
 import { createEventPipeline } from './pipeline.js';
 import { WebhookService } from './webhook/index.js';
 import { webhookRoutes } from './webhook/routes.js';
@@ -66,6 +67,10 @@ export async function buildApp(config: Config): Promise<App> {
   const database = await Database.open(config);
   const metrics = new Metrics();
   const box = new SecretBox(config.secretsKey);
+  const installationWarnings = await checkInstallation(database, box, config.mothershipId).catch(async (error: Error) => {
+    await database.close();
+    throw error;
+  });
   const { events, settings, outbox } = createEventPipeline(database, box);
   events.subscribe((event) => metrics.events.inc({ event_type: event.payload.event_type }));
   const presence = new PresenceService(database, events, { awayDelayMs: config.presenceAwayDelayMs, nodeTimeoutMs: config.nodeTimeoutMs });
@@ -80,6 +85,7 @@ export async function buildApp(config: Config): Promise<App> {
 
   const http = await createHttpServer({ logLevel: config.logLevel, trustProxy: config.trustProxy, version: VERSION });
   rateLimit.register(http);
+  for (const warning of installationWarnings) http.log.warn(warning);
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
   new AdminAuth(config.adminToken, sessions, rateLimit).register(http);
   const webhook = new WebhookService(database, events, outbox, settings, http.log, metrics, { timeoutMs: config.webhookTimeoutMs, retryDelayMs: config.webhookRetryDelayMs });

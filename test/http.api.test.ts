@@ -2,7 +2,13 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ADMIN_TOKEN, createTestEnv, startTestApp, type TestApp, type TestEnv } from './helpers/app.js';
 import { loadConfig } from '../src/config.js';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { SecretBox } from '../src/crypto.js';
+import { Database } from '../src/db/index.js';
+import { checkInstallation } from '../src/ops/installation.js';
 import { PROBLEMS } from '../src/http/problem.js';
+import { spawnMothership } from './helpers/process.js';
 
 describe('HTTP conventions', () => {
   let app: TestApp;
@@ -196,6 +202,37 @@ describe('configuration', () => {
       assert.ok(first.adminToken.length >= 24);
     } finally {
       await env.cleanup();
+    }
+  });
+
+  it('refuses to start on a database whose secrets another SECRETS_KEY sealed, saying what to do; warns about a new MOTHERSHIP_ID', async () => {
+    const first = await createTestEnv('postgres');
+    // A second instance with its own DATA_DIR (so its own generated key) on the same database.
+    const second = await createTestEnv('sqlite', { DATABASE_URL: first.env.DATABASE_URL! });
+    try {
+      const app = await startTestApp('postgres', {}, { testEnv: first });
+      await app.api('POST', '/api/bots', { name: 'Sealed' });
+      await app.close();
+      const child = spawnMothership(['serve'], { ...second.env, PORT: '0', LOG_LEVEL: 'warn' });
+      // A service that starts anyway would never exit: stop waiting after 15 s.
+      const code = await Promise.race([new Promise((resolve) => child.once('exit', resolve)), new Promise((resolve) => setTimeout(() => resolve('still running'), 15_000))]);
+      child.kill('SIGKILL');
+      assert.equal(code, 2, child.output());
+      assert.match(child.output(), /Configuration error: SECRETS_KEY does not match the key this database's secrets were sealed with.*DATA_DIR\/secrets-key/);
+      // With the first instance's key it starts, and a different MOTHERSHIP_ID is only a warning.
+      const sameKey = { ...second.env, SECRETS_KEY: readFileSync(path.join(first.dataDir, 'secrets-key'), 'utf8').trim(), MOTHERSHIP_ID: 'ms-other' };
+      const config = loadConfig(sameKey);
+      const database = await Database.open(config);
+      try {
+        const warnings = await checkInstallation(database, new SecretBox(config.secretsKey), 'ms-other');
+        assert.match(warnings.join(), /MOTHERSHIP_ID is "ms-other" but this database was last used as installation "test-ms".*mqtt cleanup --installation test-ms/);
+        assert.deepEqual(await checkInstallation(database, new SecretBox(config.secretsKey), 'ms-other'), [], 'said once');
+      } finally {
+        await database.close();
+      }
+    } finally {
+      await second.cleanup();
+      await first.cleanup();
     }
   });
 });

@@ -2,6 +2,7 @@ import { pino } from 'pino';
 import type { Config } from '../config.js';
 import { SecretBox } from '../crypto.js';
 import { Database } from '../db/index.js';
+import { checkInstallation } from '../ops/installation.js';
 import { createEventPipeline } from '../pipeline.js';
 import { createEnrichment } from '../enrichment/index.js';
 import { loggerOptions } from '../http/server.js';
@@ -12,6 +13,7 @@ export async function createBotCommand(config: Config, name: string, io: Output)
   const database = await Database.open(config);
   try {
     const box = new SecretBox(config.secretsKey);
+    for (const warning of await checkInstallation(database, box, config.mothershipId)) io.err(`warning: ${warning}`);
     const enrichment = createEnrichment({ config, database, events: createEventPipeline(database, box).events, box, redis: null, metrics: null, log: pino({ level: 'silent' }) });
     const bot = await enrichment.bots.create({ name });
     io.out(`id: ${bot.id}\nshared_secret: ${bot.shared_secret}\n(the secret is shown only now; rotate it with POST /api/bots/${bot.id}/rotate-secret)`);
@@ -26,6 +28,7 @@ export async function workerCommand(config: Config): Promise<void> {
   const log = pino(loggerOptions(config.logLevel) as object);
   const database = await Database.open(config);
   const box = new SecretBox(config.secretsKey);
+  for (const warning of await checkInstallation(database, box, config.mothershipId)) log.warn(warning);
   // The same pipeline as the server's: the worker's events get their webhook outbox rows too.
   const enrichment = createEnrichment({ config, database, events: createEventPipeline(database, box).events, box, redis: null, metrics: null, log });
   const worker = enrichment.newWorker();

@@ -3,6 +3,7 @@ import { SecretBox } from '../crypto.js';
 import { Database } from '../db/index.js';
 import { cleanupRefusal, clearInstallation } from '../mqtt/cleanup.js';
 import { describeMqttError } from '../mqtt/connection.js';
+import { checkInstallation } from '../ops/installation.js';
 import { createEventPipeline } from '../pipeline.js';
 import type { Output } from './io.js';
 
@@ -22,8 +23,9 @@ export async function mqttCleanupCommand(config: Config, installation: string, i
     return 2;
   }
   const database = await Database.open(config);
-  const settings = await createEventPipeline(database, new SecretBox(config.secretsKey))
-    .settings.get()
+  const box = new SecretBox(config.secretsKey);
+  const settings = await checkInstallation(database, box, config.mothershipId)
+    .then(() => createEventPipeline(database, box).settings.get())
     .finally(() => database.close());
   if (!settings.mqtt.broker_url) {
     io.err('no MQTT broker is configured (settings, mqtt.broker_url)');

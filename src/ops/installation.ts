@@ -1,0 +1,50 @@
+import { ConfigError } from '../config.js';
+import type { SecretBox } from '../crypto.js';
+import type { Database } from '../db/index.js';
+import { getSetting, putSetting } from '../db/kv.js';
+
+const KEY_CHECK = 'installation.key_check';
+const INSTALLATION_ID = 'installation.id';
+const KEY_CHECK_TEXT = 'mothership';
+
+/**
+ * Checks, before anything reads a secret, that this process belongs to the installation whose
+ * database it opened. A SECRETS_KEY that cannot open the secrets sealed in the database (a second
+ * instance with its own DATA_DIR) would answer every signed request with a 500: refuse to start
+ * instead, saying what to do. A different MOTHERSHIP_ID is legitimate (it was just set explicitly)
+ * but moves every Home Assistant entity: returned as a warning for the caller to log.
+ */
+export async function checkInstallation(database: Database, box: SecretBox, mothershipId: string): Promise<string[]> {
+  const opens = (sealed: string) => {
+    try {
+      box.open(sealed);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const keyCheck = await getSetting<string>(database.db, KEY_CHECK);
+  // An installation from before the check: any sealed secret it already holds must open with this key.
+  const sealed = keyCheck ?? (await database.db.selectFrom('bots').select('secret_encrypted').limit(1).executeTakeFirst())?.secret_encrypted;
+  if (sealed !== undefined && !opens(sealed)) {
+    throw new ConfigError(
+      'SECRETS_KEY does not match the key this database\'s secrets were sealed with (another instance, or an earlier DATA_DIR, created them). ' +
+        'Give every instance on this database the same SECRETS_KEY: the base64 key in DATA_DIR/secrets-key of the instance that created them. ' +
+        'See docs/operations.md, "Several instances".',
+    );
+  }
+  if (keyCheck === undefined) await database.write((db) => putSetting(db, KEY_CHECK, box.seal(KEY_CHECK_TEXT)));
+
+  const warnings: string[] = [];
+  const previousId = await getSetting<string>(database.db, INSTALLATION_ID);
+  if (previousId !== mothershipId) {
+    if (previousId !== undefined) {
+      warnings.push(
+        `MOTHERSHIP_ID is "${mothershipId}" but this database was last used as installation "${previousId}": Home Assistant sees a new device. ` +
+          `Clear the old one with \`mothership mqtt cleanup --installation ${previousId}\`; several instances on one database must share MOTHERSHIP_ID.`,
+      );
+    }
+    await database.write((db) => putSetting(db, INSTALLATION_ID, mothershipId));
+  }
+  return warnings;
+}
