@@ -19,6 +19,7 @@ import { MqttIntegration } from './mqtt/index.js';
 import { settingsRoutes } from './settings/routes.js';
 import type { SettingsChange, SettingsStore } from './settings/store.js';
 import { checkInstallation } from './ops/installation.js';
+import { claimInterval } from './db/kv.js';
 import { createEventPipeline } from './pipeline.js';
 import { WebhookService } from './webhook/index.js';
 import { webhookRoutes } from './webhook/routes.js';
@@ -148,7 +149,8 @@ export async function buildApp(config: Config): Promise<App> {
     {
       start: () => {
         every(sweepIntervalMs(config.presenceAwayDelayMs), () => presence.sweepAway(), 'away sweep');
-        every(config.healthIntervalMs, () => presence.emitHealth(), 'health report');
+        // One health report per interval for the installation, whichever instance's tick comes first.
+        every(config.healthIntervalMs, async () => (await claimInterval(database, 'health', config.healthIntervalMs)) && presence.emitHealth(), 'health report');
         every(60_000, () => enrichment.purgeNonces(), 'nonce purge');
         every(60_000, () => sessions.purge(), 'session purge');
         every(RETENTION_INTERVAL_MS, retention, 'retention', { atOnce: true });

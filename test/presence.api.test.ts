@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
+import { createTestEnv, DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
 
 for (const dialect of DIALECTS) {
   describe(`presence API (${dialect})`, () => {
@@ -208,6 +208,31 @@ describe('the health report timer', () => {
       await eventually(async () => (await healthEvents()) >= 3, 5000, 'three health reports');
     } finally {
       await app.cleanup();
+    }
+  });
+
+  it('reports once per interval for the installation, however many instances share the database', async () => {
+    const env = await createTestEnv('postgres', { HEALTH_INTERVAL_MS: '300' });
+    const instances = [await startTestApp('postgres', {}, { testEnv: env, start: true }), await startTestApp('postgres', {}, { testEnv: env, start: true }), await startTestApp('postgres', {}, { testEnv: env, start: true })];
+    try {
+      const started = Date.now();
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      const elapsed = Date.now() - started;
+      const events = (await instances[0]!.api('GET', '/api/events?type=system.health&limit=1000')).body.events as Array<{ timestamp: string }>;
+      // Three instances each ticking every 300 ms would report 30 times; once per interval is at most elapsed / (0.9 x 300 ms) + 1.
+      assert.ok(events.length >= 5, `${events.length} reports in ${elapsed} ms`);
+      assert.ok(events.length <= Math.floor(elapsed / 270) + 1, `${events.length} reports in ${elapsed} ms from 3 instances`);
+      const gaps = events.slice(1).map((event, index) => Date.parse(event.timestamp) - Date.parse(events[index]!.timestamp));
+      assert.ok(gaps.every((gap) => gap >= 260), `gaps ${gaps.join(', ')} ms`);
+      // The instance that reported stops: another takes over within an interval or two.
+      await instances[0]!.close();
+      const before = events.length;
+      await new Promise((resolve) => setTimeout(resolve, 1200));
+      assert.ok((await instances[1]!.api('GET', '/api/events?type=system.health&limit=1000')).body.events.length >= before + 2, 'the others keep reporting');
+    } finally {
+      await instances[1]!.close();
+      await instances[2]!.close();
+      await env.cleanup();
     }
   });
 });

@@ -1,4 +1,4 @@
-import type { Db } from './index.js';
+import type { Database, Db } from './index.js';
 import { now } from './index.js';
 
 /** The `settings` table as a JSON key/value store (system mode, fall state, integration settings). */
@@ -15,4 +15,22 @@ export async function putSetting(trx: Db, key: string, value: unknown): Promise<
     .values({ key, value: text, updated_at: at })
     .onConflict((oc) => oc.column('key').doUpdateSet({ value: text, updated_at: at }))
     .execute();
+}
+
+/**
+ * Claims this interval's run of an installation-wide task (the health report): true for the one
+ * process, among every instance on the database, whose tick comes first once `intervalMs` (less a
+ * tenth, so a tick that fires a little early still counts) has passed since the last claimed run.
+ * A compare-and-set on the row's time: on PostgreSQL the second of two concurrent claims waits for
+ * the first and then finds the time already moved. If the claiming instance dies, another one
+ * claims at its next tick.
+ */
+export async function claimInterval(database: Database, task: string, intervalMs: number, nowMs = Date.now()): Promise<boolean> {
+  const key = `schedule.${task}`;
+  const due = new Date(nowMs - intervalMs * 0.9).toISOString();
+  return database.write(async (db) => {
+    await db.insertInto('settings').values({ key, value: 'null', updated_at: new Date(0).toISOString() }).onConflict((oc) => oc.column('key').doNothing()).execute();
+    const claimed = await db.updateTable('settings').set({ updated_at: new Date(nowMs).toISOString() }).where('key', '=', key).where('updated_at', '<=', due).executeTakeFirst();
+    return Number(claimed.numUpdatedRows) === 1;
+  });
 }
