@@ -138,9 +138,10 @@ export async function buildApp(config: Config): Promise<App> {
     {
       start: async () => {
         settings.on('change', applySettings);
-        await mqtt.start((await settings.get()).mqtt);
+        await mqtt.start((await settings.start()).mqtt);
       },
       stop: async () => {
+        await settings.stop();
         settings.off('change', applySettings);
         await mqtt.stop();
       },

@@ -419,3 +419,37 @@ describe('webhook retry across a restart', () => {
     }
   });
 });
+
+describe('settings across instances (PostgreSQL)', () => {
+  it('an event accepted on one instance right after another enabled the webhook is delivered; the change reaches the other within 2 s', async () => {
+    const receiver = await startReceiver(204);
+    const env = await createTestEnv('postgres', FAST);
+    const a = await startTestApp('postgres', {}, { testEnv: env, start: true });
+    const b = await startTestApp('postgres', {}, { testEnv: env, start: true });
+    try {
+      const seen: string[][] = [];
+      b.settings.on('change', ({ changed }) => seen.push(changed.webhook));
+      // B has just read the settings (webhook off) for an event of its own.
+      await b.api('POST', '/api/events', { type: 'anomaly.detected', detail: { before: true } });
+      const saved = Date.now();
+      assert.equal((await a.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
+      // At once, on the other instance: no cache may hide the new target from these events.
+      for (let index = 0; index < 10; index++) assert.equal((await b.api('POST', '/api/events', { type: 'anomaly.detected', detail: { index } })).status, 202);
+      await eventually(() => receiver.received.filter((request) => request.headers['x-service-event'] === 'anomaly.detected').length === 10, 5000, 'all ten delivered (the one before the save is not)');
+      await eventually(() => seen.some((fields) => fields.includes('enabled') && fields.includes('url')), 3000, 'the other instance told of the change');
+      assert.ok(Date.now() - saved < 3000);
+      assert.equal(seen.length, 1, 'told once');
+      // A webhook-only change on one instance is not an MQTT change on the other.
+      const mqttChanges: string[][] = [];
+      b.settings.on('change', ({ changed }) => mqttChanges.push(changed.mqtt));
+      await a.api('POST', '/api/settings/integration/webhook-secret');
+      await eventually(() => mqttChanges.length === 1, 3000, 'the rotation seen');
+      assert.deepEqual(mqttChanges, [[]]);
+    } finally {
+      await b.close();
+      await a.close();
+      await env.cleanup();
+      await receiver.close();
+    }
+  });
+});

@@ -7,7 +7,8 @@ export async function getSetting<T>(trx: Db, key: string): Promise<T | undefined
   return row ? (JSON.parse(row.value) as T) : undefined;
 }
 
-export async function putSetting(trx: Db, key: string, value: unknown): Promise<void> {
+/** Writes a setting; returns its new `updated_at` (what a watcher compares). */
+export async function putSetting(trx: Db, key: string, value: unknown): Promise<string> {
   const text = JSON.stringify(value);
   const at = now();
   await trx
@@ -15,6 +16,12 @@ export async function putSetting(trx: Db, key: string, value: unknown): Promise<
     .values({ key, value: text, updated_at: at })
     .onConflict((oc) => oc.column('key').doUpdateSet({ value: text, updated_at: at }))
     .execute();
+  return at;
+}
+
+/** When a setting was last written; null when it never was. */
+export async function settingUpdatedAt(trx: Db, key: string): Promise<string | null> {
+  return (await trx.selectFrom('settings').select('updated_at').where('key', '=', key).executeTakeFirst())?.updated_at ?? null;
 }
 
 /**

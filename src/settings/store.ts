@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { ROTATION_GRACE_MS, type SecretBox } from '../crypto.js';
 import type { Database, Db } from '../db/index.js';
-import { getSetting, putSetting } from '../db/kv.js';
+import { getSetting, putSetting, settingUpdatedAt } from '../db/kv.js';
 import { ProblemError } from '../http/problem.js';
 import { memo } from '../memo.js';
 import { integrationErrors, storedPasswordError } from './validate.js';
@@ -51,8 +51,10 @@ export const DEFAULT_SETTINGS: IntegrationSettings = {
 };
 
 const SECRET_FIELDS = { mqtt: ['password', 'ca_cert'], webhook: ['secret', 'previous_secret'] } as const;
-/** Every event write reads the webhook settings; a save here clears the cache, other processes see it within this time. */
+/** Reads outside a transaction are cached this long; a save clears the cache, a change by another instance is seen by the watch. */
 const CACHE_MS = 2000;
+/** How often each instance looks for a save made by another one (settings reach every instance within about this). */
+const WATCH_MS = 1000;
 const KEY = 'integration';
 
 /** Which fields of each group a save changed: what each integration reacts to, and nothing else. */
@@ -104,11 +106,16 @@ export function applyPatch(current: IntegrationSettings, patch: IntegrationPatch
 
 /**
  * The settings table row `integration`: secrets sealed with the SecretBox, everything else as is.
- * Emits `change` after each save with the new settings and the fields that changed, so each
- * integration reconfigures at once, and only for a change of its own fields.
+ * Emits `change` with the new settings and the fields that changed, so each integration
+ * reconfigures at once, and only for a change of its own fields: after each save here, and (while
+ * started) within WATCH_MS of a save by another instance on the same database.
  */
 export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   private readonly cached = memo(CACHE_MS, (trx: Db) => this.read(trx));
+  /** What this process's integrations were last told, and the row's time then. */
+  private applied: { settings: IntegrationSettings; updatedAt: string | null } | null = null;
+  private watch: NodeJS.Timeout | null = null;
+  private checking: Promise<void> | null = null;
 
   constructor(
     private readonly database: Database,
@@ -122,9 +129,46 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
     return this.cached.get(this.database.db);
   }
 
-  /** The same, from inside a transaction: a cold cache loads through it. */
-  getWithin(trx: Db): Promise<IntegrationSettings> {
-    return this.cached.get(trx);
+  /**
+   * Where events go, read inside the event's own transaction, never from a cache: an event
+   * accepted after the webhook was enabled (here or on another instance) gets its delivery.
+   * Reads the row without opening its secrets: it runs for every event.
+   */
+  async webhookTargetWithin(trx: Db): Promise<Pick<IntegrationSettings['webhook'], 'enabled' | 'url'>> {
+    const stored = await getSetting<{ webhook?: { enabled?: boolean; url?: string } }>(trx, KEY);
+    return { enabled: stored?.webhook?.enabled ?? DEFAULT_SETTINGS.webhook.enabled, url: stored?.webhook?.url ?? DEFAULT_SETTINGS.webhook.url };
+  }
+
+  /** Remembers what the integrations start with, and watches for saves by other instances. */
+  async start(): Promise<IntegrationSettings> {
+    const updatedAt = await settingUpdatedAt(this.database.db, KEY);
+    const settings = await this.read(this.database.db);
+    this.applied = { settings, updatedAt };
+    this.watch = setInterval(() => void (this.checking ??= this.checkForChange().finally(() => (this.checking = null))), WATCH_MS);
+    this.watch.unref();
+    return settings;
+  }
+
+  async stop(): Promise<void> {
+    if (this.watch) clearInterval(this.watch);
+    this.watch = null;
+    await this.checking;
+  }
+
+  /** A save by another instance: the row's time moved. Tells the integrations what changed, as a save here would. */
+  private async checkForChange(): Promise<void> {
+    try {
+      const updatedAt = await settingUpdatedAt(this.database.db, KEY);
+      if (!this.applied || updatedAt === this.applied.updatedAt) return;
+      const settings = await this.read(this.database.db);
+      const previous = this.applied.settings;
+      this.applied = { settings, updatedAt };
+      this.cached.clear();
+      const changed = changedFields(previous, settings);
+      if (changed.mqtt.length || changed.webhook.length) this.emit('change', { settings, changed });
+    } catch {
+      // The database is away for a moment: the next check tries again.
+    }
   }
 
   private async read(trx: Db): Promise<IntegrationSettings> {
@@ -168,10 +212,11 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
     const saved = await this.database.transaction(async (trx) => {
       const stored = await this.read(trx);
       const next = change(stored);
-      if (next) await putSetting(trx, KEY, this.seal(next));
-      return next && { previous: stored, next };
+      if (!next) return null;
+      return { previous: stored, next, updatedAt: await putSetting(trx, KEY, this.seal(next)) };
     });
     if (!saved) return null;
+    if (this.applied) this.applied = { settings: saved.next, updatedAt: saved.updatedAt };
     this.cached.clear();
     this.emit('change', { settings: saved.next, changed: changedFields(saved.previous, saved.next) });
     return saved.next;

@@ -40,7 +40,7 @@ export class WebhookOutbox {
   }
 
   async enqueue(trx: Db, events: StoredEvent[]): Promise<void> {
-    const { webhook } = await this.settings.getWithin(trx);
+    const webhook = await this.settings.webhookTargetWithin(trx);
     if (!webhook.enabled || !webhook.url) return;
     const at = now();
     for (const event of events) {
