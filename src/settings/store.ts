@@ -116,6 +116,8 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   private applied: { settings: IntegrationSettings; updatedAt: string | null } | null = null;
   private watch: NodeJS.Timeout | null = null;
   private checking: Promise<void> | null = null;
+  /** Saves of this process in flight: the watch must not report one as another instance's before it is told here. */
+  private saving = 0;
 
   constructor(
     private readonly database: Database,
@@ -159,8 +161,9 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   private async checkForChange(): Promise<void> {
     try {
       const updatedAt = await settingUpdatedAt(this.database.db, KEY);
-      if (!this.applied || updatedAt === this.applied.updatedAt) return;
+      if (!this.applied || this.saving > 0 || updatedAt === this.applied.updatedAt) return;
       const settings = await this.read(this.database.db);
+      if (this.saving > 0 || updatedAt === this.applied.updatedAt) return; // a save here began or ended meanwhile
       const previous = this.applied.settings;
       this.applied = { settings, updatedAt };
       this.cached.clear();
@@ -209,12 +212,15 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
 
   /** Reads, changes (null: no change) and writes in one transaction, then tells the integrations what changed. */
   private async save(change: (stored: IntegrationSettings) => IntegrationSettings | null): Promise<IntegrationSettings | null> {
-    const saved = await this.database.transaction(async (trx) => {
-      const stored = await this.read(trx);
-      const next = change(stored);
-      if (!next) return null;
-      return { previous: stored, next, updatedAt: await putSetting(trx, KEY, this.seal(next)) };
-    });
+    this.saving++;
+    const saved = await this.database
+      .transaction(async (trx) => {
+        const stored = await this.read(trx);
+        const next = change(stored);
+        if (!next) return null;
+        return { previous: stored, next, updatedAt: await putSetting(trx, KEY, this.seal(next)) };
+      })
+      .finally(() => this.saving--);
     if (!saved) return null;
     if (this.applied) this.applied = { settings: saved.next, updatedAt: saved.updatedAt };
     this.cached.clear();
