@@ -215,8 +215,17 @@ describe('dashboard in Chromium', () => {
     await page.fill('#bot-form [name=name]', 'Replay Bot');
     await page.click('#bot-form button[type=submit]');
     await page.waitForSelector('#bot-secret:has-text("mss_")');
-    await page.waitForSelector('#bots li:has-text("replay-bot")');
+    await page.waitForSelector('#bots li[data-bot="replay-bot"]:has-text("0 of 5 requests in 24 h")');
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.click('#bots li[data-bot="replay-bot"] button:has-text("Rotate secret")');
+    await page.waitForSelector(`#bot-secret:has-text("New secret for")`);
+    assert.match((await page.textContent('#bot-secret'))!, /the old one works until .+\): mss_/);
+    await page.waitForSelector('#bots li[data-bot="replay-bot"]:has-text("old secret valid until")');
     await shot('enrichment');
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.click('#bots li[data-bot="replay-bot"] button:has-text("Delete")');
+    await page.waitForSelector('#bots li[data-bot="replay-bot"]', { state: 'detached' });
+    assert.equal((await app.api('GET', '/api/bots')).body.some((bot: { id: string }) => bot.id === 'replay-bot'), false);
   });
 
   it('fits a phone screen', async () => {

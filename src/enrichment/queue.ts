@@ -116,6 +116,17 @@ export class EnrichmentQueue {
     this.queries = requestQueries(database);
   }
 
+  /** Each bot's jobs counted against its quota right now (the rolling 24 h window of `request`). */
+  async quotaUse(nowMs = Date.now()): Promise<Map<string, number>> {
+    const rows = await this.database.db
+      .selectFrom('enrichment_jobs')
+      .select(['bot_id', (eb) => eb.fn.countAll<number>().as('used')])
+      .where('enqueued_at', '>', new Date(nowMs - QUOTA_WINDOW_MS).toISOString())
+      .groupBy('bot_id')
+      .execute();
+    return new Map(rows.map((row) => [row.bot_id, Number(row.used)]));
+  }
+
   /**
    * Seed section 4.1 steps 2 to 5, in one transaction: quota, match checks, idempotency, enqueue.
    * On PostgreSQL the bot row is locked, so concurrent requests of one bot (on any instance) are

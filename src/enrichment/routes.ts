@@ -65,8 +65,20 @@ export function enrichmentRoutes(
     { config: { problems: ['conflict'] }, schema: { tags: ['bots'], summary: 'Create a bot; the shared secret is shown once', body: { type: 'object', required: ['name'], additionalProperties: false, properties: { id: idString, name: nameString } }, response: { 201: botWithSecret } } },
     async (request, reply) => reply.code(201).send(await bots.create(request.body as { id?: string; name: string })),
   );
-  const botSchema = { type: 'object', properties: { id: { type: 'string' }, name: { type: 'string' }, created_at: { type: 'string' }, previous_secret_expires_at: { type: ['string', 'null'] } } } as const;
-  app.get('/api/bots', { schema: { tags: ['bots'], summary: 'Every bot (secrets are never returned)', response: { 200: { type: 'array', items: botSchema } } } }, () => bots.list());
+  const botSchema = {
+    type: 'object',
+    properties: {
+      id: { type: 'string' },
+      name: { type: 'string' },
+      created_at: { type: 'string' },
+      previous_secret_expires_at: { type: ['string', 'null'] },
+      quota: { type: 'object', description: 'Enrichment requests counted in the rolling 24 h window, of the daily limit', properties: { used: { type: 'integer' }, limit: { type: 'integer' } } },
+    },
+  } as const;
+  app.get('/api/bots', { schema: { tags: ['bots'], summary: 'Every bot with its quota use (secrets are never returned)', response: { 200: { type: 'array', items: botSchema } } } }, async () => {
+    const [all, use] = await Promise.all([bots.list(), queue.quotaUse()]);
+    return all.map((bot) => ({ ...bot, quota: { used: use.get(bot.id) ?? 0, limit: DAILY_QUOTA } }));
+  });
   app.delete('/api/bots/:id', { schema: { tags: ['bots'], params: idParams, response: noContent('Deleted') } }, async (request, reply) => {
     await bots.remove((request.params as { id: string }).id);
     return reply.code(204).send();

@@ -491,18 +491,55 @@ $('#webhook-generate').addEventListener('click', async (event) => {
 
 async function loadEnrichment() {
   const [bots, matches] = await Promise.all([api('GET', '/api/bots'), api('GET', '/api/matches?limit=50')]);
-  $('#bots').replaceChildren(...bots.map((bot) => el('li', {}, el('span', {}, `${bot.name} (${bot.id})`), el('span', { class: 'hint' }, dateTime(bot.created_at)))));
-  if (!bots.length) $('#bots').append(el('li', { class: 'hint' }, 'No bots yet.'));
+  $('#bots').replaceChildren(
+    ...bots.map((bot) =>
+      el('li', { 'data-bot': bot.id },
+        el('span', {}, `${bot.name} (${bot.id})`, el('small', { class: 'hint' }, ` · ${bot.quota.used} of ${bot.quota.limit} requests in 24 h${bot.previous_secret_expires_at && Date.parse(bot.previous_secret_expires_at) > Date.now() ? ` · old secret valid until ${dateTime(bot.previous_secret_expires_at)}` : ''}`)),
+        el('span', { class: 'row-actions' },
+          el('button', { type: 'button', class: 'link', onclick: () => rotateBot(bot) }, 'Rotate secret'),
+          el('button', { type: 'button', class: 'link danger', onclick: () => deleteBot(bot) }, 'Delete'))),
+    ),
+  );
+  if (!bots.length) $('#bots').append(el('li', { class: 'hint' }, 'No bots yet. Create one for each program that requests commentary; it signs its requests with the secret shown once.'));
   const kinds = { completed: 'ok', failed: 'bad', running: 'warn', queued: 'warn' };
   $('#matches tbody').replaceChildren(
     ...matches.map((match) =>
       el('tr', { 'data-match': match.id },
         el('td', {}, match.id),
         el('td', {}, match.status),
-        el('td', {}, el('span', { class: `badge ${kinds[match.enrichment.status] ?? ''}`, title: match.enrichment.error ?? match.enrichment.commentary ?? '' }, match.enrichment.status ?? 'not requested')),
+        el('td', {}, match.enrichment.commentary || match.enrichment.error
+          ? el('details', {}, el('summary', {}, el('span', { class: `badge ${kinds[match.enrichment.status] ?? ''}` }, match.enrichment.status)), el('p', { class: match.enrichment.error ? 'error-text' : 'commentary' }, match.enrichment.commentary ?? match.enrichment.error))
+          : el('span', { class: `badge ${kinds[match.enrichment.status] ?? ''}` }, match.enrichment.status ?? 'not requested')),
         el('td', {}, dateTime(match.enrichment_requested_at))),
     ),
   );
+}
+
+function showBotSecret(text) {
+  const box = $('#bot-secret');
+  box.hidden = false;
+  box.textContent = text;
+}
+
+async function rotateBot(bot) {
+  if (!confirm(`Give ${bot.name} a new secret? The current one keeps working for 24 hours, so the bot can be updated without downtime.`)) return;
+  try {
+    const rotated = await api('POST', `/api/bots/${encodeURIComponent(bot.id)}/rotate-secret`);
+    showBotSecret(`New secret for "${bot.id}" (shown once; the old one works until ${dateTime(rotated.previous_secret_expires_at)}): ${rotated.shared_secret}`);
+    await loadEnrichment();
+  } catch (error) {
+    alert(error.message);
+  }
+}
+
+async function deleteBot(bot) {
+  if (!confirm(`Delete ${bot.name}? Its signed requests are refused from now on; its jobs already queued still run.`)) return;
+  try {
+    await api('DELETE', `/api/bots/${encodeURIComponent(bot.id)}`);
+    await loadEnrichment();
+  } catch (error) {
+    alert(error.message);
+  }
 }
 
 $('#bot-form').addEventListener('submit', async (event) => {
@@ -512,9 +549,7 @@ $('#bot-form').addEventListener('submit', async (event) => {
     const bot = await api('POST', '/api/bots', { name: form.name.value.trim() });
     clearErrors(form);
     form.reset();
-    const box = $('#bot-secret');
-    box.hidden = false;
-    box.textContent = `Bot "${bot.id}" created. Shared secret (shown once): ${bot.shared_secret}`;
+    showBotSecret(`Bot "${bot.id}" created. Shared secret (shown once): ${bot.shared_secret}`);
     await loadEnrichment();
   } catch (error) {
     showErrors(form, error);
