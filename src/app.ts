@@ -20,6 +20,7 @@ import { settingsRoutes } from './settings/routes.js';
 import type { SettingsChange, SettingsStore } from './settings/store.js';
 import { checkInstallation } from './ops/installation.js';
 import { claimInterval } from './db/kv.js';
+import { MqttLeadership } from './mqtt/leadership.js';
 import { createEventPipeline } from './pipeline.js';
 import { WebhookService } from './webhook/index.js';
 import { webhookRoutes } from './webhook/routes.js';
@@ -91,7 +92,11 @@ export async function buildApp(config: Config): Promise<App> {
   new AdminAuth(config.adminToken, sessions, rateLimit).register(http);
   const webhook = new WebhookService(database, events, outbox, settings, http.log, metrics, { timeoutMs: config.webhookTimeoutMs, retryDelayMs: config.webhookRetryDelayMs });
   metrics.gauge('mothership_webhook_backlog', 'Webhook deliveries waiting to be sent', () => webhook.backlog());
+  // Several instances on one PostgreSQL database: one MQTT owner, elected in the database.
+  const leadership = config.databaseUrl ? new MqttLeadership(config.databaseUrl, config.mothershipId, http.log) : null;
+  metrics.gauge('mothership_mqtt_owner', 'Whether this instance owns the MQTT connection (1) or stands by for another instance (0)', async () => ((leadership?.leader ?? true) ? 1 : 0));
   const mqtt = new MqttIntegration({
+    ownership: leadership,
     presence,
     events,
     mothershipId: config.mothershipId,
@@ -103,7 +108,7 @@ export async function buildApp(config: Config): Promise<App> {
   // Only a change of MQTT's own fields touches the connection: a webhook save must not make Home
   // Assistant see every entity go unavailable and come back.
   const applySettings = ({ settings: next, changed }: SettingsChange) => {
-    if (changed.mqtt.length > 0) void mqtt.configure(next.mqtt).catch((error: Error) => http.log.error({ err: error }, 'MQTT reconfiguration failed'));
+    if (changed.mqtt.length > 0 && (leadership?.leader ?? true)) void mqtt.configure(next.mqtt).catch((error: Error) => http.log.error({ err: error }, 'MQTT reconfiguration failed'));
   };
 
   opsRoutes(http, { database, metrics, mqttState: () => mqtt.status() });
@@ -138,12 +143,16 @@ export async function buildApp(config: Config): Promise<App> {
     {
       start: async () => {
         settings.on('change', applySettings);
-        await mqtt.start((await settings.start()).mqtt);
+        const initial = await settings.start();
+        if (!leadership) return mqtt.start(initial.mqtt);
+        await leadership.start(async (leader) => (leader ? mqtt.start((await settings.get()).mqtt) : mqtt.stop({ offline: false })));
       },
       stop: async () => {
         await settings.stop();
         settings.off('change', applySettings);
+        // MQTT first: its `offline` must come before another instance's `online`.
         await mqtt.stop();
+        await leadership?.stop();
       },
     },
     { start: () => webhook.start(), stop: () => webhook.stop() },

@@ -2,8 +2,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
-import { observer, retainedSet, startBroker } from './helpers/broker.js';
-import { spawnMothership, stopProcess } from './helpers/process.js';
+import { freePort, observer, retainedSet, startBroker } from './helpers/broker.js';
+import { spawnMothership, startService, stopProcess } from './helpers/process.js';
 
 const unique = () => randomBytes(4).toString('hex');
 
@@ -502,6 +502,53 @@ describe('MQTT connection management', () => {
   });
 });
 
+describe('MQTT ownership across instances (PostgreSQL)', () => {
+  it('one instance owns the connection; when it is killed, another takes over within 10 s with online and the full state', async () => {
+    const broker = await startBroker();
+    const mid = `ms${unique()}`;
+    const root = `root${unique()}`;
+    const env = await createTestEnv('postgres', { MOTHERSHIP_ID: mid, MQTT_BACKOFF_INITIAL_MS: '100', MQTT_BACKOFF_MAX_MS: '400', LOG_LEVEL: 'silent' });
+    const services: Array<Awaited<ReturnType<typeof startService>>> = [];
+    try {
+      const setup = await startTestApp('postgres', {}, { testEnv: env });
+      await setup.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
+      await setup.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root } });
+      await setup.close();
+      const availability = `${root}/${mid}/availability`;
+      const view = await observer(broker.url, [`${root}/#`]);
+      for (let index = 0; index < 2; index++) services.push(await startService(env.env, await freePort()));
+      const roles = async () =>
+        Promise.all(
+          services.map(async (service) => ((await (await fetch(`${service.base}/readyz`)).json()) as { mqtt: { role: string; connected: boolean; leader_since: string | null } }).mqtt),
+        );
+      const settled = await eventually(async () => {
+        const now = await roles();
+        return now.filter((entry) => entry.role === 'leader' && entry.connected).length === 1 && now.filter((entry) => entry.role === 'standby' && !entry.connected).length === 1 ? now : null;
+      }, 10_000, 'one leader connected, one standby');
+      assert.ok(settled.find((entry) => entry.role === 'leader')!.leader_since);
+      await eventually(() => view.last(availability) === 'online', 5000, 'online');
+
+      const leader = services[settled.findIndex((entry) => entry.role === 'leader')]!;
+      const standby = services.find((service) => service !== leader)!;
+      view.messages.length = 0;
+      await stopProcess(leader.child, 'SIGKILL');
+      const killedAt = Date.now();
+      await eventually(async () => {
+        const state = ((await (await fetch(`${standby.base}/readyz`)).json()) as { mqtt: { role: string; connected: boolean } }).mqtt;
+        return state.role === 'leader' && state.connected;
+      }, 10_000, 'the standby took over');
+      await eventually(() => view.last(availability) === 'online' && view.messages.some((message) => message.topic === `${root}/${mid}/person/ada/presence`), 10_000, 'online again with the full state');
+      assert.ok(Date.now() - killedAt < 10_000, `took over in ${Date.now() - killedAt} ms`);
+      assert.equal((await retainedSet(broker.url, [availability])).get(availability), 'online', 'the old owner\'s Last Will came before the new owner\'s online');
+      await view.close();
+    } finally {
+      for (const service of services) await stopProcess(service.child, 'SIGKILL');
+      await env.cleanup();
+      await broker.destroy();
+    }
+  });
+});
+
 describe('MQTT settings validation', () => {
   it('rejects bad URLs and topic prefixes naming the field, and saves nothing', async () => {
     const app = await startTestApp('sqlite');
@@ -540,7 +587,7 @@ describe('MQTT settings validation', () => {
         discovery_mode: 'entity',
         topic_root: 'mothership',
         birth_topic: 'homeassistant/status',
-        status: { connected: false, last_error: null, last_connected_at: null, next_reconnect_at: null },
+        status: { connected: false, last_error: null, last_connected_at: null, next_reconnect_at: null, role: 'leader', leader_since: null },
       });
       assert.deepEqual(settings.webhook, { enabled: false, url: '', secret_set: false, previous_secret_expires_at: null, status: { last_delivery_at: null, last_status_code: null, last_error: null, disabled_reason: null } });
       const test = await app.api('POST', '/api/settings/integration/test', { target: 'mqtt' });

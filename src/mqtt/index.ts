@@ -54,6 +54,8 @@ export class MqttIntegration {
       backoff: { initialMs: number; maxMs: number };
       /** Home Assistant's birth message is answered after a random delay up to this (0: at once). */
       birthDelayMaxMs: number;
+      /** Who owns MQTT among instances on one PostgreSQL database; none: this process always does. */
+      ownership?: { status(): { role: 'leader' | 'standby'; leader_since: string | null } } | null;
       metrics: Metrics | null;
       log: FastifyBaseLogger;
     },
@@ -63,9 +65,9 @@ export class MqttIntegration {
     return `mothership-${this.deps.mothershipId}`;
   }
 
-  status(): MqttStatus & { enabled: boolean } {
+  status(): MqttStatus & { enabled: boolean; role: 'leader' | 'standby'; leader_since: string | null } {
     const status = this.connection?.status ?? { connected: false, last_error: null, last_connected_at: null, next_reconnect_at: null };
-    return { enabled: Boolean(this.settings?.enabled), ...status };
+    return { enabled: Boolean(this.settings?.enabled), ...status, ...(this.deps.ownership?.status() ?? { role: 'leader', leader_since: null }) };
   }
 
   /**
@@ -108,7 +110,11 @@ export class MqttIntegration {
     await this.configure(settings);
   }
 
-  async stop(): Promise<void> {
+  /**
+   * Stops following the log and closes the connection, saying `offline` first unless another
+   * instance may already have taken over (ownership lost): its `online` must stand.
+   */
+  async stop({ offline = true } = {}): Promise<void> {
     this.unsubscribe?.();
     this.unsubscribe = null;
     if (this.birthTimer) clearTimeout(this.birthTimer);
@@ -117,7 +123,7 @@ export class MqttIntegration {
     this.connection = null;
     // Closing fails whatever the broker has not acknowledged, which ends the flush.
     if (this.flushing) await Promise.race([this.flushing, delay(STOP_GRACE_MS, undefined, { ref: false })]);
-    if (connection) await connection.close(() => this.publishAvailability(connection, 'offline'));
+    if (connection) await connection.close(() => (offline ? this.publishAvailability(connection, 'offline') : Promise.resolve()));
   }
 
   /** Connects once with candidate settings (Test Connection); `detailed` errors only for the saved broker. */

@@ -56,7 +56,14 @@ const viewSchema = {
         discovery_mode: { type: 'string', enum: DISCOVERY_MODES },
         birth_topic: { type: 'string' },
         topic_root: { type: 'string' },
-        status: statusSchema({ connected: { type: 'boolean' }, last_error: nullableString, last_connected_at: nullableString, next_reconnect_at: nullableString }),
+        status: statusSchema({
+          connected: { type: 'boolean' },
+          last_error: nullableString,
+          last_connected_at: nullableString,
+          next_reconnect_at: nullableString,
+          role: { type: 'string', enum: ['leader', 'standby'], description: 'standby: another instance on this database owns the MQTT connection' },
+          leader_since: nullableString,
+        }),
       },
     },
     webhook: {

@@ -1,0 +1,81 @@
+import type { FastifyBaseLogger } from 'fastify';
+import pg from 'pg';
+
+/** The advisory lock class of MQTT ownership (the second key is the installation's hash). */
+const LOCK_CLASS = 0x4d5154; // "MQT"
+const POLL_MS = 2000;
+
+/**
+ * One MQTT owner per installation when several instances share a PostgreSQL database: the owner
+ * holds a session advisory lock on a connection of its own. Only the owner connects to the broker
+ * (all instances use the same client id, so two would take the connection from each other). The
+ * lock goes with the session: when the owner dies or loses the database, PostgreSQL releases it and
+ * another instance, polling every POLL_MS, takes over and publishes `online` and a full sync. An
+ * owner that can no longer reach its session gives up MQTT at once (it no longer knows it owns it).
+ */
+export class MqttLeadership {
+  private client: pg.Client | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private checking: Promise<void> | null = null;
+  private onChange: (leader: boolean) => Promise<void> = async () => {};
+  private leading: { since: string } | null = null;
+
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly installation: string,
+    private readonly log: FastifyBaseLogger,
+    private readonly pollMs = POLL_MS,
+  ) {}
+
+  get leader(): boolean {
+    return this.leading !== null;
+  }
+
+  status(): { role: 'leader' | 'standby'; leader_since: string | null } {
+    return { role: this.leading ? 'leader' : 'standby', leader_since: this.leading?.since ?? null };
+  }
+
+  async start(onChange: (leader: boolean) => Promise<void>): Promise<void> {
+    this.onChange = onChange;
+    await this.check();
+    this.timer = setInterval(() => void (this.checking ??= this.check().finally(() => (this.checking = null))), this.pollMs);
+    this.timer.unref();
+  }
+
+  /** Gives ownership up (the caller has stopped MQTT first, so its `offline` precedes the next owner's `online`). */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.checking;
+    this.leading = null;
+    await this.client?.end().catch(() => {});
+    this.client = null;
+  }
+
+  private async check(): Promise<void> {
+    try {
+      if (!this.client) {
+        const client = new pg.Client({ connectionString: this.databaseUrl });
+        client.on('error', () => {}); // a lost session shows in the next query
+        await client.connect();
+        this.client = client;
+      }
+      if (this.leading) {
+        await this.client.query('select 1'); // the session, and with it the lock, is still ours
+        return;
+      }
+      const { rows } = await this.client.query<{ won: boolean }>('select pg_try_advisory_lock($1, hashtext($2)) as won', [LOCK_CLASS, this.installation]);
+      if (!rows[0]?.won) return;
+      this.leading = { since: new Date().toISOString() };
+      this.log.info('this instance now owns the MQTT connection');
+      await this.onChange(true);
+    } catch (error) {
+      await this.client?.end().catch(() => {});
+      this.client = null;
+      if (!this.leading) return;
+      this.leading = null;
+      this.log.warn({ err: error }, 'lost the database session holding MQTT ownership: MQTT stopped on this instance');
+      await this.onChange(false);
+    }
+  }
+}
