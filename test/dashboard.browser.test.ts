@@ -132,6 +132,15 @@ describe('dashboard in Chromium', () => {
     await page.waitForSelector('#webhook-result:has-text("Test delivery answered 200")');
     assert.equal(receiver.received.at(-1)?.headers['x-service-event'], 'webhook.test');
     await page.waitForSelector('#deliveries tbody tr:has-text("webhook.test")');
+    // Filters: by state, then by event type (the API filters; the table follows).
+    await page.selectOption('#delivery-state', 'failed');
+    await page.waitForSelector('#deliveries tbody tr:has-text("webhook.test")', { state: 'detached' });
+    await page.selectOption('#delivery-state', 'delivered');
+    await page.selectOption('#delivery-type', 'webhook.test');
+    await page.waitForSelector('#deliveries tbody tr[data-state="delivered"]:has-text("webhook.test")');
+    assert.equal(await page.locator('#deliveries tbody tr:not([data-state="delivered"])').count(), 0);
+    await page.selectOption('#delivery-state', '');
+    await page.selectOption('#delivery-type', '');
     await shot('integrations');
   });
 

@@ -199,6 +199,14 @@ for (const dialect of DIALECTS) {
       assert.equal((await app.api('POST', '/api/webhook/deliveries/999999/redeliver')).status, 404);
     });
 
+    it('filters the delivery log by state and event type', async () => {
+      const failed = (await app.api('GET', '/api/webhook/deliveries?state=failed&limit=500')).body as { state: string }[];
+      assert.ok(failed.length > 0 && failed.every((row) => row.state === 'failed'));
+      const modes = (await app.api('GET', '/api/webhook/deliveries?event_type=system.mode_changed&state=delivered')).body as { state: string; event_type: string }[];
+      assert.ok(modes.length > 0 && modes.every((row) => row.event_type === 'system.mode_changed' && row.state === 'delivered'));
+      assert.equal((await app.api('GET', '/api/webhook/deliveries?state=bogus')).status, 400);
+    });
+
     it('reports the last delivery in the settings status', async () => {
       const status = (await app.api('GET', '/api/settings/integration')).body.webhook.status;
       assert.equal(status.last_status_code, 200);

@@ -339,8 +339,12 @@ export class WebhookService {
     return deleted;
   }
 
-  async list(limit: number): Promise<DeliveryView[]> {
-    return (await this.database.db.selectFrom('webhook_deliveries').selectAll().orderBy('id', 'desc').limit(limit).execute()).map(toView);
+  /** Attempts newest first, optionally of one state and one event type. */
+  async list({ limit, state, event_type: eventType }: { limit: number; state?: DeliveryView['state']; event_type?: string }): Promise<DeliveryView[]> {
+    let query = this.database.db.selectFrom('webhook_deliveries').selectAll().orderBy('id', 'desc').limit(limit);
+    if (state) query = query.where('state', '=', state);
+    if (eventType) query = query.where('event_type', '=', eventType);
+    return (await query.execute()).map(toView);
   }
 
   async status(): Promise<WebhookStatus> {

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { rowId } from '../http/schemas.js';
-import type { WebhookService } from './index.js';
+import { EVENT_TYPES } from '../events/index.js';
+import type { DeliveryView, WebhookService } from './index.js';
 
 const deliverySchema = {
   type: 'object',
@@ -28,11 +29,19 @@ export function webhookRoutes(app: FastifyInstance, webhook: WebhookService): vo
       schema: {
         tags: ['webhook'],
         summary: 'Recent delivery attempts, newest first (one row per attempt)',
-        querystring: { type: 'object', additionalProperties: false, properties: { limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 } } },
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 },
+            state: { type: 'string', enum: deliverySchema.properties.state.enum, description: 'Only attempts in this state' },
+            event_type: { type: 'string', enum: EVENT_TYPES, description: 'Only attempts of this event type' },
+          },
+        },
         response: { 200: { type: 'array', items: deliverySchema } },
       },
     },
-    (request) => webhook.list((request.query as { limit: number }).limit),
+    (request) => webhook.list(request.query as { limit: number; state?: DeliveryView['state']; event_type?: string }),
   );
   app.post(
     '/api/webhook/deliveries/:id/redeliver',

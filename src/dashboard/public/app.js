@@ -363,8 +363,14 @@ async function loadIntegrations() {
   await loadDeliveries();
 }
 
+for (const type of EVENT_TYPES) $('#delivery-type').append(el('option', {}, type));
+for (const filter of ['#delivery-state', '#delivery-type']) $(filter).addEventListener('change', () => loadDeliveries().catch(report));
+
 async function loadDeliveries() {
-  const deliveries = await api('GET', '/api/webhook/deliveries?limit=30');
+  const query = new URLSearchParams({ limit: '30' });
+  if ($('#delivery-state').value) query.set('state', $('#delivery-state').value);
+  if ($('#delivery-type').value) query.set('event_type', $('#delivery-type').value);
+  const deliveries = await api('GET', `/api/webhook/deliveries?${query}`);
   $('#deliveries tbody').replaceChildren(
     ...deliveries.map((row) =>
       el('tr', { 'data-state': row.state },
