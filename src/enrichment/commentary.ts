@@ -2,58 +2,142 @@
  * Commentary from a match replay. The built-in generator is deterministic and needs no network;
  * an OpenAI-compatible chat completions endpoint can be used instead (ENRICHMENT_LLM_URL).
  *
- * Replay format (docs/enrichment.md):
- *   { "title"?, "duration_seconds"?, "players": [{"id", "name", "team"?}],
+ * Replay format (docs/enrichment.md), in the shapes games commonly export:
+ *   { "title"?, "duration_seconds"?,
+ *     "players": ["<id>", ...] or [{"id"?, "name"?, "team"?}] (an id or a name; numbers are read as text),
  *     "events"?: [{"t", "type", "player"?, "target"?, "points"?, "text"?}],
- *     "final_score"?: {"<team or player id>": n}, "winner"? }
+ *     "final_score"?: {"<team or player id>": n} or [{"team" | "player" | "id" | "name", "score" | "points"}],
+ *     "winner"? }
  */
+export interface Player {
+  id: string;
+  name: string;
+  team?: string;
+}
+
+export interface ReplayEvent {
+  t: number;
+  type: string;
+  player?: string;
+  target?: string;
+  points?: number;
+  text?: string;
+}
+
 export interface Replay {
   title?: string;
   duration_seconds?: number;
-  players: { id: string; name: string; team?: string }[];
-  events?: { t: number; type: string; player?: string; target?: string; points?: number; text?: string }[];
+  players: Player[];
+  events: ReplayEvent[];
   final_score?: Record<string, number>;
   winner?: string;
 }
 
 export type CommentaryGenerator = (replay: unknown, matchId: string) => Promise<string>;
 
-export class ReplayError extends Error {}
+/** A replay the generator cannot read; `path` is a JSON Pointer into the replay document. */
+export class ReplayError extends Error {
+  constructor(
+    readonly path: string,
+    reason: string,
+  ) {
+    super(`replay${path.replaceAll('/', '.')} ${reason}`.replace(/\.(\d+)/g, '[$1]'));
+  }
+}
+
+type Rule = (replay: unknown) => void;
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isText = (value: unknown): value is string | number => (typeof value === 'string' && value.trim() !== '') || (typeof value === 'number' && Number.isFinite(value));
+const text = (value: unknown): string | undefined => (isText(value) ? String(value) : undefined);
 
-/** Checks the parts of the replay the generator relies on; throws a ReplayError naming the field. */
-export function parseReplay(replay: unknown): Replay {
-  if (!isObject(replay)) throw new ReplayError('the match has no replay document');
-  const players = replay.players;
-  if (!Array.isArray(players) || players.length === 0) throw new ReplayError('replay.players must be a non-empty array');
-  players.forEach((player, index) => {
-    if (!isObject(player) || typeof player.id !== 'string' || typeof player.name !== 'string') {
-      throw new ReplayError(`replay.players[${index}] needs string "id" and "name"`);
-    }
-  });
-  if (replay.events !== undefined) {
-    if (!Array.isArray(replay.events)) throw new ReplayError('replay.events must be an array');
-    replay.events.forEach((event, index) => {
-      if (!isObject(event) || typeof event.t !== 'number' || typeof event.type !== 'string') throw new ReplayError(`replay.events[${index}] needs a numeric "t" and a string "type"`);
-    });
-  }
-  if (replay.final_score !== undefined && (!isObject(replay.final_score) || !Object.values(replay.final_score).every((value) => typeof value === 'number'))) {
-    throw new ReplayError('replay.final_score must map names to numbers');
-  }
-  return replay as unknown as Replay;
+function readPlayer(raw: unknown, index: number): Player {
+  if (isText(raw)) return { id: String(raw), name: String(raw) };
+  if (!isObject(raw)) throw new ReplayError(`/players/${index}`, 'must be an id or an object with "id" or "name"');
+  const id = text(raw.id) ?? text(raw.name);
+  if (id === undefined) throw new ReplayError(`/players/${index}`, 'needs an "id" or a "name"');
+  const team = text(raw.team);
+  return { id, name: text(raw.name) ?? id, ...(team === undefined ? {} : { team }) };
 }
+
+function readEvent(raw: unknown, index: number): ReplayEvent {
+  if (!isObject(raw) || typeof raw.t !== 'number' || !Number.isFinite(raw.t) || typeof raw.type !== 'string') {
+    throw new ReplayError(`/events/${index}`, 'needs a numeric "t" and a string "type"');
+  }
+  if (raw.points !== undefined && (typeof raw.points !== 'number' || !Number.isFinite(raw.points))) throw new ReplayError(`/events/${index}/points`, 'must be a number');
+  const event: ReplayEvent = { t: raw.t, type: raw.type };
+  const player = text(raw.player);
+  const target = text(raw.target);
+  if (player !== undefined) event.player = player;
+  if (target !== undefined) event.target = target;
+  if (raw.points !== undefined) event.points = raw.points as number;
+  if (typeof raw.text === 'string') event.text = raw.text;
+  return event;
+}
+
+/** `{"red": 2}` or `[{"team": "red", "score": 2}]` (a side named by team, player, id or name; score or points). */
+function readFinalScore(raw: unknown): Record<string, number> {
+  const entries: [string, unknown][] = Array.isArray(raw)
+    ? raw.map((entry, index) => {
+        const side = isObject(entry) ? (text(entry.team) ?? text(entry.player) ?? text(entry.id) ?? text(entry.name)) : undefined;
+        if (side === undefined) throw new ReplayError(`/final_score/${index}`, 'needs a "team", "player", "id" or "name"');
+        return [side, isObject(entry) ? (entry.score ?? entry.points) : undefined];
+      })
+    : isObject(raw)
+      ? Object.entries(raw)
+      : [];
+  if (!Array.isArray(raw) && !isObject(raw)) throw new ReplayError('/final_score', 'must map sides to numbers');
+  for (const [side, value] of entries) {
+    if (typeof value !== 'number' || !Number.isFinite(value)) throw new ReplayError(`/final_score/${side.replaceAll('~', '~0').replaceAll('/', '~1')}`, 'must be a number');
+  }
+  return Object.fromEntries(entries) as Record<string, number>;
+}
+
+/** Reads the replay into the one shape the generator works on; throws a ReplayError naming the field. */
+export function parseReplay(input: unknown): Replay {
+  if (!isObject(input)) throw new ReplayError('', 'must be a JSON object (the match has no replay document)');
+  if (!Array.isArray(input.players) || input.players.length === 0) throw new ReplayError('/players', 'must be a non-empty array');
+  const players = input.players.map(readPlayer);
+  if (input.events !== undefined && !Array.isArray(input.events)) throw new ReplayError('/events', 'must be an array');
+  const replay: Replay = { players, events: ((input.events as unknown[] | undefined) ?? []).map(readEvent) };
+  if (typeof input.title === 'string') replay.title = input.title;
+  if (typeof input.duration_seconds === 'number' && Number.isFinite(input.duration_seconds)) replay.duration_seconds = input.duration_seconds;
+  if (input.final_score !== undefined) replay.final_score = readFinalScore(input.final_score);
+  const winner = text(input.winner);
+  if (winner !== undefined) replay.winner = winner;
+  return replay;
+}
+
+/** What the LLM generator needs: some replay document; its shape is the model's business. */
+export const requireReplay: Rule = (replay) => {
+  if (replay === null || replay === undefined) throw new ReplayError('', 'is missing (the match has no replay document)');
+};
+
+/** The rule a stored replay must pass for the configured generator, checked when a match is written. */
+export const replayRule = (llm: boolean): Rule => (llm ? requireReplay : parseReplay);
 
 const clock = (seconds: number) => `${Math.floor(seconds / 60)}:${String(Math.floor(seconds % 60)).padStart(2, '0')}`;
 const list = (items: string[]) => (items.length <= 1 ? items.join('') : `${items.slice(0, -1).join(', ')} and ${items.at(-1)}`);
-const capitalize = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
+const capitalize = (value: string) => value.charAt(0).toUpperCase() + value.slice(1);
 const MAX_MOMENTS = 10;
+
+/** A goal or score with no points counts one: games often export goals without them. */
+const pointsOf = (event: ReplayEvent) => event.points ?? (event.type === 'goal' || event.type === 'score' ? 1 : 0);
+
+/** The single highest entry, or undefined when nothing is above zero or the top is shared. */
+function soleTop(entries: [string, number][]): [string, number] | undefined {
+  const ranked = [...entries].sort((a, b) => b[1] - a[1]);
+  const [top, second] = ranked;
+  return top && top[1] > 0 && (!second || second[1] < top[1]) ? top : undefined;
+}
 
 export function builtInCommentary(input: unknown, matchId: string): string {
   const replay = parseReplay(input);
   const names = new Map(replay.players.map((player) => [player.id, player.name]));
-  const teamOf = new Map(replay.players.map((player) => [player.id, player.team]));
-  const name = (id: string | undefined) => (id ? names.get(id) ?? id : 'someone');
+  const name = (id: string | undefined) => (id ? (names.get(id) ?? id) : 'someone');
+  // A side is a team where players have one, otherwise the player alone.
+  const sideOf = (id: string) => replay.players.find((player) => player.id === id)?.team ?? id;
+  const sides = [...new Set(replay.players.map((player) => player.team ?? player.id))];
   const paragraphs: string[] = [];
 
   const teams = [...new Set(replay.players.map((player) => player.team).filter((team): team is string => Boolean(team)))];
@@ -63,13 +147,12 @@ export function builtInCommentary(input: unknown, matchId: string): string {
     : list(replay.players.map((player) => player.name));
   paragraphs.push(`${replay.title ?? `Match ${matchId}`}: ${lineup}${length}.`);
 
-  const events = [...(replay.events ?? [])].sort((a, b) => a.t - b.t);
   const score = new Map<string, number>();
+  const points = new Map<string, number>();
   let leader: string | undefined;
   let anyScore = false;
   const moments: string[] = [];
-  const points = new Map<string, number>();
-  for (const event of events) {
+  for (const event of [...replay.events].sort((a, b) => a.t - b.t)) {
     const actor = name(event.player);
     let line: string;
     switch (event.type) {
@@ -86,10 +169,11 @@ export function builtInCommentary(input: unknown, matchId: string): string {
       default:
         line = event.text ? `${actor}: ${event.text}` : `${actor} (${event.type.replace(/_/g, ' ')})`;
     }
-    if (event.points && event.player) {
-      const side = teamOf.get(event.player) ?? event.player;
-      score.set(side, (score.get(side) ?? 0) + event.points);
-      points.set(event.player, (points.get(event.player) ?? 0) + event.points);
+    const gained = pointsOf(event);
+    if (gained && event.player) {
+      const side = sideOf(event.player);
+      score.set(side, (score.get(side) ?? 0) + gained);
+      points.set(event.player, (points.get(event.player) ?? 0) + gained);
       const ranked = [...score.entries()].sort((a, b) => b[1] - a[1]);
       const top = ranked[0]!;
       const tied = ranked.length > 1 && ranked[1]![1] === top[1];
@@ -110,25 +194,35 @@ export function builtInCommentary(input: unknown, matchId: string): string {
     paragraphs.push(shown.join(' '));
   }
 
-  const finalScore = replay.final_score ?? (score.size ? Object.fromEntries(score) : undefined);
-  const sides = finalScore ? Object.entries(finalScore).sort((a, b) => b[1] - a[1]) : [];
-  if (sides.length) {
-    const line = sides.map(([side, value]) => `${names.get(side) ?? side} ${value}`).join(', ');
-    const winner = replay.winner ? names.get(replay.winner) ?? replay.winner : sides.length > 1 && sides[0]![1] > sides[1]![1] ? names.get(sides[0]![0]) ?? sides[0]![0] : undefined;
-    paragraphs.push(`Final score: ${line}. ${winner ? `${capitalize(winner)} takes it.` : 'Honours even.'}`);
-  } else if (replay.winner) {
-    paragraphs.push(`${capitalize(names.get(replay.winner) ?? replay.winner)} takes it.`);
+  // The final score: the replay's own, else the events' tally. A side it leaves out scored nothing
+  // (a 2-0 is often exported as {"red": 2}), so a one-sided result is never "honours even".
+  const finalScore = new Map(Object.entries(replay.final_score ?? (anyScore ? Object.fromEntries(score) : {})));
+  if (finalScore.size && [...finalScore.keys()].every((side) => sides.includes(side))) for (const side of sides) if (!finalScore.has(side)) finalScore.set(side, 0);
+  // The game's declared winner wins over the arithmetic; otherwise the side strictly ahead.
+  const winner = replay.winner ?? soleTop([...finalScore.entries()])?.[0];
+  if (finalScore.size) {
+    const line = [...finalScore.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .map(([side, value]) => `${name(side)} ${value}`)
+      .join(', ');
+    paragraphs.push(`Final score: ${line}. ${winner ? `${capitalize(name(winner))} takes it.` : 'Honours even.'}`);
+  } else if (winner) {
+    paragraphs.push(`${capitalize(name(winner))} takes it.`);
   }
-  const star = [...points.entries()].sort((a, b) => b[1] - a[1])[0];
-  if (star && star[1] > 0) paragraphs.push(`Player of the match: ${name(star[0])}, with ${star[1]} point${star[1] === 1 ? '' : 's'}.`);
+
+  // The player of the match comes from the winning side (any side in a draw).
+  const onWinningSide = (id: string) => !winner || id === winner || names.get(id) === winner || sideOf(id) === winner;
+  const star = soleTop([...points.entries()].filter(([id]) => onWinningSide(id)));
+  if (star) paragraphs.push(`Player of the match: ${name(star[0])}, with ${star[1]} point${star[1] === 1 ? '' : 's'}.`);
   return paragraphs.join('\n\n');
 }
 
 /** An OpenAI-compatible chat completions client (`/chat/completions` is appended unless the URL has it). */
 export function llmCommentary(options: { url: string; model: string; apiKey: string | null; timeoutMs?: number }): CommentaryGenerator {
   const endpoint = options.url.replace(/\/+$/, '').endsWith('/chat/completions') ? options.url : `${options.url.replace(/\/+$/, '')}/chat/completions`;
-  return async (input, matchId) => {
-    const replay = parseReplay(input);
+  return async (replay, matchId) => {
+    // Any replay document goes to the model as it is: the built-in generator's shape is not its rule.
+    requireReplay(replay);
     const response = await fetch(endpoint, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}) },

@@ -8,7 +8,7 @@ import type { Metrics } from '../ops/metrics.js';
 import type { RateLimitGuard } from '../ratelimit/index.js';
 import { BotAuthenticator, DatabaseNonceStore, RedisNonceStore } from './bot-auth.js';
 import { BotService } from './bots.js';
-import { builtInCommentary, llmCommentary, type CommentaryGenerator } from './commentary.js';
+import { builtInCommentary, llmCommentary, replayRule, type CommentaryGenerator } from './commentary.js';
 import { MatchService } from './matches.js';
 import { EnrichmentQueue } from './queue.js';
 import { enrichmentRoutes } from './routes.js';
@@ -34,7 +34,7 @@ export function commentaryGenerator(config: Config): CommentaryGenerator {
 export function createEnrichment(deps: EnrichmentDeps) {
   const { config, database, events } = deps;
   const bots = new BotService(database, deps.box);
-  const matches = new MatchService(database);
+  const matches = new MatchService(database, replayRule(Boolean(config.enrichmentLlm)));
   const queue = new EnrichmentQueue(database, events, { leaseMs: config.enrichmentLeaseMs, retryBaseMs: config.enrichmentRetryBaseMs });
   const databaseNonces = deps.redis ? null : new DatabaseNonceStore(database);
   const nonces = deps.redis ? new RedisNonceStore(deps.redis, config.redisPrefix + 'nonce:') : databaseNonces!;

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import type { MatchesTable } from '../db/schema.js';
-import { conflict, notFound } from '../http/problem.js';
+import { conflict, invalid, notFound } from '../http/problem.js';
+import { ReplayError } from './commentary.js';
 
 export const MATCH_STATUSES = ['scheduled', 'in_progress', 'completed', 'cancelled'] as const;
 export type MatchStatus = (typeof MATCH_STATUSES)[number];
@@ -25,9 +26,24 @@ export const toMatchView = (row: MatchesTable): MatchView => ({
 
 /** Matches (admin API): a status and an optional replay document the worker reads. */
 export class MatchService {
-  constructor(private readonly database: Database) {}
+  constructor(
+    private readonly database: Database,
+    /** The configured generator's rule for a replay: checked when it is written, not when a bot has paid for a request. */
+    private readonly replayRule: (replay: unknown) => void,
+  ) {}
+
+  private checkReplay(replay: unknown): void {
+    if (replay === undefined) return;
+    try {
+      this.replayRule(replay);
+    } catch (error) {
+      if (error instanceof ReplayError) throw invalid(`/replay${error.path}`, error.message);
+      throw error;
+    }
+  }
 
   async create(input: { id?: string; status: MatchStatus; replay?: unknown }): Promise<MatchView> {
+    this.checkReplay(input.replay);
     return this.database.transaction(async (trx) => {
       const id = input.id ?? `m-${randomBytes(5).toString('hex')}`;
       if (await trx.selectFrom('matches').select('id').where('id', '=', id).executeTakeFirst()) throw conflict(`Match "${id}" already exists`);
@@ -48,6 +64,7 @@ export class MatchService {
   }
 
   async update(id: string, input: { status?: MatchStatus; replay?: unknown }): Promise<MatchView> {
+    this.checkReplay(input.replay);
     return this.database.transaction(async (trx) => {
       await readMatch(trx, id);
       const changes: Partial<MatchesTable> = {};

@@ -73,7 +73,8 @@ function requestQueries(database: Database) {
     quotaUsed: prepare(database, (db, param) =>
       db.selectFrom('enrichment_jobs').select('enqueued_at').where('bot_id', '=', param('botId')).where('enqueued_at', '>', param('since')).orderBy('enqueued_at'),
     ),
-    // Marks a completed, not yet requested match in one step; no row means the slower path explains why.
+    // Marks a completed, not yet requested match with a replay in one step; no row means the slower
+    // path explains why.
     claimMatch: prepare(database, (db, param) =>
       db
         .updateTable('matches')
@@ -81,9 +82,12 @@ function requestQueries(database: Database) {
         .where('id', '=', param('matchId'))
         .where('status', '=', 'completed')
         .where('enrichment_requested_at', 'is', null)
+        .where('replay', 'is not', null)
         .returning('id'),
     ),
-    match: prepare(database, (db, param) => db.selectFrom('matches').select(['status', 'enrichment_requested_at']).where('id', '=', param('matchId'))),
+    match: prepare(database, (db, param) =>
+      db.selectFrom('matches').select((eb) => ['status', 'enrichment_requested_at', eb('replay', 'is', null).as('replay_missing')]).where('id', '=', param('matchId')),
+    ),
     jobOfMatch: prepare(database, (db, param) => db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', param('matchId'))),
     // The new job's id and the head of the queue, for its place in it.
     insertJob: prepare(database, (db, param) =>
@@ -155,6 +159,10 @@ export class EnrichmentQueue {
         const [match] = (await q.match.execute(trx, { matchId })).rows;
         if (!match) throw new ProblemError('match_not_found', `Match "${matchId}" does not exist`);
         if (match.status !== 'completed') throw new ProblemError('match_not_completed', `Match "${matchId}" is ${match.status}, not completed`);
+        // Refused before it is counted: a request that could only fail must not cost the bot its quota.
+        if (match.enrichment_requested_at === null && match.replay_missing) {
+          throw new ProblemError('match_without_replay', `Match "${matchId}" has no replay to write commentary from; set one with PATCH /api/matches/${matchId}`);
+        }
         const [job] = (await q.jobOfMatch.execute(trx, { matchId })).rows;
         return {
           match_id: matchId,

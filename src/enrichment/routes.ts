@@ -96,6 +96,7 @@ export function enrichmentRoutes(
       config: { problems: ['conflict'] },
       schema: {
         tags: ['matches'],
+        description: 'The replay is checked against the configured generator\'s rule (docs/enrichment.md): a 400 names the field.',
         body: { type: 'object', required: ['status'], additionalProperties: false, properties: { id: idString, status: { type: 'string', enum: MATCH_STATUSES }, replay: replaySchema } },
         response: { 201: matchSchema },
       },
@@ -125,7 +126,7 @@ export function enrichmentRoutes(
   app.post(
     '/api/request-enrichment',
     {
-      config: { auth: 'bot', problems: ['match_not_found', 'match_not_completed', 'quota_exceeded'] },
+      config: { auth: 'bot', problems: ['match_not_found', 'match_not_completed', 'match_without_replay', 'quota_exceeded'] },
       preValidation: authenticateBot,
       schema: {
         tags: ['enrichment'],
