@@ -227,7 +227,12 @@ describe('what an event changes on the broker', () => {
 
   it('ignores events that change no retained state', () => {
     const pending = emptyPending();
-    for (const event of [makeEvent('baseline.recorded', { detail: { id: 1, commit_sha: 'a', subject_geomean: 1, grep_1000_mean_ms: 1, regressed: false, regressions: [] } }), makeEvent('webhook.test', { detail: { message: 'x' } })]) {
+    for (const event of [
+      makeEvent('baseline.recorded', { detail: { id: 1, commit_sha: 'a', subject_geomean: 1, grep_1000_mean_ms: 1, regressed: false, regressions: [] } }),
+      makeEvent('webhook.test', { detail: { message: 'x' } }),
+      // An exit from a zone the person was not in changes nothing.
+      makeEvent('zone.exit', { person: 'ada', zone: 'den', detail: { ignored: true, reason: 'not_in_zone', count: 0, occupants: [] } }),
+    ]) {
       assert.equal(recordChange(pending, event, context), false);
     }
     assert.equal(hasWork(pending), false);

@@ -32,8 +32,8 @@ describe('presence transitions', () => {
 
   it('an exit from another zone changes nothing', () => {
     const inKitchen = enterZone(away, 'kitchen', at).next;
-    const { next, events } = exitZone(inKitchen, 'garden', at, 0);
-    assert.equal(next.zone_id, 'kitchen');
+    const { next, events } = exitZone(inKitchen, 'garden', '2026-11-24T08:00:00.000Z', 0);
+    assert.deepEqual(next, inKitchen, 'not even last_seen moves');
     assert.deepEqual(events[0], { type: 'zone.exit', zone: 'garden', detail: { ignored: true, reason: 'not_in_zone' } });
   });
 
@@ -45,6 +45,8 @@ describe('presence transitions', () => {
     assert.equal(slugify('Ada Lovelace', 'p'), 'ada-lovelace');
     assert.equal(slugify('Zoë’s Room #2', 'p'), 'zoe-s-room-2');
     assert.equal(slugify('+/#', 'zone'), 'zone');
+    assert.equal(slugify('Große Küche', 'zone'), 'grosse-kuche');
+    assert.equal(slugify('Bjørn Ærøskøbing Łódź', 'p'), 'bjorn-aeroskobing-lodz');
     assert.match(slugify('x'.repeat(100), 'p'), /^[a-z0-9][a-z0-9_-]{0,63}$/);
   });
 });

@@ -1,3 +1,5 @@
+import { NOT_BLANK } from './schemas.js';
+
 /** RFC 9457 problem details: the one error shape of the whole API (CONTRACT section 0). */
 export interface FieldError {
   path: string;
@@ -104,6 +106,8 @@ export function fieldErrors(errors: readonly AjvLikeError[], prefix = ''): Field
     } else if (error.keyword === 'additionalProperties') {
       path += '/' + String(error.params.additionalProperty);
       message = 'is not an allowed property';
+    } else if (error.keyword === 'pattern' && error.params.pattern === NOT_BLANK) {
+      message = 'must not be blank';
     } else if (error.keyword === 'if') {
       continue; // the failing `then` branch already names the field
     }

@@ -2,7 +2,9 @@
 export const ID_PATTERN_SOURCE = '^[a-z0-9][a-z0-9_-]{0,63}$';
 
 export const idString = { type: 'string', pattern: ID_PATTERN_SOURCE, description: 'Lowercase id: letters, digits, _ and -; at most 64 characters' } as const;
-export const nameString = { type: 'string', minLength: 1, maxLength: 200 } as const;
+/** Names need one visible character: a name of spaces reads as nothing in a list or in Home Assistant. */
+export const NOT_BLANK = '\\S';
+export const nameString = { type: 'string', minLength: 1, maxLength: 200, pattern: NOT_BLANK } as const;
 
 export const idParams = {
   type: 'object',

@@ -30,6 +30,8 @@ export function recordChange(pending: Pending, event: EventPayload, context: Dis
     case 'zone.entry':
     case 'zone.exit':
     case 'presence.changed':
+      // An ignored exit (the person was not in that zone) changed no state: nothing to republish.
+      if (event.event_type === 'zone.exit' && event.detail.ignored) return false;
       if (person) pending.persons.add(person);
       if (zone) pending.zones.add(zone);
       return true;

@@ -40,8 +40,9 @@ export function enterZone(person: PersonState, zone: string, at: string): Transi
 
 export function exitZone(person: PersonState, zone: string, at: string, awayDelayMs: number): Transition {
   if (person.zone_id !== zone) {
-    // A late or duplicate exit from a zone the person is not in: recorded, but it changes nothing.
-    return { next: { ...person, last_seen: at }, events: [{ type: 'zone.exit', zone, detail: { ignored: true, reason: 'not_in_zone' } }] };
+    // A late or duplicate exit from a zone the person is not in: recorded, but it changes nothing (not
+    // even last_seen, which Home Assistant shows: a stale sighting must not republish the person).
+    return { next: person, events: [{ type: 'zone.exit', zone, detail: { ignored: true, reason: 'not_in_zone' } }] };
   }
   const left: PersonState = { presence: person.presence, zone_id: null, left_at: at, last_seen: at };
   const events: Transition['events'] = [{ type: 'zone.exit', zone, detail: {} }];
@@ -63,8 +64,13 @@ export function markAway(person: PersonState, events: Transition['events'] = [])
 }
 
 /** Derives a topic-safe id from a display name (CONTRACT: `^[a-z0-9][a-z0-9_-]{0,63}$`). */
+/** Letters that Unicode decomposition leaves whole, spelt as their languages spell them in ASCII. */
+const TRANSLITERATIONS: Record<string, string> = { ß: 'ss', ẞ: 'ss', æ: 'ae', Æ: 'ae', œ: 'oe', Œ: 'oe', ø: 'o', Ø: 'o', đ: 'd', Đ: 'd', ð: 'd', Ð: 'd', þ: 'th', Þ: 'th', ł: 'l', Ł: 'l', ı: 'i' };
+const TRANSLITERATED = new RegExp(`[${Object.keys(TRANSLITERATIONS).join('')}]`, 'g');
+
 export function slugify(name: string, fallback: string): string {
   const slug = name
+    .replace(TRANSLITERATED, (letter) => TRANSLITERATIONS[letter]!)
     .normalize('NFKD')
     .replace(/[\u0300-\u036f]/g, '')
     .toLowerCase()

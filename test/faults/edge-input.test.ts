@@ -66,6 +66,22 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(persons.map((person) => person.id), ['ada'], 'nothing was stored');
     });
 
+    it('names of only white space are refused, naming the field; letters without an ASCII decomposition keep their spelling in ids', async () => {
+      for (const blank of [' ', '\t\n', '\u00a0\u3000']) {
+        const person = await app.api('POST', '/api/persons', { name: blank });
+        expect400(person, '/name', `person name ${JSON.stringify(blank)}`);
+        assert.equal(person.body.errors[0].message, 'must not be blank');
+        expect400(await app.api('POST', '/api/zones', { name: blank }), '/name', 'zone name');
+        expect400(await app.api('PATCH', '/api/zones/hall', { name: blank }), '/name', 'zone rename');
+        expect400(await app.api('POST', '/api/bots', { name: blank }), '/name', 'bot name');
+      }
+      const zone = await app.api('POST', '/api/zones', { name: 'Große Küche' });
+      assert.equal(zone.status, 201);
+      assert.equal(zone.body.id, 'grosse-kuche');
+      assert.equal(zone.body.name, 'Große Küche');
+      assert.equal((await app.api('DELETE', '/api/zones/grosse-kuche')).status, 204);
+    });
+
     it('JSON nested deeper than 64 levels', async () => {
       const deep = (await app.http.inject({ method: 'POST', url: '/api/events', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, payload: `{"type":"anomaly.detected","zone":"hall","detail":${nested(5000)}}` }));
       expect400({ status: deep.statusCode, body: deep.json() }, '/detail/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a', 'event detail 5,000 deep');
