@@ -1,9 +1,10 @@
 #!/usr/bin/env node
-import { loadConfig, ConfigError } from './config.js';
+import { loadConfig, ConfigError, type Config } from './config.js';
 import { buildApp } from './app.js';
 import { compareCommand, historyCommand, pushCommand, validateCommand } from './cli/baseline.js';
 import { createBotCommand, workerCommand } from './cli/enrichment.js';
 import { mqttCleanupCommand } from './cli/mqtt.js';
+import { startupFailure } from './ops/startup-errors.js';
 
 /** The longest a shutdown may take; every step of it is bounded well below this (see app.close). */
 const SHUTDOWN_DEADLINE_MS = 20_000;
@@ -24,13 +25,16 @@ const USAGE = `Usage:
 
 async function serve(): Promise<void> {
   const config = loadConfig();
-  const app = await buildApp(config);
+  const app = await buildApp(config).catch(explainStartup(config));
   if (config.adminTokenGenerated) {
     // Logged once, on the start that generated it; afterwards it lives in DATA_DIR/admin-token.
     app.http.log.warn(`Generated admin token (stored in ${config.dataDir}/admin-token): ${config.adminToken}`);
   }
   await app.start();
-  await app.http.listen({ port: config.port, host: config.host });
+  await app.http.listen({ port: config.port, host: config.host }).catch(async (error: unknown) => {
+    await app.close();
+    return explainStartup(config)(error);
+  });
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) {
@@ -51,6 +55,13 @@ async function serve(): Promise<void> {
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
 }
+
+/** A failure a person can fix becomes a StartupError with one sentence; anything else stays as it is. */
+class StartupError extends Error {}
+const explainStartup = (config: Config) => (error: unknown): never => {
+  const sentence = startupFailure(error, config);
+  throw sentence ? new StartupError(sentence) : error;
+};
 
 async function main(argv: string[]): Promise<number> {
   const [command] = argv;
@@ -95,7 +106,8 @@ main(process.argv.slice(2)).then(
     if (code >= 0) process.exitCode = code;
   },
   (error: unknown) => {
-    console.error(error instanceof ConfigError ? `Configuration error: ${error.message}` : error);
-    process.exit(error instanceof ConfigError ? 2 : 1);
+    if (error instanceof StartupError) console.error(error.message);
+    else console.error(error instanceof ConfigError ? `Configuration error: ${error.message}` : error);
+    process.exit(error instanceof ConfigError || error instanceof StartupError ? 2 : 1);
   },
 );

@@ -95,6 +95,8 @@ export function describeTlsError(error: Error & { code?: string | number }): str
   if (UNTRUSTED_CERTIFICATE.includes(code)) return 'TLS error: the certificate is not trusted (self-signed or an unknown CA): add its CA certificate';
   if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') return 'TLS error: the certificate does not name this host';
   if (code === 'CERT_HAS_EXPIRED') return 'TLS error: the certificate has expired';
+  // OpenSSL's "wrong version number": what answered is not TLS (a plain HTTP or MQTT port).
+  if (/wrong version number|packet length too long/i.test(error.message)) return 'TLS error: that port does not speak TLS; for a plain port use http:// (webhook) or mqtt:// (broker)';
   if (code.startsWith('ERR_TLS') || code.includes('CERT') || code === 'EPROTO' || /certificate|SSL|TLS/i.test(error.message)) return 'TLS error: the handshake failed';
   return null;
 }

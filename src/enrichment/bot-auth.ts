@@ -7,7 +7,7 @@ import { BOT_CHALLENGE, unauthorized } from '../http/auth.js';
 import { ProblemError } from '../http/problem.js';
 import { ID_PATTERN } from '../config.js';
 import type { BotService } from './bots.js';
-import { NONCE_PATTERN, NONCE_TTL_SECONDS, parseSignatures, timestampFresh, verifySignatures } from './signing.js';
+import { MAX_CLOCK_SKEW_SECONDS, NONCE_PATTERN, NONCE_TTL_SECONDS, parseSignatures, timestampFresh, verifySignatures } from './signing.js';
 
 /** Remembers nonces for NONCE_TTL_SECONDS; `firstUse` is false for a replay. */
 export interface NonceStore {
@@ -52,6 +52,17 @@ export class DatabaseNonceStore implements NonceStore {
   }
 }
 
+const BOT_HEADERS = ['x-bot-id', 'x-bot-timestamp', 'x-bot-nonce', 'x-bot-signature'] as const;
+
+/**
+ * The caller gets one opaque 401 whatever failed (nothing to learn from it); the reason goes to the
+ * server log for whoever runs the bot, without the signature or any secret.
+ */
+function refused(request: FastifyRequest, reason: string, botId?: string): ProblemError {
+  request.log.info({ bot_id: botId, reason }, `bot request refused: ${reason}`);
+  return unauthorized(BOT_CHALLENGE);
+}
+
 const header = (request: FastifyRequest, name: string) => {
   const value = request.headers[name];
   return typeof value === 'string' ? value : undefined;
@@ -76,13 +87,19 @@ export class BotAuthenticator {
     const timestamp = header(request, 'x-bot-timestamp');
     const nonce = header(request, 'x-bot-nonce');
     const signatureHeader = header(request, 'x-bot-signature');
-    if (!botId || !timestamp || !nonce || !signatureHeader || !ID_PATTERN.test(botId) || !NONCE_PATTERN.test(nonce)) throw unauthorized(BOT_CHALLENGE);
+    const missing = BOT_HEADERS.filter((name) => !header(request, name));
+    if (missing.length) throw refused(request, `missing ${missing.join(', ')}`);
+    if (!ID_PATTERN.test(botId!)) throw refused(request, 'malformed X-Bot-Id');
+    if (!NONCE_PATTERN.test(nonce!)) throw refused(request, 'malformed X-Bot-Nonce', botId);
 
-    const secrets = (await this.bots.secretsOf(botId)) ?? [this.dummySecret];
+    const secrets = (await this.bots.secretsOf(botId!)) ?? [this.dummySecret];
     const known = secrets[0] !== this.dummySecret;
-    const parts = { method: request.method, pathAndQuery: request.url, timestamp, nonce, body: request.rawBody ?? Buffer.alloc(0) };
-    const valid = verifySignatures(secrets, parts, parseSignatures(signatureHeader));
-    if (!known || !valid || !timestampFresh(timestamp, Date.now())) throw unauthorized(BOT_CHALLENGE);
+    const parts = { method: request.method, pathAndQuery: request.url, timestamp: timestamp!, nonce: nonce!, body: request.rawBody ?? Buffer.alloc(0) };
+    const valid = verifySignatures(secrets, parts, parseSignatures(signatureHeader!));
+    const fresh = timestampFresh(timestamp!, Date.now());
+    if (!known || !valid || !fresh) {
+      throw refused(request, !known ? 'unknown bot' : !valid ? 'signature does not match' : `timestamp ${timestamp} is more than ${MAX_CLOCK_SKEW_SECONDS} s from the server clock`, botId);
+    }
     let firstUse: boolean;
     try {
       firstUse = await this.nonces.firstUse(`${botId}:${nonce}`);
@@ -90,7 +107,7 @@ export class BotAuthenticator {
       // Without the nonce cache a replay cannot be ruled out: refuse, but say why.
       throw new ProblemError('service_unavailable', 'Replay protection is unavailable; try again shortly', undefined, { 'retry-after': '5' });
     }
-    if (!firstUse) throw unauthorized(BOT_CHALLENGE);
-    return botId;
+    if (!firstUse) throw refused(request, 'nonce already used', botId);
+    return botId!;
   }
 }

@@ -67,6 +67,9 @@ export function connectBroker(target: { url: string; options: IClientOptions }):
   return client;
 }
 
+/** The errors mqtt-packet's parser raises when the bytes that came back are not MQTT. */
+const MQTT_PARSER_ERROR = /^(Invalid|Malformed|Cannot parse|Packet|Not supported|Unknown property|Connect flag|Will )/;
+
 /**
  * A readable reason for a failed connection (shown next to the dashboard's Test button). For a host
  * that is not the saved broker (`detailed` false) socket-level reasons are folded into one, so the
@@ -83,6 +86,8 @@ export function describeMqttError(error: Error & { code?: string | number }, det
   if (!detailed) return 'no MQTT broker answered at that host and port';
   if (code === 'ECONNREFUSED') return 'connection refused: is the broker running on that host and port?';
   if (code === 'ETIMEDOUT') return 'timed out';
+  if (error.message === 'connack timeout') return 'no MQTT answer: something accepted the connection but never answered as a broker (is this the broker\'s MQTT port?)';
+  if (code === undefined && MQTT_PARSER_ERROR.test(error.message)) return 'that port does not speak MQTT (an HTTP server?): brokers usually listen on 1883, or 8883 with TLS';
   return error.message || String(error);
 }
 

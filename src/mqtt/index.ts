@@ -89,6 +89,7 @@ export class MqttIntegration {
     this.topics = topics;
     this.deps.metrics?.mqttConnected.set(0);
     if (!settings.enabled || !settings.broker_url) return;
+    let logged: LoggedStatus = { connected: false, error: null, nextAttempt: null };
     const connection: MqttConnection = new MqttConnection(
       settings,
       this.clientId,
@@ -96,7 +97,10 @@ export class MqttIntegration {
       this.deps.backoff,
       {
         onConnect: () => void this.onConnect(connection).catch((error: Error) => this.deps.log.warn({ err: error }, 'MQTT sync failed')),
-        onStatus: (status) => this.deps.metrics?.mqttConnected.set(status.connected ? 1 : 0),
+        onStatus: (status) => {
+          this.deps.metrics?.mqttConnected.set(status.connected ? 1 : 0);
+          logged = logConnectionChange(this.deps.log, logged, status);
+        },
         onReconnectAttempt: () => this.deps.metrics?.mqttReconnects.inc(),
       },
     );
@@ -371,4 +375,25 @@ export class MqttIntegration {
     await Promise.all(publishes);
     if (work.all) await this.fullSync(connection);
   }
+}
+
+type LoggedStatus = { connected: boolean; error: string | null; nextAttempt: string | null };
+
+/**
+ * Says in the server log when the broker connection comes, goes or fails, with the reason and the
+ * next attempt. A new reconnect time means a connection just closed; a failure that repeats on every
+ * reconnect is logged once, until its reason changes.
+ */
+function logConnectionChange(log: FastifyBaseLogger, before: LoggedStatus, status: MqttStatus): LoggedStatus {
+  const reason = status.last_error;
+  const next = { connected: status.connected, error: before.error, nextAttempt: status.next_reconnect_at };
+  if (status.connected) {
+    if (!before.connected) log.info('MQTT connected');
+    return { ...next, error: null };
+  }
+  if (!status.next_reconnect_at || status.next_reconnect_at === before.nextAttempt) return next;
+  const retry = { reason, next_attempt_at: status.next_reconnect_at };
+  if (before.connected) log.warn(retry, `MQTT connection lost${reason ? `: ${reason}` : ''}`);
+  else if (reason !== before.error) log.warn(retry, `MQTT connection failed: ${reason ?? 'closed by the broker'}`);
+  return { ...next, error: reason };
 }

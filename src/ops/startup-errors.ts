@@ -1,0 +1,46 @@
+import type { Config } from '../config.js';
+
+/**
+ * Start-up failures a person can fix, in one sentence each (the port, the database), instead of a
+ * stack trace; null for anything else, which is a bug and keeps its stack.
+ */
+export function startupFailure(error: unknown, config: Pick<Config, 'databaseUrl' | 'dataDir' | 'host' | 'port'>): string | null {
+  const { code, syscall } = (error ?? {}) as { code?: string; syscall?: string };
+  if (syscall === 'listen') {
+    if (code === 'EADDRINUSE') return `Port ${config.port} on ${config.host} is already in use: stop the other process or set PORT to a free port.`;
+    if (code === 'EACCES') return `Not allowed to listen on port ${config.port}: ports below 1024 need privileges; set PORT to 1024 or above.`;
+    if (code === 'EADDRNOTAVAIL') return `HOST ${config.host} is not an address of this machine: set HOST to one of its addresses (or 0.0.0.0).`;
+  }
+  if (config.databaseUrl) {
+    const where = databaseTarget(config.databaseUrl);
+    const reason = POSTGRES_REASONS[code ?? ''];
+    if (reason) return `Cannot use the PostgreSQL database ${where} (DATABASE_URL): ${reason}${reason.endsWith('?') ? '' : '.'}`;
+  } else if (code === 'EACCES' || code === 'EROFS' || code === 'ENOSPC' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_READONLY' || code === 'SQLITE_FULL') {
+    return `Cannot write the SQLite database in ${config.dataDir} (DATA_DIR): ${code === 'ENOSPC' || code === 'SQLITE_FULL' ? 'the disk is full' : 'permission denied or read-only'}.`;
+  }
+  return null;
+}
+
+const POSTGRES_REASONS: Record<string, string> = {
+  ECONNREFUSED: 'connection refused; is PostgreSQL running on that host and port?',
+  ENOTFOUND: 'host not found',
+  EAI_AGAIN: 'host not found (DNS did not answer)',
+  ETIMEDOUT: 'the connection timed out',
+  EHOSTUNREACH: 'the host is unreachable',
+  '28P01': 'the password was refused',
+  '28000': 'the server refused this user or client address (pg_hba.conf)',
+  '3D000': 'the database does not exist; create it first (createdb)',
+  '42501': 'the user may not create tables in it',
+  '53300': 'the server has no free connections',
+  '57P03': 'the server is starting up or shutting down; try again shortly',
+};
+
+/** host:port/database of a connection URL: never its user or password. */
+function databaseTarget(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.hostname || 'localhost'}:${parsed.port || '5432'}${parsed.pathname || '/'}`;
+  } catch {
+    return '(unreadable URL)';
+  }
+}

@@ -1,0 +1,85 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { spawnMothership } from '../helpers/process.js';
+import { testConnection } from '../../src/mqtt/connection.js';
+import { DEFAULT_SETTINGS } from '../../src/settings/store.js';
+import { postJson } from '../../src/webhook/http-client.js';
+
+/** A person who points a URL at the wrong kind of port reads one sentence that says so, not OpenSSL or mqtt-packet. */
+describe('connection errors a person can act on', () => {
+  let http: Server;
+  let port: number;
+  before(async () => {
+    http = createServer((_request, response) => response.end('ok'));
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+    port = (http.address() as AddressInfo).port;
+  });
+  after(() => http.close());
+
+  const mqtt = (broker_url: string) => testConnection({ ...DEFAULT_SETTINGS.mqtt, enabled: true, broker_url }, 'readable-errors', { timeoutMs: 3000 });
+
+  it('an https:// webhook on a plain HTTP port', async () => {
+    const result = await postJson(`https://127.0.0.1:${port}/hook`, '{}', { 'content-type': 'application/json' }, 3000);
+    assert.equal(result.error, 'TLS error: that port does not speak TLS; for a plain port use http:// (webhook) or mqtt:// (broker)');
+  });
+
+  it('an mqtt:// broker URL on an HTTP port', async () => {
+    const result = await mqtt(`mqtt://127.0.0.1:${port}`);
+    assert.equal(result.ok, false);
+    assert.match(result.error!, /^that port does not speak MQTT \(an HTTP server\?\)/);
+  });
+
+  it('an mqtts:// broker URL on a plain port', async () => {
+    const result = await mqtt(`mqtts://127.0.0.1:${port}`);
+    assert.match(result.error!, /^TLS error: that port does not speak TLS/);
+  });
+});
+
+describe('a start that cannot succeed says why in one sentence, without a stack trace or a password', () => {
+  let dataDir: string;
+  let taken: Server;
+  before(async () => {
+    dataDir = mkdtempSync(path.join(tmpdir(), 'ms-startup-'));
+    taken = createServer().listen(0, '127.0.0.1');
+    await once(taken, 'listening');
+  });
+  after(() => {
+    taken.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const start = async (env: Record<string, string>) => {
+    const child = spawnMothership(['serve'], { DATA_DIR: dataDir, HOST: '127.0.0.1', ...env });
+    const [code] = (await once(child, 'exit')) as [number];
+    return { code, output: child.output() };
+  };
+  const assertOneSentence = ({ code, output }: { code: number; output: string }, expected: RegExp) => {
+    assert.equal(code, 2, output);
+    assert.match(output, expected);
+    assert.doesNotMatch(output, /^\s+at /m, 'no stack trace');
+    assert.doesNotMatch(output, /s3cret/, 'no password');
+  };
+
+  it('the port is in use', async () => {
+    const port = (taken.address() as AddressInfo).port;
+    assertOneSentence(await start({ PORT: String(port) }), new RegExp(`Port ${port} on 127.0.0.1 is already in use: stop the other process or set PORT to a free port\\.`));
+  });
+
+  it('PostgreSQL is not there', async () => {
+    const closed = createServer().listen(0, '127.0.0.1');
+    await once(closed, 'listening');
+    const port = (closed.address() as AddressInfo).port;
+    closed.close();
+    assertOneSentence(await start({ PORT: '0', DATABASE_URL: `postgres://app:s3cret@127.0.0.1:${port}/mothership` }), new RegExp(`Cannot use the PostgreSQL database 127\\.0\\.0\\.1:${port}/mothership \\(DATABASE_URL\\): connection refused`));
+  });
+
+  it('the database does not exist', async () => {
+    assertOneSentence(await start({ PORT: '0', DATABASE_URL: 'postgres://postgres:s3cret@127.0.0.1:5432/mothership_never_created' }), /the database does not exist; create it first/);
+  });
+});

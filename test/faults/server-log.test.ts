@@ -1,0 +1,71 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { signatureHeader } from '../../src/enrichment/signing.js';
+import { eventually } from '../helpers/app.js';
+import { freePort, startBroker } from '../helpers/broker.js';
+import { startService, stopProcess } from '../helpers/process.js';
+
+/** What whoever runs the service reads in its log when a broker goes away or a bot's signature fails. */
+describe('the server log says why', () => {
+  let dataDir: string;
+  let service: Awaited<ReturnType<typeof startService>>;
+  let broker: Awaited<ReturnType<typeof startBroker>>;
+  let token: string;
+  const api = (method: string, url: string, body?: unknown) =>
+    fetch(service.base + url, { method, headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined }).then(async (response) => ({ status: response.status, body: await response.json().catch(() => null) }));
+  const lines = () => service.child.output().split('\n').filter(Boolean).map((line) => JSON.parse(line) as { level: number; msg: string; reason?: string; bot_id?: string });
+
+  before(async () => {
+    dataDir = mkdtempSync(path.join(tmpdir(), 'ms-log-'));
+    broker = await startBroker();
+    service = await startService({ DATA_DIR: dataDir, LOG_LEVEL: 'info', MQTT_BACKOFF_INITIAL_MS: '100', MQTT_BACKOFF_MAX_MS: '200', MQTT_BIRTH_DELAY_MAX_MS: '0' }, await freePort());
+    token = readFileSync(path.join(dataDir, 'admin-token'), 'utf8').trim();
+  });
+  after(async () => {
+    await stopProcess(service.child);
+    await broker.destroy();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('a broker connection that comes, is lost, fails while the broker is down (once, not per retry) and comes back', async () => {
+    assert.equal((await api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url } })).status, 200);
+    await eventually(async () => lines().some((line) => line.msg === 'MQTT connected'), 10_000, 'connected logged');
+    await broker.stop('SIGKILL');
+    await eventually(async () => lines().some((line) => line.msg.startsWith('MQTT connection lost')), 10_000, 'loss logged');
+    // Several reconnect attempts (every 200 ms) fail against the stopped broker.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const failed = lines().filter((line) => line.msg.startsWith('MQTT connection failed'));
+    assert.equal(failed.length, 1, JSON.stringify(failed));
+    assert.match(failed[0]!.msg, /connection refused: is the broker running on that host and port\?/);
+    assert.equal(failed[0]!.level, 40);
+    await broker.start();
+    await eventually(async () => lines().filter((line) => line.msg === 'MQTT connected').length === 2, 10_000, 'reconnect logged');
+  });
+
+  it('why a bot signature was refused, while the caller only sees the opaque 401', async () => {
+    const bot = (await api('POST', '/api/bots', { name: 'Log Bot' })).body as { id: string; shared_secret: string };
+    const send = async (secret: string, timestamp = Math.floor(Date.now() / 1000)) => {
+      const body = JSON.stringify({ match_id: 'm1' });
+      const parts = { method: 'POST', pathAndQuery: '/api/request-enrichment', timestamp: String(timestamp), nonce: `nonce-${Math.random().toString(36).slice(2)}-0123456789`, body };
+      const headers = { 'content-type': 'application/json', 'x-bot-id': bot.id, 'x-bot-timestamp': parts.timestamp, 'x-bot-nonce': parts.nonce, 'x-bot-signature': signatureHeader(secret, parts) };
+      const response = await fetch(`${service.base}/api/request-enrichment`, { method: 'POST', headers, body });
+      return { status: response.status, body: (await response.json()) as { detail: string } };
+    };
+    const wrong = await send('mss_not-the-secret');
+    const stale = await send(bot.shared_secret, Math.floor(Date.now() / 1000) - 1000);
+    for (const answer of [wrong, stale]) {
+      assert.equal(answer.status, 401);
+      assert.equal(answer.body.detail, 'Missing or invalid credentials', 'the caller learns nothing');
+    }
+    await eventually(async () => lines().filter((line) => line.msg.startsWith('bot request refused')).length >= 2, 5000, 'refusals logged');
+    const refusals = lines().filter((line) => line.msg.startsWith('bot request refused'));
+    assert.deepEqual(refusals.map((line) => line.bot_id), [bot.id, bot.id]);
+    assert.equal(refusals[0]!.reason, 'signature does not match');
+    assert.match(refusals[1]!.reason!, /^timestamp \d+ is more than 300 s from the server clock$/);
+    assert.equal(service.child.output().includes(bot.shared_secret.slice(4)), false, 'no secret in the log');
+    assert.equal(service.child.output().includes('not-the-secret'), false);
+  });
+});
