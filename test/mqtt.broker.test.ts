@@ -7,6 +7,10 @@ import { spawnMothership, startService, stopProcess } from './helpers/process.js
 
 const unique = () => randomBytes(4).toString('hex');
 
+/** A discovery config as Mothership publishes it for an installation (what the cleanup recognises as its own). */
+const ourConfig = (installation: string) => JSON.stringify({ device: { identifiers: [`mothership_${installation}`], name: 'Mothership' }, origin: { name: 'Mothership' } });
+const FOREIGN_CONFIG = JSON.stringify({ name: 'Temperature', state_topic: 'ms-old/sensor/temperature/state', device: { identifiers: ['esphome_ms-old'], name: 'ms-old' } });
+
 /** An app whose MQTT topics are private to this test (shared broker, unique root, prefix and client id). */
 async function mqttApp(extra: Record<string, string> = {}) {
   const id = unique();
@@ -379,6 +383,30 @@ describe('MQTT connection management', () => {
     }
   });
 
+  it('saves that overlap are applied one at a time, the last one wins, and one client stays connected', async () => {
+    const broker = await startBroker();
+    const { app, mid, root } = await mqttApp();
+    const roots = [`${root}a`, `${root}b`, `${root}c`];
+    try {
+      await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root } });
+      await connected(app);
+      // Three saves at once: each would open its own connection while the previous one was closing.
+      for (const next of roots) void app.api('POST', '/api/settings/integration', { mqtt: { topic_root: next } });
+      await eventually(async () => (await app.api('GET', '/api/settings/integration')).body.mqtt.topic_root === roots[2], 5000, 'last save stored');
+      const last = roots[2]!;
+      await eventually(async () => (await retainedSet(broker.url, [`${last}/${mid}/availability`])).get(`${last}/${mid}/availability`) === 'online', 5000, 'online under the last root');
+      const before = broker.output().length;
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      assert.doesNotMatch(broker.output().slice(before), /already connected, closing old connection/, 'two clients fought over the client id');
+      const retained = await retainedSet(broker.url, [`${root}/#`, `${root}a/#`, `${root}b/#`]);
+      assert.deepEqual([...retained.keys()].filter((topic) => topic.endsWith('/availability')), [], 'nothing online under an earlier root');
+      assert.equal((await app.api('GET', '/api/settings/integration')).body.mqtt.status.connected, true);
+    } finally {
+      await app.cleanup();
+      await broker.destroy();
+    }
+  });
+
   it('a new topic root or discovery prefix moves the entities: old retained topics cleared, no offline in between', async () => {
     const broker = await startBroker();
     const { app, mid, root, prefix } = await mqttApp();
@@ -608,12 +636,15 @@ describe('mothership mqtt cleanup', () => {
       await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
       await connected(app);
       const seeder = await observer(broker.url, []);
-      for (const topic of [`${prefix}/device/ms-old/config`, `${prefix}/sensor/ms-old/quality/config`, `${root}/ms-old/availability`]) await seeder.client.publishAsync(topic, 'x', { qos: 1, retain: true });
+      for (const topic of [`${prefix}/device/ms-old/config`, `${prefix}/sensor/ms-old/quality/config`]) await seeder.client.publishAsync(topic, ourConfig('ms-old'), { qos: 1, retain: true });
+      await seeder.client.publishAsync(`${root}/ms-old/availability`, 'offline', { qos: 1, retain: true });
+      // Another integration's device whose node id happens to be the same (an ESPHome device named ms-old).
+      await seeder.client.publishAsync(`${prefix}/sensor/ms-old/temperature/config`, FOREIGN_CONFIG, { qos: 1, retain: true });
       await seeder.close();
       const cleaned = await app.api('POST', '/api/settings/integration/mqtt-cleanup', { installation: 'ms-old' });
       assert.deepEqual([cleaned.status, cleaned.body], [200, { installation: 'ms-old', cleared: 3 }]);
       const retained = await retainedSet(broker.url, [`${prefix}/#`, `${root}/#`]);
-      assert.ok([...retained.keys()].every((topic) => !topic.includes('ms-old')), 'nothing of ms-old left');
+      assert.deepEqual([...retained.keys()].filter((topic) => topic.includes('ms-old')), [`${prefix}/sensor/ms-old/temperature/config`], "only the other integration's config is left");
       assert.ok(retained.has(`${root}/${mid}/availability`), 'the live installation untouched');
       const own = await app.api('POST', '/api/settings/integration/mqtt-cleanup', { installation: mid });
       assert.deepEqual([own.status, own.body.errors?.[0]?.path], [400, '/installation']);
@@ -638,7 +669,10 @@ describe('mothership mqtt cleanup', () => {
       const seeder = await observer(broker.url, []);
       const left = ['homeassistant/binary_sensor/ms-old/person_ada_presence/config', 'homeassistant/device/ms-old/config', 'mothership/ms-old/person/ada/presence', 'mothership/ms-old/availability'];
       const live = ['homeassistant/binary_sensor/ms-new/fall/config', 'homeassistant/device/ms-new/config', 'mothership/ms-new/availability'];
-      for (const topic of [...left, ...live]) await seeder.client.publishAsync(topic, 'x', { qos: 1, retain: true });
+      for (const topic of [...left, ...live]) {
+        const installation = topic.includes('ms-old') ? 'ms-old' : 'ms-new';
+        await seeder.client.publishAsync(topic, topic.endsWith('/config') ? ourConfig(installation) : 'x', { qos: 1, retain: true });
+      }
       await seeder.close();
 
       const run = async (...args: string[]) => {

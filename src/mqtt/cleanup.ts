@@ -11,9 +11,20 @@ export function cleanupRefusal(installation: string, ownId: string): string | nu
   return installation === ownId ? `"${installation}" is this installation's own id: its entities are live, not left over` : null;
 }
 
+/** A discovery config Mothership published for `installation`: its device identifier says so. */
+export function isOurDiscoveryConfig(payload: string, installation: string): boolean {
+  try {
+    const config = JSON.parse(payload) as { device?: { identifiers?: unknown } };
+    return Array.isArray(config.device?.identifiers) && config.device.identifiers.includes(`mothership_${installation}`);
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Clears, on the broker of `settings`, every retained discovery config (both forms) and state topic
- * that the installation `installation` left: a lost DATA_DIR gives a new id, and Home Assistant would
+ * that the installation `installation` left (a discovery config only when its device is that
+ * installation's, so another integration's device of the same node id stays): a lost DATA_DIR gives a new id, and Home Assistant would
  * keep the old device forever. Its own short-lived client, so the service's connection and its ghost
  * handling see none of it. Throws when the broker cannot be reached.
  */
@@ -25,7 +36,10 @@ export async function clearInstallation(settings: MqttSettings, clientId: string
     await connected(client, CONNECT_TIMEOUT_MS);
     const retained = new Set<string>();
     client.on('message', (topic, payload, packet) => {
-      if (packet.retain && payload.length > 0) retained.add(topic);
+      if (!packet.retain || payload.length === 0) return;
+      // Under our own topic root everything is ours; under the discovery prefix only what we wrote:
+      // an installation id can equal another integration's node id (an ESPHome device's name).
+      if (topic.startsWith(`${topics.base}/`) || isOurDiscoveryConfig(payload.toString('utf8'), installation)) retained.add(topic);
     });
     await client.subscribeAsync(filters, { qos: 1 });
     await delay(COLLECT_MS);

@@ -45,6 +45,9 @@ export class MqttIntegration {
   private lastHealth: (EventDetails['system.health'] & { timestamp: string }) | null = null;
   private unsubscribe: (() => void) | null = null;
   private birthTimer: NodeJS.Timeout | null = null;
+  /** The settings asked for last (null once stopped), and the queue of connection changes. */
+  private wanted: MqttSettings | null = null;
+  private lifecycle: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly deps: {
@@ -77,7 +80,22 @@ export class MqttIntegration {
    * Assistant to act on: a clean disconnect sends no Last Will), and the new connection publishes
    * everything in the new one.
    */
-  async configure(settings: IntegrationSettings['mqtt']): Promise<void> {
+  configure(settings: IntegrationSettings['mqtt']): Promise<void> {
+    this.wanted = settings;
+    // Saves that arrive while one is being applied wait their turn, and only the latest is applied:
+    // two applied at once would each open a connection under one client id, which the broker then
+    // hands back and forth for ever.
+    return this.inTurn(() => (this.wanted === settings ? this.apply(settings) : Promise.resolve()));
+  }
+
+  /** Runs connection changes (configure, stop) one at a time, in the order they were asked for. */
+  private inTurn(work: () => Promise<void>): Promise<void> {
+    const turn = this.lifecycle.then(work);
+    this.lifecycle = turn.catch(() => {});
+    return turn;
+  }
+
+  private async apply(settings: IntegrationSettings['mqtt']): Promise<void> {
     const previous = this.connection;
     const old = this.topics && this.settings ? { topics: this.topics, mode: this.settings.discovery_mode } : null;
     const topics = new Topics(settings.topic_root, this.deps.mothershipId, settings.discovery_prefix, settings.birth_topic);
@@ -118,7 +136,12 @@ export class MqttIntegration {
    * Stops following the log and closes the connection, saying `offline` first unless another
    * instance may already have taken over (ownership lost): its `online` must stand.
    */
-  async stop({ offline = true } = {}): Promise<void> {
+  stop({ offline = true } = {}): Promise<void> {
+    this.wanted = null;
+    return this.inTurn(() => this.disconnect(offline));
+  }
+
+  private async disconnect(offline: boolean): Promise<void> {
     this.unsubscribe?.();
     this.unsubscribe = null;
     if (this.birthTimer) clearTimeout(this.birthTimer);
