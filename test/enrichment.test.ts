@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createHash, createHmac } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { parseSignatures, sign, stringToSign, timestampFresh, verifySignatures } from '../src/enrichment/signing.js';
+import { NONCE_TTL_SECONDS, parseSignatures, sign, stringToSign, timestampFresh, verifySignatures } from '../src/enrichment/signing.js';
 import { builtInCommentary, llmCommentary, parseReplay, ReplayError } from '../src/enrichment/commentary.js';
 import { DIALECTS, createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { botRequest } from './helpers/bot.js';
@@ -36,6 +36,17 @@ describe('bot request signing', () => {
       assert.equal(timestampFresh(String(1_795_300_000 + offset), nowMs), fresh, `offset ${offset}`);
     }
     for (const malformed of ['', '17953e5', '-1795300000', '1795300000.5', '1'.repeat(13)]) assert.equal(timestampFresh(malformed, nowMs), false, malformed);
+  });
+
+  it('remembers a nonce longer than its request stays fresh, so no signed request can be sent twice', () => {
+    const timestamp = '1795300000';
+    let first = Infinity;
+    let last = -Infinity;
+    for (let nowMs = 1_795_299_000_000; nowMs <= 1_795_301_000_000; nowMs += 250) {
+      if (timestampFresh(timestamp, nowMs)) [first, last] = [Math.min(first, nowMs), Math.max(last, nowMs)];
+    }
+    assert.ok(last - first >= 600_000, 'fresh for about 2 x 300 s');
+    assert.ok(NONCE_TTL_SECONDS * 1000 > last - first, `nonce kept ${NONCE_TTL_SECONDS} s, request fresh for ${(last - first) / 1000} s`);
   });
 });
 
@@ -179,7 +190,7 @@ for (const dialect of DIALECTS) {
       assert.equal(bad.body.errors[0].path, '/extra');
       const bare = await request({ match_id: 'bare' });
       assert.equal(bare.status, 409);
-      assert.equal(bare.body.code, 'match_without_replay');
+      assert.equal(bare.body.code, 'replay_unusable');
       assert.equal((await jobs()).length, 1);
       assert.equal((await app.api('GET', '/api/matches/bare')).body.enrichment_requested_at, null);
     });

@@ -161,7 +161,7 @@ export class EnrichmentQueue {
         if (match.status !== 'completed') throw new ProblemError('match_not_completed', `Match "${matchId}" is ${match.status}, not completed`);
         // Refused before it is counted: a request that could only fail must not cost the bot its quota.
         if (match.enrichment_requested_at === null && match.replay_missing) {
-          throw new ProblemError('match_without_replay', `Match "${matchId}" has no replay to write commentary from; set one with PATCH /api/matches/${matchId}`);
+          throw new ProblemError('replay_unusable', `Match "${matchId}" has no replay to write commentary from; set one with PATCH /api/matches/${matchId}`);
         }
         const [job] = (await q.jobOfMatch.execute(trx, { matchId })).rows;
         return {

@@ -126,7 +126,7 @@ export function enrichmentRoutes(
   app.post(
     '/api/request-enrichment',
     {
-      config: { auth: 'bot', problems: ['match_not_found', 'match_not_completed', 'match_without_replay', 'quota_exceeded'] },
+      config: { auth: 'bot', problems: ['match_not_found', 'match_not_completed', 'replay_unusable', 'quota_exceeded'] },
       preValidation: authenticateBot,
       schema: {
         tags: ['enrichment'],

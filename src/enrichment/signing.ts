@@ -11,7 +11,12 @@ import { createHmac, hash, timingSafeEqual } from 'node:crypto';
  */
 export const SIGNATURE_VERSION = 'v1';
 export const MAX_CLOCK_SKEW_SECONDS = 300;
-export const NONCE_TTL_SECONDS = 600;
+/**
+ * A signed request stays fresh for up to 2 x skew + 1 s of server time (a bot clock 300 s fast, then
+ * 300 s slow, compared in whole seconds): its nonce must be remembered longer than that, or the
+ * request can be sent again once its nonce is forgotten.
+ */
+export const NONCE_TTL_SECONDS = 2 * MAX_CLOCK_SKEW_SECONDS + 60;
 export const NONCE_PATTERN = /^[A-Za-z0-9_-]{16,64}$/;
 
 export interface SignedParts {

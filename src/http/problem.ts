@@ -33,7 +33,7 @@ export const PROBLEMS = {
   request_timeout: { status: 408, title: 'Request timeout', description: 'The request did not arrive in time.' },
   conflict: { status: 409, title: 'Conflict', description: 'The request conflicts with the current state: an id already taken, MQTT not connected for a discovery publish, no webhook URL for a redelivery.' },
   match_not_completed: { status: 409, title: 'Match not completed', description: 'Commentary is only requested for completed matches.' },
-  match_without_replay: { status: 409, title: 'Match has no replay', description: 'Commentary is written from the match\'s replay document; set one with `PATCH /api/matches/{id}` first. The refused request does not count against the daily quota.' },
+  replay_unusable: { status: 409, title: 'Replay unusable', description: 'Commentary is written from the match\'s replay document and this match has none the worker can read; set one with `PATCH /api/matches/{id}` first. The refused request does not count against the daily quota.' },
   payload_too_large: { status: 413, title: 'Payload too large', description: 'The body exceeds 1 MiB.' },
   uri_too_long: { status: 414, title: 'URI too long', description: 'The request target is too long.' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type', description: 'Bodies are `application/json`.' },

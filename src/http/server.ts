@@ -218,7 +218,7 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
           // A bot request carries four headers, all required: one requirement naming the four schemes.
           botId: { type: 'apiKey', in: 'header', name: 'X-Bot-Id', description: 'The bot id' },
           botTimestamp: { type: 'apiKey', in: 'header', name: 'X-Bot-Timestamp', description: 'Unix seconds, within 300 s of the server clock' },
-          botNonce: { type: 'apiKey', in: 'header', name: 'X-Bot-Nonce', description: '16 to 64 characters of [A-Za-z0-9_-], never reused within 10 minutes' },
+          botNonce: { type: 'apiKey', in: 'header', name: 'X-Bot-Nonce', description: '16 to 64 characters of [A-Za-z0-9_-], never reused within 11 minutes' },
           botSignature: {
             type: 'apiKey',
             in: 'header',

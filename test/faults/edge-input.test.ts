@@ -66,6 +66,21 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(persons.map((person) => person.id), ['ada'], 'nothing was stored');
     });
 
+    it('unpaired surrogates in a body are refused (no UTF-8 form: each database would store something else); a real pair is fine', async () => {
+      const raw = (payload: string) => app.http.inject({ method: 'POST', url: '/api/persons', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, payload });
+      for (const name of ['\\ud800', 'a\\udfffb', '\\ude00\\ud83d']) {
+        const response = await raw(`{"name":"${name}"}`);
+        expect400({ status: response.statusCode, body: response.json() }, '/name', `name ${name}`);
+        assert.match(response.json().errors[0].message, /unpaired surrogate/);
+      }
+      const key = await app.http.inject({ method: 'POST', url: '/api/events', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, payload: '{"type":"anomaly.detected","zone":"hall","detail":{"\\udc00":1}}' });
+      expect400({ status: key.statusCode, body: key.json() }, '/detail', 'a key with a lone surrogate');
+      const emoji = await raw('{"name":"Ada \\ud83d\\ude00"}');
+      assert.equal(emoji.statusCode, 201);
+      assert.equal(emoji.json().name, 'Ada 😀');
+      assert.equal((await app.api('GET', `/api/persons/${emoji.json().id}`)).body.name, 'Ada 😀', 'stored as acknowledged');
+    });
+
     it('names of only white space are refused, naming the field; letters without an ASCII decomposition keep their spelling in ids', async () => {
       for (const blank of [' ', '\t\n', '\u00a0\u3000']) {
         const person = await app.api('POST', '/api/persons', { name: blank });
