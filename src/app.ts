@@ -89,7 +89,7 @@ export async function buildApp(config: Config): Promise<App> {
   rateLimit.register(http);
   for (const warning of installationWarnings) http.log.warn(warning);
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
-  new AdminAuth(config.adminToken, sessions, rateLimit).register(http);
+  await new AdminAuth(config.adminToken, sessions, rateLimit).register(http);
   const webhook = new WebhookService(database, events, outbox, settings, http.log, metrics, { timeoutMs: config.webhookTimeoutMs, retryDelayMs: config.webhookRetryDelayMs });
   metrics.gauge('mothership_webhook_backlog', 'Webhook deliveries waiting to be sent', () => webhook.backlog());
   // Several instances on one PostgreSQL database: one MQTT owner, elected in the database.
