@@ -11,7 +11,6 @@ import { runAt } from '../src/baselines/schema.js';
 import { Database } from '../src/db/index.js';
 import { GroupCommit } from '../src/db/group-commit.js';
 import { prepare } from '../src/db/prepared.js';
-import { memo } from '../src/memo.js';
 import { EnrichmentQueue, estimateWaitSeconds, jobsAhead } from '../src/enrichment/queue.js';
 import { EventLog } from '../src/events/index.js';
 import { createPgDatabase, DIALECTS, PG_ADMIN_URL } from './helpers/app.js';
@@ -319,38 +318,6 @@ for (const dialect of DIALECTS) {
     });
   });
 }
-
-describe('memo', () => {
-  it('shares a pending load only with callers passing the same argument', async () => {
-    let loads = 0;
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    const cache = memo(60_000, async (arg: string) => {
-      const load = ++loads;
-      if (arg === 'outside') await gate;
-      return `${arg}-${load}`;
-    });
-    const outside = cache.get('outside');
-    // A caller inside a transaction must not wait for a load that waits for its connection.
-    assert.equal(await cache.get('inside'), 'inside-2');
-    release();
-    assert.equal(await outside, 'outside-1');
-    // A settled value is shared with everyone until it expires.
-    assert.equal(await cache.get('anyone'), 'inside-2');
-    assert.equal(loads, 2);
-  });
-
-  it('forgets a failed load', async () => {
-    let calls = 0;
-    const cache = memo(60_000, async () => {
-      calls++;
-      if (calls === 1) throw new Error('down');
-      return calls;
-    });
-    await assert.rejects(cache.get());
-    assert.equal(await cache.get(), 2);
-  });
-});
 
 describe('enrichment estimate', () => {
   it('counts a job\'s place from the oldest pending job, itself included', () => {
