@@ -5,7 +5,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { buildApp, type App } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
+import { loadConfig, prepareDataDir } from '../src/config.js';
 
 export const PG_ADMIN_URL = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -28,7 +28,7 @@ export async function benchApp(dialect: 'sqlite' | 'postgres', env: Record<strin
       await client.end();
     };
   }
-  const config = loadConfig({
+  const config = prepareDataDir(loadConfig({
     DATA_DIR: dataDir,
     ADMIN_TOKEN: 'bench-admin-token-0123456789',
     LOG_LEVEL: 'silent',
@@ -38,7 +38,7 @@ export async function benchApp(dialect: 'sqlite' | 'postgres', env: Record<strin
     MOTHERSHIP_ID: `bench${randomBytes(3).toString('hex')}`,
     ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
     ...env,
-  });
+  }));
   const app = await buildApp(config);
   await app.start();
   const url = await app.http.listen({ port: 0, host: '127.0.0.1' });
