@@ -43,7 +43,7 @@ export class BotService {
   private readonly encryptedSecrets: Prepared<Pick<BotsTable, 'secret_encrypted' | 'previous_secret_encrypted' | 'previous_secret_expires_at'>>;
   /**
    * Decrypted secrets by sealed text: the row is still read once per SECRET_CACHE_MS (a rotation or
-   * deletion shows at once), but a sealed text seen before is not decrypted again (2.4 us a time).
+   * deletion shows at once), but a sealed text seen before is not decrypted again.
    */
   private readonly opened = new LRUCache<string, string>({ max: OPENED_MAX });
 
