@@ -66,7 +66,7 @@ export interface LoadResult {
  * Runs autocannon and reduces its result to what the benchmarks report. Throughput is requests
  * over the time from the start to the last response: with `amount`, autocannon only notices the end
  * at its next one-second tick and reports that rounded-up duration, which understates a short run
- * (10,000 requests in 0.6 s read as 1.01 s).
+ * (README.md, "How they measure").
  */
 export async function load(options: autocannon.Options): Promise<LoadResult> {
   const started = performance.now();
