@@ -128,7 +128,8 @@ export class EnrichmentQueue {
   }
 
   /**
-   * Seed section 4.1 steps 2 to 5, in one transaction: quota, match checks, idempotency, enqueue.
+   * Steps 2 to 5 of an enrichment request (docs/enrichment.md), in one transaction: quota, match
+   * checks, idempotency, enqueue.
    * On PostgreSQL the bot row is locked, so concurrent requests of one bot (on any instance) are
    * serialized and never enqueue a sixth job; the unique index on match_id backs idempotency.
    */
