@@ -61,7 +61,7 @@ export const ID_PATTERN = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 const wholeNumber = (fallback: number, minimum = 0, maximum?: number) =>
   ({ type: 'integer', minimum, ...(maximum === undefined ? {} : { maximum }), default: fallback, description: `a whole number >= ${minimum}${maximum === undefined ? '' : ` and <= ${maximum}`}` }) as const;
 const oneOf = <T extends string>(options: readonly T[], fallback: T) => ({ type: 'string', enum: options, default: fallback, description: `one of ${options.join(', ')}` }) as const;
-const text = (description: string, extra: { pattern?: string; minLength?: number; default?: string } = {}) => ({ type: 'string', description, ...extra }) as const;
+const text = <E extends { pattern?: string; minLength?: number; default?: string }>(description: string, extra = {} as E) => ({ type: 'string', description, ...extra }) as const;
 
 const WORKERS = ['embedded', 'off'] as const;
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -108,40 +108,12 @@ const ENV_SCHEMA = {
 
 type Variable = keyof typeof ENV_SCHEMA.properties;
 
-/** The validated environment: defaults applied, numbers converted. */
-interface EnvValues {
-  PORT: number;
-  HOST: string;
-  DATA_DIR: string;
-  DATABASE_URL?: string;
-  REDIS_URL?: string;
-  REDIS_PREFIX: string;
-  ADMIN_TOKEN?: string;
-  MOTHERSHIP_ID?: string;
-  SECRETS_KEY?: string;
-  WORKER: (typeof WORKERS)[number];
-  WEBHOOK_TIMEOUT_MS: number;
-  WEBHOOK_RETRY_DELAY_MS: number;
-  MQTT_BACKOFF_INITIAL_MS: number;
-  MQTT_BACKOFF_MAX_MS: number;
-  MQTT_BIRTH_DELAY_MAX_MS: number;
-  HEALTH_INTERVAL_MS: number;
-  NODE_TIMEOUT_MS: number;
-  PRESENCE_AWAY_DELAY_MS: number;
-  ENRICHMENT_LEASE_MS: number;
-  ENRICHMENT_RETRY_BASE_MS: number;
-  ENRICHMENT_LLM_URL?: string;
-  ENRICHMENT_LLM_MODEL: string;
-  ENRICHMENT_LLM_API_KEY?: string;
-  RATE_LIMIT_CAPACITY: number;
-  RATE_LIMIT_REFILL_PER_SEC: number;
-  RATE_LIMIT_COSTS?: string;
-  RATE_LIMIT_REDIS_FAILURE: 'open' | 'closed';
-  EVENT_RETENTION_DAYS: number;
-  WEBHOOK_LOG_RETENTION_DAYS: number;
-  TRUST_PROXY?: string;
-  LOG_LEVEL: (typeof LOG_LEVELS)[number];
-}
+type Properties = typeof ENV_SCHEMA.properties;
+type ValueOf<S> = S extends { enum: readonly (infer E)[] } ? E : S extends { type: 'integer' | 'number' } ? number : string;
+/** The validated environment, typed from the schema: a variable with a default is always there. */
+type EnvValues = { [K in Variable as Properties[K] extends { default: unknown } ? K : never]: ValueOf<Properties[K]> } & {
+  [K in Variable as Properties[K] extends { default: unknown } ? never : K]?: ValueOf<Properties[K]>;
+};
 
 /** Variables whose value an error message must not repeat (credentials, or URLs that may hold one). */
 const SECRET: ReadonlySet<Variable> = new Set(['ADMIN_TOKEN', 'SECRETS_KEY', 'ENRICHMENT_LLM_API_KEY', 'DATABASE_URL', 'REDIS_URL', 'ENRICHMENT_LLM_URL']);
