@@ -106,9 +106,8 @@ const ENV_SCHEMA = {
   },
 } as const;
 
-type Variable = keyof typeof ENV_SCHEMA.properties;
-
 type Properties = typeof ENV_SCHEMA.properties;
+type Variable = keyof Properties;
 type ValueOf<S> = S extends { enum: readonly (infer E)[] } ? E : S extends { type: 'integer' | 'number' } ? number : string;
 /** The validated environment, typed from the schema: a variable with a default is always there. */
 type EnvValues = { [K in Variable as Properties[K] extends { default: unknown } ? K : never]: ValueOf<Properties[K]> } & {
