@@ -31,7 +31,7 @@ export async function benchBaselines(): Promise<boolean> {
     duration * 2,
     100,
     // Five rounds, not three: a validation costs under half a microsecond, so a round's best swings
-    // with the machine (0.86-0.98x over three-round runs on one machine in one hour).
+    // with the machine (README.md, "How they measure").
     5,
   );
   table([

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { buildApp, type App } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
+import { loadConfig, prepareDataDir } from '../src/config.js';
 
 export const PG_ADMIN_URL = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -28,7 +28,7 @@ export async function benchApp(dialect: 'sqlite' | 'postgres', env: Record<strin
       await client.end();
     };
   }
-  const config = loadConfig({
+  const config = prepareDataDir(loadConfig({
     DATA_DIR: dataDir,
     ADMIN_TOKEN: 'bench-admin-token-0123456789',
     LOG_LEVEL: 'silent',
@@ -38,7 +38,7 @@ export async function benchApp(dialect: 'sqlite' | 'postgres', env: Record<strin
     MOTHERSHIP_ID: `bench${randomBytes(3).toString('hex')}`,
     ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
     ...env,
-  });
+  }));
   const app = await buildApp(config);
   await app.start();
   const url = await app.http.listen({ port: 0, host: '127.0.0.1' });
@@ -66,7 +66,7 @@ export interface LoadResult {
  * Runs autocannon and reduces its result to what the benchmarks report. Throughput is requests
  * over the time from the start to the last response: with `amount`, autocannon only notices the end
  * at its next one-second tick and reports that rounded-up duration, which understates a short run
- * (10,000 requests in 0.6 s read as 1.01 s).
+ * (README.md, "How they measure").
  */
 export async function load(options: autocannon.Options): Promise<LoadResult> {
   const started = performance.now();

@@ -39,7 +39,7 @@ if (names.length === 1) {
 }
 
 // Several: each in a fresh process, so none inherits another's heap, JIT state or open sockets
-// (a validation ratio read 0.85x after the HTTP benchmarks and 0.91-0.96x alone).
+// (README.md, "How they measure").
 banner();
 const results: string[] = [];
 for (const name of names.length ? names : Object.keys(BENCHMARKS)) {

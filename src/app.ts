@@ -88,8 +88,14 @@ export async function buildApp(config: Config): Promise<App> {
   const http = await createHttpServer({ logLevel: config.logLevel, trustProxy: config.trustProxy, version: VERSION });
   rateLimit.register(http);
   for (const warning of installationWarnings) http.log.warn(warning);
+  const checkpointer = database.checkpointer;
+  if (checkpointer) {
+    checkpointer.onFailure((failure) => http.log.error({ code: failure.code }, `SQLite WAL checkpoint failed: ${failure.message} (the writer checkpoints for itself once the WAL reaches its limit)`));
+    metrics.counter('mothership_sqlite_checkpoint_failures_total', 'WAL checkpoints the checkpointer thread could not run', () => checkpointer.stats().failures);
+    metrics.gauge('mothership_sqlite_checkpoint_seconds', 'Duration of the last WAL checkpoint on the checkpointer thread', async () => checkpointer.stats().lastSeconds);
+  }
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
-  new AdminAuth(config.adminToken, sessions, rateLimit).register(http);
+  await new AdminAuth(config.adminToken, sessions, rateLimit).register(http);
   const webhook = new WebhookService(database, events, outbox, settings, http.log, metrics, { timeoutMs: config.webhookTimeoutMs, retryDelayMs: config.webhookRetryDelayMs });
   metrics.gauge('mothership_webhook_backlog', 'Webhook deliveries waiting to be sent', () => webhook.backlog());
   // Several instances on one PostgreSQL database: one MQTT owner, elected in the database.

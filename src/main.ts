@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { loadConfig, ConfigError, type Config } from './config.js';
+import { loadConfig, prepareDataDir, ConfigError, type Config } from './config.js';
 import { buildApp } from './app.js';
 import { compareCommand, historyCommand, pushCommand, validateCommand } from './cli/baseline.js';
 import { createBotCommand, workerCommand } from './cli/enrichment.js';
@@ -8,6 +8,9 @@ import { startupFailure } from './ops/startup-errors.js';
 
 /** The longest a shutdown may take; every step of it is bounded well below this (see app.close). */
 const SHUTDOWN_DEADLINE_MS = 20_000;
+
+/** The environment, validated first; only then DATA_DIR is created and completed. */
+const configure = () => prepareDataDir(loadConfig(process.env));
 
 const io = { out: (line: string) => console.log(line), err: (line: string) => console.error(line) };
 
@@ -24,7 +27,7 @@ const USAGE = `Usage:
   mothership mqtt cleanup --installation ID          clears what a previous installation id left retained on the broker`;
 
 async function serve(): Promise<void> {
-  const config = loadConfig();
+  const config = configure();
   const app = await buildApp(config).catch(explainStartup(config));
   if (config.adminTokenGenerated) {
     // Logged once, on the start that generated it; afterwards it lives in DATA_DIR/admin-token.
@@ -71,14 +74,14 @@ async function main(argv: string[]): Promise<number> {
       await serve();
       return -1;
     case 'worker':
-      await workerCommand(loadConfig());
+      await workerCommand(configure());
       return -1;
     case 'bots':
-      if (argv[1] === 'create' && argv[2]) return createBotCommand(loadConfig(), argv.slice(2).join(' '), io);
+      if (argv[1] === 'create' && argv[2]) return createBotCommand(configure(), argv.slice(2).join(' '), io);
       console.error('usage: mothership bots create NAME');
       return 2;
     case 'mqtt':
-      if (argv[1] === 'cleanup' && argv[2] === '--installation' && argv[3]) return mqttCleanupCommand(loadConfig(), argv[3], io);
+      if (argv[1] === 'cleanup' && argv[2] === '--installation' && argv[3]) return mqttCleanupCommand(configure(), argv[3], io);
       console.error('usage: mothership mqtt cleanup --installation ID');
       return 2;
     case 'baseline': {

@@ -1,3 +1,5 @@
+import { LRUCache } from 'lru-cache';
+
 /**
  * Caches the result of `load` for `ttlMs`; `clear()` forgets it at once (after a local write).
  * `get(arg)` hands `arg` to a load it starts: callers inside a transaction pass it, because on SQLite
@@ -29,18 +31,21 @@ export function memo<T, A = void>(ttlMs: number, load: (arg: A) => Promise<T>): 
   };
 }
 
-/** The same, one cache entry per key (bounded: entries are dropped when expired or cleared). */
+/**
+ * The same, one entry per key, at most `maxKeys` (the least recently used goes first). A failed load
+ * is forgotten, but only while it is still the entry: a newer load (after a `clear`) stays cached.
+ */
 export function memoByKey<T>(ttlMs: number, load: (key: string) => Promise<T>, maxKeys = 10_000): { get: (key: string) => Promise<T>; clear: (key: string) => void } {
-  const entries = new Map<string, { value: Promise<T>; expires: number }>();
+  const entries = new LRUCache<string, Promise<T>>({ max: maxKeys, ttl: ttlMs });
   return {
     get(key) {
-      const now = Date.now();
       const cached = entries.get(key);
-      if (cached && now < cached.expires) return cached.value;
-      if (entries.size >= maxKeys) for (const [stale, entry] of entries) if (entry.expires <= now || entries.size >= maxKeys) entries.delete(stale);
+      if (cached) return cached;
       const value = load(key);
-      entries.set(key, { value, expires: now + ttlMs });
-      value.catch(() => entries.delete(key));
+      entries.set(key, value);
+      value.catch(() => {
+        if (entries.peek(key) === value) entries.delete(key);
+      });
       return value;
     },
     clear(key) {

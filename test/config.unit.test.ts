@@ -1,18 +1,16 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { loadConfig } from '../src/config.js';
+import { ConfigError, loadConfig, prepareDataDir } from '../src/config.js';
 import { DAILY_QUOTA } from '../src/enrichment/queue.js';
 import { backoffDelay } from '../src/mqtt/backoff.js';
 import { MAX_WEBHOOK_ATTEMPTS, outcomeOf } from '../src/webhook/policy.js';
 
 /** The seed's numbers as configured by default; the rest of the suite runs on fast values, so these are read here. */
 describe('seed defaults', () => {
-  const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-config-'));
-  const config = loadConfig({ DATA_DIR: dataDir, ADMIN_TOKEN: 'a-long-enough-admin-token' });
-  rmSync(dataDir, { recursive: true, force: true });
+  const config = loadConfig({ ADMIN_TOKEN: 'a-long-enough-admin-token' });
 
   it('webhook: one retry, 30 s after the first attempt; 15 s per attempt', () => {
     assert.equal(config.webhookRetryDelayMs, 30_000);
@@ -37,5 +35,134 @@ describe('seed defaults', () => {
   it('rate limit: 60 tokens, refilled at 1 per second', () => {
     assert.equal(config.rateLimit.capacity, 60);
     assert.equal(config.rateLimit.refillPerSecond, 1);
+  });
+});
+
+const ADMIN_TOKEN = 'a-long-enough-admin-token';
+/** A fresh directory for one test; removed by the returned function. */
+function temporaryDir(): { dir: string; remove: () => void } {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mothership-config-'));
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+describe('configuration', () => {
+  it('rejects a bad value with a message naming the variable and the rule (secrets not repeated)', () => {
+    const cases: [Record<string, string>, RegExp][] = [
+      [{ PORT: 'eighty' }, /^PORT must be a whole number >= 0 and <= 65535, got "eighty"$/],
+      [{ PORT: '70000' }, /^PORT must be a whole number >= 0 and <= 65535, got "70000"$/],
+      [{ DATABASE_URL: 'mysql://root:hunter2@db/x' }, /^DATABASE_URL must be a postgres:\/\/ URL \(unset means SQLite\)$/],
+      [{ REDIS_URL: 'http://cache' }, /^REDIS_URL must be a redis:\/\/ URL$/],
+      [{ WORKER: 'maybe' }, /^WORKER must be one of embedded, off, got "maybe"$/],
+      [{ MOTHERSHIP_ID: 'Has Spaces' }, /^MOTHERSHIP_ID must be an id matching .*, got "Has Spaces"$/],
+      [{ ADMIN_TOKEN: 'short' }, /^ADMIN_TOKEN must be at least 16 characters$/],
+      [{ ADMIN_TOKEN: '' }, /^ADMIN_TOKEN must be at least 16 characters$/],
+      [{ SECRETS_KEY: Buffer.alloc(16).toString('base64') }, /^SECRETS_KEY must be 32 bytes, base64-encoded$/],
+      [{ WEBHOOK_TIMEOUT_MS: '0' }, /^WEBHOOK_TIMEOUT_MS must be a whole number >= 1, got "0"$/],
+      [{ MQTT_BACKOFF_INITIAL_MS: '10', MQTT_BACKOFF_MAX_MS: '5' }, /^MQTT_BACKOFF_MAX_MS must be at least MQTT_BACKOFF_INITIAL_MS$/],
+      [{ ENRICHMENT_LLM_URL: 'ftp://llm' }, /^ENRICHMENT_LLM_URL must be an http\(s\) URL$/],
+      [{ RATE_LIMIT_CAPACITY: '20000000' }, /^RATE_LIMIT_CAPACITY must be a whole number >= 1 and <= 10000000, got "20000000"$/],
+      [{ RATE_LIMIT_REFILL_PER_SEC: '0' }, /^RATE_LIMIT_REFILL_PER_SEC must be a number >= 0.001, got "0"$/],
+      [{ RATE_LIMIT_REFILL_PER_SEC: 'fast' }, /^RATE_LIMIT_REFILL_PER_SEC must be .*, got "fast"$/],
+      [{ RATE_LIMIT_COSTS: 'session=5,settings:10' }, /^RATE_LIMIT_COSTS must be a list of group=cost entries separated by commas, got "session=5,settings:10"$/],
+      [{ RATE_LIMIT_REDIS_FAILURE: 'sometimes' }, /^RATE_LIMIT_REDIS_FAILURE must be one of open, closed, got "sometimes"$/],
+      [{ EVENT_RETENTION_DAYS: '-1' }, /^EVENT_RETENTION_DAYS must be a whole number >= 0, got "-1"$/],
+      [{ WEBHOOK_LOG_RETENTION_DAYS: '7.5' }, /^WEBHOOK_LOG_RETENTION_DAYS must be a whole number >= 0, got "7.5"$/],
+      [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"$/],
+    ];
+    for (const [env, message] of cases) {
+      assert.throws(() => loadConfig({ ADMIN_TOKEN, ...env }), (error: Error) => error instanceof ConfigError && message.test(error.message), JSON.stringify(env));
+    }
+  });
+
+  it('reads every variable; an empty one counts as unset, except REDIS_PREFIX', () => {
+    const config = loadConfig({
+      ADMIN_TOKEN,
+      PORT: '9000',
+      HOST: '',
+      DATA_DIR: '/srv/mothership',
+      DATABASE_URL: 'postgresql://db/ms',
+      REDIS_URL: 'rediss://cache:6380',
+      REDIS_PREFIX: '',
+      MOTHERSHIP_ID: 'home',
+      SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'),
+      WORKER: 'off',
+      ENRICHMENT_LLM_URL: 'https://llm.example/v1',
+      ENRICHMENT_LLM_API_KEY: '',
+      RATE_LIMIT_REFILL_PER_SEC: '0.5',
+      RATE_LIMIT_COSTS: ' session=5, discovery=20 ,',
+      RATE_LIMIT_REDIS_FAILURE: 'closed',
+      TRUST_PROXY: '10.0.0.1',
+      EVENT_RETENTION_DAYS: '',
+    });
+    assert.equal(config.port, 9000);
+    assert.equal(config.host, '127.0.0.1');
+    assert.equal(config.dataDir, '/srv/mothership');
+    assert.equal(config.databaseUrl, 'postgresql://db/ms');
+    assert.equal(config.redisUrl, 'rediss://cache:6380');
+    assert.equal(config.redisPrefix, '');
+    assert.deepEqual(config.given, { adminToken: ADMIN_TOKEN, mothershipId: 'home', secretsKey: Buffer.alloc(32, 7) });
+    assert.equal(config.worker, 'off');
+    assert.deepEqual(config.enrichmentLlm, { url: 'https://llm.example/v1', model: 'gpt-4o-mini', apiKey: null });
+    assert.deepEqual(config.rateLimit, { capacity: 60, refillPerSecond: 0.5, failOpen: false, costs: { session: 5, discovery: 20 } });
+    assert.equal(config.trustProxy, '10.0.0.1');
+    assert.equal(config.eventRetentionDays, 30);
+    assert.equal(loadConfig({}).redisPrefix, 'mothership:');
+  });
+
+  it('loadConfig touches nothing: DATA_DIR is created and filled by prepareDataDir', () => {
+    const { dir, remove } = temporaryDir();
+    try {
+      const dataDir = path.join(dir, 'data');
+      const config = loadConfig({ DATA_DIR: dataDir });
+      assert.equal(existsSync(dataDir), false, 'loadConfig created DATA_DIR');
+      assert.deepEqual(config.given, { adminToken: null, mothershipId: null, secretsKey: null });
+      const prepared = prepareDataDir(config);
+      assert.deepEqual(readdirSync(dataDir).sort(), ['admin-token', 'mothership-id', 'secrets-key']);
+      assert.equal(statSync(dataDir).mode & 0o777, 0o700);
+      assert.equal(statSync(path.join(dataDir, 'admin-token')).mode & 0o777, 0o600);
+      assert.equal(prepared.secretsKey.length, 32);
+      assert.match(prepared.mothershipId, /^ms-[0-9a-f]{8}$/);
+      loadConfig({ DATA_DIR: dataDir });
+      assert.deepEqual(readdirSync(dataDir).sort(), ['admin-token', 'mothership-id', 'secrets-key'], 'loadConfig wrote into DATA_DIR');
+    } finally {
+      remove();
+    }
+  });
+
+  it('generates the admin token and installation id once and keeps them; values the environment sets are not written', () => {
+    const { dir, remove } = temporaryDir();
+    try {
+      const first = prepareDataDir(loadConfig({ DATA_DIR: dir }));
+      const second = prepareDataDir(loadConfig({ DATA_DIR: dir }));
+      assert.equal(first.adminTokenGenerated, true);
+      assert.equal(second.adminTokenGenerated, false);
+      assert.equal(first.adminToken, second.adminToken);
+      assert.equal(first.mothershipId, second.mothershipId);
+      assert.deepEqual(first.secretsKey, second.secretsKey);
+      assert.ok(first.adminToken.length >= 24);
+
+      const other = temporaryDir();
+      try {
+        const given = prepareDataDir(loadConfig({ DATA_DIR: other.dir, ADMIN_TOKEN, MOTHERSHIP_ID: 'home', SECRETS_KEY: Buffer.alloc(32, 1).toString('base64') }));
+        assert.deepEqual([given.adminToken, given.adminTokenGenerated, given.mothershipId], [ADMIN_TOKEN, false, 'home']);
+        assert.deepEqual(readdirSync(other.dir), []);
+      } finally {
+        other.remove();
+      }
+    } finally {
+      remove();
+    }
+  });
+
+  it('names the file when a value kept in DATA_DIR is damaged', () => {
+    const { dir, remove } = temporaryDir();
+    try {
+      writeFileSync(path.join(dir, 'mothership-id'), 'Not An Id\n');
+      writeFileSync(path.join(dir, 'secrets-key'), 'c2hvcnQ=\n');
+      assert.throws(() => prepareDataDir(loadConfig({ DATA_DIR: dir, SECRETS_KEY: Buffer.alloc(32).toString('base64') })), /MOTHERSHIP_ID must be an id matching .*, got "Not An Id" \(from DATA_DIR\/mothership-id\)$/);
+      assert.throws(() => prepareDataDir(loadConfig({ DATA_DIR: dir, MOTHERSHIP_ID: 'home' })), /SECRETS_KEY must be 32 bytes, base64-encoded \(DATA_DIR\/secrets-key\)$/);
+    } finally {
+      remove();
+    }
   });
 });

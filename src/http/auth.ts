@@ -1,4 +1,5 @@
 import { hash, timingSafeEqual } from 'node:crypto';
+import fastifyCookie, { type CookieSerializeOptions } from '@fastify/cookie';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { RateLimitGuard, RouteRateLimit } from '../ratelimit/index.js';
 import { ProblemError } from './problem.js';
@@ -62,14 +63,8 @@ export function unauthorized(challenge: string = ADMIN_CHALLENGE): ProblemError 
   return new ProblemError('unauthorized', 'Missing or invalid credentials', undefined, { 'www-authenticate': challenge });
 }
 
-function parseCookies(header: string | undefined): Map<string, string> {
-  const cookies = new Map<string, string>();
-  for (const part of (header ?? '').split(';')) {
-    const index = part.indexOf('=');
-    if (index > 0) cookies.set(part.slice(0, index).trim(), part.slice(index + 1).trim());
-  }
-  return cookies;
-}
+/** The session cookie: script-proof, same-site only, `Secure` whenever the request came over HTTPS. */
+const SESSION_COOKIE_OPTIONS: CookieSerializeOptions = { path: '/', httpOnly: true, sameSite: 'strict', secure: 'auto' };
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -118,7 +113,7 @@ export class AdminAuth {
   private async authenticate(request: FastifyRequest): Promise<Verdict> {
     const bearer = /^Bearer[ \t]+(.*)$/i.exec(request.headers.authorization ?? '');
     if (bearer) return safeEqual(bearer[1]!.trim(), this.adminToken) ? 'admin' : 'wrong_token';
-    const session = parseCookies(request.headers.cookie).get(SESSION_COOKIE);
+    const session = request.cookies[SESSION_COOKIE];
     if (!session) return 'none';
     const fetchSite = request.headers['sec-fetch-site'];
     const refusal = crossSiteRefusal(request.method, typeof fetchSite === 'string' ? fetchSite : undefined, request.headers.origin, request.host);
@@ -126,7 +121,9 @@ export class AdminAuth {
     return (await this.sessions.check(session)) ? 'admin' : 'none';
   }
 
-  register(app: FastifyInstance): void {
+  /** Registers the cookie parser first: the auth hook reads the session cookie it parsed. */
+  async register(app: FastifyInstance): Promise<void> {
+    await app.register(fastifyCookie);
     const signInLimit = this.rateLimit.limitOf(SIGN_IN_LIMIT);
     app.addHook('onRequest', async (request, reply) => {
       // An unmatched request has nothing to protect: the not-found handler answers it.
@@ -138,9 +135,6 @@ export class AdminAuth {
       if (verdict === 'wrong_token') await this.rateLimit.enforce(request, reply, `ip:${request.ip}`, signInLimit);
       if (mode === 'admin' && !request.isAdmin) throw unauthorized();
     });
-
-    const cookie = (request: FastifyRequest, value: string, maxAgeSeconds: number) =>
-      `${SESSION_COOKIE}=${value}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${request.protocol === 'https' ? '; Secure' : ''}`;
 
     app.post(
       '/api/session',
@@ -161,21 +155,21 @@ export class AdminAuth {
       async (request, reply: FastifyReply) => {
         const { token } = request.body as { token: string };
         if (!safeEqual(token, this.adminToken)) throw unauthorized();
-        reply.header('set-cookie', cookie(request, await this.sessions.open(), SESSION_TTL_MS / 1000));
+        reply.setCookie(SESSION_COOKIE, await this.sessions.open(), { ...SESSION_COOKIE_OPTIONS, maxAge: SESSION_TTL_MS / 1000 });
         return reply.code(204).send();
       },
     );
 
     app.delete('/api/session', { config: { auth: 'public' }, schema: { tags: ['session'], summary: 'Sign out: ends this session on the server and clears the cookie', response: noContent('Signed out') } }, async (request, reply) => {
-      const session = parseCookies(request.headers.cookie).get(SESSION_COOKIE);
+      const session = request.cookies[SESSION_COOKIE];
       if (session) await this.sessions.close(session);
-      reply.header('set-cookie', cookie(request, '', 0));
+      reply.clearCookie(SESSION_COOKIE, SESSION_COOKIE_OPTIONS);
       return reply.code(204).send();
     });
 
-    app.delete('/api/sessions', { schema: { tags: ['session'], summary: 'Sign out everywhere: ends every dashboard session', response: noContent('Every session ended') } }, async (request, reply) => {
+    app.delete('/api/sessions', { schema: { tags: ['session'], summary: 'Sign out everywhere: ends every dashboard session', response: noContent('Every session ended') } }, async (_request, reply) => {
       await this.sessions.closeAll();
-      reply.header('set-cookie', cookie(request, '', 0));
+      reply.clearCookie(SESSION_COOKIE, SESSION_COOKIE_OPTIONS);
       return reply.code(204).send();
     });
   }

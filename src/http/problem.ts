@@ -1,6 +1,6 @@
 import { NOT_BLANK } from './schemas.js';
 
-/** RFC 9457 problem details: the one error shape of the whole API (CONTRACT section 0). */
+/** RFC 9457 problem details: the one error shape of the whole API, `type` always `/problems/<code>`. */
 export interface FieldError {
   path: string;
   message: string;

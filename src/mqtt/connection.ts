@@ -92,8 +92,8 @@ export function describeMqttError(error: Error & { code?: string | number }, det
 }
 
 /**
- * One broker connection with the reconnect schedule of CONTRACT section 1 (5 s, 10 s, 20 s ... capped
- * at 2 min, reset after a successful connect), the Last Will, and a status for the settings API.
+ * One broker connection with its reconnect schedule (MQTT_BACKOFF_*: 5 s, 10 s, 20 s ... capped at
+ * 2 min, reset after a successful connect), the Last Will, and a status for the settings API.
  */
 export class MqttConnection {
   readonly client: MqttClient;

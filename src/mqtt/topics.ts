@@ -1,4 +1,4 @@
-/** Every topic of one installation (CONTRACT section 7): `{root}/{mid}/...` and `{prefix}/...`. */
+/** Every topic of one installation (docs/mqtt.md): state under `{root}/{mid}/...`, discovery under `{prefix}/...`. */
 export class Topics {
   readonly base: string;
 

@@ -41,6 +41,19 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry, prefix: 'mothership_' });
   }
 
+  /** A counter read at scrape time from a total kept elsewhere (another thread's failures...). */
+  counter(name: string, help: string, read: () => number): void {
+    new Counter({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(read());
+      },
+    });
+  }
+
   /** A gauge read at scrape time (queue depth, outbox size...). */
   gauge(name: string, help: string, read: () => Promise<number>): void {
     new Gauge({

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Database } from '../db/index.js';
 import type { Metrics } from './metrics.js';
 
-/** Liveness, readiness and Prometheus metrics (CONTRACT section 10). */
+/** Liveness (process up), readiness (database reachable; MQTT reported, not required) and Prometheus metrics. */
 export function opsRoutes(app: FastifyInstance, deps: { database: Database; metrics: Metrics; mqttState: () => { connected: boolean; enabled: boolean; last_error: string | null } }): void {
   app.get(
     '/healthz',

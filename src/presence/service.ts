@@ -53,7 +53,7 @@ const toPersonView = (row: PersonsTable): PersonView => ({
   last_seen: row.last_seen,
 });
 
-/** Persons, zones, nodes, system mode, fall state and sensing-event ingest (CONTRACT section 4). */
+/** Persons, zones, nodes, system mode, fall state and sensing-event ingest (`POST /api/events`). */
 export class PresenceService {
   constructor(
     private readonly database: Database,

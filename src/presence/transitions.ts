@@ -1,5 +1,5 @@
 /**
- * Presence rules as plain functions (CONTRACT section 4): a person is in at most one zone; entering
+ * Presence rules as plain functions: a person is in at most one zone; entering
  * a zone leaves the previous one and makes the person `home`; a person in no zone becomes `not_home`
  * once `awayDelayMs` has passed since they left.
  */
@@ -63,11 +63,11 @@ export function markAway(person: PersonState, events: Transition['events'] = [])
   };
 }
 
-/** Derives a topic-safe id from a display name (CONTRACT: `^[a-z0-9][a-z0-9_-]{0,63}$`). */
 /** Letters that Unicode decomposition leaves whole, spelt as their languages spell them in ASCII. */
 const TRANSLITERATIONS: Record<string, string> = { ß: 'ss', ẞ: 'ss', æ: 'ae', Æ: 'ae', œ: 'oe', Œ: 'oe', ø: 'o', Ø: 'o', đ: 'd', Đ: 'd', ð: 'd', Ð: 'd', þ: 'th', Þ: 'th', ł: 'l', Ł: 'l', ı: 'i' };
 const TRANSLITERATED = new RegExp(`[${Object.keys(TRANSLITERATIONS).join('')}]`, 'g');
 
+/** Derives an id from a display name: `^[a-z0-9][a-z0-9_-]{0,63}$`, safe in MQTT topics and Home Assistant object ids. */
 export function slugify(name: string, fallback: string): string {
   const slug = name
     .replace(TRANSLITERATED, (letter) => TRANSLITERATIONS[letter]!)

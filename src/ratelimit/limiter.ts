@@ -1,7 +1,7 @@
 import { validatePolicy, type BucketPolicy, type Decision } from './bucket.js';
 import type { RateLimitStore } from './memory-store.js';
 
-/** The limiter library of CONTRACT section 9: one policy over a store, with Allow and AllowN checks. */
+/** The limiter: one token-bucket policy over a store (memory or Redis), with Allow and AllowN checks. */
 export class RateLimiter {
   constructor(
     private readonly store: RateLimitStore,

@@ -84,7 +84,7 @@ const viewSchema = {
   },
 } as const;
 
-/** The GET shape: secrets reduced to `*_set` flags, plus live status (CONTRACT section 6). */
+/** The GET shape: secrets (password, CA certificate, webhook secret) reduced to `*_set` flags, plus live status. */
 async function view(settings: IntegrationSettings, mqtt: MqttIntegration, webhook: WebhookService) {
   const { password, ca_cert, ...mqttRest } = settings.mqtt;
   const { secret, previous_secret: _previous, previous_secret_expires_at, disabled_reason, ...webhookRest } = settings.webhook;

@@ -62,7 +62,7 @@ export function caCertError(value: string): string | null {
   return /-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----/.test(value) ? null : 'must be a PEM certificate (-----BEGIN CERTIFICATE-----)';
 }
 
-/** The rules that depend on more than one field or on the URL's parts (CONTRACT section 6). */
+/** The rules that depend on more than one field or on the URL's parts (docs/api.md, "Integration settings"). */
 export function integrationErrors(settings: IntegrationSettings): FieldError[] {
   const errors: FieldError[] = [];
   const check = (path: string, error: string | null) => error && errors.push({ path, message: error });

@@ -184,10 +184,9 @@ export class WebhookService {
    * Claims up to BATCH due rows, moving them to `sending` with a deadline: a process that dies
    * mid-send leaves them to be claimed again after it (at-least-once), and two instances never send
    * the same row (PostgreSQL skips rows another instance is claiming). Pending rows first, then
-   * abandoned `sending` ones, each one statement walking its state in id order: a single query over
-   * both states sorted every pending row to find the first 50 (1.7 ms with 20,000 waiting). An
-   * UPDATE that found nothing still cost a write transaction on SQLite (36-50 us, run twice per
-   * event at a steady rate); a read first skips it.
+   * abandoned `sending` ones, each one statement walking its state in id order (a single query over
+   * both states sorts every pending row). On SQLite an UPDATE that finds nothing still costs a write
+   * transaction, so a read comes first (figures in bench/README.md).
    */
   private async claimDue(): Promise<DeliveryRow[]> {
     const at = now();

@@ -1,5 +1,5 @@
 /**
- * What happens after a delivery attempt (CONTRACT section 5; seed section 7), as pure functions:
+ * What happens after a delivery attempt (docs/webhook.md), as pure functions:
  * 2xx delivered; 5xx, 429, timeout or connection failure: one retry after WEBHOOK_RETRY_DELAY_MS, or
  * after the receiver's Retry-After when that is later (capped at RETRY_AFTER_CAP_MS); 410 Gone:
  * failed and the webhook switched off; other 4xx and 3xx (redirects are not followed): failed.

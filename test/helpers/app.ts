@@ -4,7 +4,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { buildApp, type App } from '../../src/app.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import { loadConfig, prepareDataDir, type Config } from '../../src/config.js';
 
 export type DialectName = 'sqlite' | 'postgres';
 /** Both databases, always: CI has PostgreSQL, and a missing server must fail the run, not skip it. */
@@ -73,7 +73,7 @@ export interface TestApp extends App {
 
 export async function startTestApp(dialect: DialectName, extra: Record<string, string> = {}, options: { start?: boolean; testEnv?: TestEnv } = {}): Promise<TestApp> {
   const testEnv = options.testEnv ?? (await createTestEnv(dialect, extra));
-  const config = loadConfig({ ...testEnv.env, ...extra });
+  const config = prepareDataDir(loadConfig({ ...testEnv.env, ...extra }));
   const app = await buildApp(config);
   if (options.start) await app.start();
   await app.http.ready();
