@@ -341,6 +341,14 @@ describe('dashboard in Chromium', () => {
     assert.match((await page.textContent('#comparison-verdict'))!, /Against the previous run: beyond 10% on subject_geomean/);
     assert.equal(await page.locator('#comparison tbody tr').count(), 8, 'each metric and speedup once');
     await shot('baselines');
+    // Any two runs can be compared; the choice is an address of its own, and Back returns to the last two.
+    await page.selectOption('#compare-base', { label: (await page.textContent('#compare-base option:nth-child(4)'))! });
+    await page.waitForSelector('#comparison-verdict:has-text("b2c3d4e → e5f6071")');
+    assert.match(new URL(page.url()).hash, /^#\/baselines\/\d+\.\.\d+$/);
+    assert.equal(await page.textContent('#comparison tbody tr:first-child td:nth-child(2)'), '0.5', 'the base column is b2c3d4e');
+    await page.goBack();
+    await page.waitForSelector('#comparison-verdict:has-text("Against the previous run")');
+    assert.equal(await page.inputValue('#compare-base'), await page.getAttribute('#compare-base option:nth-child(2)', 'value'));
   });
 
   it('lists bots and matches, and creates a bot showing its secret once', async () => {
