@@ -245,10 +245,11 @@ describe('dashboard in Chromium', () => {
   it('keeps unsaved edits when events refresh the page and when a secret is generated, and says they are unsaved', async () => {
     await page.fill('#webhook-form [name=url]', 'http://typed-not-saved.example/hook');
     await page.waitForSelector('#webhook-form .unsaved:not([hidden])');
-    // An event refreshes the Integrations view from the server (this used to overwrite typed fields).
+    // An event makes the page re-read the settings (this used to overwrite typed fields).
+    const refreshed = page.waitForResponse((response) => response.url().endsWith('/api/settings/integration') && response.request().method() === 'GET');
     await app.api('PUT', '/api/system/mode', { mode: 'away' });
-    await page.waitForSelector('#events li:has-text("system.mode_changed")', { state: 'attached' });
-    await page.waitForTimeout(400);
+    await refreshed;
+    await pause(100);
     assert.equal(await page.inputValue('#webhook-form [name=url]'), 'http://typed-not-saved.example/hook');
     await page.click('#webhook-generate');
     await page.waitForSelector('#webhook-new-secret:not([hidden])');
