@@ -7,6 +7,7 @@ import { launchChromium } from './helpers/browser.js';
 import { ADMIN_TOKEN, startTestApp, type TestApp } from './helpers/app.js';
 import { startBroker } from './helpers/broker.js';
 import { startReceiver } from './helpers/receiver.js';
+import { botRequest } from './helpers/bot.js';
 
 const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url).pathname;
 const DOCS_IMAGES = new URL('../../docs/images/', import.meta.url).pathname;
@@ -364,6 +365,16 @@ describe('dashboard in Chromium', () => {
     await page.waitForSelector(`#bot-secret:has-text("New secret for")`);
     assert.match((await page.textContent('#bot-secret'))!, /the old one works until .+\): mss_/);
     await page.waitForSelector('#bots li[data-bot="replay-bot"]:has-text("old secret valid until")');
+    // A bot's request shows at once, from its event alone: the match queued, the bot's quota counted.
+    const secret = /(mss_[A-Za-z0-9_-]+)$/.exec((await page.textContent('#bot-secret'))!)![1]!;
+    const requests = await requestsDuring(async () => {
+      const requested = await botRequest(app.http, { id: 'replay-bot', shared_secret: secret }, 'POST', '/api/request-enrichment', { match_id: 'final-42' });
+      assert.equal(requested.status, 202, JSON.stringify(requested.body));
+      await page.waitForSelector('#matches tr[data-match="final-42"] .badge:has-text("queued")');
+      await page.waitForSelector('#bots li[data-bot="replay-bot"]:has-text("1 of 5 requests in 24 h")');
+      await pause(400);
+    });
+    assert.deepEqual(requests, []);
     await shot('enrichment');
     page.once('dialog', (dialog) => void dialog.accept());
     await page.click('#bots li[data-bot="replay-bot"] button:has-text("Delete")');
