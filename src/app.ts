@@ -49,6 +49,8 @@ export interface App {
 
 /** How often the away-delay sweeper looks for persons due to become `not_home`. */
 const sweepIntervalMs = (awayDelayMs: number) => Math.max(50, Math.min(1000, Math.floor(awayDelayMs / 4) || 50));
+/** How often the node sweeper looks for silent nodes: node.offline comes at most a tenth of the timeout late (3 s with the default 30 s), at most 5 s late. */
+const nodeSweepIntervalMs = (nodeTimeoutMs: number) => Math.max(50, Math.min(5000, Math.floor(nodeTimeoutMs / 10)));
 
 const REDIS_STARTUP_WAIT_MS = 5000;
 
@@ -165,6 +167,7 @@ export async function buildApp(config: Config): Promise<App> {
     {
       start: () => {
         every(sweepIntervalMs(config.presenceAwayDelayMs), () => presence.sweepAway(), 'away sweep');
+        every(nodeSweepIntervalMs(config.nodeTimeoutMs), () => presence.sweepOfflineNodes(), 'node timeout sweep');
         // One health report per interval for the installation, whichever instance's tick comes first.
         every(config.healthIntervalMs, async () => (await claimInterval(database, 'health', config.healthIntervalMs)) && presence.emitHealth(), 'health report');
         every(60_000, () => enrichment.purgeNonces(), 'nonce purge');

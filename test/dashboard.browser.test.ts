@@ -7,6 +7,7 @@ import { launchChromium } from './helpers/browser.js';
 import { ADMIN_TOKEN, startTestApp, type TestApp } from './helpers/app.js';
 import { startBroker } from './helpers/broker.js';
 import { startReceiver } from './helpers/receiver.js';
+import { botRequest } from './helpers/bot.js';
 
 const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url).pathname;
 const DOCS_IMAGES = new URL('../../docs/images/', import.meta.url).pathname;
@@ -20,6 +21,14 @@ describe('dashboard in Chromium', () => {
   // A private broker: retained configs on a shared one would appear as devices in a real Home Assistant.
   let broker: Awaited<ReturnType<typeof startBroker>>;
   const foreignRequests: string[] = [];
+  /** Every API request the page makes (the event stream aside), in order. */
+  const apiRequests: string[] = [];
+  const requestsDuring = async (work: () => Promise<void>) => {
+    const from = apiRequests.length;
+    await work();
+    return apiRequests.slice(from);
+  };
+  const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
   const pageErrors: string[] = [];
   const id = randomBytes(4).toString('hex');
   const shot = async (name: string) => {
@@ -33,7 +42,8 @@ describe('dashboard in Chromium', () => {
     if (process.env.UPDATE_DOCS_SCREENSHOTS) mkdirSync(DOCS_IMAGES, { recursive: true });
     receiver = await startReceiver();
     broker = await startBroker();
-    app = await startTestApp('sqlite', { MOTHERSHIP_ID: `ms${id}` }, { start: true });
+    // A short node timeout, so a node can go offline within the test.
+    app = await startTestApp('sqlite', { MOTHERSHIP_ID: `ms${id}`, NODE_TIMEOUT_MS: '1500' }, { start: true });
     base = await app.http.listen({ port: 0, host: '127.0.0.1' });
     await app.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
     await app.api('POST', '/api/persons', { id: 'bob', name: 'Bob' });
@@ -47,7 +57,7 @@ describe('dashboard in Chromium', () => {
       ['b2c3d4e', 0.5, 1.58, 1.08, 2.45, 40],
       ['c3d4e5f', 0.47, 1.61, 1.12, 2.39, 37],
       ['d4e5f60', 0.45, 1.59, 1.1, 2.41, 36],
-      ['e5f6071', 0.51, 1.6, 1.09, 2.4, 38],
+      ['e5f6071', 0.62, 1.6, 1.09, 2.4, 38],
     ] as const;
     for (const [sha, subject, alpha, beta, gamma, grep] of runs) {
       await app.api('POST', '/api/baselines', { commit_sha: sha, timestamp: new Date().toISOString(), subject_geomean: subject, alpha_geomean: alpha, beta_geomean: beta, gamma_geomean: gamma, grep_1000_mean_ms: grep });
@@ -57,6 +67,7 @@ describe('dashboard in Chromium', () => {
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.on('request', (request) => {
       if (!request.url().startsWith(base) && !request.url().startsWith('data:')) foreignRequests.push(request.url());
+      else if (request.url().startsWith(`${base}/api/`) && !request.url().includes('/api/events/stream')) apiRequests.push(`${request.method()} ${request.url().slice(base.length)}`);
     });
     page.on('pageerror', (error) => pageErrors.push(error.message));
   });
@@ -90,8 +101,96 @@ describe('dashboard in Chromium', () => {
     await shot('overview');
   });
 
+  it('applies a burst of events to the page without asking the API again, and names people and zones', async () => {
+    // The old page re-read persons, zones, health and falls 150 ms after each event: about 4 requests per event here.
+    const moves: Array<[string, string, string]> = [];
+    for (let round = 0; round < 4; round++) moves.push(['zone.entry', 'ada', 'living-room'], ['zone.entry', 'bob', 'kitchen'], ['zone.exit', 'bob', 'kitchen'], ['zone.entry', 'ada', 'kitchen']);
+    const requests = await requestsDuring(async () => {
+      for (const [type, person, zone] of moves) {
+        await app.api('POST', '/api/events', { type, person, zone });
+        await pause(200);
+      }
+      await app.api('PUT', '/api/system/mode', { mode: 'sleep' });
+      await app.api('POST', '/api/persons', { id: 'dee', name: 'Dee' });
+      await app.api('PATCH', '/api/zones/bedroom', { name: 'Main bedroom' });
+      await page.waitForSelector('[data-zone="bedroom"] .name:has-text("Main bedroom")');
+      await pause(500);
+    });
+    assert.deepEqual(requests, [], 'no API request for events that carry their change');
+    // What the events carried is on the page: occupancy, presence, mode, names.
+    assert.equal(await page.textContent('[data-zone="kitchen"] .who'), 'Ada');
+    assert.equal(await page.textContent('[data-zone="kitchen"] .count'), '1');
+    assert.equal(await page.textContent('[data-zone="living-room"] .count'), '0');
+    assert.match((await page.textContent('#persons li[data-person="bob"] .badge'))!, /^home$/);
+    assert.match((await page.textContent('#persons li[data-person="ada"] .badge'))!, /home · Kitchen/);
+    assert.ok(await page.$('#persons li[data-person="dee"]'));
+    assert.equal(await page.inputValue('#mode'), 'sleep');
+    // Event rows in words, with names rather than ids.
+    assert.match((await page.textContent('#events li:first-child .what'))!, /^Zone renamed to Main bedroom$/);
+    await page.waitForSelector('#events li:has-text("Ada entered Kitchen")');
+    await page.waitForSelector('#events li:has-text("Bob left Kitchen")');
+    // The state matches the server's.
+    const zones = (await app.api('GET', '/api/zones')).body as Array<{ id: string; count: number }>;
+    for (const zone of zones) assert.equal(await page.textContent(`[data-zone="${zone.id}"] .count`), String(zone.count), zone.id);
+    await app.api('PUT', '/api/system/mode', { mode: 'home' });
+    await app.api('DELETE', '/api/persons/dee');
+    await page.waitForSelector('#persons li[data-person="dee"]', { state: 'detached' });
+  });
+
+  it('lists nodes with their heartbeat, quality and state, live, with loading and empty states', async () => {
+    // The list is slow to come: the page says it is loading, then that there are no nodes yet.
+    await page.route('**/api/nodes', async (route) => {
+      await pause(600);
+      await route.continue();
+    });
+    await page.click('#nav a[data-view="nodes"]');
+    await page.waitForSelector('#nodes tr.placeholder:has-text("Loading")');
+    await page.waitForSelector('#nodes tr.empty:has-text("No nodes yet")');
+    await page.unroute('**/api/nodes');
+    assert.equal(new URL(page.url()).hash, '#/nodes');
+    await shot('nodes-empty');
+    const requests = await requestsDuring(async () => {
+      await app.api('POST', '/api/nodes/hall-sensor/heartbeat', { quality: 87 });
+      await page.waitForSelector('#nodes tr[data-node="hall-sensor"]:has-text("online")');
+    });
+    assert.deepEqual(requests, [], 'node.online carries the row');
+    assert.match((await page.textContent('#nodes tr[data-node="hall-sensor"]'))!, /87%.*(just now|s ago)/);
+    await app.api('POST', '/api/nodes/attic-sensor/heartbeat', { quality: 64 });
+    await page.waitForSelector('#nodes tr[data-node="attic-sensor"]:has-text("online")');
+    await shot('nodes');
+    // Silent for NODE_TIMEOUT_MS (1.5 s here): offline, and the overview's count follows at once.
+    await page.waitForSelector('#nodes tr[data-node="hall-sensor"]:has-text("offline")', { timeout: 6000 });
+    await page.click('#nav a[data-view="overview"]');
+    await page.waitForSelector('#node-count:has-text("0")');
+  });
+
+  it('links every page and record, and the back button returns', async () => {
+    await page.goto(`${base}/#/people/ada`);
+    await page.waitForSelector('#record:not([hidden]) h2:has-text("Ada")');
+    assert.match((await page.textContent('#record'))!, /Zone\s*Kitchen/);
+    await page.waitForSelector('#record .events li:has-text("Ada entered Kitchen")');
+    await page.click('#record a[href="#/zones/kitchen"]');
+    await page.waitForSelector('#record h2:has-text("Kitchen")');
+    assert.match((await page.textContent('#record'))!, /Who\s*Ada/);
+    await page.goBack();
+    await page.waitForSelector('#record h2:has-text("Ada")');
+    await page.click('#nav a[data-view="enrichment"]');
+    await page.waitForSelector('#view-enrichment:not([hidden])');
+    await page.goBack();
+    await page.waitForSelector('#view-overview:not([hidden]) #record h2:has-text("Ada")');
+    await page.click('#record a.close');
+    await page.waitForSelector('#record', { state: 'hidden' });
+    await page.goto(`${base}/#/enrichment/matches/final-42`);
+    await page.waitForSelector('#matches tr.selected[data-match="final-42"]');
+    await page.goto(`${base}/#/nodes/attic-sensor`);
+    await page.waitForSelector('#nodes tr.selected[data-node="attic-sensor"]');
+    await page.goto(`${base}/#/people/nobody`);
+    await page.waitForSelector('#record:has-text("There is no person")');
+    await page.goto(`${base}/#/overview`);
+  });
+
   it('shows a validation error next to the broker URL field', async () => {
-    await page.click('nav button[data-view="integrations"]');
+    await page.click('#nav a[data-view="integrations"]');
     await page.waitForSelector('#view-integrations:not([hidden])');
     await page.fill('#mqtt-form [name=broker_url]', 'mqtt://broker-without-port');
     await page.check('#mqtt-form [name=enabled]');
@@ -147,10 +246,11 @@ describe('dashboard in Chromium', () => {
   it('keeps unsaved edits when events refresh the page and when a secret is generated, and says they are unsaved', async () => {
     await page.fill('#webhook-form [name=url]', 'http://typed-not-saved.example/hook');
     await page.waitForSelector('#webhook-form .unsaved:not([hidden])');
-    // An event refreshes the Integrations view from the server (this used to overwrite typed fields).
+    // An event makes the page re-read the settings (this used to overwrite typed fields).
+    const refreshed = page.waitForResponse((response) => response.url().endsWith('/api/settings/integration') && response.request().method() === 'GET');
     await app.api('PUT', '/api/system/mode', { mode: 'away' });
-    await page.waitForSelector('#events li:has-text("system.mode_changed")', { state: 'attached' });
-    await page.waitForTimeout(400);
+    await refreshed;
+    await pause(100);
     assert.equal(await page.inputValue('#webhook-form [name=url]'), 'http://typed-not-saved.example/hook');
     await page.click('#webhook-generate');
     await page.waitForSelector('#webhook-new-secret:not([hidden])');
@@ -162,12 +262,35 @@ describe('dashboard in Chromium', () => {
     assert.equal((await app.api('GET', '/api/settings/integration')).body.webhook.url, receiver.url);
   });
 
+  it('refreshes the delivery log under a flow of events at most once a second', async () => {
+    assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
+    await page.click('#nav a[data-view="overview"]');
+    await page.click('#nav a[data-view="integrations"]');
+    await page.waitForSelector('#deliveries tbody tr[data-state]');
+    const started = Date.now();
+    const requests = await requestsDuring(async () => {
+      for (let index = 0; index < 16; index++) {
+        await app.api('POST', '/api/events', { type: 'anomaly.detected', zone: 'kitchen', detail: { burst: index } });
+        await pause(200);
+      }
+      await pause(1500);
+    });
+    const seconds = (Date.now() - started) / 1000;
+    const deliveries = requests.filter((request) => request.startsWith('GET /api/webhook/deliveries')).length;
+    const settings = requests.filter((request) => request.startsWith('GET /api/settings/integration')).length;
+    // The old page read the settings and the log after every event: 32 requests here.
+    assert.ok(deliveries >= 1 && deliveries <= Math.ceil(seconds) + 1, `${deliveries} reads of the log in ${seconds} s`);
+    assert.ok(settings <= Math.ceil(seconds / 5) + 1, `${settings} reads of the settings in ${seconds} s: ${requests.join(", ")}`);
+    assert.equal(requests.length, deliveries + settings, requests.join(', '));
+    await page.waitForSelector('#deliveries tbody tr:has-text("anomaly.detected")');
+  });
+
   it('shows an active fall on every page until it is marked cleared, which emits fall.cleared', async () => {
     await app.api('POST', '/api/events', { type: 'fall.detected', person: 'ada', zone: 'kitchen' });
     const banner = await page.waitForSelector('#fall-banner:not([hidden])', { timeout: 5000 });
     assert.match((await banner.textContent())!, /Fall detected\s*Ada in Kitchen, since .+\(just now\)/);
     for (const view of ['overview', 'enrichment', 'integrations']) {
-      await page.click(`nav button[data-view="${view}"]`);
+      await page.click(`#nav a[data-view="${view}"]`);
       assert.equal(await page.isVisible('#fall-banner'), true, view);
     }
     await shot('fall');
@@ -176,8 +299,8 @@ describe('dashboard in Chromium', () => {
     await page.waitForSelector('#fall-banner', { state: 'hidden', timeout: 5000 });
     const { events } = (await app.api('GET', '/api/events?type=fall.cleared&order=desc&limit=1')).body;
     assert.deepEqual([events[0].event_type, events[0].person, events[0].zone], ['fall.cleared', 'ada', 'kitchen']);
-    await page.click('nav button[data-view="overview"]');
-    await page.waitForSelector('#falls li:has-text("Cleared: ada @ kitchen")');
+    await page.click('#nav a[data-view="overview"]');
+    await page.waitForSelector('#falls li:has-text("Fall cleared: Ada in Kitchen")');
   });
 
   it('adds, renames and deletes zones and people without curl', async () => {
@@ -206,20 +329,32 @@ describe('dashboard in Chromium', () => {
   });
 
   it('renders the baseline history chart with the subject and the three comparison tools', async () => {
-    await page.click('nav button[data-view="baselines"]');
+    await page.click('#nav a[data-view="baselines"]');
     await page.waitForSelector('#chart-geomean svg[data-points="7"]');
     for (const series of ['subject', 'alpha', 'beta', 'gamma']) assert.ok(await page.$(`#chart-geomean path[data-series="${series}"]`), series);
     assert.ok(await page.$('#chart-geomean polygon[data-band="subject"]'), 'the noise band of the subject');
-    assert.match((await page.textContent('#chart-geomean circle title'))!, /^9a8b7c6 · .+\nsubject_geomean: 0\.5 s\nno history yet$/);
+    assert.match((await page.getAttribute('#chart-geomean circle[data-tip]', 'data-tip'))!, /^9a8b7c6 · .+\nsubject_geomean: 0\.5 s\nno history yet$/);
+    // Hovering a point shows its values next to it; a regression is ringed on the chart.
+    await page.hover('#chart-geomean circle[data-tip] >> nth=-1');
+    assert.match((await page.textContent('#chart-geomean .chart-tip:not([hidden])'))!, /^e5f6071 · .+\nsubject_geomean: 0\.62 s\nREGRESSION: /);
+    assert.ok(await page.$('#chart-geomean circle[data-regression="subject"]'), 'the regression is marked');
     assert.ok(await page.$('#chart-grep path[data-series="grep 1000"]'));
     await page.waitForSelector('#comparison tbody tr');
     assert.match((await page.textContent('#comparison-verdict'))!, /Against the previous run: beyond 10% on subject_geomean/);
     assert.equal(await page.locator('#comparison tbody tr').count(), 8, 'each metric and speedup once');
     await shot('baselines');
+    // Any two runs can be compared; the choice is an address of its own, and Back returns to the last two.
+    await page.selectOption('#compare-base', { label: (await page.textContent('#compare-base option:nth-child(4)'))! });
+    await page.waitForSelector('#comparison-verdict:has-text("b2c3d4e → e5f6071")');
+    assert.match(new URL(page.url()).hash, /^#\/baselines\/\d+\.\.\d+$/);
+    assert.equal(await page.textContent('#comparison tbody tr:first-child td:nth-child(2)'), '0.5', 'the base column is b2c3d4e');
+    await page.goBack();
+    await page.waitForSelector('#comparison-verdict:has-text("Against the previous run")');
+    assert.equal(await page.inputValue('#compare-base'), await page.getAttribute('#compare-base option:nth-child(2)', 'value'));
   });
 
   it('lists bots and matches, and creates a bot showing its secret once', async () => {
-    await page.click('nav button[data-view="enrichment"]');
+    await page.click('#nav a[data-view="enrichment"]');
     await page.waitForSelector('#matches tr[data-match="final-42"]');
     await page.fill('#bot-form [name=name]', 'Replay Bot');
     await page.click('#bot-form button[type=submit]');
@@ -230,6 +365,16 @@ describe('dashboard in Chromium', () => {
     await page.waitForSelector(`#bot-secret:has-text("New secret for")`);
     assert.match((await page.textContent('#bot-secret'))!, /the old one works until .+\): mss_/);
     await page.waitForSelector('#bots li[data-bot="replay-bot"]:has-text("old secret valid until")');
+    // A bot's request shows at once, from its event alone: the match queued, the bot's quota counted.
+    const secret = /(mss_[A-Za-z0-9_-]+)$/.exec((await page.textContent('#bot-secret'))!)![1]!;
+    const requests = await requestsDuring(async () => {
+      const requested = await botRequest(app.http, { id: 'replay-bot', shared_secret: secret }, 'POST', '/api/request-enrichment', { match_id: 'final-42' });
+      assert.equal(requested.status, 202, JSON.stringify(requested.body));
+      await page.waitForSelector('#matches tr[data-match="final-42"] .badge:has-text("queued")');
+      await page.waitForSelector('#bots li[data-bot="replay-bot"]:has-text("1 of 5 requests in 24 h")');
+      await pause(400);
+    });
+    assert.deepEqual(requests, []);
     await shot('enrichment');
     page.once('dialog', (dialog) => void dialog.accept());
     await page.click('#bots li[data-bot="replay-bot"] button:has-text("Delete")');
@@ -237,13 +382,43 @@ describe('dashboard in Chromium', () => {
     assert.equal((await app.api('GET', '/api/bots')).body.some((bot: { id: string }) => bot.id === 'replay-bot'), false);
   });
 
-  it('fits a phone screen', async () => {
+  it('fits a phone screen: a menu instead of a wrapped header, tables as cards', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
-    await page.click('nav button[data-view="overview"]');
+    await page.goto(`${base}/#/overview`);
     await page.waitForSelector('[data-zone="kitchen"]');
+    const header = await page.locator('.topbar').boundingBox();
+    assert.ok(header!.height <= 56, `the header is one row (${header!.height}px)`);
+    assert.equal(await page.isVisible('#nav'), false, 'the pages are behind the menu');
     const overflow = (await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number;
     assert.ok(overflow <= 0, `page is ${overflow}px wider than the screen`);
     await shot('phone');
+    await page.click('#menu');
+    await page.waitForSelector('#nav a[data-view="integrations"]', { state: 'visible' });
+    await shot('phone-menu');
+    await page.click('#nav a[data-view="integrations"]');
+    await page.waitForSelector('#nav', { state: 'hidden' });
+    await page.waitForSelector('#deliveries tbody tr[data-state]');
+    // Every column of the delivery log is on the screen, named (an empty cell, such as no error, is left out).
+    const cells = await page.$$eval('#deliveries tbody tr:first-child td', (tds) => tds.map((td) => ({ label: td.dataset.label, right: td.getBoundingClientRect().right, visible: td.getBoundingClientRect().width > 0, empty: td.textContent === '' })));
+    assert.deepEqual(cells.map((cell) => cell.label), ['Time', 'Event', 'Attempt', 'State', 'Status', 'Error', 'ms', '']);
+    assert.ok(cells.every((cell) => (cell.visible || cell.empty) && cell.right <= 390), JSON.stringify(cells));
+    assert.ok(((await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number) <= 0);
+    await shot('phone-integrations');
+  });
+
+  it('looks right in dark mode, on a desktop and a phone', async () => {
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await page.goto(`${base}/#/overview`);
+    await page.waitForSelector('[data-zone="kitchen"]');
+    const background = await page.evaluate('getComputedStyle(document.body).backgroundColor');
+    assert.equal(background, 'rgb(16, 21, 28)');
+    await shot('phone-dark');
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await shot('overview-dark');
+    await page.goto(`${base}/#/baselines`);
+    await page.waitForSelector('#chart-geomean svg[data-points="7"]');
+    await shot('baselines-dark');
+    await page.emulateMedia({ colorScheme: 'light' });
   });
 
   it('made no request outside the service and raised no script error', () => {

@@ -126,6 +126,17 @@ describe('MQTT publishing', () => {
     }
   });
 
+  it('publishes the online node count at once when a node comes online, not at the next health report', async () => {
+    const view = await observer(broker.url, [`${root}/${mid}/system/health`]);
+    try {
+      await app.api('POST', '/api/nodes/mqtt-node/heartbeat', { quality: 77 });
+      const health = await eventually(() => view.messages.map((message) => JSON.parse(message.payload)).find((payload) => payload.node_count === 1), 3000, 'node_count 1');
+      assert.equal(health.quality, 77);
+    } finally {
+      await view.close();
+    }
+  });
+
   it('republishes everything when Home Assistant announces itself', async () => {
     const view = await observer(broker.url, [`${root}/${mid}/availability`, `${prefix}/select/${mid}/mode/config`]);
     try {

@@ -122,6 +122,7 @@ describe('OpenAPI document conformance', () => {
       validCase('PATCH', '/api/zones/{id}', 200, { url: '/api/zones/hall', body: { name: 'Hallway' } }),
       validCase('DELETE', '/api/zones/{id}', 204, { url: '/api/zones/hall' }),
       validCase('POST', '/api/nodes/{id}/heartbeat', 204, { url: '/api/nodes/node-1/heartbeat', body: { quality: 80 } }),
+      validCase('GET', '/api/nodes', 200),
       validCase('GET', '/api/system/health', 200),
       validCase('GET', '/api/system/fall', 200),
       validCase('GET', '/api/system/mode', 200),

@@ -155,6 +155,39 @@ for (const dialect of DIALECTS) {
       await eventually(async () => (await app.api('GET', '/api/system/health')).body.node_count === 0, 3000, 'nodes offline');
     });
 
+    it('announces a node coming online and going offline, once each, with the new count', async () => {
+      // The nodes of the test before are announced offline first.
+      await eventually(async () => (await app.api('GET', '/api/events?type=node.offline&limit=10')).body.events.length === 2, 3000, 'earlier nodes offline');
+      const after = (await app.api('GET', '/api/events?order=desc&limit=1')).body.last_seq;
+      const nodeEvents = async () =>
+        ((await app.api('GET', `/api/events?after=${after}&type=node.online&type=node.offline&type=system.health&limit=1000`)).body.events as Array<{ event_type: string; detail: Record<string, unknown> }>).map(
+          (event) => (event.event_type === 'system.health' ? `health ${event.detail.node_count}` : `${event.event_type} ${event.detail.node}`),
+        );
+      // Concurrent first heartbeats of one node: exactly one announcement.
+      await Promise.all([70, 71, 72, 73, 74].map((quality) => app.api('POST', '/api/nodes/node-a/heartbeat', { quality })));
+      await app.api('POST', '/api/nodes/node-b/heartbeat', { quality: 90 });
+      await app.api('POST', '/api/nodes/node-b/heartbeat', { quality: 91 });
+      const listed = (await app.api('GET', '/api/nodes')).body as Array<{ id: string; quality: number; online: boolean; last_seen: string }>;
+      assert.deepEqual(listed.filter((node) => node.id.startsWith('node-')).map((node) => [node.id, node.online]), [['node-1', false], ['node-2', false], ['node-a', true], ['node-b', true]]);
+      assert.equal(listed.find((node) => node.id === 'node-b')!.quality, 91);
+      assert.deepEqual(await nodeEvents(), ['node.online node-a', 'health 1', 'node.online node-b', 'health 2']);
+      // Silent for NODE_TIMEOUT_MS: each goes offline once, and the count follows at once.
+      const offline = await eventually(async () => {
+        const events = await nodeEvents();
+        return events.filter((event) => event.startsWith('node.offline')).length === 2 ? events : null;
+      }, 3000, 'both nodes offline');
+      assert.deepEqual(offline.slice(4).filter((event) => event.startsWith('node.')).sort(), ['node.offline node-a', 'node.offline node-b']);
+      assert.equal(offline.at(-1), 'health 0');
+      const gone = (await app.api('GET', `/api/events?after=${after}&type=node.offline&limit=10`)).body.events;
+      assert.deepEqual(gone.find((event: { detail: { node: string } }) => event.detail.node === 'node-b').detail, { node: 'node-b', quality: 91, last_seen: listed.find((node) => node.id === 'node-b')!.last_seen });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      assert.equal((await nodeEvents()).length, offline.length, 'an offline node is announced once');
+      // Back: announced again.
+      await app.api('POST', '/api/nodes/node-b/heartbeat', { quality: 88 });
+      assert.deepEqual((await nodeEvents()).slice(offline.length), ['node.online node-b', 'health 1']);
+      await eventually(async () => (await nodeEvents()).at(-1) === 'health 0', 3000, 'node-b offline again');
+    });
+
     it('switches the system mode and rejects unknown modes', async () => {
       assert.deepEqual((await app.api('PUT', '/api/system/mode', { mode: 'sleep' })).body, { mode: 'sleep' });
       assert.deepEqual((await app.api('GET', '/api/system/mode')).body, { mode: 'sleep' });

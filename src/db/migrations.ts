@@ -190,5 +190,12 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.dropIndex('baselines_commit_sha').execute();
       },
     },
+    '009_node_online_announced': {
+      // Whether the node's coming online was announced (node.online), so a timeout announces
+      // node.offline exactly once. Existing nodes start unannounced: their next heartbeat announces them.
+      async up(db: Kysely<any>) {
+        await db.schema.alterTable('nodes').addColumn('online', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+      },
+    },
   };
 }

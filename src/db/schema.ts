@@ -25,6 +25,8 @@ export interface NodesTable {
   id: string;
   quality: number;
   last_seen: string;
+  /** 1 once node.online was announced, 0 once node.offline was (or before the first announcement). */
+  online: number;
 }
 
 export interface SettingsTable {

@@ -5,6 +5,8 @@ export interface ZoneOccupancy {
 }
 type Presence = 'home' | 'not_home';
 type EnrichmentJob = { match_id: string; bot_id: string; job_id: number };
+/** A sensing node's last heartbeat: the event payload has no node field, so `node` names it. */
+type NodeChange = { node: string; quality: number; last_seen: string };
 
 /**
  * The `detail` of each event type (docs/webhook.md, "Event types"): the one source for the
@@ -19,6 +21,10 @@ export interface EventDetails {
   /** What the sensing node sent. */
   'anomaly.detected': Record<string, unknown>;
   'system.health': { node_count: number; quality: number | null; mode: string };
+  /** A node's first heartbeat, or its first after it went offline. */
+  'node.online': NodeChange;
+  /** No heartbeat for NODE_TIMEOUT_MS. */
+  'node.offline': NodeChange;
   'system.mode_changed': { from: string; to: string; source: 'api' | 'mqtt' };
   'person.created': { name: string };
   'person.updated': { name: string };
@@ -45,6 +51,8 @@ export const EVENT_TYPES = [
   'fall.cleared',
   'anomaly.detected',
   'system.health',
+  'node.online',
+  'node.offline',
   'system.mode_changed',
   'person.created',
   'person.updated',

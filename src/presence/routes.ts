@@ -134,6 +134,16 @@ export function presenceRoutes(app: FastifyInstance, presence: PresenceService):
     },
   );
 
+  const nodeSchema = {
+    type: 'object',
+    properties: { id: { type: 'string' }, quality: { type: 'number' }, last_seen: { type: 'string' }, online: { type: 'boolean' } },
+  } as const;
+  app.get(
+    '/api/nodes',
+    { schema: { tags: ['system'], summary: 'Every node that sent a heartbeat: its last one, its quality, and whether it is online (a heartbeat within NODE_TIMEOUT_MS)', response: { 200: { type: 'array', items: nodeSchema } } } },
+    () => presence.listNodes(),
+  );
+
   const healthSchema = {
     type: 'object',
     properties: { node_count: { type: 'integer' }, quality: { type: ['number', 'null'] }, mode: { type: 'string' } },

@@ -32,6 +32,13 @@ export interface HealthView {
   mode: Mode;
 }
 
+export interface NodeView {
+  id: string;
+  quality: number;
+  last_seen: string;
+  online: boolean;
+}
+
 export interface FallState {
   state: 'ON' | 'OFF';
   person: string | null;
@@ -246,20 +253,59 @@ export class PresenceService {
 
   // ---- nodes, health, mode, fall ----
 
+  /**
+   * Records a heartbeat. A node that was announced online costs one statement; one that was not (its
+   * first heartbeat, or its first after it went offline) is announced with node.online and a
+   * system.health carrying the new count, in one transaction.
+   */
   async heartbeat(nodeId: string, quality: number): Promise<void> {
     const at = now();
-    await this.db
-      .insertInto('nodes')
-      .values({ id: nodeId, quality, last_seen: at })
-      .onConflict((oc) => oc.column('id').doUpdateSet({ quality, last_seen: at }))
-      .execute();
+    const known = await this.db.updateTable('nodes').set({ quality, last_seen: at }).where('id', '=', nodeId).where('online', '=', 1).executeTakeFirst();
+    if (Number(known.numUpdatedRows) === 1) return;
+    await this.events.write(async (trx, emit) => {
+      // Only the heartbeat that flips the row announces it: a concurrent one finds `online` already set.
+      const flipped = await trx
+        .insertInto('nodes')
+        .values({ id: nodeId, quality, last_seen: at, online: 1 })
+        .onConflict((oc) => oc.column('id').doUpdateSet({ quality, last_seen: at, online: 1 }).where('nodes.online', '=', 0))
+        .returning('id')
+        .executeTakeFirst();
+      if (!flipped) {
+        await trx.updateTable('nodes').set({ quality, last_seen: at }).where('id', '=', nodeId).execute();
+        return;
+      }
+      emit('node.online', { detail: { node: nodeId, quality, last_seen: at } });
+      emit('system.health', { detail: await readHealth(trx, this.onlineSince(Date.now())) });
+    });
   }
 
-  async health(): Promise<HealthView> {
-    const since = new Date(Date.now() - this.options.nodeTimeoutMs).toISOString();
-    const nodes = await this.db.selectFrom('nodes').select('quality').where('last_seen', '>=', since).execute();
-    const quality = nodes.length ? Math.round((nodes.reduce((sum, node) => sum + Number(node.quality), 0) / nodes.length) * 10) / 10 : null;
-    return { node_count: nodes.length, quality, mode: await this.mode() };
+  /** Announces node.offline, once, for each announced node silent for NODE_TIMEOUT_MS; returns how many. */
+  async sweepOfflineNodes(nowMs = Date.now()): Promise<number> {
+    const since = this.onlineSince(nowMs);
+    const due = await this.db.selectFrom('nodes').select('id').where('online', '=', 1).where('last_seen', '<', since).limit(1).executeTakeFirst();
+    if (!due) return 0;
+    return this.events.write(async (trx, emit) => {
+      // One statement picks and flips the rows: of two instances sweeping at once, each row goes to one.
+      const silent = await trx.updateTable('nodes').set({ online: 0 }).where('online', '=', 1).where('last_seen', '<', since).returning(['id', 'quality', 'last_seen']).execute();
+      for (const node of silent) emit('node.offline', { detail: { node: node.id, quality: Number(node.quality), last_seen: node.last_seen } });
+      if (silent.length) emit('system.health', { detail: await readHealth(trx, since) });
+      return silent.length;
+    });
+  }
+
+  async listNodes(): Promise<NodeView[]> {
+    const since = this.onlineSince(Date.now());
+    const rows = await this.db.selectFrom('nodes').select(['id', 'quality', 'last_seen']).orderBy('id').execute();
+    return rows.map((row) => ({ id: row.id, quality: Number(row.quality), last_seen: row.last_seen, online: row.last_seen >= since }));
+  }
+
+  /** A node is online while its last heartbeat is at most NODE_TIMEOUT_MS old. */
+  private onlineSince(nowMs: number): string {
+    return new Date(nowMs - this.options.nodeTimeoutMs).toISOString();
+  }
+
+  health(): Promise<HealthView> {
+    return readHealth(this.db, this.onlineSince(Date.now()));
   }
 
   mode(): Promise<Mode> {
@@ -304,6 +350,12 @@ async function readZone(trx: Db, id: string): Promise<ZoneView> {
   if (!zone) throw notFound('Zone', id);
   const occupants = await trx.selectFrom('persons').select('id').where('zone_id', '=', id).orderBy('id').execute();
   return zoneView(zone, occupants.map((row) => row.id));
+}
+
+async function readHealth(trx: Db, onlineSince: string): Promise<HealthView> {
+  const nodes = await trx.selectFrom('nodes').select('quality').where('last_seen', '>=', onlineSince).execute();
+  const quality = nodes.length ? Math.round((nodes.reduce((sum, node) => sum + Number(node.quality), 0) / nodes.length) * 10) / 10 : null;
+  return { node_count: nodes.length, quality, mode: await readMode(trx) };
 }
 
 async function readMode(trx: Db): Promise<Mode> {

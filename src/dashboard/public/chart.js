@@ -16,7 +16,8 @@ function niceMax(value) {
 
 /**
  * A series may carry, per point, a noise band (`band`: [low, high] or null, drawn shaded), a
- * regression mark (`marks`: true draws a red ring) and a hover text (`titles`).
+ * regression mark (`marks`: true draws a red ring) and a text shown when the point is hovered,
+ * tapped or focused (`titles`).
  * @param {HTMLElement} container
  * @param {{labels: string[], series: {name: string, color: string, values: (number|null)[], band?: ([number, number]|null)[], marks?: boolean[], titles?: string[]}[], unit: string}} data
  */
@@ -62,12 +63,45 @@ export function lineChart(container, { labels, series, unit }) {
     points.forEach((point, index) => {
       if (!point) return;
       if (line.marks?.[index]) svg.append(node('circle', { cx: point[0], cy: point[1], r: 7, fill: 'none', stroke: 'var(--bad)', 'stroke-width': 2, 'data-regression': line.name }));
-      const dot = node('circle', { cx: point[0], cy: point[1], r: 4, fill: line.color });
-      if (line.titles?.[index]) dot.append(node('title', {}, line.titles[index]));
+      // A wide transparent stroke makes the dot easy to hit with a finger.
+      const dot = node('circle', { cx: point[0], cy: point[1], r: 4, fill: line.color, stroke: 'transparent', 'stroke-width': 12 });
+      if (line.titles?.[index]) {
+        dot.dataset.tip = line.titles[index];
+        dot.setAttribute('tabindex', '0');
+        dot.setAttribute('aria-label', line.titles[index]);
+      }
       svg.append(dot);
     });
     svg.append(node('rect', { x: legendX, y: 6, width: 10, height: 10, fill: line.color, rx: 2 }));
     svg.append(node('text', { x: legendX + 14, y: 15, class: 'legend' }, line.name));
     legendX += 24 + line.name.length * 7;
   }
+  attachTip(container, svg);
+}
+
+/** One tooltip per chart, next to the point under the pointer (or focused): the browser's own title tip is slow and never shows on touch. */
+function attachTip(container, svg) {
+  const tip = document.createElement('div');
+  tip.className = 'chart-tip';
+  tip.hidden = true;
+  container.append(tip);
+  const show = (event) => {
+    const dot = event.target.closest?.('[data-tip]');
+    if (!dot) {
+      tip.hidden = true;
+      return;
+    }
+    tip.textContent = dot.dataset.tip;
+    tip.hidden = false;
+    const box = container.getBoundingClientRect();
+    const at = dot.getBoundingClientRect();
+    const left = at.left + at.width / 2 - box.left;
+    // Keep it inside the chart: flip to the left of the point in the right half.
+    tip.style.left = `${left < box.width / 2 ? left + 12 : left - 12 - tip.offsetWidth}px`;
+    tip.style.top = `${Math.max(0, at.top - box.top - tip.offsetHeight - 6)}px`;
+  };
+  svg.addEventListener('pointerover', show);
+  svg.addEventListener('focusin', show);
+  svg.addEventListener('pointerleave', () => (tip.hidden = true));
+  svg.addEventListener('focusout', () => (tip.hidden = true));
 }

@@ -1,0 +1,118 @@
+// The recent events and the fall history, in words and with names (not ids): loaded once, then
+// each event from the stream is prepended.
+import { api } from './api.js';
+import { dateTime, el, emptyState, time } from './dom.js';
+import { personName, zoneName } from './household.js';
+
+const person = (id) => (id ? el('a', { href: `#/people/${encodeURIComponent(id)}` }, personName(id)) : 'Someone');
+const zone = (id) => (id ? el('a', { href: `#/zones/${encodeURIComponent(id)}` }, zoneName(id)) : 'a zone');
+const node = (id) => el('a', { href: `#/nodes/${encodeURIComponent(id)}` }, id);
+const match = (id) => el('a', { href: `#/enrichment/matches/${encodeURIComponent(id)}` }, id);
+/** A link to the record, with the name the event carries. */
+const named = (link, id, name) => {
+  const anchor = link(id);
+  anchor.textContent = name;
+  return anchor;
+};
+const where = (event) => (event.zone ? [' in ', zone(event.zone)] : []);
+
+/** One event as a sentence; its parts are text or links to the records it names. */
+export function describe(event) {
+  const { detail } = event;
+  switch (event.event_type) {
+    case 'zone.entry':
+      return [person(event.person), detail.already_inside ? ' is still in ' : ' entered ', zone(event.zone)];
+    case 'zone.exit':
+      return detail.ignored ? [person(event.person), ' left ', zone(event.zone), ' (not there: ignored)'] : [person(event.person), ' left ', zone(event.zone)];
+    case 'presence.changed':
+      return [person(event.person), detail.to === 'home' ? ' came home' : ' is away'];
+    case 'fall.detected':
+      return ['Fall: ', person(event.person), ...where(event)];
+    case 'fall.cleared':
+      return ['Fall cleared: ', person(event.person), ...where(event)];
+    case 'anomaly.detected':
+      return ['Anomaly', ...where(event), event.person ? [' (', person(event.person), ')'] : [], summarize(detail) ? `: ${summarize(detail)}` : ''];
+    case 'system.health':
+      return [`${detail.node_count} node${detail.node_count === 1 ? '' : 's'} online`, detail.quality === null ? '' : `, quality ${detail.quality}%`, `, mode ${detail.mode}`];
+    case 'node.online':
+      return ['Node ', node(detail.node), ` online (quality ${detail.quality}%)`];
+    case 'node.offline':
+      return ['Node ', node(detail.node), ` offline (last heartbeat ${time(detail.last_seen)})`];
+    case 'system.mode_changed':
+      return [`Mode ${detail.from} → ${detail.to}`, detail.source === 'mqtt' ? ' (from Home Assistant)' : ''];
+    // These carry the name: right even after a later rename or deletion.
+    case 'person.created':
+      return [named(person, event.person, detail.name), ' added'];
+    case 'person.updated':
+      return ['Person renamed to ', named(person, event.person, detail.name)];
+    case 'person.deleted':
+      return [detail.name, ' deleted'];
+    case 'zone.created':
+      return [named(zone, event.zone, detail.name), ' added'];
+    case 'zone.updated':
+      return ['Zone renamed to ', named(zone, event.zone, detail.name)];
+    case 'zone.deleted':
+      return [detail.name, ' deleted', detail.occupants.length ? `; ${detail.occupants.map(personName).join(', ')} moved out` : ''];
+    case 'enrichment.requested':
+      return ['Commentary requested for ', match(detail.match_id), ` by ${detail.bot_id}`];
+    case 'enrichment.completed':
+      return ['Commentary ready for ', match(detail.match_id)];
+    case 'enrichment.failed':
+      return ['Commentary failed for ', match(detail.match_id), `: ${detail.error}`];
+    case 'baseline.recorded':
+      return [`Baseline ${detail.commit_sha.slice(0, 7)} `, detail.regressed ? `regressed: ${detail.regressions.join(', ')}` : 'within its history'];
+    default:
+      return [summarize(detail)];
+  }
+}
+
+function summarize(detail) {
+  const text = Object.entries(detail ?? {}).slice(0, 3).map(([key, value]) => `${key}: ${typeof value === 'object' ? JSON.stringify(value) : value}`).join(', ');
+  return text.length > 90 ? text.slice(0, 89) + '…' : text;
+}
+
+const MAX_EVENTS = 100;
+/** The newest events first, as received; the overview and the record pages read it. */
+export const recent = [];
+const fallHistory = [];
+let loaded = false;
+
+export async function loadActivity() {
+  if (loaded) return;
+  const [history, falls] = await Promise.all([api('GET', '/api/events?order=desc&limit=30'), api('GET', '/api/events?type=fall.detected&type=fall.cleared&order=desc&limit=10')]);
+  // Events the stream delivered while the history loaded are already in the list.
+  for (const event of history.events) if (!recent.some((known) => known.seq === event.seq)) recent.push(event);
+  recent.sort((a, b) => b.seq - a.seq);
+  fallHistory.push(...falls.events.filter((event) => !fallHistory.some((known) => known.seq === event.seq)));
+  loaded = true;
+}
+
+export function applyToActivity(event) {
+  if (recent.some((known) => known.seq === event.seq)) return;
+  recent.unshift(event);
+  recent.length = Math.min(recent.length, MAX_EVENTS);
+  if (event.event_type.startsWith('fall.')) {
+    fallHistory.unshift(event);
+    fallHistory.length = Math.min(fallHistory.length, 10);
+  }
+}
+
+function eventItem(event, when = time) {
+  return el('li', { 'data-seq': event.seq, class: event.severity },
+    el('time', { datetime: event.timestamp, title: dateTime(event.timestamp) }, when(event.timestamp)),
+    el('span', { class: 'what' }, describe(event)),
+    el('span', { class: 'type' }, event.event_type));
+}
+
+/** Renders the events `filter` keeps into `list`. */
+export function renderEvents(list, filter = () => true, empty = 'No events yet. Entries, exits, falls and changes appear here as they happen.') {
+  if (!loaded) return;
+  const events = recent.filter(filter);
+  list.replaceChildren(...(events.length ? events.map((event) => eventItem(event)) : [emptyState('li', empty)]));
+}
+
+export function renderFalls(list) {
+  if (!loaded) return;
+  list.replaceChildren(...(fallHistory.length ? fallHistory.map((event) => eventItem(event, dateTime)) : [emptyState('li', 'No falls recorded. A fall reported by a sensing node shows here and as a red banner on every page.')]));
+}
+

@@ -1,0 +1,47 @@
+// The one way the dashboard talks to the API: JSON in and out, problems as ApiError, a 401 signs out.
+
+export class ApiError extends Error {
+  constructor(status, problem) {
+    super(problem?.detail || `HTTP ${status}`);
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+let onUnauthorized = () => {};
+/** What to do when the session has ended (the app shows the sign-in form). */
+export function whenUnauthorized(callback) {
+  onUnauthorized = callback;
+}
+
+let inFlight = 0;
+/** The page shows a progress bar while any request is in flight. */
+function track(delta) {
+  inFlight += delta;
+  document.documentElement.classList.toggle('loading', inFlight > 0);
+}
+
+export async function api(method, path, body) {
+  track(+1);
+  try {
+    // No CSRF token: the server refuses a cookie-authenticated request that is not same-origin (http/auth.ts).
+    const response = await fetch(path, {
+      method,
+      credentials: 'same-origin',
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    const data = text ? JSON.parse(text) : null;
+    if (response.status === 401 && path !== '/api/session') onUnauthorized();
+    if (!response.ok) throw new ApiError(response.status, data);
+    return data;
+  } finally {
+    track(-1);
+  }
+}
+
+/** Logs what went wrong, except a 401 (the sign-in form is already showing). */
+export function report(error) {
+  if (!(error instanceof ApiError && error.status === 401)) console.error(error);
+}

@@ -1,0 +1,101 @@
+// Element helpers, formatting and form feedback, shared by every view. Text only: data never becomes HTML.
+
+export const $ = (selector, root = document) => root.querySelector(selector);
+export const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
+
+/** Builds an element; `on...` attributes become listeners, children become text unless they are nodes. */
+export function el(tag, attributes = {}, ...children) {
+  const element = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === 'class') element.className = value;
+    else if (key.startsWith('on')) element.addEventListener(key.slice(2), value);
+    else element.setAttribute(key, value === true ? '' : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    element.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return element;
+}
+
+/** A table row whose cells carry their column's name, shown as a label when a phone stacks the row. */
+export function row(attributes, cells) {
+  // An empty cell stays empty (no text node), so a phone can leave it out.
+  return el('tr', attributes, ...cells.map(([label, content, cellClass]) => el('td', { 'data-label': label, class: cellClass }, content === '' ? null : content)));
+}
+
+/** What a list or table shows when it has nothing: a sentence that says what would appear and how. */
+export function emptyState(tag, text, columns) {
+  if (tag === 'tr') return el('tr', { class: 'empty' }, el('td', { colspan: columns }, text));
+  return el(tag, { class: 'empty' }, text);
+}
+
+export const time = (iso) => (iso ? new Date(iso).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' }) : '-');
+export const dateTime = (iso) => (iso ? new Date(iso).toLocaleString([], { dateStyle: 'short', timeStyle: 'short' }) : '-');
+
+export function ago(iso) {
+  const seconds = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+  if (seconds < 60) return seconds < 10 ? 'just now' : `${seconds} s ago`;
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 60) return `${minutes} min ago`;
+  return minutes < 24 * 60 ? `${Math.floor(minutes / 60)} h ${minutes % 60} min ago` : dateTime(iso);
+}
+
+/** Runs `task` once, `waitMs` after the last call; at most `maxWaitMs` after the first, so a steady flow still gets a run. */
+export function debounce(task, waitMs, maxWaitMs = waitMs * 4) {
+  let timer = null;
+  let first = 0;
+  return () => {
+    const at = Date.now();
+    if (!timer) first = at;
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      timer = null;
+      task();
+    }, Math.max(0, Math.min(waitMs, first + maxWaitMs - at)));
+  };
+}
+
+// ---- form feedback: a problem's errors[] go next to the field whose data-error-for matches its path ----
+
+export function clearErrors(form) {
+  for (const slot of $$('[data-error-for]', form)) {
+    slot.textContent = '';
+    slot.closest('.field')?.classList.remove('invalid');
+  }
+}
+
+/** Shows each error next to its field; returns the errors no field claimed. */
+export function showErrors(form, error, prefix = '') {
+  clearErrors(form);
+  const unclaimed = [];
+  for (const entry of error.problem?.errors ?? []) {
+    const slot = $(`[data-error-for="${CSS.escape(entry.path)}"]`, form) ?? $(`[data-error-for="${CSS.escape(prefix + entry.path)}"]`, form);
+    if (slot) {
+      slot.textContent = entry.message;
+      slot.closest('.field')?.classList.add('invalid');
+    } else unclaimed.push(`${entry.path} ${entry.message}`);
+  }
+  if (!error.problem?.errors) unclaimed.push(error.message);
+  return unclaimed;
+}
+
+export function result(output, ok, text) {
+  output.replaceChildren(el('span', { class: ok ? 'ok' : 'bad' }, text));
+}
+
+/** Disables the button while `work` runs. */
+export async function busy(button, work) {
+  button.disabled = true;
+  try {
+    return await work();
+  } finally {
+    button.disabled = false;
+  }
+}
+
+export function statusBadge(badge, text, kind = '') {
+  badge.textContent = text;
+  badge.className = `badge ${kind}`;
+}

@@ -1,0 +1,72 @@
+// Persons, zones and system health as the page knows them: loaded once, then kept current by the
+// events themselves (each carries what it changed), so the event stream costs no API request.
+import { api } from './api.js';
+
+export const household = { persons: new Map(), zones: new Map(), health: null, loaded: false };
+
+export async function loadHousehold() {
+  const [persons, zones, health] = await Promise.all([api('GET', '/api/persons'), api('GET', '/api/zones'), api('GET', '/api/system/health')]);
+  household.persons = new Map(persons.map((person) => [person.id, person]));
+  household.zones = new Map(zones.map((zone) => [zone.id, zone]));
+  household.health = health;
+  household.loaded = true;
+}
+
+/** A person's or zone's name; the id when it is unknown (deleted since, or not loaded yet). */
+export const personName = (id) => household.persons.get(id)?.name ?? id;
+export const zoneName = (id) => household.zones.get(id)?.name ?? id;
+
+function setOccupancy(zoneId, detail) {
+  const zone = household.zones.get(zoneId);
+  if (zone && typeof detail.count === 'number') Object.assign(zone, { count: detail.count, occupants: detail.occupants, occupied: detail.count > 0 });
+}
+
+/** Applies one event; returns whether it changed anything the page shows about the household. */
+export function applyToHousehold({ event_type: type, person: personId, zone: zoneId, detail, timestamp }) {
+  const person = personId ? household.persons.get(personId) : undefined;
+  switch (type) {
+    case 'zone.entry':
+    case 'zone.exit':
+      setOccupancy(zoneId, detail);
+      if (!person) return true;
+      person.last_seen = timestamp;
+      if (detail.ignored) return true;
+      if (type === 'zone.entry') Object.assign(person, { zone: zoneId, presence: 'home' });
+      else if (person.zone === zoneId) person.zone = null;
+      return true;
+    case 'presence.changed':
+      if (zoneId) setOccupancy(zoneId, detail);
+      if (person) Object.assign(person, { presence: detail.to, ...(detail.to === 'not_home' ? { zone: null } : {}) });
+      return true;
+    case 'person.created':
+      household.persons.set(personId, { id: personId, name: detail.name, presence: 'not_home', zone: null, last_seen: null });
+      return true;
+    case 'person.updated':
+      if (person) person.name = detail.name;
+      return true;
+    case 'person.deleted': {
+      household.persons.delete(personId);
+      // The deletion carries no occupancy: the person simply leaves the zone's list.
+      const zone = zoneId ? household.zones.get(zoneId) : undefined;
+      if (zone) setOccupancy(zoneId, { count: zone.occupants.filter((id) => id !== personId).length, occupants: zone.occupants.filter((id) => id !== personId) });
+      return true;
+    }
+    case 'zone.created':
+      household.zones.set(zoneId, { id: zoneId, name: detail.name, count: 0, occupied: false, occupants: [] });
+      return true;
+    case 'zone.updated':
+      if (household.zones.has(zoneId)) household.zones.get(zoneId).name = detail.name;
+      return true;
+    case 'zone.deleted':
+      household.zones.delete(zoneId);
+      return true;
+    case 'system.health':
+      household.health = { ...detail };
+      return true;
+    case 'system.mode_changed':
+      if (household.health) household.health.mode = detail.to;
+      return true;
+    default:
+      return false;
+  }
+}

@@ -1,0 +1,159 @@
+// Overview: system, zones, people, falls and recent events; #/people/<id> and #/zones/<id> open a record.
+import { api, report } from './api.js';
+import { $, ago, busy, clearErrors, dateTime, el, emptyState, showErrors } from './dom.js';
+import { household, loadHousehold, personName, zoneName } from './household.js';
+import { loadActivity, recent, renderEvents, renderFalls } from './activity.js';
+
+/** The object id part of an entity id, as the server builds it (src/mqtt/discovery.ts, defaultEntityId). */
+const entitySlug = (id) => id.toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '');
+
+const COLLECTIONS = {
+  zones: {
+    map: () => household.zones,
+    loses: (zone) => `Home Assistant loses sensor.mothership_${entitySlug(zone.id)}_occupancy_count and binary_sensor.mothership_${entitySlug(zone.id)}_occupied${zone.count ? `, and ${zone.count} occupant${zone.count === 1 ? ' is' : 's are'} moved out` : ''}.`,
+  },
+  persons: {
+    map: () => household.persons,
+    loses: (person) => `Home Assistant loses device_tracker.mothership_${entitySlug(person.id)} and binary_sensor.mothership_${entitySlug(person.id)}_presence; a Home Assistant person that tracks them loses that source.`,
+  },
+};
+
+let record = null; // { kind: 'people' | 'zones', id } from the route
+
+export const overview = {
+  id: 'overview',
+  async show(params = []) {
+    record = params.length === 2 && ['people', 'zones'].includes(params[0]) ? { kind: params[0], id: params[1] } : null;
+    render(); // what is already known, at once
+    await Promise.all([household.loaded ? null : loadHousehold(), loadActivity()]);
+    render();
+  },
+  /** The household and the activity were updated by the app; this only redraws. */
+  apply() {
+    render();
+  },
+};
+
+function render() {
+  if (household.loaded) {
+    renderSystem();
+    renderZones();
+    renderPersons();
+  }
+  renderFalls($('#falls'));
+  renderEvents($('#events'));
+  renderRecord();
+}
+
+function renderSystem() {
+  const { health } = household;
+  $('#node-count').replaceChildren(el('a', { href: '#/nodes' }, health.node_count));
+  $('#quality').textContent = health.quality === null ? '-' : `${health.quality}%`;
+  if (document.activeElement !== $('#mode')) $('#mode').value = health.mode;
+}
+
+const byName = (a, b) => a.name.localeCompare(b.name);
+
+function actions(collection, item) {
+  return el('span', { class: 'row-actions' },
+    el('button', { type: 'button', class: 'link', onclick: () => rename(collection, item) }, 'Rename'),
+    el('button', { type: 'button', class: 'link danger', onclick: () => remove(collection, item) }, 'Delete'));
+}
+
+function renderZones() {
+  const zones = [...household.zones.values()].sort(byName);
+  $('#zones').replaceChildren(
+    ...zones.map((zone) =>
+      el('div', { class: `zone${zone.occupied ? ' occupied' : ''}`, 'data-zone': zone.id },
+        el('a', { class: 'name', href: `#/zones/${encodeURIComponent(zone.id)}` }, zone.name),
+        el('div', { class: 'count' }, zone.count),
+        el('div', { class: 'who' }, zone.occupants.map(personName).join(', ')),
+        actions('zones', zone))),
+  );
+  if (!zones.length) $('#zones').append(emptyState('p', 'No zones yet. Add the rooms your sensing nodes cover; each becomes an occupancy sensor in Home Assistant.'));
+}
+
+function presenceBadge(person) {
+  return el('span', { class: `badge ${person.presence === 'home' ? 'ok' : ''}` }, person.presence === 'home' ? `home${person.zone ? ' · ' + zoneName(person.zone) : ''}` : 'away');
+}
+
+function renderPersons() {
+  const persons = [...household.persons.values()].sort(byName);
+  $('#persons').replaceChildren(
+    ...persons.map((person) =>
+      el('li', { 'data-person': person.id },
+        el('span', {}, el('a', { href: `#/people/${encodeURIComponent(person.id)}` }, person.name), el('small', { class: 'hint' }, person.last_seen ? ` · seen ${ago(person.last_seen)}` : '')),
+        el('span', { class: 'row-actions' }, presenceBadge(person), actions('persons', person)))),
+  );
+  if (!persons.length) $('#persons').append(emptyState('li', 'No people yet. Add the people who live here; each gets a presence sensor and a device tracker in Home Assistant.'));
+}
+
+function renderRecord() {
+  const card = $('#record');
+  card.hidden = !record;
+  if (!record) return;
+  const close = el('a', { href: '#/overview', class: 'close', 'aria-label': 'Close' }, '×');
+  if (!household.loaded) return card.replaceChildren(el('p', { class: 'hint loading-text' }, 'Loading…'));
+  const collection = record.kind === 'people' ? 'persons' : 'zones';
+  const item = COLLECTIONS[collection].map().get(record.id);
+  if (!item) return card.replaceChildren(el('h2', {}, record.id, close), el('p', { class: 'hint' }, `There is no ${record.kind === 'people' ? 'person' : 'zone'} "${record.id}" (any more).`));
+  const facts =
+    collection === 'persons'
+      ? [['Presence', presenceBadge(item)], ['Zone', item.zone ? el('a', { href: `#/zones/${encodeURIComponent(item.zone)}` }, zoneName(item.zone)) : '-'], ['Last seen', item.last_seen ? `${dateTime(item.last_seen)} (${ago(item.last_seen)})` : 'never'], ['Id', item.id]]
+      : [['Occupants', item.count], ['Who', item.occupants.length ? item.occupants.flatMap((id, index) => [index ? ', ' : '', el('a', { href: `#/people/${encodeURIComponent(id)}` }, personName(id))]) : 'nobody'], ['Id', item.id]];
+  const list = el('ol', { class: 'events' });
+  card.replaceChildren(
+    el('h2', {}, item.name, el('span', { class: 'row-actions' }, actions(collection, item), close)),
+    el('dl', { class: 'facts' }, ...facts.map(([term, value]) => el('div', {}, el('dt', {}, term), el('dd', {}, value)))),
+    el('h3', {}, 'Recent events'),
+    list,
+  );
+  const concerns = collection === 'persons' ? (event) => event.person === item.id : (event) => event.zone === item.id;
+  renderEvents(list, concerns, `No recent events for ${item.name}.`);
+}
+
+// The API's answer updates the page at once; the event that follows changes nothing more.
+function remember(collection, item) {
+  COLLECTIONS[collection].map().set(item.id, item);
+  render();
+}
+
+async function rename(collection, item) {
+  const name = prompt(`New name for ${item.name}:`, item.name);
+  if (name === null || !name.trim() || name.trim() === item.name) return;
+  try {
+    remember(collection, await api('PATCH', `/api/${collection}/${encodeURIComponent(item.id)}`, { name: name.trim() }));
+  } catch (error) {
+    alert(error.message);
+  }
+}
+
+async function remove(collection, item) {
+  if (!confirm(`Delete ${item.name}? ${COLLECTIONS[collection].loses(item)}`)) return;
+  try {
+    await api('DELETE', `/api/${collection}/${encodeURIComponent(item.id)}`);
+    COLLECTIONS[collection].map().delete(item.id);
+    if (record?.id === item.id) location.hash = '#/overview';
+    render();
+  } catch (error) {
+    alert(error.message);
+  }
+}
+
+for (const [selector, collection] of [['#zone-form', 'zones'], ['#person-form', 'persons']]) {
+  $(selector).addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const form = event.currentTarget;
+    try {
+      const created = await busy($('button', form), () => api('POST', `/api/${collection}`, { name: form.name.value.trim() }));
+      clearErrors(form);
+      form.reset();
+      remember(collection, created);
+    } catch (error) {
+      const rest = showErrors(form, error);
+      if (rest.length) $('[data-error-for="/name"]', form).textContent = rest.join('; ');
+    }
+  });
+}
+
+$('#mode').addEventListener('change', (event) => api('PUT', '/api/system/mode', { mode: event.target.value }).catch(report));
