@@ -1,3 +1,4 @@
+import { REPLAY } from './helpers/fixtures.js';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
@@ -62,7 +63,7 @@ describe('dashboard in Chromium', () => {
     for (const [sha, subject, alpha, beta, gamma, grep] of runs) {
       await app.api('POST', '/api/baselines', { commit_sha: sha, timestamp: new Date().toISOString(), subject_geomean: subject, alpha_geomean: alpha, beta_geomean: beta, gamma_geomean: gamma, grep_1000_mean_ms: grep });
     }
-    await app.api('POST', '/api/matches', { id: 'final-42', status: 'completed' });
+    await app.api('POST', '/api/matches', { id: 'final-42', status: 'completed', replay: REPLAY });
     browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.on('request', (request) => {

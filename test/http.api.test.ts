@@ -105,6 +105,13 @@ describe('HTTP conventions', () => {
       assert.equal(response.body.code, 'method_not_allowed');
     }
     assert.equal((await app.api('PUT', '/api/nothing-here')).status, 404);
+    // A route of the asked method that finds nothing (a static file that is not there) is a 404, not
+    // a 405 whose Allow names the very method that was used.
+    for (const [method, url] of [['GET', '/dashboard/nope.js'], ['HEAD', '/dashboard/nope.js'], ['GET', '/docs/static/nope.css']] as const) {
+      const response = await app.http.inject({ method, url });
+      assert.equal(response.statusCode, 404, `${method} ${url}`);
+      assert.equal(response.headers.allow, undefined);
+    }
   });
 
   it('takes a bodyless DELETE or POST that generic clients send with Content-Type: application/json', async () => {

@@ -192,7 +192,8 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
   });
   app.setNotFoundHandler((request, reply) => {
     const allowed = ALLOW_CANDIDATES.filter((method) => knownPaths.find(method, request.url) !== null);
-    if (allowed.length) {
+    // A route of this very method that found nothing (a static file that is not there) is a 404.
+    if (allowed.length && !allowed.includes(request.method as HTTPMethod)) {
       reply.code(405).header('allow', allowed.join(', ')).type('application/problem+json').send(problem('method_not_allowed', `${request.method} is not allowed here; allowed: ${allowed.join(', ')}`));
       return;
     }

@@ -42,18 +42,25 @@ export function ago(iso) {
   return minutes < 24 * 60 ? `${Math.floor(minutes / 60)} h ${minutes % 60} min ago` : dateTime(iso);
 }
 
-/** Runs `task` once, `waitMs` after the last call; at most `maxWaitMs` after the first, so a steady flow still gets a run. */
+/**
+ * Runs `task` once, `waitMs` after the last call, and at most once per `maxWaitMs`: a steady flow of
+ * calls still gets a run every `maxWaitMs`, and a slow server (calls further apart than `waitMs`)
+ * does not turn it into one run per call.
+ */
 export function debounce(task, waitMs, maxWaitMs = waitMs * 4) {
   let timer = null;
   let first = 0;
+  let lastRun = -Infinity;
   return () => {
     const at = Date.now();
     if (!timer) first = at;
     clearTimeout(timer);
+    const due = Math.max(Math.min(at + waitMs, first + maxWaitMs), lastRun + maxWaitMs);
     timer = setTimeout(() => {
       timer = null;
+      lastRun = Date.now();
       task();
-    }, Math.max(0, Math.min(waitMs, first + maxWaitMs - at)));
+    }, Math.max(0, due - at));
   };
 }
 
