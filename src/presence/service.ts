@@ -290,7 +290,7 @@ export class PresenceService {
  * PostgreSQL `real` keeps about 7 digits and nothing below 1.4e-45; SQLite's is a double), and
  * never -0 (SQLite would keep 0, PostgreSQL -0).
  */
-export const storedQuality = (quality: number): number => Math.round(quality * 100) / 100 + 0;
+const storedQuality = (quality: number): number => Math.round(quality * 100) / 100 + 0;
 
 function zoneView(zone: { id: string; name: string }, occupants: string[]): ZoneView {
   return { id: zone.id, name: zone.name, count: occupants.length, occupied: occupants.length > 0, occupants };
