@@ -66,6 +66,13 @@ const cases: [string, unknown, boolean, string?][] = [
   ['null body', null, false, '/'],
 ];
 
+/** The JSON pointers of every number in `value` that JSON cannot carry (NaN, Infinity). */
+function nonFinite(value: unknown, path = ''): string[] {
+  if (typeof value === 'number') return Number.isFinite(value) ? [] : [`${path} = ${value}`];
+  if (value === null || typeof value !== 'object') return [];
+  return Object.entries(value).flatMap(([key, entry]) => nonFinite(entry, `${path}/${key}`));
+}
+
 describe('baseline schema', () => {
   const independent = new Validator(JSON.parse(readFileSync(BASELINE_SCHEMA_PATH, 'utf8')), '2020-12', false);
 
@@ -149,6 +156,19 @@ describe('baseline comparison', () => {
     assert.equal(compareBaselines(base, base).regressed, false);
   });
 
+  it('keeps every number finite for extreme figures: a change or speedup that cannot be computed is null', () => {
+    const extremes = [0, 5e-324, 1e-320, 1e-3, 1, 1e308, Number.MAX_VALUE];
+    for (const base of extremes) {
+      for (const head of extremes) {
+        const record = (value: number, other: number): BaselineRecord => ({ ...valid, subject_geomean: value, alpha_geomean: other, beta_geomean: value, grep_1000_mean_ms: value, throughput_mb_per_sec: other, files_per_sec: value, total_runtime_sec: other });
+        const report = compareBaselines(record(base, head), record(head, base));
+        assert.deepEqual(nonFinite(report), [], `${base} -> ${head}`);
+        const subject = report.metrics.find((metric) => metric.field === 'subject_geomean')!;
+        if (base !== 0 && base !== head && !Number.isFinite(((head - base) / base) * 100)) assert.equal(subject.change_pct, null, `${base} -> ${head}`);
+      }
+    }
+  });
+
   it('warns when the corpus size changed', () => {
     const report = compareBaselines(valid, { ...valid, corpus_size: 2000 });
     assert.match(report.warnings[0]!, /corpus_size differs/);
@@ -215,6 +235,20 @@ describe('history-aware regression detection', () => {
     assert.equal(grep.head, 44, 'the mean of the head commit\'s runs');
     // Runs of the head commit in the history are the head's, not its history.
     assert.equal(field(detectRegression([...steady, run('head000', 1, 5)], [run('head000', 1, 1)]), 'grep_1000_mean_ms').runs_considered, 10);
+  });
+
+  it('keeps every number finite for extreme figures, over a history too', () => {
+    for (const value of [5e-324, 1e-320, 1e308, Number.MAX_VALUE]) {
+      const runs: Run[] = [0, 1e-320, 1, value, 1e308, Number.MAX_VALUE, value].map((figure, index) => ({
+        commit_sha: `c${index}00000`,
+        record: { ...valid, commit_sha: `c${index}00000`, subject_geomean: figure, alpha_geomean: value, grep_1000_mean_ms: figure, throughput_mb_per_sec: Number.MAX_VALUE - figure },
+      }));
+      for (let index = 1; index <= runs.length; index++) {
+        const detection = detectRegression(runs.slice(0, index - 1), [runs[index - 1]!]);
+        assert.deepEqual(nonFinite(detection), [], `${value}, run ${index}`);
+        assert.doesNotMatch(JSON.stringify(detection), /NaN|Infinity/);
+      }
+    }
   });
 
   it('judges each direction: a throughput drop is worse, a rise is not', () => {
@@ -333,6 +367,41 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(listed[0].detection, last.detection);
       assert.equal((await app.api('GET', '/api/baselines?limit=1')).body[0].detection, undefined, 'only when asked');
       assert.equal((await app.api('GET', '/api/baselines/999999/detection')).status, 404);
+    });
+
+    it('extreme but valid figures never fail the answer once the record is stored: each run is recorded once, with a 201', async () => {
+      const figures = [1e-320, 1e308, 0, 5e-324, Number.MAX_VALUE, 1e-320, 1e308];
+      const before = (await app.api('GET', '/api/baselines?limit=500')).body.length;
+      const ids: number[] = [];
+      for (const [index, figure] of figures.entries()) {
+        const record = {
+          ...valid,
+          commit_sha: `e${index}00000`,
+          timestamp: `2028-01-0${index + 1}T10:00:00Z`,
+          subject_geomean: figure,
+          alpha_geomean: 1.5,
+          grep_1000_mean_ms: figure,
+          throughput_mb_per_sec: figure,
+          total_runtime_sec: Number.MAX_VALUE,
+          corpus_size: Number.MAX_SAFE_INTEGER,
+          notes: 'x'.repeat(100_000),
+        };
+        const response = await app.api('POST', '/api/baselines', record);
+        assert.equal(response.status, 201, `${figure}: ${JSON.stringify(response.body).slice(0, 300)}`);
+        ids.push(response.body.id);
+        if (figures[index - 1] === 1e-320 && figure === 1e308) {
+          const subject = response.body.comparison.metrics.find((metric: { field: string }) => metric.field === 'subject_geomean');
+          assert.equal(subject.change_pct, null, 'from 1e-320 to 1e308: no finite percentage');
+        }
+      }
+      assert.equal((await app.api('GET', '/api/baselines?limit=500')).body.length, before + figures.length, 'each run stored once');
+      for (const [base, head] of [[ids[0], ids[1]], [ids[1], ids[0]], [ids[2], ids[4]], [ids[3], ids[4]]]) {
+        const comparison = await app.api('GET', `/api/baselines/compare?base=${base}&head=${head}`);
+        assert.equal(comparison.status, 200, JSON.stringify(comparison.body));
+      }
+      const listed = await app.api('GET', `/api/baselines?limit=${figures.length}&detection=true`);
+      assert.equal(listed.status, 200, JSON.stringify(listed.body).slice(0, 300));
+      assert.equal((await app.api('GET', `/api/baselines/${ids.at(-1)}/detection`)).status, 200);
     });
   });
 }

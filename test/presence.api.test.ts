@@ -188,6 +188,17 @@ for (const dialect of DIALECTS) {
       await eventually(async () => (await nodeEvents()).at(-1) === 'health 0', 3000, 'node-b offline again');
     });
 
+    it('stores a heartbeat quality rounded to 0.01 whatever its magnitude: the same value on both databases', async () => {
+      // A PostgreSQL `real` holds about 7 digits and nothing below 1.4e-45; SQLite's holds a double.
+      const cases: [number, number][] = [[1e-46, 0], [7e-46, 0], [1e-320, 0], [5e-324, 0], [-0, 0], [0.004, 0], [0.005, 0.01], [12.3456789, 12.35], [0.1 + 0.2, 0.3], [99.999, 100], [100, 100]];
+      for (const [index, [quality, stored]] of cases.entries()) {
+        const response = await app.api('POST', `/api/nodes/q-${index}/heartbeat`, { quality });
+        assert.equal(response.status, 204, `${quality}: ${JSON.stringify(response.body)}`);
+        const row = await app.database.db.selectFrom('nodes').select('quality').where('id', '=', `q-${index}`).executeTakeFirstOrThrow();
+        assert.ok(Object.is(row.quality, stored), `${quality} stored as ${row.quality}, expected ${stored}`);
+      }
+    });
+
     it('switches the system mode and rejects unknown modes', async () => {
       assert.deepEqual((await app.api('PUT', '/api/system/mode', { mode: 'sleep' })).body, { mode: 'sleep' });
       assert.deepEqual((await app.api('GET', '/api/system/mode')).body, { mode: 'sleep' });

@@ -22,7 +22,7 @@ export interface MetricChange {
   base: number | null;
   head: number | null;
   change: number | null;
-  /** Relative change in percent; null when a side is missing or the base is 0. */
+  /** Relative change in percent; null when a side is missing, the base is 0, or it is beyond a double (1e-320 to 1e308). */
   change_pct: number | null;
   status: Status;
   regression: boolean;
@@ -61,7 +61,11 @@ export const METRICS: { field: keyof BaselineRecord; role: MetricChange['role'];
 
 export const DEFAULT_THRESHOLD_PCT = 10;
 
-const round = (value: number, digits = 4) => Number(value.toPrecision(digits));
+/** Rounded for display to `digits` significant digits; a value next to the largest double stays as it is (rounding up would overflow). */
+export function round(value: number, digits = 4): number {
+  const rounded = Number(value.toPrecision(digits));
+  return Number.isFinite(rounded) ? rounded : value;
+}
 const numberOrNull = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : null);
 
 /**
@@ -77,20 +81,21 @@ function judge(base: number | null, head: number | null, direction: Direction, t
     const regression = canRegress && !better;
     return { change_pct: null, status: (better ? 'improved' : regression ? 'regressed' : 'worse') as Status, regression };
   }
+  // Possibly infinite (from 1e-320 to 1e308): the verdict still holds, the percentage is null.
   const exactPct = ((head - base) / base) * 100;
   const worseBy = direction === 'lower_is_better' ? exactPct : -exactPct;
   // Beyond the threshold by more than floating-point noise: 1 / (1 / 0.9) is not exactly 0.9.
   const regression = canRegress && worseBy > threshold + 1e-9;
   const status: Status = Math.abs(exactPct) < 1e-9 ? 'unchanged' : better ? 'improved' : regression ? 'regressed' : 'worse';
-  return { change_pct: round(exactPct), status, regression };
+  return { change_pct: numberOrNull(round(exactPct)), status, regression };
 }
 
-/** A within-run speedup (comparison tool time / subject time), exact; null when it cannot be computed. */
+/** A within-run speedup (comparison tool time / subject time), exact; null when it cannot be computed (or overflows a double). */
 export function speedup(record: BaselineRecord, tool: 'alpha' | 'beta' | 'gamma'): number | null {
   const other = numberOrNull(record[`${tool}_geomean`]);
   const subject = numberOrNull(record.subject_geomean);
   if (other === null || subject === null || subject === 0) return null;
-  return other / subject;
+  return numberOrNull(other / subject);
 }
 
 const roundOrNull = (value: number | null) => (value === null ? null : round(value));
@@ -107,7 +112,7 @@ export function compareBaselines(base: BaselineRecord, head: BaselineRecord, thr
       unit,
       base: baseValue,
       head: headValue,
-      change: baseValue !== null && headValue !== null ? round(headValue - baseValue, 6) : null,
+      change: baseValue !== null && headValue !== null ? numberOrNull(round(headValue - baseValue, 6)) : null,
       ...verdict,
     };
   });

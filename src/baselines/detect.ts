@@ -1,4 +1,4 @@
-import { DEFAULT_THRESHOLD_PCT, METRICS, speedup, type Direction } from './compare.js';
+import { DEFAULT_THRESHOLD_PCT, METRICS, round, speedup, type Direction } from './compare.js';
 import type { BaselineRecord } from './schema.js';
 
 /**
@@ -63,12 +63,27 @@ export interface Detection {
   note: string | null;
 }
 
-const round = (value: number, digits = 4) => Number(value.toPrecision(digits));
 const finite = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value);
-const mean = (values: number[]) => values.reduce((sum, value) => sum + value, 0) / values.length;
+/** Rounded for the answer; null for a figure JSON cannot carry (an overflow of extreme but valid inputs). */
+const shown = (value: number) => (Number.isFinite(value) ? round(value) : null);
+/**
+ * The mean; divided before summing only when the sum overflows (figures near 1e308), so ordinary
+ * results stay as they were. The parts' rounding could still carry it past the largest value.
+ */
+function mean(values: number[]): number {
+  const sum = values.reduce((total, value) => total + value, 0);
+  if (Number.isFinite(sum)) return sum / values.length;
+  return Math.min(Math.max(...values), values.reduce((total, value) => total + value / values.length, 0));
+}
+/** Sample standard deviation; scaled by the largest deviation only when the squares overflow or vanish. */
 function sampleSd(values: number[]): number {
   const centre = mean(values);
-  return Math.sqrt(values.reduce((sum, value) => sum + (value - centre) ** 2, 0) / (values.length - 1));
+  const deviations = values.map((value) => value - centre);
+  const scale = Math.max(...deviations.map(Math.abs));
+  if (scale === 0) return 0;
+  const plain = Math.sqrt(deviations.reduce((sum, deviation) => sum + deviation ** 2, 0) / (values.length - 1));
+  if (Number.isFinite(plain) && plain > 0) return plain;
+  return scale * Math.sqrt(deviations.reduce((sum, deviation) => sum + (deviation / scale) ** 2, 0) / (values.length - 1));
 }
 
 /** What each field reads from a record: the subject's own figures and the within-run speedups. */
@@ -116,22 +131,29 @@ function judgeField(field: string, direction: Direction, window: number[], headV
   }
   const centre = mean(window);
   const sign = direction === 'lower_is_better' ? 1 : -1; // positive = worse
+  // Exact, possibly infinite (1e308 against 1e-320): the verdict uses it, the answer shows null.
   const changePct = centre === 0 ? null : ((head - centre) / centre) * 100;
   const worseBy = changePct === null ? (head === centre ? 0 : sign * (head - centre) > 0 ? Infinity : -Infinity) : sign * changePct;
   // Beyond the threshold by more than floating-point noise.
   const beyondThreshold = worseBy > options.thresholdPct + 1e-9;
-  const shown = { head: round(head), centre: round(centre), change_pct: changePct === null ? null : round(changePct) };
-  const pctText = changePct === null ? 'from a centre of 0' : `${Math.abs(round(changePct, 3))}% ${worseBy > 0 ? 'worse' : 'better'} than the mean of ${window.length} earlier commit${window.length === 1 ? '' : 's'}`;
+  const figures = { head: round(head), centre: round(centre), change_pct: changePct === null ? null : shown(changePct) };
+  const pctText =
+    changePct === null ? 'from a centre of 0'
+    : `${Number.isFinite(changePct) ? `${Math.abs(round(changePct, 3))}%` : 'beyond any percentage'} ${worseBy > 0 ? 'worse' : 'better'} than the mean of ${window.length} earlier commit${window.length === 1 ? '' : 's'}`;
 
   if (window.length < options.minRuns) {
-    return { ...base, ...shown, spread: null, z: null, band: null, method: 'threshold', regression: beyondThreshold, reason: `${pctText}; ${beyondThreshold ? 'beyond' : 'within'} the ${options.thresholdPct}% threshold (too few runs for a noise band)` };
+    return { ...base, ...figures, spread: null, z: null, band: null, method: 'threshold', regression: beyondThreshold, reason: `${pctText}; ${beyondThreshold ? 'beyond' : 'within'} the ${options.thresholdPct}% threshold (too few runs for a noise band)` };
   }
   const spread = sampleSd(window);
   const z = spread > 0 ? (head - centre) / spread : head === centre ? 0 : null;
   const outsideBand = z === null ? true : sign * z > options.zThreshold;
-  const band: [number, number] = [round(centre - options.zThreshold * spread), round(centre + options.zThreshold * spread)];
-  const zText = z === null ? 'the history has no spread' : `z = ${round(sign * z, 3)} ${outsideBand ? '>' : '<='} ${options.zThreshold}`;
+  const low = shown(centre - options.zThreshold * spread);
+  const high = shown(centre + options.zThreshold * spread);
+  // A band too wide for a double has no edges to draw.
+  const band: [number, number] | null = low === null || high === null ? null : [low, high];
+  const zText = z === null ? 'the history has no spread' : `z = ${Number.isFinite(z) ? round(sign * z, 3) : 'beyond any number'} ${outsideBand ? '>' : '<='} ${options.zThreshold}`;
   const regression = beyondThreshold && outsideBand;
   const verdict = regression ? 'regression' : beyondThreshold ? 'within the noise band: not a regression' : `within the ${options.thresholdPct}% threshold`;
-  return { ...base, ...shown, spread: round(spread), z: z === null ? null : round(z), band, method: 'z-score', regression, reason: `${pctText} (band ${band[0]}..${band[1]}), ${zText}: ${verdict}` };
+  const bandText = band ? `band ${band[0]}..${band[1]}` : 'band unbounded';
+  return { ...base, ...figures, spread: shown(spread), z: z === null ? null : shown(z), band, method: 'z-score', regression, reason: `${pctText} (${bandText}), ${zText}: ${verdict}` };
 }

@@ -48,7 +48,9 @@ export function baselineRoutes(app: FastifyInstance, baselines: BaselineService)
         response: {
           201: {
             type: 'object',
-            properties: { ...storedSchema.properties, comparison: { anyOf: [comparisonSchema, { type: 'null' }], description: 'Against the previous run; null for the first' } },
+            // A nullable object rather than anyOf: anyOf makes the serializer validate the answer, and a
+            // failure there would be a 500 for a record already stored.
+            properties: { ...storedSchema.properties, comparison: { ...comparisonSchema, type: ['object', 'null'], description: 'Against the previous run; null for the first' } },
           },
         },
       },

@@ -115,6 +115,11 @@ export class Database {
     return this.dialect === 'postgres' ? query.forUpdate() : query;
   }
 
+  /** Shared row lock: the row cannot change or go while this transaction runs; other readers still share it. */
+  forShare<Q extends { forShare(): Q }>(query: Q): Q {
+    return this.dialect === 'postgres' ? query.forShare() : query;
+  }
+
   async ping(): Promise<void> {
     await sql`select 1`.execute(this.db);
   }

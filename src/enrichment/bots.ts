@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Database } from '../db/index.js';
 import { now } from '../db/index.js';
-import { uniqueId } from '../db/ids.js';
+import { insertWithNewId, uniqueId } from '../db/ids.js';
 import { prepare, type Prepared } from '../db/prepared.js';
 import { ROTATION_GRACE_MS, type SecretBox } from '../crypto.js';
 import type { BotsTable } from '../db/schema.js';
@@ -58,13 +58,17 @@ export class BotService {
 
   async create(input: { id?: string; name: string }): Promise<BotWithSecret> {
     return this.database.transaction(async (trx) => {
-      const id = input.id ?? (await uniqueId(trx, 'bots', input.name, 'bot'));
-      if (await trx.selectFrom('bots').select('id').where('id', '=', id).executeTakeFirst()) throw conflict(`Bot "${id}" already exists`);
       const secret = newSecret();
-      await trx
-        .insertInto('bots')
-        .values({ id, name: input.name, secret_encrypted: this.box.seal(secret), previous_secret_encrypted: null, previous_secret_expires_at: null, created_at: now() })
-        .execute();
+      const sealed = this.box.seal(secret);
+      const id = await insertWithNewId(trx, 'bots', input.id, () => uniqueId(trx, 'bots', input.name, 'bot'), (id) => ({
+        id,
+        name: input.name,
+        secret_encrypted: sealed,
+        previous_secret_encrypted: null,
+        previous_secret_expires_at: null,
+        created_at: now(),
+      }));
+      if (id === null) throw conflict(`Bot "${input.id}" already exists`);
       return { id, name: input.name, shared_secret: secret };
     });
   }

@@ -4,6 +4,7 @@ import { now } from '../db/index.js';
 import type { MatchesTable } from '../db/schema.js';
 import { conflict, invalid, notFound } from '../http/problem.js';
 import { ReplayError } from './commentary.js';
+import { insertWithNewId } from '../db/ids.js';
 
 export const MATCH_STATUSES = ['scheduled', 'in_progress', 'completed', 'cancelled'] as const;
 export type MatchStatus = (typeof MATCH_STATUSES)[number];
@@ -45,9 +46,8 @@ export class MatchService {
   async create(input: { id?: string; status: MatchStatus; replay?: unknown }): Promise<MatchView> {
     this.checkReplay(input.replay);
     return this.database.transaction(async (trx) => {
-      const id = input.id ?? `m-${randomBytes(5).toString('hex')}`;
-      if (await trx.selectFrom('matches').select('id').where('id', '=', id).executeTakeFirst()) throw conflict(`Match "${id}" already exists`);
-      const row: MatchesTable = {
+      const createdAt = now();
+      const newMatch = (id: string): MatchesTable => ({
         id,
         status: input.status,
         replay: input.replay === undefined ? null : JSON.stringify(input.replay),
@@ -56,10 +56,11 @@ export class MatchService {
         commentary: null,
         enrichment_error: null,
         enrichment_completed_at: null,
-        created_at: now(),
-      };
-      await trx.insertInto('matches').values(row).execute();
-      return toMatchView(row);
+        created_at: createdAt,
+      });
+      const id = await insertWithNewId(trx, 'matches', input.id, async () => `m-${randomBytes(5).toString('hex')}`, newMatch);
+      if (id === null) throw conflict(`Match "${input.id}" already exists`);
+      return toMatchView(newMatch(id));
     });
   }
 

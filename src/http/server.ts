@@ -64,6 +64,13 @@ export function isUnavailable(error: { code?: unknown; message?: string }): bool
   return UNAVAILABLE_CODES.has(String(error.code)) || /Connection terminated|connection timeout|timeout exceeded when trying to connect|is not queryable/i.test(error.message ?? '');
 }
 
+/**
+ * A unique key another request took at the same moment (PostgreSQL unique_violation, SQLite's
+ * constraint codes): a 409, never a 500. Services insert with `on conflict` and answer their own
+ * 409 naming the id; this is the backstop for a write that does not.
+ */
+const UNIQUE_VIOLATION_CODES = new Set(['23505', 'SQLITE_CONSTRAINT_PRIMARYKEY', 'SQLITE_CONSTRAINT_UNIQUE']);
+
 // Bodies are validated without coercion (a "5" is not a 5); query strings and path params are text, so they are coerced.
 const bodyValidator = new Ajv({ allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: true, strict: false });
 export const textValidator = new Ajv({ allErrors: true, coerceTypes: 'array', removeAdditional: false, useDefaults: true, strict: false });
@@ -174,6 +181,10 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
     if (isUnavailable(error)) {
       request.log.warn({ err: error }, 'backing service unavailable');
       return reply.code(503).header('retry-after', '5').type('application/problem+json').send(problem('service_unavailable', 'A backing service is unavailable; try again shortly'));
+    }
+    if (UNIQUE_VIOLATION_CODES.has(String(error.code))) {
+      request.log.warn({ err: error }, 'unique key taken by a concurrent write');
+      return reply.code(409).type('application/problem+json').send(problem('conflict', 'A record with the same key was written at the same time; read the current state and retry'));
     }
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
     if (status >= 500) {

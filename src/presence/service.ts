@@ -1,6 +1,6 @@
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
-import { uniqueId } from '../db/ids.js';
+import { insertWithNewId, uniqueId } from '../db/ids.js';
 import { getSetting, putSetting } from '../db/kv.js';
 import type { Emit, EventDetails, EventLog, Severity } from '../events/index.js';
 import { conflict, notFound } from '../http/problem.js';
@@ -84,12 +84,12 @@ export class PresenceService {
 
   createPerson(input: { id?: string; name: string }): Promise<PersonView> {
     return this.events.write(async (trx, emit) => {
-      const id = input.id ?? (await uniqueId(trx, 'persons', input.name, 'person'));
-      if (await trx.selectFrom('persons').select('id').where('id', '=', id).executeTakeFirst()) throw conflict(`Person "${id}" already exists`);
-      const row: PersonsTable = { id, name: input.name, presence: 'not_home', zone_id: null, last_seen: null, left_at: null, created_at: now() };
-      await trx.insertInto('persons').values(row).execute();
+      const createdAt = now();
+      const newPerson = (id: string): PersonsTable => ({ id, name: input.name, presence: 'not_home', zone_id: null, last_seen: null, left_at: null, created_at: createdAt });
+      const id = await insertWithNewId(trx, 'persons', input.id, () => uniqueId(trx, 'persons', input.name, 'person'), newPerson);
+      if (id === null) throw conflict(`Person "${input.id}" already exists`);
       emit('person.created', { person: id, detail: { name: input.name } });
-      return toPersonView(row);
+      return toPersonView(newPerson(id));
     });
   }
 
@@ -105,9 +105,10 @@ export class PresenceService {
 
   deletePerson(id: string): Promise<void> {
     return this.events.write(async (trx, emit) => {
-      const person = await readPerson(trx, id);
+      // Locked: a deletion at the same time waits, then finds the person gone (404, one event).
+      const person = await requireRow(this.database.forUpdate(trx.selectFrom('persons').select(['name', 'zone_id']).where('id', '=', id)), 'Person', id);
       await trx.deleteFrom('persons').where('id', '=', id).execute();
-      emit('person.deleted', { person: id, zone: person.zone, detail: { name: person.name } });
+      emit('person.deleted', { person: id, zone: person.zone_id, detail: { name: person.name } });
     });
   }
 
@@ -130,9 +131,8 @@ export class PresenceService {
 
   createZone(input: { id?: string; name: string }): Promise<ZoneView> {
     return this.events.write(async (trx, emit) => {
-      const id = input.id ?? (await uniqueId(trx, 'zones', input.name, 'zone'));
-      if (await trx.selectFrom('zones').select('id').where('id', '=', id).executeTakeFirst()) throw conflict(`Zone "${id}" already exists`);
-      await trx.insertInto('zones').values({ id, name: input.name, created_at: now() }).execute();
+      const id = await insertWithNewId(trx, 'zones', input.id, () => uniqueId(trx, 'zones', input.name, 'zone'), (id) => ({ id, name: input.name, created_at: now() }));
+      if (id === null) throw conflict(`Zone "${input.id}" already exists`);
       emit('zone.created', { zone: id, detail: { name: input.name } });
       return zoneView({ id, name: input.name }, []);
     });
@@ -151,14 +151,14 @@ export class PresenceService {
   /** Deleting a zone moves its occupants out of it (they start their away delay). */
   deleteZone(id: string): Promise<void> {
     return this.events.write(async (trx, emit) => {
-      const zone = await readZone(trx, id);
+      // Lock order, as in ingest: the zone, then the persons. An entry waiting for the zone then
+      // finds it gone (404); one that locked it first has committed its occupant, moved out here.
+      const zone = await requireRow(this.database.forUpdate(trx.selectFrom('zones').select('name').where('id', '=', id)), 'Zone', id);
+      const occupants = await this.database.forUpdate(trx.selectFrom('persons').selectAll().where('zone_id', '=', id).orderBy('id')).execute();
       const at = now();
-      for (const personId of zone.occupants) {
-        const row = await trx.selectFrom('persons').selectAll().where('id', '=', personId).executeTakeFirstOrThrow();
-        await this.applyTransition(trx, emit, personId, exitZone(row, id, at, this.options.awayDelayMs), null);
-      }
+      for (const row of occupants) await this.applyTransition(trx, emit, row.id, exitZone(row, id, at, this.options.awayDelayMs), null);
       await trx.deleteFrom('zones').where('id', '=', id).execute();
-      emit('zone.deleted', { zone: id, detail: { name: zone.name, occupants: zone.occupants } });
+      emit('zone.deleted', { zone: id, detail: { name: zone.name, occupants: occupants.map((row) => row.id) } });
     });
   }
 
@@ -168,12 +168,14 @@ export class PresenceService {
   ingest(input: SensingEvent) {
     return this.events.write(async (trx, emit) => {
       const blob = input.blob_id ?? null;
-      if (input.person !== undefined) await this.requireExists(trx, 'persons', 'Person', input.person);
-      if (input.zone !== undefined) await this.requireExists(trx, 'zones', 'Zone', input.zone);
+      // Lock order, as in deleteZone: the zone, then the person. A deletion at the same time comes
+      // wholly before this event (the row is gone: 404) or wholly after it (it sees what it did).
+      if (input.zone !== undefined) await requireRow(this.database.forShare(trx.selectFrom('zones').select('id').where('id', '=', input.zone)), 'Zone', input.zone);
+      const person = input.person === undefined ? undefined : await requireRow(this.database.forUpdate(trx.selectFrom('persons').selectAll().where('id', '=', input.person)), 'Person', input.person);
       switch (input.type) {
         case 'zone.entry':
         case 'zone.exit': {
-          const row = await this.database.forUpdate(trx.selectFrom('persons').selectAll().where('id', '=', input.person)).executeTakeFirstOrThrow();
+          const row = person!; // entry and exit always name their person
           const at = now();
           const transition =
             input.type === 'zone.entry' ? enterZone(row, input.zone, at) : exitZone(row, input.zone, at, this.options.awayDelayMs);
@@ -204,11 +206,6 @@ export class PresenceService {
           });
       }
     });
-  }
-
-  private async requireExists(trx: Db, table: 'persons' | 'zones', what: string, id: string): Promise<void> {
-    const row = await trx.selectFrom(table).select('id').where('id', '=', id).executeTakeFirst();
-    if (!row) throw notFound(what, id);
   }
 
   /** Writes a person's new state and emits the transition's events; returns the one of type `primary`. */
@@ -258,7 +255,8 @@ export class PresenceService {
    * first heartbeat, or its first after it went offline) is announced with node.online and a
    * system.health carrying the new count, in one transaction.
    */
-  async heartbeat(nodeId: string, quality: number): Promise<void> {
+  async heartbeat(nodeId: string, reported: number): Promise<void> {
+    const quality = storedQuality(reported);
     const at = now();
     const known = await this.db.updateTable('nodes').set({ quality, last_seen: at }).where('id', '=', nodeId).where('online', '=', 1).executeTakeFirst();
     if (Number(known.numUpdatedRows) === 1) return;
@@ -333,6 +331,13 @@ export class PresenceService {
   }
 }
 
+/**
+ * A quality (0..100 %) as stored: rounded to 0.01, which both databases hold exactly alike (a
+ * PostgreSQL `real` keeps about 7 digits and nothing below 1.4e-45; SQLite's is a double), and
+ * never -0 (SQLite would keep 0, PostgreSQL -0).
+ */
+const storedQuality = (quality: number): number => Math.round(quality * 100) / 100 + 0;
+
 function zoneView(zone: { id: string; name: string }, occupants: string[]): ZoneView {
   return { id: zone.id, name: zone.name, count: occupants.length, occupied: occupants.length > 0, occupants };
 }
@@ -340,14 +345,11 @@ function zoneView(zone: { id: string; name: string }, occupants: string[]): Zone
 // Readers take the handle to read through: the database, or the transaction a write runs in (a read
 // through the database from inside a transaction throws TransactionMisuseError).
 async function readPerson(trx: Db, id: string): Promise<PersonView> {
-  const row = await trx.selectFrom('persons').selectAll().where('id', '=', id).executeTakeFirst();
-  if (!row) throw notFound('Person', id);
-  return toPersonView(row);
+  return toPersonView(await requireRow(trx.selectFrom('persons').selectAll().where('id', '=', id), 'Person', id));
 }
 
 async function readZone(trx: Db, id: string): Promise<ZoneView> {
-  const zone = await trx.selectFrom('zones').select(['id', 'name']).where('id', '=', id).executeTakeFirst();
-  if (!zone) throw notFound('Zone', id);
+  const zone = await requireRow(trx.selectFrom('zones').select(['id', 'name']).where('id', '=', id), 'Zone', id);
   const occupants = await trx.selectFrom('persons').select('id').where('zone_id', '=', id).orderBy('id').execute();
   return zoneView(zone, occupants.map((row) => row.id));
 }
@@ -356,6 +358,13 @@ async function readHealth(trx: Db, onlineSince: string): Promise<HealthView> {
   const nodes = await trx.selectFrom('nodes').select('quality').where('last_seen', '>=', onlineSince).execute();
   const quality = nodes.length ? Math.round((nodes.reduce((sum, node) => sum + Number(node.quality), 0) / nodes.length) * 10) / 10 : null;
   return { node_count: nodes.length, quality, mode: await readMode(trx) };
+}
+
+/** The row `query` reads, or a 404 naming `what` and `id`: the row may have gone since the request checked it. */
+async function requireRow<T>(query: { executeTakeFirst(): Promise<T | undefined> }, what: string, id: string): Promise<T> {
+  const row = await query.executeTakeFirst();
+  if (!row) throw notFound(what, id);
+  return row;
 }
 
 async function readMode(trx: Db): Promise<Mode> {
