@@ -17,7 +17,7 @@ import { SecretBox } from './crypto.js';
 import { createEnrichment, type Enrichment } from './enrichment/index.js';
 import { MqttIntegration } from './mqtt/index.js';
 import { settingsRoutes } from './settings/routes.js';
-import type { SettingsChange, SettingsStore } from './settings/store.js';
+import type { SettingsChange, SettingsStore } from './settings/index.js';
 import { checkInstallation } from './ops/installation.js';
 import { claimInterval } from './db/kv.js';
 import { MqttLeadership } from './mqtt/leadership.js';

@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
+import { ID_PATTERN } from './ids.js';
 
 /** Everything the service reads from its environment (CONTRACT section 1), validated once at start-up. */
 export interface Config {
@@ -86,8 +87,6 @@ function costs(raw: string | undefined): Record<string, number> {
   }
   return result;
 }
-
-export const ID_PATTERN = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
 export function loadConfig(env: Env = process.env): Config {
   const dataDir = path.resolve(env.DATA_DIR || './data');

@@ -1,7 +1,7 @@
 import type { SecretBox } from './crypto.js';
 import type { Database } from './db/index.js';
 import { EventLog } from './events/index.js';
-import { SettingsStore } from './settings/store.js';
+import { SettingsStore } from './settings/index.js';
 import { WebhookOutbox } from './webhook/outbox.js';
 
 /**

@@ -8,8 +8,7 @@ import { interpretMessage } from '../src/mqtt/commands.js';
 import { makeEvent } from '../src/events/index.js';
 import { personState, zoneState } from '../src/mqtt/state.js';
 import { clientOptions, describeMqttError } from '../src/mqtt/connection.js';
-import { brokerUrlError, topicPrefixError, webhookUrlError, webhookSecretError } from '../src/settings/validate.js';
-import { applyPatch, changedFields, DEFAULT_SETTINGS } from '../src/settings/store.js';
+import { applyPatch, brokerUrlError, changedFields, DEFAULT_SETTINGS, topicPrefixError, webhookSecretError, webhookUrlError } from '../src/settings/index.js';
 
 const context = { topics: new Topics('mothership', 'ms-1', 'homeassistant'), version: '1.2.3' };
 const shared = {

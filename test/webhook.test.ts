@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { EVENT_TYPES } from '../src/events/index.js';
 import { Webhook as SvixWebhook } from 'svix';
 import { outcomeOf, parseRetryAfter, RETRY_AFTER_CAP_MS, retryDelayOf } from '../src/webhook/policy.js';
-import { DEFAULT_SETTINGS, webhookSigningSecrets } from '../src/settings/store.js';
+import { DEFAULT_SETTINGS, webhookSigningSecrets } from '../src/settings/index.js';
 import { isForbiddenAddress, normalizedHost } from '../src/outbound.js';
 import { DIALECTS, createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';

@@ -1,5 +1,5 @@
-import type { Db } from './index.js';
-import { slugify } from '../presence/transitions.js';
+import type { Db } from './database.js';
+import { slugify } from '../ids.js';
 
 type IdTable = 'persons' | 'zones' | 'bots' | 'matches';
 

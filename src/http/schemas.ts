@@ -1,5 +1,6 @@
+import { ID_PATTERN_SOURCE } from '../ids.js';
+
 /** JSON Schema fragments shared by route definitions (and so by the OpenAPI document). */
-export const ID_PATTERN_SOURCE = '^[a-z0-9][a-z0-9_-]{0,63}$';
 
 export const idString = { type: 'string', pattern: ID_PATTERN_SOURCE, description: 'Lowercase id: letters, digits, _ and -; at most 64 characters' } as const;
 export const nameString = { type: 'string', minLength: 1, maxLength: 200 } as const;

@@ -61,16 +61,3 @@ export function markAway(person: PersonState, events: Transition['events'] = [])
     events: [...events, { type: 'presence.changed', zone: null, detail: { from: 'home', to: 'not_home' } }],
   };
 }
-
-/** Derives a topic-safe id from a display name (CONTRACT: `^[a-z0-9][a-z0-9_-]{0,63}$`). */
-export function slugify(name: string, fallback: string): string {
-  const slug = name
-    .normalize('NFKD')
-    .replace(/[\u0300-\u036f]/g, '')
-    .toLowerCase()
-    .replace(/[^a-z0-9_-]+/g, '-')
-    .replace(/^[-_]+|[-_]+$/g, '')
-    .slice(0, 56)
-    .replace(/[-_]+$/g, '');
-  return slug || fallback;
-}

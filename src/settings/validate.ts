@@ -1,6 +1,6 @@
 import type { FieldError } from '../http/problem.js';
 import { forbiddenHostError, normalizedHost } from '../outbound.js';
-import type { IntegrationPatch, IntegrationSettings } from './store.js';
+import type { IntegrationPatch, IntegrationSettings } from './model.js';
 
 /** A topic level usable as a prefix: no wildcards, no empty levels, no leading or trailing slash. */
 export function topicPrefixError(value: string): string | null {

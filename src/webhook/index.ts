@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { Webhook } from 'standardwebhooks';
 import type { Database, Db } from '../db/index.js';
@@ -10,7 +10,7 @@ import type { WebhookDeliveriesTable } from '../db/schema.js';
 import { makeEvent, type EventLog } from '../events/index.js';
 import { conflict, notFound } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
-import { webhookSigningSecrets, type SettingsStore } from '../settings/store.js';
+import { webhookSigningSecrets, type SettingsStore } from '../settings/index.js';
 import { VERSION } from '../version.js';
 import { postJson, type PostResult } from './http-client.js';
 import type { WebhookOutbox } from './outbox.js';
@@ -37,9 +37,6 @@ export interface WebhookStatus {
   last_status_code: number | null;
   last_error: string | null;
 }
-
-/** A fresh Standard Webhooks secret: `whsec_` + base64 of 32 random bytes. */
-export const generateWebhookSecret = () => 'whsec_' + randomBytes(32).toString('base64');
 
 type DeliveryRow = Selectable<WebhookDeliveriesTable>;
 

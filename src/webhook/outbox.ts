@@ -3,7 +3,7 @@ import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import { prepare, type Prepared } from '../db/prepared.js';
 import type { StoredEvent } from '../events/index.js';
-import type { SettingsStore } from '../settings/store.js';
+import type { SettingsStore } from '../settings/index.js';
 
 /**
  * The webhook's transactional outbox: inside an event's transaction, one pending delivery per event
