@@ -11,6 +11,9 @@ import type { SettingsStore } from '../settings/index.js';
  * `createEventPipeline`), so events a standalone worker writes are delivered like any other; the
  * dispatcher (WebhookService) of whichever process serves sends them.
  */
+/** A delivery's `webhook-id` (Standard Webhooks `msg_` form): one per event, kept by its retries and redeliveries. */
+export const newWebhookId = (): string => `msg_${randomUUID().replace(/-/g, '')}`;
+
 export class WebhookOutbox {
   /** Compiled once (db/prepared.ts): it runs for every event while the webhook is on. */
   private readonly insertPending: Prepared<unknown>;
@@ -44,8 +47,7 @@ export class WebhookOutbox {
     if (!webhook.enabled || !webhook.url) return;
     const at = now();
     for (const event of events) {
-      const webhookId = `msg_${randomUUID().replace(/-/g, '')}`;
-      await this.insertPending.execute(trx, { webhookId, seq: event.seq, type: event.payload.event_type, url: webhook.url, payload: event.json, at });
+      await this.insertPending.execute(trx, { webhookId: newWebhookId(), seq: event.seq, type: event.payload.event_type, url: webhook.url, payload: event.json, at });
     }
     this.enqueued = true;
   }
