@@ -4,7 +4,7 @@ import type { Config } from './config.js';
 import { Database } from './db/index.js';
 import type { EventLog } from './events/index.js';
 import { eventRoutes } from './events/routes.js';
-import { AdminAuth } from './http/auth.js';
+import { RouteAuth, SIGN_IN_LIMIT } from './http/auth.js';
 import { SessionStore } from './http/sessions.js';
 import { createHttpServer } from './http/server.js';
 import { Metrics } from './ops/metrics.js';
@@ -89,7 +89,8 @@ export async function buildApp(config: Config): Promise<App> {
   rateLimit.register(http);
   for (const warning of installationWarnings) http.log.warn(warning);
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
-  new AdminAuth(config.adminToken, sessions, rateLimit).register(http);
+  const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: http.log });
+  new RouteAuth(config.adminToken, sessions, { chargeSignIn: rateLimit.addressCharge(SIGN_IN_LIMIT), authenticateBot: enrichment.botCheck(rateLimit) }).register(http);
   const webhook = new WebhookService(database, events, outbox, settings, http.log, metrics, { timeoutMs: config.webhookTimeoutMs, retryDelayMs: config.webhookRetryDelayMs });
   metrics.gauge('mothership_webhook_backlog', 'Webhook deliveries waiting to be sent', () => webhook.backlog());
   // Several instances on one PostgreSQL database: one MQTT owner, elected in the database.
@@ -118,8 +119,7 @@ export async function buildApp(config: Config): Promise<App> {
   settingsRoutes(http, { store: settings, mqtt, webhook });
   webhookRoutes(http, webhook);
   dashboardRoutes(http);
-  const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: http.log });
-  enrichment.register(http, rateLimit);
+  enrichment.register(http);
 
   const timers: NodeJS.Timeout[] = [];
   const log = http.log;

@@ -39,15 +39,12 @@ function quotaHeaders(reply: FastifyReply, remaining: number, resetSeconds: numb
   join('ratelimit', items.limit);
 }
 
-export function enrichmentRoutes(
-  app: FastifyInstance,
-  deps: { bots: BotService; matches: MatchService; queue: EnrichmentQueue; auth: BotAuthenticator; rateLimit: RateLimitGuard; onEnqueued: () => void },
-): void {
-  const { bots, matches, queue, auth, rateLimit } = deps;
-
-  /** Bot signature check for `bot` routes (and `admin_or_bot` ones without an admin); then the bot's own bucket. */
-  const authenticateBot = async (request: FastifyRequest, reply: FastifyReply) => {
-    if (request.isAdmin) return;
+/**
+ * The check RouteAuth runs on `bot` routes (and `admin_or_bot` ones without an admin): the bot
+ * signature, then the bot's own bucket.
+ */
+export function botCheck(auth: BotAuthenticator, rateLimit: RateLimitGuard) {
+  return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     try {
       request.botId = await auth.authenticate(request);
     } catch (error) {
@@ -57,6 +54,10 @@ export function enrichmentRoutes(
     }
     await rateLimit.enforce(request, reply, `bot:${request.botId}`);
   };
+}
+
+export function enrichmentRoutes(app: FastifyInstance, deps: { bots: BotService; matches: MatchService; queue: EnrichmentQueue; onEnqueued: () => void }): void {
+  const { bots, matches, queue } = deps;
 
   // ---- bots (admin) ----
   const botWithSecret = { type: 'object', properties: { id: { type: 'string' }, name: { type: 'string' }, shared_secret: { type: 'string' }, previous_secret_expires_at: { type: 'string' } } } as const;
@@ -126,7 +127,6 @@ export function enrichmentRoutes(
     '/api/request-enrichment',
     {
       config: { auth: 'bot', problems: ['match_not_found', 'match_not_completed', 'quota_exceeded'] },
-      preValidation: authenticateBot,
       schema: {
         tags: ['enrichment'],
         summary: 'Request AI commentary for a completed match (bot-signed; 5 per bot per rolling 24 h)',
@@ -164,7 +164,6 @@ export function enrichmentRoutes(
     '/api/matches/:id/enrichment',
     {
       config: { auth: 'admin_or_bot' },
-      preValidation: authenticateBot,
       schema: {
         tags: ['enrichment'],
         summary: 'Enrichment status and commentary of a match (bot-signed or admin)',

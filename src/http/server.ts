@@ -6,7 +6,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
-import { resolveRouteAuth, SESSION_COOKIE } from './auth.js';
+import { openApiSecurity, resolveRouteAuth, SESSION_COOKIE } from './auth.js';
 import { errorCodes, PROBLEM_SCHEMA, problemResponses } from './openapi.js';
 import { jsonShapeError } from './input-shape.js';
 import { codeForStatus, fieldErrors, invalid, isProblemCode, problem, ProblemError, PROBLEMS } from './problem.js';
@@ -86,9 +86,6 @@ const REDACTED_PATHS = [
 export function loggerOptions(level: string): FastifyServerOptions['logger'] {
   return { level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } };
 }
-
-const ADMIN_SECURITY = [{ admin: [] }, { session: [] }];
-const BOT_SECURITY = { botId: [], botTimestamp: [], botNonce: [], botSignature: [] };
 
 /** The methods a 405's `Allow` can name. */
 const ALLOW_CANDIDATES: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -234,8 +231,7 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, index) => String(json.$id ?? `def-${index}`) },
     transform: ({ schema, url, route }) => {
-      const auth = route.config?.auth;
-      const security = auth === 'admin' ? ADMIN_SECURITY : auth === 'bot' ? [BOT_SECURITY] : auth === 'admin_or_bot' ? [...ADMIN_SECURITY, BOT_SECURITY] : undefined;
+      const security = route.config?.auth && openApiSecurity(route.config.auth);
       // Error responses are added to the document only: a route's own response schemas also drive serialization.
       const response = { ...problemResponses(errorCodes(url, schema, route.config)), ...((schema?.response as object) ?? {}) };
       return { schema: { ...(schema ?? {}), response, ...(security ? { security } : {}) } as typeof schema, url };

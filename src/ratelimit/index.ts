@@ -52,6 +52,12 @@ export class RateLimitGuard {
     return { group, cost: this.options.costs[group] ?? config?.cost ?? 1, failClosed: config?.failClosed ?? false };
   }
 
+  /** A check that charges `config` (not the route's own limit) to the client address: the sign-in bucket on a wrong admin token. */
+  addressCharge(config: RouteRateLimit): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
+    const limit = this.limitOf(config);
+    return (request, reply) => this.enforce(request, reply, `ip:${request.ip}`, limit);
+  }
+
   private route(request: FastifyRequest): Limit | null {
     const config = request.routeOptions.config?.rateLimit;
     if (config === false || !request.routeOptions.url) return null;
