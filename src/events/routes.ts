@@ -3,7 +3,8 @@ import { invalid } from '../http/problem.js';
 import type { ServerResponse } from 'node:http';
 import type { Metrics } from '../ops/metrics.js';
 import { eventPayloadSchema, sequenceCursor } from '../http/schemas.js';
-import { EVENT_TYPES, type EventLog } from './index.js';
+import type { EventLog } from './log.js';
+import { EVENT_TYPES } from './types.js';
 import { streamEvents } from './stream.js';
 
 const historyQuery = {

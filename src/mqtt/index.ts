@@ -15,6 +15,7 @@ import { interpretMessage } from './commands.js';
 import { emptyPending, hasWork, recordChange, type Pending } from './pending.js';
 
 export type { MqttStatus } from './connection.js';
+export { MqttLeadership } from './leadership.js';
 
 const RETAINED = { qos: 1 as const, retain: true };
 /** Home Assistant's hand-over signal between the two discovery forms (mqtt/discovery.py). */

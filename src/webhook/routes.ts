@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { rowId } from '../http/schemas.js';
 import { EVENT_TYPES } from '../events/index.js';
-import type { DeliveryView, WebhookService } from './index.js';
+import type { DeliveryView, WebhookService } from './service.js';
 
 const deliverySchema = {
   type: 'object',
