@@ -1,5 +1,6 @@
 import { describe, it, before } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import madge from 'madge';
 
@@ -74,6 +75,12 @@ describe('architecture of src/', () => {
     const inside = graph['app.ts']!.filter((file) => folderOf(file) !== null);
     assert.ok(inside.length >= 10, 'app.ts wires the capabilities');
     assert.deepEqual(inside.filter((file) => !file.endsWith('/index.ts')), []);
+  });
+
+  it('writes go through Database.write, Database.transaction or EventLog.write, never `database.db`', () => {
+    const writeThroughDb = /\.db\s*\.\s*(insertInto|updateTable|deleteFrom|replaceInto|mergeInto)\b/;
+    const offenders = Object.keys(graph).filter((file) => folderOf(file) !== 'db' && writeThroughDb.test(readFileSync(`${root}src/${file}`, 'utf8')));
+    assert.deepEqual(offenders, []);
   });
 
   it('the folder-cycle check finds a cycle through three folders', () => {

@@ -18,7 +18,16 @@ const WAL_BACKSTOP_PAGES = 10_000;
 // PostgreSQL returns int8 (bigserial ids, counts) as strings by default; every value we keep fits a double.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
-/** The one data layer: Kysely over SQLite (embedded default) or PostgreSQL. */
+/**
+ * The one data layer: Kysely over SQLite (embedded default) or PostgreSQL.
+ *
+ * How to write (docs/architecture.md, "Writes"), one way per case:
+ * - a change that announces an event: `EventLog.write` (the state and its event commit together);
+ * - several statements that must commit together, with no event: `transaction`;
+ * - one statement on its own: `write` (on SQLite it joins the group commit);
+ * - `db` is for reads. A write through it would commit alone, outside the group commit
+ *   (test/architecture.test.ts refuses one outside src/db/).
+ */
 export class Database {
   /** SQLite only: concurrent transactions share one commit. */
   private readonly groupCommit: GroupCommit<Db> | null;

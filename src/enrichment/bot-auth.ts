@@ -48,7 +48,7 @@ export class DatabaseNonceStore implements NonceStore {
   }
 
   async purgeExpired(): Promise<void> {
-    await this.database.db.deleteFrom('nonces').where('expires_at', '<', new Date().toISOString()).execute();
+    await this.database.write((db) => db.deleteFrom('nonces').where('expires_at', '<', new Date().toISOString()).execute());
   }
 }
 

@@ -248,11 +248,13 @@ export class PresenceService {
 
   async heartbeat(nodeId: string, quality: number): Promise<void> {
     const at = now();
-    await this.db
-      .insertInto('nodes')
-      .values({ id: nodeId, quality, last_seen: at })
-      .onConflict((oc) => oc.column('id').doUpdateSet({ quality, last_seen: at }))
-      .execute();
+    await this.database.write((db) =>
+      db
+        .insertInto('nodes')
+        .values({ id: nodeId, quality, last_seen: at })
+        .onConflict((oc) => oc.column('id').doUpdateSet({ quality, last_seen: at }))
+        .execute(),
+    );
   }
 
   async health(): Promise<HealthView> {

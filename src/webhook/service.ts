@@ -206,7 +206,7 @@ export class WebhookService {
    */
   private async release(rows: DeliveryRow[]): Promise<void> {
     const ids = rows.map((row) => row.id);
-    await this.database.db.updateTable('webhook_deliveries').set({ state: 'pending', due_at: now() }).where('id', 'in', ids).where('state', '=', 'sending').execute();
+    await this.database.write((db) => db.updateTable('webhook_deliveries').set({ state: 'pending', due_at: now() }).where('id', 'in', ids).where('state', '=', 'sending').execute());
   }
 
   /** A row in `sending` is reclaimed after this: by then its attempt cannot still run anywhere. */
@@ -283,20 +283,24 @@ export class WebhookService {
     const payload = JSON.stringify(makeEvent('webhook.test', { detail: { message: 'Test delivery from Mothership' } }));
     const webhookId = newWebhookId();
     const at = now();
-    const { id } = await this.database.db
-      .insertInto('webhook_deliveries')
-      // In `sending` until answered, with the deadline a claimed row gets: the dispatcher must not take
-      // it for an abandoned attempt and send it a second time.
-      .values({ webhook_id: webhookId, event_seq: null, event_type: 'webhook.test', url: candidate.url, payload, attempt: 1, state: 'sending', due_at: this.sendingDeadline(), status_code: null, error: null, duration_ms: null, created_at: at, attempted_at: null })
-      .returning('id')
-      .executeTakeFirstOrThrow();
+    const { id } = await this.database.write((db) =>
+      db
+        .insertInto('webhook_deliveries')
+        // In `sending` until answered, with the deadline a claimed row gets: the dispatcher must not take
+        // it for an abandoned attempt and send it a second time.
+        .values({ webhook_id: webhookId, event_seq: null, event_type: 'webhook.test', url: candidate.url, payload, attempt: 1, state: 'sending', due_at: this.sendingDeadline(), status_code: null, error: null, duration_ms: null, created_at: at, attempted_at: null })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    );
     const result = await this.send(candidate.url, webhookId, payload, 'webhook.test', candidate.secret ? [candidate.secret] : [], detailed);
     const ok = outcomeOf(result, 1) === 'delivered';
-    await this.database.db
-      .updateTable('webhook_deliveries')
-      .set({ state: ok ? 'delivered' : 'failed', status_code: result.statusCode, error: result.error, duration_ms: result.durationMs, attempted_at: now() })
-      .where('id', '=', id)
-      .execute();
+    await this.database.write((db) =>
+      db
+        .updateTable('webhook_deliveries')
+        .set({ state: ok ? 'delivered' : 'failed', status_code: result.statusCode, error: result.error, duration_ms: result.durationMs, attempted_at: now() })
+        .where('id', '=', id)
+        .execute(),
+    );
     this.metrics?.webhookDeliveries.inc({ outcome: ok ? 'delivered' : 'failed' });
     return { ...result, ok };
   }
@@ -310,11 +314,7 @@ export class WebhookService {
     if (!row) throw notFound('Delivery', String(id));
     const { url } = (await this.settings.get()).webhook;
     if (!url) throw conflict('No webhook URL is configured: save one before redelivering');
-    const { id: newId } = await this.database.db
-      .insertInto('webhook_deliveries')
-      .values(resendOf(row, 1, now(), url))
-      .returning('id')
-      .executeTakeFirstOrThrow();
+    const { id: newId } = await this.database.write((db) => db.insertInto('webhook_deliveries').values(resendOf(row, 1, now(), url)).returning('id').executeTakeFirstOrThrow());
     this.kick();
     return this.get(Number(newId));
   }
