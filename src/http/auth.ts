@@ -1,7 +1,7 @@
 import { hash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ProblemError } from './problem.js';
-import { noContent } from './schemas.js';
+import { noContent, withSchemaTypes } from './schemas.js';
 import { SESSION_TTL_MS, type SessionStore } from './sessions.js';
 
 /**
@@ -154,7 +154,8 @@ export class RouteAuth {
     return (await this.sessions.check(session)) ? 'admin' : 'none';
   }
 
-  register(app: FastifyInstance): void {
+  register(server: FastifyInstance): void {
+    const app = withSchemaTypes(server);
     const accessOf = (request: FastifyRequest) => ROUTE_ACCESS[request.routeOptions.config.auth ?? 'admin'];
     app.addHook('onRequest', async (request, reply) => {
       // An unmatched request has nothing to protect: the not-found handler answers it.
@@ -189,8 +190,8 @@ export class RouteAuth {
         },
         config: { auth: 'public', rateLimit: SIGN_IN_LIMIT, problems: ['unauthorized'] },
       },
-      async (request, reply: FastifyReply) => {
-        const { token } = request.body as { token: string };
+      async (request, reply) => {
+        const { token } = request.body;
         if (!safeEqual(token, this.adminToken)) throw unauthorized();
         reply.header('set-cookie', cookie(request, await this.sessions.open(), SESSION_TTL_MS / 1000));
         return reply.code(204).send();

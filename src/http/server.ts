@@ -9,6 +9,7 @@ import addFormats from 'ajv-formats';
 import { openApiSecurity, resolveRouteAuth, SESSION_COOKIE } from './auth.js';
 import { errorCodes, PROBLEM_SCHEMA, problemResponses } from './openapi.js';
 import { jsonShapeError } from './input-shape.js';
+import { withSchemaTypes } from './schemas.js';
 import { codeForStatus, fieldErrors, invalid, isProblemCode, problem, ProblemError, PROBLEMS } from './problem.js';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 
@@ -245,13 +246,13 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   // The `type` of every problem resolves to its entry of the registry.
-  app.get(
+  withSchemaTypes(app).get(
     '/problems/:code',
     {
       schema: {
         tags: ['operations'],
         summary: 'What a problem type means: the target of every error body\'s `type` (JSON, or a short page for a browser)',
-        params: { type: 'object', properties: { code: { type: 'string', maxLength: 64 } } },
+        params: { type: 'object', required: ['code'], properties: { code: { type: 'string', maxLength: 64 } } },
         response: {
           200: {
             content: {
@@ -263,7 +264,7 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
       },
     },
     async (request, reply) => {
-      const { code } = request.params as { code: string };
+      const { code } = request.params;
       if (!isProblemCode(code)) throw new ProblemError('not_found', `No problem type "${code}"`);
       const { status, title, description } = PROBLEMS[code];
       const page = { type: `/problems/${code}`, code, status, title, description };

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ProblemError } from '../http/problem.js';
-import { idString, nullableString } from '../http/schemas.js';
-import { applyPatch, DISCOVERY_MODES, generateWebhookSecret, webhookSigningSecrets, type IntegrationPatch, type IntegrationSettings } from './model.js';
+import { idString, nullableString, withSchemaTypes } from '../http/schemas.js';
+import { applyPatch, DISCOVERY_MODES, generateWebhookSecret, webhookSigningSecrets, type IntegrationSettings } from './model.js';
 import type { SettingsStore } from './store.js';
 import { brokerEndpoint, integrationErrors, storedPasswordError, webhookOrigin } from './validate.js';
 
@@ -117,7 +117,8 @@ async function view(settings: IntegrationSettings, { mqtt, webhook }: Integratio
   };
 }
 
-export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStore } & IntegrationControls): void {
+export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsStore } & IntegrationControls): void {
+  const app = withSchemaTypes(server);
   const { store, mqtt, webhook } = deps;
   const tags = ['settings'];
 
@@ -135,7 +136,7 @@ export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStor
         response: { 200: viewSchema },
       },
     },
-    async (request) => view(await store.update(request.body as IntegrationPatch), deps),
+    async (request) => view(await store.update(request.body), deps),
   );
 
   app.post(
@@ -163,7 +164,7 @@ export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStor
       },
     },
     async (request) => {
-      const body = (request.body ?? {}) as IntegrationPatch & { target?: 'mqtt' | 'webhook' | 'all' };
+      const body = request.body ?? {};
       const target = body.target ?? 'all';
       const stored = await store.get();
       const candidate = applyPatch(stored, body);
@@ -211,7 +212,7 @@ export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStor
       },
     },
     async (request) => {
-      const { installation } = request.body as { installation: string };
+      const { installation } = request.body;
       return { installation, cleared: await mqtt.cleanupInstallation(installation) };
     },
   );
