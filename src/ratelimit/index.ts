@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ROUTE_ACCESS } from '../http/auth.js';
 import { ProblemError } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
 import { PolicyError, type Decision } from './bucket.js';
@@ -75,7 +76,9 @@ export class RateLimitGuard {
       }
     });
     app.addHook('onRequest', async (request, reply) => {
-      if (request.routeOptions.config?.auth === 'bot') return;
+      // A route only bots may call is charged to the bot, once its signature is checked (RouteAuth).
+      const access = ROUTE_ACCESS[request.routeOptions.config?.auth ?? 'admin'];
+      if (access.bot && !access.admin) return;
       await this.enforce(request, reply, `ip:${request.ip}`);
     });
   }
