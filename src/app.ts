@@ -1,33 +1,21 @@
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import type { Config } from './config.js';
-import { Database } from './db/index.js';
-import type { EventLog } from './events/index.js';
-import { eventRoutes } from './events/routes.js';
-import { AdminAuth } from './http/auth.js';
-import { SessionStore } from './http/sessions.js';
-import { createHttpServer } from './http/server.js';
-import { Metrics } from './ops/metrics.js';
-import { opsRoutes } from './ops/routes.js';
-import { applyRetention, RETENTION_INTERVAL_MS } from './ops/retention.js';
-import { presenceRoutes } from './presence/routes.js';
-import { baselineRoutes } from './baselines/routes.js';
-import { dashboardRoutes } from './dashboard/index.js';
 import { SecretBox } from './crypto.js';
-import { createEnrichment, type Enrichment } from './enrichment/index.js';
-import { MqttIntegration } from './mqtt/index.js';
-import { settingsRoutes } from './settings/routes.js';
-import type { SettingsChange, SettingsStore } from './settings/store.js';
-import { checkInstallation } from './ops/installation.js';
-import { claimInterval } from './db/kv.js';
-import { MqttLeadership } from './mqtt/leadership.js';
 import { createEventPipeline } from './pipeline.js';
-import { WebhookService } from './webhook/index.js';
-import { webhookRoutes } from './webhook/routes.js';
-import { BaselineService } from './baselines/service.js';
-import { PresenceService } from './presence/service.js';
-import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, type RateLimitStore } from './ratelimit/index.js';
 import { VERSION } from './version.js';
+import { claimInterval, Database } from './db/index.js';
+import { eventRoutes, type EventLog } from './events/index.js';
+import { createHttpServer, RouteAuth, SessionStore, SIGN_IN_LIMIT } from './http/index.js';
+import { applyRetention, checkInstallation, Metrics, opsRoutes, RETENTION_INTERVAL_MS } from './ops/index.js';
+import { PresenceService, presenceRoutes } from './presence/index.js';
+import { BaselineService, baselineRoutes } from './baselines/index.js';
+import { dashboardRoutes } from './dashboard/index.js';
+import { createEnrichment, type Enrichment } from './enrichment/index.js';
+import { MqttIntegration, MqttLeadership } from './mqtt/index.js';
+import { settingsRoutes, type SettingsChange, type SettingsStore } from './settings/index.js';
+import { WebhookService, webhookRoutes } from './webhook/index.js';
+import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, type RateLimitStore } from './ratelimit/index.js';
 
 export interface App {
   http: FastifyInstance;
@@ -97,7 +85,8 @@ export async function buildApp(config: Config): Promise<App> {
     metrics.gauge('mothership_sqlite_checkpoint_seconds', 'Duration of the last WAL checkpoint on the checkpointer thread', async () => checkpointer.stats().lastSeconds);
   }
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
-  await new AdminAuth(config.adminToken, sessions, rateLimit).register(http);
+  const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: http.log });
+  await new RouteAuth(config.adminToken, sessions, { chargeSignIn: rateLimit.addressCharge(SIGN_IN_LIMIT), authenticateBot: enrichment.botCheck(rateLimit) }).register(http);
   const webhook = new WebhookService(database, events, outbox, settings, http.log, metrics, { timeoutMs: config.webhookTimeoutMs, retryDelayMs: config.webhookRetryDelayMs });
   metrics.gauge('mothership_webhook_backlog', 'Webhook deliveries waiting to be sent', () => webhook.backlog());
   // Several instances on one PostgreSQL database: one MQTT owner, elected in the database.
@@ -126,8 +115,7 @@ export async function buildApp(config: Config): Promise<App> {
   settingsRoutes(http, { store: settings, mqtt, webhook });
   webhookRoutes(http, webhook);
   dashboardRoutes(http);
-  const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: http.log });
-  enrichment.register(http, rateLimit);
+  enrichment.register(http);
 
   const timers: NodeJS.Timeout[] = [];
   const log = http.log;

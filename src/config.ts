@@ -4,6 +4,7 @@ import path from 'node:path';
 import envSchema from 'env-schema';
 import type { ErrorObject } from 'ajv';
 import { MAX_CAPACITY } from './ratelimit/bucket.js';
+import { ID_PATTERN } from './ids.js';
 
 /** The values DATA_DIR keeps when the environment does not set them, generated on the first start. */
 export interface Installation {
@@ -55,7 +56,6 @@ export class ConfigError extends Error {}
 
 type Env = Record<string, string | undefined>;
 
-export const ID_PATTERN = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
 // Each variable's `description` is the rule a bad value breaks: the error says `<NAME> must be <description>`.
 const wholeNumber = (fallback: number, minimum = 0, maximum?: number) =>

@@ -39,7 +39,7 @@ export function isForbiddenAddress(address: string): boolean {
   return family !== 0 && forbidden.check(address, family === 6 ? 'ipv6' : 'ipv4');
 }
 
-export const FORBIDDEN_TARGET_MESSAGE = 'must not point at a link-local, multicast or unspecified address (cloud metadata services live there)';
+const FORBIDDEN_TARGET_MESSAGE = 'must not point at an address the service may not reach (link-local, multicast or unspecified: cloud metadata services live there)';
 
 /**
  * The host of a URL as the connection will see it, or null if it is no valid host. The URL parser
@@ -56,11 +56,58 @@ export function normalizedHost(url: URL): string | null {
 }
 
 /** Why a URL's host is one the service can never connect to; null if it may be. */
-export function forbiddenHostError(url: URL): string | null {
+function forbiddenHostError(url: URL): string | null {
   const host = normalizedHost(url);
   if (host === null) return 'must name a valid host name or address';
   return isForbiddenAddress(host) ? FORBIDDEN_TARGET_MESSAGE : null;
 }
+
+/**
+ * The URL, or why `value` is not one. The URL parser silently drops tabs and newlines, so spaces and
+ * control characters are refused first: a stored URL must be exactly the text that was checked.
+ */
+export function parseTargetUrl(value: string, example: string): URL | string {
+  if (/[\u0000-\u0020\u007f]/.test(value)) return 'must not contain spaces or control characters';
+  try {
+    return new URL(value);
+  } catch {
+    return `must be a URL like ${example}`;
+  }
+}
+
+/**
+ * The one webhook target policy, applied when the URL is saved, when it is tested and before every
+ * delivery: why the service would never POST to `value`, or null. Only the address a name resolves
+ * to is left to the delivery (`guardedLookup`).
+ */
+export function webhookTargetError(value: string): string | null {
+  const url = parseTargetUrl(value, 'https://host/path');
+  if (typeof url === 'string') return url;
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must use http:// or https://';
+  if (!url.hostname) return 'must name a host';
+  if (url.username || url.password) return 'must not contain credentials';
+  return forbiddenHostError(url);
+}
+
+/**
+ * Why the MQTT broker at `value` may never be connected to, or null: the scheme and port the
+ * connection needs, no credentials in the URL (they have fields of their own), an allowed host.
+ */
+export function brokerTargetError(value: string): string | null {
+  const url = parseTargetUrl(value, 'mqtt://host:1883');
+  if (typeof url === 'string') return url;
+  if (!BROKER_SCHEMES.includes(url.protocol)) return 'must use mqtt://, mqtts://, ws:// or wss://';
+  if (!url.hostname) return 'must name a host';
+  // Read the port from the text: URL drops a default one (wss://host:443 has url.port === '').
+  const explicitPort = /^[a-z]+:\/\/(?:[^@/?#]*@)?(?:\[[^\]]*\]|[^/:?#]*):(\d+)(?:[/?#]|$)/i.exec(value)?.[1];
+  if (!explicitPort) return 'must name a port (1..65535), e.g. mqtt://host:1883';
+  const port = Number(explicitPort);
+  if (!(port >= 1 && port <= 65535)) return 'port must be 1..65535';
+  if (url.username || url.password) return 'must not contain credentials: use the username and password fields';
+  return forbiddenHostError(url);
+}
+
+const BROKER_SCHEMES = ['mqtt:', 'mqtts:', 'ws:', 'wss:'];
 
 /** A connection the policy refused: `target` is the address, or the name that resolved only to such. */
 export class ForbiddenTargetError extends Error {

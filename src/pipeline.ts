@@ -1,8 +1,8 @@
 import type { SecretBox } from './crypto.js';
 import type { Database } from './db/index.js';
 import { EventLog } from './events/index.js';
-import { SettingsStore } from './settings/store.js';
-import { WebhookOutbox } from './webhook/outbox.js';
+import { SettingsStore } from './settings/index.js';
+import { WebhookOutbox } from './webhook/index.js';
 
 /**
  * The event pipeline, built the same way by every process that writes events (`serve`, `worker`,

@@ -8,8 +8,8 @@ import { interpretMessage } from '../src/mqtt/commands.js';
 import { makeEvent } from '../src/events/index.js';
 import { personState, zoneState } from '../src/mqtt/state.js';
 import { clientOptions, describeMqttError } from '../src/mqtt/connection.js';
-import { brokerUrlError, topicPrefixError, webhookUrlError, webhookSecretError } from '../src/settings/validate.js';
-import { applyPatch, changedFields, DEFAULT_SETTINGS } from '../src/settings/store.js';
+import { applyPatch, changedFields, DEFAULT_SETTINGS, topicPrefixError, webhookSecretError } from '../src/settings/index.js';
+import { brokerTargetError, webhookTargetError } from '../src/outbound.js';
 
 const context = { topics: new Topics('mothership', 'ms-1', 'homeassistant'), version: '1.2.3' };
 const shared = {
@@ -312,21 +312,21 @@ describe('settings changes', () => {
 
 describe('settings validation', () => {
   it('checks broker URLs', () => {
-    assert.equal(brokerUrlError('mqtt://host:1883'), null);
-    assert.equal(brokerUrlError('wss://host:443/mqtt'), null);
-    assert.match(brokerUrlError('http://host:1883')!, /mqtt:\/\//);
-    assert.match(brokerUrlError('mqtt://host')!, /port/);
-    assert.match(brokerUrlError('mqtt://host:70000')!, /URL|port/);
-    assert.match(brokerUrlError('notaurl')!, /URL/);
-    assert.match(brokerUrlError('not a url')!, /spaces/);
-    assert.match(brokerUrlError('mqtt://u:p@host:1883')!, /credentials/);
+    assert.equal(brokerTargetError('mqtt://host:1883'), null);
+    assert.equal(brokerTargetError('wss://host:443/mqtt'), null);
+    assert.match(brokerTargetError('http://host:1883')!, /mqtt:\/\//);
+    assert.match(brokerTargetError('mqtt://host')!, /port/);
+    assert.match(brokerTargetError('mqtt://host:70000')!, /URL|port/);
+    assert.match(brokerTargetError('notaurl')!, /URL/);
+    assert.match(brokerTargetError('not a url')!, /spaces/);
+    assert.match(brokerTargetError('mqtt://u:p@host:1883')!, /credentials/);
   });
 
   it('checks webhook URLs and secrets', () => {
-    assert.equal(webhookUrlError('http://192.168.1.5:1880/hook'), null);
-    assert.match(webhookUrlError('ftp://x/')!, /http/);
-    assert.match(webhookUrlError('http://example.com/\r\nX-Injected: 1')!, /control characters/);
-    assert.match(brokerUrlError('mqtt://host:1883/\t')!, /control characters/);
+    assert.equal(webhookTargetError('http://192.168.1.5:1880/hook'), null);
+    assert.match(webhookTargetError('ftp://x/')!, /http/);
+    assert.match(webhookTargetError('http://example.com/\r\nX-Injected: 1')!, /control characters/);
+    assert.match(brokerTargetError('mqtt://host:1883/\t')!, /control characters/);
     assert.equal(webhookSecretError('whsec_' + Buffer.alloc(32).toString('base64')), null);
     assert.match(webhookSecretError('secret')!, /whsec_/);
     assert.match(webhookSecretError('whsec_' + Buffer.alloc(8).toString('base64'))!, /24 to 64/);

@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { enterZone, exitZone, isAwayDue, markAway, slugify, type PersonState } from '../src/presence/transitions.js';
+import { slugify } from '../src/ids.js';
+import { enterZone, exitZone, isAwayDue, markAway, type PersonState } from '../src/presence/transitions.js';
 
 const away: PersonState = { presence: 'not_home', zone_id: null, left_at: null, last_seen: null };
 const at = '2026-11-21T10:00:00.000Z';

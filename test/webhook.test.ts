@@ -6,7 +6,8 @@ import { readFileSync } from 'node:fs';
 import { EVENT_TYPES } from '../src/events/index.js';
 import { Webhook as SvixWebhook } from 'svix';
 import { outcomeOf, parseRetryAfter, RETRY_AFTER_CAP_MS, retryDelayOf } from '../src/webhook/policy.js';
-import { DEFAULT_SETTINGS, webhookSigningSecrets } from '../src/settings/store.js';
+import { DEFAULT_SETTINGS, integrationErrors, webhookSigningSecrets } from '../src/settings/index.js';
+import { postJson, REFUSED_BY_POLICY } from '../src/webhook/http-client.js';
 import { isForbiddenAddress, normalizedHost } from '../src/outbound.js';
 import { DIALECTS, createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';
@@ -79,6 +80,31 @@ describe('webhook retry policy', () => {
     ];
     for (const address of forbidden) assert.equal(isForbiddenAddress(address), true, address);
     for (const address of ['127.0.0.1', '192.168.1.10', '10.0.0.2', '::1', '::ffff:127.0.0.1', 'fd00::1', '100.64.0.1', 'homeassistant.local']) assert.equal(isForbiddenAddress(address), false, address);
+  });
+
+  it('a URL the delivery refuses is refused when it is saved', async () => {
+    const closed = await new Promise<number>((resolve) => {
+      const server = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as { port: number };
+        server.close(() => resolve(port));
+      });
+    });
+    const urls = [
+      'http://169.254.169.254/latest', 'http://0xa9fea9fe/', 'http://169.254.43518/', 'http://2852039166/', 'http://0251.0376.0251.0376/', 'http://[::ffff:a9fe:a9fe]/',
+      'https://[64:ff9b::a9fe:a9fe]/', 'http://0/', 'http://[::]/', 'http://[fe80::1]/', 'http://224.0.0.1/', 'http://[ff02::1]/', 'http://100.100.100.200/', 'http://[fd00:ec2::254]/',
+      'ftp://127.0.0.1/', 'ws://127.0.0.1/', 'file:///etc/passwd', 'http://user:pw@127.0.0.1/', 'http://127.0.0.1/\tx', 'not a url', 'http://[1::2::3]/',
+      `http://127.0.0.1:${closed}/hook`, `http://[::1]:${closed}/`, `http://localhost:${closed}/`,
+    ];
+    let refused = 0;
+    for (const url of urls) {
+      const { error } = await postJson(url, '{}', {}, 1000);
+      const refusedAtDelivery = Boolean(error?.startsWith(REFUSED_BY_POLICY) || error?.includes('may not reach'));
+      const refusedAtSave = integrationErrors({ ...DEFAULT_SETTINGS, webhook: { ...DEFAULT_SETTINGS.webhook, enabled: true, url } }).some((entry) => entry.path === '/webhook/url');
+      if (refusedAtDelivery) assert.equal(refusedAtSave, true, `${url}: refused at delivery (${error}) but saved`);
+      else assert.equal(refusedAtSave, false, `${url}: saved as refused, but the delivery tried (${error})`);
+      refused += Number(refusedAtDelivery);
+    }
+    assert.equal(refused, urls.length - 3, 'every URL but the three on a closed local port is refused before connecting');
   });
 
   it('reads a URL host the way the resolver will connect it', () => {

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { rowId } from '../http/schemas.js';
+import { rowId, rowIdParams, withSchemaTypes } from '../http/schemas.js';
 import { textValidator } from '../http/server.js';
 import { baselineSchema, baselineSchemaForOpenApi, validateBaseline, type BaselineRecord } from './schema.js';
 import type { BaselineService } from './service.js';
@@ -29,7 +29,8 @@ const comparisonSchema = {
 const thresholdSchema = { type: 'number', minimum: 0, maximum: 10000, default: DEFAULT_THRESHOLD_PCT, description: 'Regression threshold in percent' } as const;
 const referenceSchema = { type: 'string', minLength: 1, maxLength: 64, description: 'latest, a record id, or a commit sha' } as const;
 
-export function baselineRoutes(app: FastifyInstance, baselines: BaselineService): void {
+export function baselineRoutes(server: FastifyInstance, baselines: BaselineService): void {
+  const app = withSchemaTypes(server);
   app.get(
     '/schemas/baseline.schema.json',
     { schema: { tags: ['baselines'], summary: 'The baseline record JSON Schema (draft 2020-12)', response: { 200: { content: { 'application/schema+json': { schema: { type: 'object', additionalProperties: true } } } } } } },
@@ -58,10 +59,10 @@ export function baselineRoutes(app: FastifyInstance, baselines: BaselineService)
       validatorCompiler: ({ schema, httpPart }) => (httpPart === 'body' ? validateBaseline : textValidator.compile(schema as object)),
     },
     async (request, reply) => {
+      // The body's schema is the shipped JSON file, which TypeScript cannot read: ajv compiles it as a validator of BaselineRecord.
       const record = request.body as BaselineRecord;
       const raw = request.rawBody?.toString('utf8') ?? JSON.stringify(record);
-      const { threshold } = request.query as { threshold: number };
-      return reply.code(201).send(await baselines.record(record, raw, threshold));
+      return reply.code(201).send(await baselines.record(record, raw, request.query.threshold));
     },
   );
 
@@ -85,7 +86,7 @@ export function baselineRoutes(app: FastifyInstance, baselines: BaselineService)
       },
     },
     (request) => {
-      const { limit, before, detection, threshold } = request.query as { limit: number; before?: number; detection: boolean; threshold: number };
+      const { limit, before, detection, threshold } = request.query;
       return baselines.list(limit, before, detection ? { thresholdPct: threshold } : undefined);
     },
   );
@@ -96,12 +97,12 @@ export function baselineRoutes(app: FastifyInstance, baselines: BaselineService)
       schema: {
         tags: ['baselines'],
         summary: "A run's history-aware regression verdict against the runs before it (centre, noise band, why)",
-        params: { type: 'object', properties: { id: rowId } },
+        params: rowIdParams,
         querystring: { type: 'object', additionalProperties: false, properties: { threshold: thresholdSchema } },
         response: { 200: detectionSchema },
       },
     },
-    (request) => baselines.detect((request.params as { id: number }).id, (request.query as { threshold: number }).threshold),
+    (request) => baselines.detect(request.params.id, request.query.threshold),
   );
 
   app.get('/api/baselines/latest', { schema: { tags: ['baselines'], response: { 200: storedSchema } } }, () => baselines.latest());
@@ -122,14 +123,14 @@ export function baselineRoutes(app: FastifyInstance, baselines: BaselineService)
       },
     },
     (request) => {
-      const { base, head, threshold } = request.query as { base: string; head: string; threshold: number };
+      const { base, head, threshold } = request.query;
       return baselines.compare(base, head, threshold);
     },
   );
 
   app.get(
     '/api/baselines/:id',
-    { schema: { tags: ['baselines'], params: { type: 'object', properties: { id: rowId } }, response: { 200: storedSchema } } },
-    (request) => baselines.get((request.params as { id: number }).id),
+    { schema: { tags: ['baselines'], params: rowIdParams, response: { 200: storedSchema } } },
+    (request) => baselines.get(request.params.id),
   );
 }

@@ -1,4 +1,5 @@
-import { ID_PATTERN, type Config } from '../config.js';
+import type { Config } from '../config.js';
+import { ID_PATTERN } from '../ids.js';
 import { SecretBox } from '../crypto.js';
 import { Database } from '../db/index.js';
 import { cleanupRefusal, clearInstallation } from '../mqtt/cleanup.js';

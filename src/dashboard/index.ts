@@ -1,6 +1,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { EVENT_TYPES } from '../events/index.js';
+import { withSchemaTypes } from '../http/schemas.js';
 
 /** The dashboard's files, shipped as written (no build step), read once at start-up. */
 const PUBLIC_DIR = new URL('../../../src/dashboard/public/', import.meta.url);
@@ -27,7 +28,8 @@ const DASHBOARD_CSP = {
   },
 };
 
-export function dashboardRoutes(app: FastifyInstance): void {
+export function dashboardRoutes(server: FastifyInstance): void {
+  const app = withSchemaTypes(server);
   const files = new Map<string, { body: Buffer; type: string }>();
   for (const name of readdirSync(PUBLIC_DIR)) {
     const extension = name.slice(name.lastIndexOf('.'));
@@ -36,13 +38,14 @@ export function dashboardRoutes(app: FastifyInstance): void {
   // Generated from the one list (events/types.ts): the page subscribes to every type the stream sends.
   files.set('event-types.js', { body: Buffer.from(`export const EVENT_TYPES = ${JSON.stringify(EVENT_TYPES)};\n`), type: TYPES['.js']! });
   const options = { config: { auth: 'public' as const, rateLimit: false as const }, helmet: { contentSecurityPolicy: DASHBOARD_CSP }, schema: { hide: true } };
+  const fileParams = { type: 'object', required: ['file'], properties: { file: { type: 'string' } } } as const;
 
   app.get('/', options, async (_request, reply) => {
     const page = files.get('index.html')!;
     return reply.type(page.type).header('cache-control', 'no-cache').send(page.body);
   });
-  app.get('/dashboard/:file', options, async (request, reply) => {
-    const file = files.get((request.params as { file: string }).file);
+  app.get('/dashboard/:file', { ...options, schema: { ...options.schema, params: fileParams } }, async (request, reply) => {
+    const file = files.get(request.params.file);
     if (!file) return reply.callNotFound();
     return reply.type(file.type).header('cache-control', 'no-cache').send(file.body);
   });

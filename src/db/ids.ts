@@ -1,7 +1,7 @@
 import type { Insertable } from 'kysely';
-import type { Db } from './index.js';
+import type { Db } from './database.js';
 import type { Schema } from './schema.js';
-import { slugify } from '../presence/transitions.js';
+import { slugify } from '../ids.js';
 
 type IdTable = 'persons' | 'zones' | 'bots' | 'matches';
 

@@ -1,5 +1,5 @@
-import type { Database, Db } from './index.js';
-import { now } from './index.js';
+import type { Database, Db } from './database.js';
+import { now } from './database.js';
 
 /** The `settings` table as a JSON key/value store (system mode, fall state, integration settings). */
 export async function getSetting<T>(trx: Db, key: string): Promise<T | undefined> {

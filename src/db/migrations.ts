@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Migration } from 'kysely';
-import type { Dialect } from './index.js';
+import type { Dialect } from './schema.js';
 
 /**
  * Versioned migrations, run at start-up by Kysely's Migrator. Append new ones; never edit a released one.

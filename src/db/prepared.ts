@@ -1,5 +1,5 @@
 import { CompiledQuery, type Compilable, type QueryResult } from 'kysely';
-import type { Database, Db } from './index.js';
+import type { Database, Db } from './database.js';
 
 /** Stands in for a value while the query is built; it cannot collide with real data (a NUL prefix). */
 const PLACEHOLDER = '\u0000prepared:';

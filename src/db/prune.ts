@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { Database } from './index.js';
+import type { Database } from './database.js';
 
 /** Rows deleted per statement: each holds the write lock briefly, so requests keep flowing meanwhile. */
 export const PRUNE_CHUNK = 1000;

@@ -4,6 +4,9 @@
  */
 import type { Generated } from 'kysely';
 
+/** Which database the service runs on: SQLite embedded (the default) or PostgreSQL (DATABASE_URL). */
+export type Dialect = 'sqlite' | 'postgres';
+
 export interface PersonsTable {
   id: string;
   name: string;

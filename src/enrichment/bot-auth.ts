@@ -5,7 +5,7 @@ import type { Database } from '../db/index.js';
 import { prepare, type Prepared } from '../db/prepared.js';
 import { BOT_CHALLENGE, unauthorized } from '../http/auth.js';
 import { ProblemError } from '../http/problem.js';
-import { ID_PATTERN } from '../config.js';
+import { ID_PATTERN } from '../ids.js';
 import type { BotService } from './bots.js';
 import { MAX_CLOCK_SKEW_SECONDS, NONCE_PATTERN, NONCE_TTL_SECONDS, parseSignatures, timestampFresh, verifySignatures } from './signing.js';
 
@@ -48,7 +48,7 @@ export class DatabaseNonceStore implements NonceStore {
   }
 
   async purgeExpired(): Promise<void> {
-    await this.database.db.deleteFrom('nonces').where('expires_at', '<', new Date().toISOString()).execute();
+    await this.database.write((db) => db.deleteFrom('nonces').where('expires_at', '<', new Date().toISOString()).execute());
   }
 }
 

@@ -78,7 +78,7 @@ export class BotService {
   }
 
   async remove(id: string): Promise<void> {
-    const result = await this.database.db.deleteFrom('bots').where('id', '=', id).executeTakeFirst();
+    const result = await this.database.write((db) => db.deleteFrom('bots').where('id', '=', id).executeTakeFirst());
     this.invalidate(id);
     if (Number(result.numDeletedRows) === 0) throw notFound('Bot', id);
   }

@@ -11,7 +11,7 @@ import { BotService } from './bots.js';
 import { builtInCommentary, llmCommentary, replayRule, type CommentaryGenerator } from './commentary.js';
 import { MatchService } from './matches.js';
 import { EnrichmentQueue } from './queue.js';
-import { enrichmentRoutes } from './routes.js';
+import { botCheck, enrichmentRoutes } from './routes.js';
 import { EnrichmentWorker } from './worker.js';
 
 export { EnrichmentWorker } from './worker.js';
@@ -49,9 +49,11 @@ export function createEnrichment(deps: EnrichmentDeps) {
     queue,
     worker,
     newWorker,
-    register(app: FastifyInstance, rateLimit: RateLimitGuard) {
-      enrichmentRoutes(app, { bots, matches, queue, auth, rateLimit, onEnqueued: () => worker?.notify() });
+    register(app: FastifyInstance) {
+      enrichmentRoutes(app, { bots, matches, queue, onEnqueued: () => worker?.notify() });
     },
+    /** The bot signature check for the routes that accept bots (see http/auth.ts RouteAuth), charging `rateLimit`. */
+    botCheck: (rateLimit: RateLimitGuard) => botCheck(auth, rateLimit),
     /** Periodic upkeep: forget expired nonces (the Redis store expires its own). */
     purgeNonces: () => databaseNonces?.purgeExpired() ?? Promise.resolve(),
   };

@@ -257,15 +257,17 @@ export class EnrichmentQueue {
 
   async heartbeat(workerId: string): Promise<void> {
     const at = now();
-    await this.database.db
-      .insertInto('workers')
-      .values({ id: workerId, heartbeat_at: at })
-      .onConflict((oc) => oc.column('id').doUpdateSet({ heartbeat_at: at }))
-      .execute();
+    await this.database.write((db) =>
+      db
+        .insertInto('workers')
+        .values({ id: workerId, heartbeat_at: at })
+        .onConflict((oc) => oc.column('id').doUpdateSet({ heartbeat_at: at }))
+        .execute(),
+    );
   }
 
   async retire(workerId: string): Promise<void> {
-    await this.database.db.deleteFrom('workers').where('id', '=', workerId).execute();
+    await this.database.write((db) => db.deleteFrom('workers').where('id', '=', workerId).execute());
   }
 
   /**

@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { idParams, idString, nameString, noContent } from '../http/schemas.js';
+import { idParams, idString, nameString, noContent, withSchemaTypes } from '../http/schemas.js';
 import { ProblemError } from '../http/problem.js';
 import { rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
 import type { BotAuthenticator } from './bot-auth.js';
 import type { BotService } from './bots.js';
-import { MATCH_STATUSES, type MatchService, type MatchStatus } from './matches.js';
+import { MATCH_STATUSES, type MatchService } from './matches.js';
 import { DAILY_QUOTA, QUOTA_POLICY, QUOTA_WINDOW_MS, type EnrichmentQueue } from './queue.js';
 
 const matchSchema = {
@@ -39,15 +39,12 @@ function quotaHeaders(reply: FastifyReply, remaining: number, resetSeconds: numb
   join('ratelimit', items.limit);
 }
 
-export function enrichmentRoutes(
-  app: FastifyInstance,
-  deps: { bots: BotService; matches: MatchService; queue: EnrichmentQueue; auth: BotAuthenticator; rateLimit: RateLimitGuard; onEnqueued: () => void },
-): void {
-  const { bots, matches, queue, auth, rateLimit } = deps;
-
-  /** Bot signature check for `bot` routes (and `admin_or_bot` ones without an admin); then the bot's own bucket. */
-  const authenticateBot = async (request: FastifyRequest, reply: FastifyReply) => {
-    if (request.isAdmin) return;
+/**
+ * The check RouteAuth runs on `bot` routes (and `admin_or_bot` ones without an admin): the bot
+ * signature, then the bot's own bucket.
+ */
+export function botCheck(auth: BotAuthenticator, rateLimit: RateLimitGuard) {
+  return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     try {
       request.botId = await auth.authenticate(request);
     } catch (error) {
@@ -57,13 +54,18 @@ export function enrichmentRoutes(
     }
     await rateLimit.enforce(request, reply, `bot:${request.botId}`);
   };
+}
+
+export function enrichmentRoutes(server: FastifyInstance, deps: { bots: BotService; matches: MatchService; queue: EnrichmentQueue; onEnqueued: () => void }): void {
+  const app = withSchemaTypes(server);
+  const { bots, matches, queue } = deps;
 
   // ---- bots (admin) ----
   const botWithSecret = { type: 'object', properties: { id: { type: 'string' }, name: { type: 'string' }, shared_secret: { type: 'string' }, previous_secret_expires_at: { type: 'string' } } } as const;
   app.post(
     '/api/bots',
     { config: { problems: ['conflict'] }, schema: { tags: ['bots'], summary: 'Create a bot; the shared secret is shown once', body: { type: 'object', required: ['name'], additionalProperties: false, properties: { id: idString, name: nameString } }, response: { 201: botWithSecret } } },
-    async (request, reply) => reply.code(201).send(await bots.create(request.body as { id?: string; name: string })),
+    async (request, reply) => reply.code(201).send(await bots.create(request.body)),
   );
   const botSchema = {
     type: 'object',
@@ -80,13 +82,13 @@ export function enrichmentRoutes(
     return all.map((bot) => ({ ...bot, quota: { used: use.get(bot.id) ?? 0, limit: DAILY_QUOTA } }));
   });
   app.delete('/api/bots/:id', { schema: { tags: ['bots'], params: idParams, response: noContent('Deleted') } }, async (request, reply) => {
-    await bots.remove((request.params as { id: string }).id);
+    await bots.remove(request.params.id);
     return reply.code(204).send();
   });
   app.post(
     '/api/bots/:id/rotate-secret',
     { schema: { tags: ['bots'], summary: 'New shared secret; the previous one keeps working for 24 h', params: idParams, response: { 200: botWithSecret } } },
-    (request) => bots.rotate((request.params as { id: string }).id),
+    (request) => bots.rotate(request.params.id),
   );
 
   // ---- matches (admin) ----
@@ -101,14 +103,14 @@ export function enrichmentRoutes(
         response: { 201: matchSchema },
       },
     },
-    async (request, reply) => reply.code(201).send(await matches.create(request.body as { id?: string; status: MatchStatus; replay?: unknown })),
+    async (request, reply) => reply.code(201).send(await matches.create(request.body)),
   );
   app.get(
     '/api/matches',
     { schema: { tags: ['matches'], querystring: { type: 'object', additionalProperties: false, properties: { limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 } } }, response: { 200: { type: 'array', items: matchSchema } } } },
-    (request) => matches.list((request.query as { limit: number }).limit),
+    (request) => matches.list(request.query.limit),
   );
-  app.get('/api/matches/:id', { schema: { tags: ['matches'], params: idParams, response: { 200: matchSchema } } }, (request) => matches.get((request.params as { id: string }).id));
+  app.get('/api/matches/:id', { schema: { tags: ['matches'], params: idParams, response: { 200: matchSchema } } }, (request) => matches.get(request.params.id));
   app.patch(
     '/api/matches/:id',
     {
@@ -119,7 +121,7 @@ export function enrichmentRoutes(
         response: { 200: matchSchema },
       },
     },
-    (request) => matches.update((request.params as { id: string }).id, request.body as { status?: MatchStatus; replay?: unknown }),
+    (request) => matches.update(request.params.id, request.body),
   );
 
   // ---- bot-signed ----
@@ -127,7 +129,6 @@ export function enrichmentRoutes(
     '/api/request-enrichment',
     {
       config: { auth: 'bot', problems: ['match_not_found', 'match_not_completed', 'replay_unusable', 'quota_exceeded'] },
-      preValidation: authenticateBot,
       schema: {
         tags: ['enrichment'],
         summary: 'Request AI commentary for a completed match (bot-signed; 5 per bot per rolling 24 h)',
@@ -148,7 +149,7 @@ export function enrichmentRoutes(
       },
     },
     async (request, reply) => {
-      const { match_id: matchId } = request.body as { match_id: string };
+      const { match_id: matchId } = request.body;
       try {
         const result = await queue.request(request.botId!, matchId);
         quotaHeaders(reply, result.quota_remaining, result.quota_reset_seconds);
@@ -165,7 +166,6 @@ export function enrichmentRoutes(
     '/api/matches/:id/enrichment',
     {
       config: { auth: 'admin_or_bot' },
-      preValidation: authenticateBot,
       schema: {
         tags: ['enrichment'],
         summary: 'Enrichment status and commentary of a match (bot-signed or admin)',
@@ -183,6 +183,6 @@ export function enrichmentRoutes(
         },
       },
     },
-    (request) => queue.status((request.params as { id: string }).id),
+    (request) => queue.status(request.params.id),
   );
 }

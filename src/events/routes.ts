@@ -2,8 +2,9 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { invalid } from '../http/problem.js';
 import type { ServerResponse } from 'node:http';
 import type { Metrics } from '../ops/metrics.js';
-import { eventPayloadSchema, sequenceCursor } from '../http/schemas.js';
-import { EVENT_TYPES, type EventLog } from './index.js';
+import { eventPayloadSchema, sequenceCursor, withSchemaTypes } from '../http/schemas.js';
+import type { EventLog } from './log.js';
+import { EVENT_TYPES } from './types.js';
 import { streamEvents } from './stream.js';
 
 const historyQuery = {
@@ -28,7 +29,8 @@ async function decimalCursor(request: FastifyRequest): Promise<void> {
 }
 
 /** Reading the event log: paged history, and a Server-Sent Events stream that resumes from Last-Event-ID. */
-export function eventRoutes(app: FastifyInstance, events: EventLog, metrics: Metrics): void {
+export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: Metrics): void {
+  const app = withSchemaTypes(server);
   // A stream never ends on its own, and the server's close waits for every open connection: end them
   // first, or shutdown would wait for as long as a dashboard stays open. Browsers reconnect with
   // Last-Event-ID to whichever instance serves next.
@@ -62,7 +64,7 @@ export function eventRoutes(app: FastifyInstance, events: EventLog, metrics: Met
       },
     },
     async (request) => {
-      const { after, limit, order, type } = request.query as { after: number; limit: number; order: 'asc' | 'desc'; type?: string[] };
+      const { after, limit, order, type } = request.query;
       const page = await events.history(after, limit, order, type);
       const lastSeq = page.reduce((max, event) => Math.max(max, event.seq), after);
       return { events: page.map((event) => ({ seq: event.seq, ...event.payload })), last_seq: lastSeq };
@@ -89,8 +91,7 @@ export function eventRoutes(app: FastifyInstance, events: EventLog, metrics: Met
       // A Last-Event-ID the stream never sent (garbage, out of range) is ignored: the stream starts live.
       const header = request.headers['last-event-id'];
       const lastEventId = typeof header === 'string' && DECIMAL.test(header) ? Number(header) : Number.NaN;
-      const query = request.query as { after?: number };
-      const resumeAfter = query.after ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
+      const resumeAfter = request.query.after ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
       // HEAD (Fastify answers it with this handler) gets the stream's headers and no body.
       if (request.method === 'HEAD') return reply.header('cache-control', 'no-store').type('text/event-stream').send();
 

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
-import type { EventLog, StoredEvent } from './index.js';
+import type { EventLog } from './log.js';
+import type { StoredEvent } from './types.js';
 
 const PAGE = 500;
 /**

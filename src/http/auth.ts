@@ -1,16 +1,39 @@
 import { hash, timingSafeEqual } from 'node:crypto';
 import fastifyCookie, { type CookieSerializeOptions } from '@fastify/cookie';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { RateLimitGuard, RouteRateLimit } from '../ratelimit/index.js';
 import { ProblemError } from './problem.js';
-import { noContent } from './schemas.js';
+import { noContent, withSchemaTypes } from './schemas.js';
 import { SESSION_TTL_MS, type SessionStore } from './sessions.js';
 
 /**
- * Who may call a route (route `config.auth`). Everything under /api/ is `admin` unless it says
- * otherwise; `bot` and `admin_or_bot` routes are checked by the enrichment module's signature hook.
+ * Who may call a route: its `config.auth`, the one declaration per route. Everything under /api/ is
+ * `admin` unless it says otherwise.
  */
 export type AuthMode = 'admin' | 'public' | 'bot' | 'admin_or_bot';
+
+/**
+ * The credentials each mode accepts: the table the hooks of RouteAuth decide with, and from which
+ * the OpenAPI document derives each operation's `security` (`openApiSecurity`) and its 401 and 403
+ * (`errorCodes` in openapi.ts).
+ */
+export const ROUTE_ACCESS: Record<AuthMode, { admin: boolean; bot: boolean }> = {
+  public: { admin: false, bot: false },
+  admin: { admin: true, bot: false },
+  bot: { admin: false, bot: true },
+  admin_or_bot: { admin: true, bot: true },
+};
+
+/** The admin token, or the dashboard session; a bot's four signature headers, all required. */
+type SecurityRequirement = Record<string, string[]>;
+const ADMIN_SECURITY: SecurityRequirement[] = [{ admin: [] }, { session: [] }];
+const BOT_SECURITY: SecurityRequirement = { botId: [], botTimestamp: [], botNonce: [], botSignature: [] };
+
+/** A route's OpenAPI `security` (any one entry suffices), or undefined for a public route. */
+export function openApiSecurity(mode: AuthMode): SecurityRequirement[] | undefined {
+  const { admin, bot } = ROUTE_ACCESS[mode];
+  const security = [...(admin ? ADMIN_SECURITY : []), ...(bot ? [BOT_SECURITY] : [])];
+  return security.length ? security : undefined;
+}
 
 /**
  * The one rule for who may call a route, decided when the route is registered from the path it
@@ -52,7 +75,7 @@ export const BOT_CHALLENGE = 'Mothership-Signature realm="mothership"';
  * costs 10 of the client's 60 tokens (6 guesses a minute per address). It guards a credential, so
  * it refuses (503) while the rate-limit store is away rather than letting guesses through.
  */
-export const SIGN_IN_LIMIT: RouteRateLimit = { group: 'session', cost: 10, failClosed: true };
+export const SIGN_IN_LIMIT = { group: 'session', cost: 10, failClosed: true } as const;
 
 /** Constant-time string equality; hashing first makes the comparison length-independent. */
 export function safeEqual(a: string, b: string): boolean {
@@ -97,16 +120,21 @@ export function crossSiteRefusal(method: string, fetchSite: string | undefined, 
 
 type Verdict = 'admin' | 'none' | 'wrong_token';
 
+/** A check run on a request that throws (a 401, a 429) to refuse it. */
+export type RequestCheck = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+
 /**
- * Admin authentication: `Authorization: Bearer <token>` or the dashboard's session cookie (a
- * server-side session, see sessions.ts). A wrong token is charged to the sign-in bucket on every
- * route; a cookie is only honoured on same-origin requests.
+ * Enforces each route's `config.auth` (ROUTE_ACCESS). Admin: `Authorization: Bearer <token>` or the
+ * dashboard's session cookie (a server-side session, see sessions.ts); a wrong token is charged to
+ * the sign-in bucket on every route; a cookie is only honoured on same-origin requests. Bot: the
+ * signature check the enrichment module provides, once the body is read (it signs the raw bytes),
+ * skipped for an admin on an `admin_or_bot` route.
  */
-export class AdminAuth {
+export class RouteAuth {
   constructor(
     private readonly adminToken: string,
     private readonly sessions: SessionStore,
-    private readonly rateLimit: RateLimitGuard,
+    private readonly checks: { chargeSignIn: RequestCheck; authenticateBot: RequestCheck },
   ) {}
 
   /** Who the request is; throws 403 for the session cookie on a cross-origin request. */
@@ -122,18 +150,22 @@ export class AdminAuth {
   }
 
   /** Registers the cookie parser first: the auth hook reads the session cookie it parsed. */
-  async register(app: FastifyInstance): Promise<void> {
-    await app.register(fastifyCookie);
-    const signInLimit = this.rateLimit.limitOf(SIGN_IN_LIMIT);
+  async register(server: FastifyInstance): Promise<void> {
+    await server.register(fastifyCookie);
+    const app = withSchemaTypes(server);
+    const accessOf = (request: FastifyRequest) => ROUTE_ACCESS[request.routeOptions.config.auth ?? 'admin'];
     app.addHook('onRequest', async (request, reply) => {
       // An unmatched request has nothing to protect: the not-found handler answers it.
       if (request.is404) return;
-      const mode = request.routeOptions.config.auth ?? 'admin';
-      if (mode === 'public' || mode === 'bot') return;
+      const access = accessOf(request);
+      if (!access.admin) return;
       const verdict = await this.authenticate(request);
       request.isAdmin = verdict === 'admin';
-      if (verdict === 'wrong_token') await this.rateLimit.enforce(request, reply, `ip:${request.ip}`, signInLimit);
-      if (mode === 'admin' && !request.isAdmin) throw unauthorized();
+      if (verdict === 'wrong_token') await this.checks.chargeSignIn(request, reply);
+      if (!access.bot && !request.isAdmin) throw unauthorized();
+    });
+    app.addHook('preValidation', async (request, reply) => {
+      if (!request.is404 && accessOf(request).bot && !request.isAdmin) await this.checks.authenticateBot(request, reply);
     });
 
     app.post(
@@ -152,8 +184,8 @@ export class AdminAuth {
         },
         config: { auth: 'public', rateLimit: SIGN_IN_LIMIT, problems: ['unauthorized'] },
       },
-      async (request, reply: FastifyReply) => {
-        const { token } = request.body as { token: string };
+      async (request, reply) => {
+        const { token } = request.body;
         if (!safeEqual(token, this.adminToken)) throw unauthorized();
         reply.setCookie(SESSION_COOKIE, await this.sessions.open(), { ...SESSION_COOKIE_OPTIONS, maxAge: SESSION_TTL_MS / 1000 });
         return reply.code(204).send();

@@ -1,4 +1,5 @@
 import type { FastifyContextConfig, FastifySchema } from 'fastify';
+import { ROUTE_ACCESS } from './auth.js';
 import { PROBLEMS, type ProblemCode } from './problem.js';
 
 declare module 'fastify' {
@@ -43,9 +44,10 @@ const RATE_LIMIT_HEADERS = {
  */
 export function errorCodes(url: string, schema: FastifySchema | undefined, config: Partial<FastifyContextConfig> | undefined): ProblemCode[] {
   const codes = new Set<ProblemCode>(config?.problems ?? []);
-  const auth = config?.auth;
-  if (auth === 'admin' || auth === 'admin_or_bot' || auth === 'bot') codes.add('unauthorized');
-  if (auth === 'admin' || auth === 'admin_or_bot') codes.add('forbidden');
+  const access = config?.auth ? ROUTE_ACCESS[config.auth] : { admin: false, bot: false };
+  if (access.admin || access.bot) codes.add('unauthorized');
+  // The session cookie on a cross-site request.
+  if (access.admin) codes.add('forbidden');
   if (schema?.body || schema?.querystring || schema?.params) codes.add('validation_failed');
   if (schema?.body) codes.add('payload_too_large').add('unsupported_media_type');
   if (schema?.params) codes.add('not_found');

@@ -1,5 +1,23 @@
+import type { FastifyInstance, FastifyTypeProvider } from 'fastify';
+import type { JsonSchemaToTsProvider } from '@fastify/type-provider-json-schema-to-ts';
+import { ID_PATTERN_SOURCE } from '../ids.js';
+
+type ValidatedType<Schema> = (JsonSchemaToTsProvider<{ ValidatorSchemaOptions: { parseIfThenElseKeywords: true } }> & { schema: Schema })['validator'];
+
+/**
+ * A request's params, query and body typed from the route's own schema by json-schema-to-ts, so no
+ * cast restates a schema and drifts from it. Replies stay untyped: a response schema describes the
+ * document and the serialization, and what a handler returns is typed by its service.
+ */
+interface RequestTypesFromSchema extends FastifyTypeProvider {
+  validator: ValidatedType<this['schema']>;
+  serializer: unknown;
+}
+
+/** The server as a route module registers on it (see RequestTypesFromSchema). */
+export const withSchemaTypes = (app: FastifyInstance) => app.withTypeProvider<RequestTypesFromSchema>();
+
 /** JSON Schema fragments shared by route definitions (and so by the OpenAPI document). */
-export const ID_PATTERN_SOURCE = '^[a-z0-9][a-z0-9_-]{0,63}$';
 
 export const idString = { type: 'string', pattern: ID_PATTERN_SOURCE, description: 'Lowercase id: letters, digits, _ and -; at most 64 characters' } as const;
 /** Names need one visible character: a name of spaces reads as nothing in a list or in Home Assistant. */
@@ -23,6 +41,8 @@ export const noContent = (description: string) => ({ 204: { type: 'null', descri
  * the parameter, never a database error.
  */
 export const rowId = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER } as const;
+/** A path naming a row by its id (`/:id`). */
+export const rowIdParams = { type: 'object', required: ['id'], properties: { id: rowId } } as const;
 export const sequenceCursor = { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER } as const;
 
 export const eventPayloadSchema = {

@@ -6,9 +6,10 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
-import { resolveRouteAuth, SESSION_COOKIE } from './auth.js';
+import { openApiSecurity, resolveRouteAuth, SESSION_COOKIE } from './auth.js';
 import { errorCodes, PROBLEM_SCHEMA, problemResponses } from './openapi.js';
 import { jsonShapeError } from './input-shape.js';
+import { withSchemaTypes } from './schemas.js';
 import { codeForStatus, fieldErrors, invalid, isProblemCode, problem, ProblemError, PROBLEMS } from './problem.js';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 
@@ -93,9 +94,6 @@ const REDACTED_PATHS = [
 export function loggerOptions(level: string): FastifyServerOptions['logger'] {
   return { level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } };
 }
-
-const ADMIN_SECURITY = [{ admin: [] }, { session: [] }];
-const BOT_SECURITY = { botId: [], botTimestamp: [], botNonce: [], botSignature: [] };
 
 /** The methods a 405's `Allow` can name. */
 const ALLOW_CANDIDATES: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'];
@@ -246,8 +244,7 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, index) => String(json.$id ?? `def-${index}`) },
     transform: ({ schema, url, route }) => {
-      const auth = route.config?.auth;
-      const security = auth === 'admin' ? ADMIN_SECURITY : auth === 'bot' ? [BOT_SECURITY] : auth === 'admin_or_bot' ? [...ADMIN_SECURITY, BOT_SECURITY] : undefined;
+      const security = route.config?.auth && openApiSecurity(route.config.auth);
       // Error responses are added to the document only: a route's own response schemas also drive serialization.
       const response = { ...problemResponses(errorCodes(url, schema, route.config)), ...((schema?.response as object) ?? {}) };
       return { schema: { ...(schema ?? {}), response, ...(security ? { security } : {}) } as typeof schema, url };
@@ -261,13 +258,13 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   // The `type` of every problem resolves to its entry of the registry.
-  app.get(
+  withSchemaTypes(app).get(
     '/problems/:code',
     {
       schema: {
         tags: ['operations'],
         summary: 'What a problem type means: the target of every error body\'s `type` (JSON, or a short page for a browser)',
-        params: { type: 'object', properties: { code: { type: 'string', maxLength: 64 } } },
+        params: { type: 'object', required: ['code'], properties: { code: { type: 'string', maxLength: 64 } } },
         response: {
           200: {
             content: {
@@ -279,7 +276,7 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
       },
     },
     async (request, reply) => {
-      const { code } = request.params as { code: string };
+      const { code } = request.params;
       if (!isProblemCode(code)) throw new ProblemError('not_found', `No problem type "${code}"`);
       const { status, title, description } = PROBLEMS[code];
       const page = { type: `/problems/${code}`, code, status, title, description };

@@ -4,8 +4,7 @@ import { connect as tlsConnect } from 'node:tls';
 import { MqttClient, type IClientOptions } from 'mqtt';
 import WebSocket, { createWebSocketStream } from 'ws';
 import { describeTlsError, ForbiddenTargetError, guardedLookup, isForbiddenAddress, normalizedHost } from '../outbound.js';
-import type { IntegrationSettings } from '../settings/store.js';
-import { effectiveBrokerUrl } from '../settings/validate.js';
+import { effectiveBrokerUrl, type IntegrationSettings } from '../settings/index.js';
 import { backoffDelay } from './backoff.js';
 
 export interface MqttStatus {

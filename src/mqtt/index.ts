@@ -4,7 +4,7 @@ import type { EventDetails, EventLog, StoredEvent } from '../events/index.js';
 import { conflict, invalid, ProblemError } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { PersonView, PresenceService, ZoneView } from '../presence/service.js';
-import type { IntegrationSettings } from '../settings/store.js';
+import type { IntegrationSettings } from '../settings/index.js';
 import { VERSION } from '../version.js';
 import { cleanupRefusal, clearInstallation } from './cleanup.js';
 import { describeMqttError, MqttConnection, testConnection, type MqttSettings, type MqttStatus } from './connection.js';
@@ -15,6 +15,7 @@ import { interpretMessage } from './commands.js';
 import { emptyPending, hasWork, recordChange, type Pending } from './pending.js';
 
 export type { MqttStatus } from './connection.js';
+export { MqttLeadership } from './leadership.js';
 
 const RETAINED = { qos: 1 as const, retain: true };
 /** Home Assistant's hand-over signal between the two discovery forms (mqtt/discovery.py). */

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { eventPayloadSchema, idParams, idString, nameString, noContent, nullableString } from '../http/schemas.js';
-import { MODES, type Mode, type PresenceService, type SensingEvent } from './service.js';
+import { eventPayloadSchema, idParams, idString, nameString, noContent, nullableString, withSchemaTypes } from '../http/schemas.js';
+import { MODES, type PresenceService } from './service.js';
 
 const personSchema = {
   type: 'object',
@@ -66,7 +66,7 @@ const sensingEventBody = {
 
 /** A CRUD resource (persons, zones): list, create, get, patch, delete under one prefix. */
 function crudRoutes<View>(
-  app: FastifyInstance,
+  server: FastifyInstance,
   options: {
     path: string;
     tag: string;
@@ -80,23 +80,25 @@ function crudRoutes<View>(
 ): void {
   const { path, tag, schema } = options;
   const tags = [tag];
+  const app = withSchemaTypes(server);
   app.get(path, { schema: { tags, response: { 200: { type: 'array', items: schema } } } }, () => options.list());
   app.post(path, { config: { problems: ['conflict'] }, schema: { tags, body: createBody, response: { 201: schema } } }, async (request, reply) =>
-    reply.code(201).send(await options.create(request.body as { id?: string; name: string })),
+    reply.code(201).send(await options.create(request.body)),
   );
   app.get(`${path}/:id`, { schema: { tags, params: idParams, response: { 200: schema } } }, (request) =>
-    options.get((request.params as { id: string }).id),
+    options.get(request.params.id),
   );
   app.patch(`${path}/:id`, { schema: { tags, params: idParams, body: patchBody, response: { 200: schema } } }, (request) =>
-    options.update((request.params as { id: string }).id, request.body as { name?: string }),
+    options.update(request.params.id, request.body),
   );
   app.delete(`${path}/:id`, { schema: { tags, params: idParams, response: noContent('Deleted') } }, async (request, reply) => {
-    await options.remove((request.params as { id: string }).id);
+    await options.remove(request.params.id);
     return reply.code(204).send();
   });
 }
 
-export function presenceRoutes(app: FastifyInstance, presence: PresenceService): void {
+export function presenceRoutes(server: FastifyInstance, presence: PresenceService): void {
+  const app = withSchemaTypes(server);
   crudRoutes(app, {
     path: '/api/persons',
     tag: 'persons',
@@ -129,7 +131,7 @@ export function presenceRoutes(app: FastifyInstance, presence: PresenceService):
       },
     },
     async (request, reply) => {
-      await presence.heartbeat((request.params as { id: string }).id, (request.body as { quality: number }).quality);
+      await presence.heartbeat(request.params.id, request.body.quality);
       return reply.code(204).send();
     },
   );
@@ -164,7 +166,7 @@ export function presenceRoutes(app: FastifyInstance, presence: PresenceService):
   );
   app.get('/api/system/mode', { schema: { tags: ['system'], response: { 200: modeSchema } } }, async () => ({ mode: await presence.mode() }));
   app.put('/api/system/mode', { schema: { tags: ['system'], body: modeSchema, response: { 200: modeSchema } } }, async (request) => ({
-    mode: await presence.setMode((request.body as { mode: Mode }).mode, 'api'),
+    mode: await presence.setMode(request.body.mode, 'api'),
   }));
 
   app.post(
@@ -177,6 +179,6 @@ export function presenceRoutes(app: FastifyInstance, presence: PresenceService):
         response: { 202: { type: 'object', properties: { event: eventPayloadSchema } } },
       },
     },
-    async (request, reply) => reply.code(202).send({ event: await presence.ingest(request.body as SensingEvent) }),
+    async (request, reply) => reply.code(202).send({ event: await presence.ingest(request.body) }),
   );
 }

@@ -258,7 +258,7 @@ export class PresenceService {
   async heartbeat(nodeId: string, reported: number): Promise<void> {
     const quality = storedQuality(reported);
     const at = now();
-    const known = await this.db.updateTable('nodes').set({ quality, last_seen: at }).where('id', '=', nodeId).where('online', '=', 1).executeTakeFirst();
+    const known = await this.database.write((db) => db.updateTable('nodes').set({ quality, last_seen: at }).where('id', '=', nodeId).where('online', '=', 1).executeTakeFirst());
     if (Number(known.numUpdatedRows) === 1) return;
     await this.events.write(async (trx, emit) => {
       // Only the heartbeat that flips the row announces it: a concurrent one finds `online` already set.

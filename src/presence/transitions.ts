@@ -62,21 +62,3 @@ export function markAway(person: PersonState, events: Transition['events'] = [])
     events: [...events, { type: 'presence.changed', zone: null, detail: { from: 'home', to: 'not_home' } }],
   };
 }
-
-/** Letters that Unicode decomposition leaves whole, spelt as their languages spell them in ASCII. */
-const TRANSLITERATIONS: Record<string, string> = { ß: 'ss', ẞ: 'ss', æ: 'ae', Æ: 'ae', œ: 'oe', Œ: 'oe', ø: 'o', Ø: 'o', đ: 'd', Đ: 'd', ð: 'd', Ð: 'd', þ: 'th', Þ: 'th', ł: 'l', Ł: 'l', ı: 'i' };
-const TRANSLITERATED = new RegExp(`[${Object.keys(TRANSLITERATIONS).join('')}]`, 'g');
-
-/** Derives an id from a display name: `^[a-z0-9][a-z0-9_-]{0,63}$`, safe in MQTT topics and Home Assistant object ids. */
-export function slugify(name: string, fallback: string): string {
-  const slug = name
-    .replace(TRANSLITERATED, (letter) => TRANSLITERATIONS[letter]!)
-    .normalize('NFKD')
-    .replace(/[\u0300-\u036f]/g, '')
-    .toLowerCase()
-    .replace(/[^a-z0-9_-]+/g, '-')
-    .replace(/^[-_]+|[-_]+$/g, '')
-    .slice(0, 56)
-    .replace(/[-_]+$/g, '');
-  return slug || fallback;
-}

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ROUTE_ACCESS } from '../http/auth.js';
 import { ProblemError } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
 import { PolicyError, type Decision } from './bucket.js';
@@ -52,6 +53,12 @@ export class RateLimitGuard {
     return { group, cost: this.options.costs[group] ?? config?.cost ?? 1, failClosed: config?.failClosed ?? false };
   }
 
+  /** A check that charges `config` (not the route's own limit) to the client address: the sign-in bucket on a wrong admin token. */
+  addressCharge(config: RouteRateLimit): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
+    const limit = this.limitOf(config);
+    return (request, reply) => this.enforce(request, reply, `ip:${request.ip}`, limit);
+  }
+
   private route(request: FastifyRequest): Limit | null {
     const config = request.routeOptions.config?.rateLimit;
     if (config === false || !request.routeOptions.url) return null;
@@ -69,7 +76,9 @@ export class RateLimitGuard {
       }
     });
     app.addHook('onRequest', async (request, reply) => {
-      if (request.routeOptions.config?.auth === 'bot') return;
+      // A route only bots may call is charged to the bot, once its signature is checked (RouteAuth).
+      const access = ROUTE_ACCESS[request.routeOptions.config?.auth ?? 'admin'];
+      if (access.bot && !access.admin) return;
       await this.enforce(request, reply, `ip:${request.ip}`);
     });
   }

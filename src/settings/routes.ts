@@ -1,9 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { ProblemError } from '../http/problem.js';
-import { idString, nullableString } from '../http/schemas.js';
-import type { MqttIntegration } from '../mqtt/index.js';
-import { generateWebhookSecret, type WebhookService } from '../webhook/index.js';
-import { applyPatch, DISCOVERY_MODES, webhookSigningSecrets, type IntegrationPatch, type IntegrationSettings, type SettingsStore } from './store.js';
+import { idString, nullableString, withSchemaTypes } from '../http/schemas.js';
+import { applyPatch, DISCOVERY_MODES, generateWebhookSecret, webhookSigningSecrets, type IntegrationSettings } from './model.js';
+import type { SettingsStore } from './store.js';
 import { brokerEndpoint, integrationErrors, storedPasswordError, webhookOrigin } from './validate.js';
 
 const text = (maxLength: number) => ({ type: 'string', maxLength }) as const;
@@ -84,8 +83,25 @@ const viewSchema = {
   },
 } as const;
 
+/**
+ * What these routes ask of the integrations they configure, as shapes: mqtt/ and webhook/ read the
+ * settings, so settings/ names neither (app.ts passes MqttIntegration and WebhookService).
+ */
+export interface IntegrationControls {
+  mqtt: {
+    status(): { enabled: boolean; connected: boolean; last_error: string | null; last_connected_at: string | null; next_reconnect_at: string | null; role: 'leader' | 'standby'; leader_since: string | null };
+    test(settings: IntegrationSettings['mqtt'], options: { detailed: boolean }): Promise<{ ok: boolean; latency_ms: number | null; error: string | null }>;
+    publishDiscovery(): Promise<number>;
+    cleanupInstallation(installation: string): Promise<number>;
+  };
+  webhook: {
+    status(): Promise<{ last_delivery_at: string | null; last_status_code: number | null; last_error: string | null }>;
+    test(candidate: { url: string; secret: string }, options: { detailed: boolean }): Promise<{ ok: boolean; statusCode: number | null; durationMs: number; error: string | null }>;
+  };
+}
+
 /** The GET shape: secrets (password, CA certificate, webhook secret) reduced to `*_set` flags, plus live status. */
-async function view(settings: IntegrationSettings, mqtt: MqttIntegration, webhook: WebhookService) {
+async function view(settings: IntegrationSettings, { mqtt, webhook }: IntegrationControls) {
   const { password, ca_cert, ...mqttRest } = settings.mqtt;
   const { secret, previous_secret: _previous, previous_secret_expires_at, disabled_reason, ...webhookRest } = settings.webhook;
   const { enabled: _enabled, ...mqttStatus } = mqtt.status();
@@ -101,12 +117,13 @@ async function view(settings: IntegrationSettings, mqtt: MqttIntegration, webhoo
   };
 }
 
-export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStore; mqtt: MqttIntegration; webhook: WebhookService }): void {
+export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsStore } & IntegrationControls): void {
+  const app = withSchemaTypes(server);
   const { store, mqtt, webhook } = deps;
   const tags = ['settings'];
 
   app.get('/api/settings/integration', { schema: { tags, summary: 'MQTT and webhook settings with live status (secrets never returned)', response: { 200: viewSchema } } }, async () =>
-    view(await store.get(), mqtt, webhook),
+    view(await store.get(), deps),
   );
 
   app.post(
@@ -119,7 +136,7 @@ export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStor
         response: { 200: viewSchema },
       },
     },
-    async (request) => view(await store.update(request.body as IntegrationPatch), mqtt, webhook),
+    async (request) => view(await store.update(request.body), deps),
   );
 
   app.post(
@@ -147,7 +164,7 @@ export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStor
       },
     },
     async (request) => {
-      const body = (request.body ?? {}) as IntegrationPatch & { target?: 'mqtt' | 'webhook' | 'all' };
+      const body = request.body ?? {};
       const target = body.target ?? 'all';
       const stored = await store.get();
       const candidate = applyPatch(stored, body);
@@ -195,7 +212,7 @@ export function settingsRoutes(app: FastifyInstance, deps: { store: SettingsStor
       },
     },
     async (request) => {
-      const { installation } = request.body as { installation: string };
+      const { installation } = request.body;
       return { installation, cleared: await mqtt.cleanupInstallation(installation) };
     },
   );

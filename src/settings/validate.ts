@@ -1,6 +1,6 @@
 import type { FieldError } from '../http/problem.js';
-import { forbiddenHostError, normalizedHost } from '../outbound.js';
-import type { IntegrationPatch, IntegrationSettings } from './store.js';
+import { brokerTargetError, normalizedHost, webhookTargetError } from '../outbound.js';
+import type { IntegrationPatch, IntegrationSettings } from './model.js';
 
 /** A topic level usable as a prefix: no wildcards, no empty levels, no leading or trailing slash. */
 export function topicPrefixError(value: string): string | null {
@@ -10,44 +10,6 @@ export function topicPrefixError(value: string): string | null {
   if (value.split('/').some((level) => level === '')) return 'must not contain an empty level (//)';
   if (/[\u0000-\u001f]/.test(value)) return 'must not contain control characters';
   return null;
-}
-
-const BROKER_SCHEMES = ['mqtt:', 'mqtts:', 'ws:', 'wss:'];
-
-/**
- * The URL, or why `value` is not one. The URL parser silently drops tabs and newlines, so spaces and
- * control characters are refused first: a stored URL must be exactly the text that was checked.
- */
-function parseUrl(value: string, example: string): URL | string {
-  if (/[\u0000-\u0020\u007f]/.test(value)) return 'must not contain spaces or control characters';
-  try {
-    return new URL(value);
-  } catch {
-    return `must be a URL like ${example}`;
-  }
-}
-
-export function brokerUrlError(value: string): string | null {
-  const url = parseUrl(value, 'mqtt://host:1883');
-  if (typeof url === 'string') return url;
-  if (!BROKER_SCHEMES.includes(url.protocol)) return 'must use mqtt://, mqtts://, ws:// or wss://';
-  if (!url.hostname) return 'must name a host';
-  // Read the port from the text: URL drops a default one (wss://host:443 has url.port === '').
-  const explicitPort = /^[a-z]+:\/\/(?:[^@/?#]*@)?(?:\[[^\]]*\]|[^/:?#]*):(\d+)(?:[/?#]|$)/i.exec(value)?.[1];
-  if (!explicitPort) return 'must name a port (1..65535), e.g. mqtt://host:1883';
-  const port = Number(explicitPort);
-  if (!(port >= 1 && port <= 65535)) return 'port must be 1..65535';
-  if (url.username || url.password) return 'must not contain credentials: use the username and password fields';
-  return forbiddenHostError(url);
-}
-
-export function webhookUrlError(value: string): string | null {
-  const url = parseUrl(value, 'https://host/path');
-  if (typeof url === 'string') return url;
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must use http:// or https://';
-  if (!url.hostname) return 'must name a host';
-  if (url.username || url.password) return 'must not contain credentials';
-  return forbiddenHostError(url);
 }
 
 /** Standard Webhooks secrets: `whsec_` + base64 of 24 to 64 random bytes. */
@@ -68,7 +30,7 @@ export function integrationErrors(settings: IntegrationSettings): FieldError[] {
   const check = (path: string, error: string | null) => error && errors.push({ path, message: error });
   const { mqtt, webhook } = settings;
   if (mqtt.enabled && !mqtt.broker_url) errors.push({ path: '/mqtt/broker_url', message: 'is required when MQTT is enabled' });
-  if (mqtt.broker_url) check('/mqtt/broker_url', brokerUrlError(mqtt.broker_url));
+  if (mqtt.broker_url) check('/mqtt/broker_url', brokerTargetError(mqtt.broker_url));
   check('/mqtt/discovery_prefix', topicPrefixError(mqtt.discovery_prefix));
   check('/mqtt/topic_root', topicPrefixError(mqtt.topic_root));
   check('/mqtt/birth_topic', topicPrefixError(mqtt.birth_topic));
@@ -76,7 +38,7 @@ export function integrationErrors(settings: IntegrationSettings): FieldError[] {
   // MQTT 3.1.1 does not allow a password without a username; brokers refuse the connection.
   if (mqtt.password && !mqtt.username) errors.push({ path: '/mqtt/username', message: 'is required when a password is set' });
   if (webhook.enabled && !webhook.url) errors.push({ path: '/webhook/url', message: 'is required when the webhook is enabled' });
-  if (webhook.url) check('/webhook/url', webhookUrlError(webhook.url));
+  if (webhook.url) check('/webhook/url', webhookTargetError(webhook.url));
   if (webhook.secret) check('/webhook/secret', webhookSecretError(webhook.secret));
   return errors;
 }

@@ -1,7 +1,10 @@
 import http from 'node:http';
 import https from 'node:https';
-import { describeTlsError, ForbiddenTargetError, guardedLookup, isForbiddenAddress, normalizedHost } from '../outbound.js';
+import { describeTlsError, ForbiddenTargetError, guardedLookup, webhookTargetError } from '../outbound.js';
 import { parseRetryAfter, type AttemptResult } from './policy.js';
+
+/** How a delivery's error begins when the target policy refused it before any connection. */
+export const REFUSED_BY_POLICY = 'not sent';
 
 export interface PostResult extends AttemptResult {
   durationMs: number;
@@ -16,15 +19,10 @@ export function postJson(url: string, body: string, headers: Record<string, stri
   const started = performance.now();
   const done = (statusCode: number | null, error: string | null, retryAfterMs: number | null = null): PostResult => ({ statusCode, error, retryAfterMs, durationMs: Math.round(performance.now() - started) });
   return new Promise((resolve) => {
-    let target: URL;
-    try {
-      target = new URL(url);
-    } catch {
-      return resolve(done(null, 'invalid URL'));
-    }
-    // A literal address is connected without a lookup: check it here.
-    const host = normalizedHost(target) ?? target.hostname;
-    if (isForbiddenAddress(host)) return resolve(done(null, new ForbiddenTargetError(host).message));
+    // The policy the URL was saved under, again: a URL stored before it changed is not sent to.
+    const refusal = webhookTargetError(url);
+    if (refusal) return resolve(done(null, `${REFUSED_BY_POLICY}: the URL ${refusal}`));
+    const target = new URL(url);
     const client = target.protocol === 'https:' ? https : http;
     const request = client.request(
       target,

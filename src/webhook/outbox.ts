@@ -3,7 +3,7 @@ import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import { prepare, type Prepared } from '../db/prepared.js';
 import type { StoredEvent } from '../events/index.js';
-import type { SettingsStore } from '../settings/store.js';
+import type { SettingsStore } from '../settings/index.js';
 
 /**
  * The webhook's transactional outbox: inside an event's transaction, one pending delivery per event
@@ -11,6 +11,9 @@ import type { SettingsStore } from '../settings/store.js';
  * `createEventPipeline`), so events a standalone worker writes are delivered like any other; the
  * dispatcher (WebhookService) of whichever process serves sends them.
  */
+/** A delivery's `webhook-id` (Standard Webhooks `msg_` form): one per event, kept by its retries and redeliveries. */
+export const newWebhookId = (): string => `msg_${randomUUID().replace(/-/g, '')}`;
+
 export class WebhookOutbox {
   /** Compiled once (db/prepared.ts): it runs for every event while the webhook is on. */
   private readonly insertPending: Prepared<unknown>;
@@ -44,8 +47,7 @@ export class WebhookOutbox {
     if (!webhook.enabled || !webhook.url) return;
     const at = now();
     for (const event of events) {
-      const webhookId = `msg_${randomUUID().replace(/-/g, '')}`;
-      await this.insertPending.execute(trx, { webhookId, seq: event.seq, type: event.payload.event_type, url: webhook.url, payload: event.json, at });
+      await this.insertPending.execute(trx, { webhookId: newWebhookId(), seq: event.seq, type: event.payload.event_type, url: webhook.url, payload: event.json, at });
     }
     this.enqueued = true;
   }

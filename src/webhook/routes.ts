@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { rowId } from '../http/schemas.js';
+import { rowIdParams, withSchemaTypes } from '../http/schemas.js';
 import { EVENT_TYPES } from '../events/index.js';
-import type { DeliveryView, WebhookService } from './index.js';
+import type { WebhookService } from './service.js';
 
 const deliverySchema = {
   type: 'object',
@@ -22,7 +22,8 @@ const deliverySchema = {
   },
 } as const;
 
-export function webhookRoutes(app: FastifyInstance, webhook: WebhookService): void {
+export function webhookRoutes(server: FastifyInstance, webhook: WebhookService): void {
+  const app = withSchemaTypes(server);
   app.get(
     '/api/webhook/deliveries',
     {
@@ -41,7 +42,7 @@ export function webhookRoutes(app: FastifyInstance, webhook: WebhookService): vo
         response: { 200: { type: 'array', items: deliverySchema } },
       },
     },
-    (request) => webhook.list(request.query as { limit: number; state?: DeliveryView['state']; event_type?: string }),
+    (request) => webhook.list(request.query),
   );
   app.post(
     '/api/webhook/deliveries/:id/redeliver',
@@ -50,10 +51,10 @@ export function webhookRoutes(app: FastifyInstance, webhook: WebhookService): vo
       schema: {
         tags: ['webhook'],
         summary: 'Send a logged delivery again (same webhook-id and body) to the URL configured now; 409 without one',
-        params: { type: 'object', properties: { id: rowId } },
+        params: rowIdParams,
         response: { 202: deliverySchema },
       },
     },
-    async (request, reply) => reply.code(202).send(await webhook.redeliver((request.params as { id: number }).id)),
+    async (request, reply) => reply.code(202).send(await webhook.redeliver(request.params.id)),
   );
 }

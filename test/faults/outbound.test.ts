@@ -2,8 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:net';
 import { putSetting } from '../../src/db/kv.js';
-import { DEFAULT_SETTINGS, type IntegrationSettings } from '../../src/settings/store.js';
-import { storedPasswordError } from '../../src/settings/validate.js';
+import { DEFAULT_SETTINGS, storedPasswordError, type IntegrationSettings } from '../../src/settings/index.js';
 import { DIALECTS, eventually, startTestApp, type TestApp } from '../helpers/app.js';
 import { freePort, startBroker } from '../helpers/broker.js';
 

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawnMothership } from '../helpers/process.js';
 import { testConnection } from '../../src/mqtt/connection.js';
-import { DEFAULT_SETTINGS } from '../../src/settings/store.js';
+import { DEFAULT_SETTINGS } from '../../src/settings/model.js';
 import { postJson } from '../../src/webhook/http-client.js';
 
 /** A person who points a URL at the wrong kind of port reads one sentence that says so, not OpenSSL or mqtt-packet. */

@@ -1,0 +1,141 @@
+import { chmodSync, closeSync, openSync } from 'node:fs';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type SqliteDatabase } from 'kysely';
+import pg from 'pg';
+import path from 'node:path';
+import { migrations } from './migrations.js';
+import { startCheckpointer, type Checkpointer } from './checkpointer.js';
+import { GroupCommit } from './group-commit.js';
+import { cachingStatements } from './statement-cache.js';
+import { assertOutsideTransaction, guardedDialect, inTransactionScope } from './transaction-scope.js';
+import type { Dialect, Schema } from './schema.js';
+
+export type Db = Kysely<Schema>;
+
+/** The writer checkpoints for itself only past this WAL size (about 40 MB): see checkpointer.ts. */
+const WAL_BACKSTOP_PAGES = 10_000;
+
+// PostgreSQL returns int8 (bigserial ids, counts) as strings by default; every value we keep fits a double.
+pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+
+/**
+ * The one data layer: Kysely over SQLite (embedded default) or PostgreSQL.
+ *
+ * How to write (docs/architecture.md, "Writes"), one way per case:
+ * - a change that announces an event: `EventLog.write` (the state and its event commit together);
+ * - several statements that must commit together, with no event: `transaction`;
+ * - one statement on its own: `write` (on SQLite it joins the group commit);
+ * - `db` is for reads. A write through it would commit alone, outside the group commit
+ *   (test/architecture.test.ts refuses one outside src/db/).
+ */
+export class Database {
+  /** SQLite only: concurrent transactions share one commit. */
+  private readonly groupCommit: GroupCommit<Db> | null;
+  /** SQLite only: the connection's prepared statements (statement-cache.ts). */
+  private readonly statements: SqliteDatabase | null;
+  /** SQLite only: the connection itself. */
+  private readonly file: BetterSqlite3.Database | null;
+
+  private constructor(
+    readonly db: Db,
+    readonly dialect: Dialect,
+    sqlite: { file: BetterSqlite3.Database; statements: SqliteDatabase } | null = null,
+    /** SQLite only: the checkpointer thread, whose failures the composition logs and counts. */
+    readonly checkpointer: Checkpointer | null = null,
+  ) {
+    this.groupCommit = sqlite ? new GroupCommit(db, sqlite.file) : null;
+    this.statements = sqlite?.statements ?? null;
+    this.file = sqlite?.file ?? null;
+  }
+
+  static async open(options: { databaseUrl: string | null; dataDir: string }): Promise<Database> {
+    let database: Database;
+    if (options.databaseUrl) {
+      const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
+      // A connection the server terminates (restart, failover) emits 'error' on its client, idle or
+      // checked out; unhandled, that would crash the process. The failing query rejects on its own and
+      // the pool replaces the client.
+      pool.on('error', () => {});
+      pool.on('connect', (client) => client.on('error', () => {}));
+      database = new Database(new Kysely<Schema>({ dialect: guardedDialect(new PostgresDialect({ pool })) }), 'postgres');
+    } else {
+      const filename = path.join(options.dataDir, 'mothership.db');
+      // Owner-only, created so before SQLite opens it (its -wal and -shm files take the same mode);
+      // an existing file from an older version is tightened too.
+      closeSync(openSync(filename, 'a', 0o600));
+      chmodSync(filename, 0o600);
+      const file = new BetterSqlite3(filename);
+      file.pragma('journal_mode = WAL');
+      file.pragma('synchronous = NORMAL');
+      file.pragma('busy_timeout = 5000');
+      file.pragma(`wal_autocheckpoint = ${WAL_BACKSTOP_PAGES}`);
+      const checkpointer = startCheckpointer(filename);
+      const statements = cachingStatements(file);
+      database = new Database(new Kysely<Schema>({ dialect: guardedDialect(new SqliteDialect({ database: statements })) }), 'sqlite', { file, statements }, checkpointer);
+    }
+    await database.migrate();
+    return database;
+  }
+
+  private async migrate(): Promise<void> {
+    const all = migrations(this.dialect);
+    const migrator = new Migrator({ db: this.db, provider: { getMigrations: async () => all } });
+    const { error } = await migrator.migrateToLatest();
+    if (error) throw error;
+  }
+
+  /**
+   * Runs `work` in one transaction. On SQLite, transactions requested together share one commit
+   * (group commit, each in its own savepoint), which starts with BEGIN IMMEDIATE so that a second
+   * process (a standalone worker) waits for the write lock up front instead of failing on a lock
+   * upgrade. Inside `work`, only `trx` may be used: another query or transaction throws at once
+   * (transaction-scope.ts).
+   */
+  transaction<T>(work: (trx: Db) => Promise<T>): Promise<T> {
+    assertOutsideTransaction('database.transaction()');
+    return this.groupCommit ? this.groupCommit.run(work) : this.db.transaction().execute((trx) => inTransactionScope(() => work(trx)));
+  }
+
+  /**
+   * A write that needs no transaction of its own (one statement). On SQLite it joins the group
+   * commit rather than paying a commit of its own; on PostgreSQL it runs at once (autocommit).
+   */
+  write<T>(work: (db: Db) => Promise<T>): Promise<T> {
+    assertOutsideTransaction('database.write()');
+    return this.groupCommit ? this.groupCommit.run(work) : work(this.db);
+  }
+
+  /**
+   * SQLite: the prepared statement for `sql` when it may run on the connection at once: `handle` is
+   * the transaction running now (its batch holds the connection), or the database itself while no
+   * transaction is open (the statement then runs alone, as Kysely would run it, without Kysely's
+   * per-query promises). Otherwise (PostgreSQL, or another transaction open) null: the query takes
+   * its turn through Kysely.
+   */
+  directStatement(handle: Db, sql: string): ReturnType<SqliteDatabase['prepare']> | null {
+    if (!this.statements) return null;
+    const free = this.groupCommit!.holds(handle) || (handle === this.db && !this.file!.inTransaction);
+    return free ? this.statements.prepare(sql) : null;
+  }
+
+  /** Row lock for read-modify-write in a transaction. SQLite already holds the database write lock. */
+  forUpdate<Q extends { forUpdate(): Q }>(query: Q): Q {
+    return this.dialect === 'postgres' ? query.forUpdate() : query;
+  }
+
+  /** Shared row lock: the row cannot change or go while this transaction runs; other readers still share it. */
+  forShare<Q extends { forShare(): Q }>(query: Q): Q {
+    return this.dialect === 'postgres' ? query.forShare() : query;
+  }
+
+  async ping(): Promise<void> {
+    await sql`select 1`.execute(this.db);
+  }
+
+  async close(): Promise<void> {
+    await this.checkpointer?.stop();
+    await this.db.destroy();
+  }
+}
+
+export const now = (): string => new Date().toISOString();

@@ -1,0 +1,111 @@
+import { sql } from 'kysely';
+import type { Database, Db } from '../db/index.js';
+import { prepare, type Prepared } from '../db/prepared.js';
+import { pruneOlderThan } from '../db/prune.js';
+import { makeEvent, type EventFields, type EventPayload, type EventType, type StoredEvent } from './types.js';
+
+type Subscriber = (event: StoredEvent) => void;
+/** pg_advisory_xact_lock key held by every appending transaction on PostgreSQL (any constant unique to this use). */
+const APPEND_LOCK = 0x6d5f6576; // "m_ev"
+/** Runs inside the appending transaction (a transactional outbox, e.g. webhook deliveries). */
+type AppendHook = (trx: Db, events: StoredEvent[]) => Promise<void>;
+export type Emit = <T extends EventType>(type: T, fields: EventFields<T>) => EventPayload<T>;
+
+/**
+ * The event log and in-process bus. A state change and the events it causes are written in one
+ * transaction (`write`); only after the commit are the events handed to subscribers (MQTT, webhook,
+ * dashboard stream), so an event that a client saw acknowledged is never lost, and a rolled-back
+ * change never announces itself.
+ */
+export class EventLog {
+  private readonly subscribers = new Set<Subscriber>();
+  /** Compiled once (db/prepared.ts): it runs for every event. */
+  private readonly insert: Prepared<{ seq: number }>;
+
+  /** `appendHooks` run inside every appending transaction: fixed at construction, so no writer can miss one (see pipeline.ts). */
+  constructor(
+    private readonly database: Database,
+    private readonly appendHooks: readonly AppendHook[],
+  ) {
+    this.insert = prepare(database, (db, param) =>
+      db.insertInto('events').values({ event_type: param('type'), timestamp: param('timestamp'), payload: param('payload') }).returning('seq'),
+    );
+  }
+
+  async write<T>(work: (trx: Db, emit: Emit) => Promise<T>): Promise<T> {
+    const pending: EventPayload[] = [];
+    const emit: Emit = (type, fields) => {
+      const event = makeEvent(type, fields);
+      pending.push(event as EventPayload);
+      return event;
+    };
+    const stored: StoredEvent[] = [];
+    const result = await this.database.transaction(async (trx) => {
+      const value = await work(trx, emit);
+      stored.push(...(await this.append(trx, pending)));
+      return value;
+    });
+    this.publish(stored);
+    return result;
+  }
+
+  /** Appends one event on its own (no state change goes with it). */
+  async emit<T extends EventType>(type: T, fields: EventFields<T>): Promise<EventPayload<T>> {
+    return this.write(async (_trx, emit) => emit(type, fields));
+  }
+
+  private async append(trx: Db, events: EventPayload[]): Promise<StoredEvent[]> {
+    if (events.length === 0) return [];
+    // Sequence numbers in commit order: on PostgreSQL concurrent transactions would otherwise commit
+    // out of `seq` order, and a reader that has seen 11 could never learn of 10 committed after it.
+    // The lock is taken at the end of the transaction's work and released by its commit, so appends
+    // (and only they) take turns; the committed log is always a prefix in `seq` (see readers in stream.ts).
+    // SQLite has one writer: its order is the commit order already.
+    if (this.database.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${APPEND_LOCK})`.execute(trx);
+    const stored: StoredEvent[] = [];
+    // One insert per event (a write emits one or two): the compiled statement beats building a multi-row one.
+    for (const payload of events) {
+      const json = JSON.stringify(payload);
+      const [row] = (await this.insert.execute(trx, { type: payload.event_type, timestamp: payload.timestamp, payload: json })).rows;
+      stored.push({ seq: Number(row!.seq), payload, json });
+    }
+    for (const hook of this.appendHooks) await hook(trx, stored);
+    return stored;
+  }
+
+  private publish(events: StoredEvent[]): void {
+    for (const event of events) {
+      for (const subscriber of this.subscribers) {
+        try {
+          subscriber(event);
+        } catch {
+          // A subscriber's failure must never reach the producer; each output logs its own errors.
+        }
+      }
+    }
+  }
+
+  subscribe(subscriber: Subscriber): () => void {
+    this.subscribers.add(subscriber);
+    return () => this.subscribers.delete(subscriber);
+  }
+
+  /** Deletes the events from before `cutoff` (retention; ISO 8601); returns how many. */
+  prune(cutoff: string): Promise<number> {
+    return pruneOlderThan(this.database, { table: 'events', key: 'seq', time: 'timestamp' }, cutoff);
+  }
+
+  /** The highest sequence number in the log (0 when empty). */
+  async lastSeq(): Promise<number> {
+    const row = await this.database.db.selectFrom('events').select((eb) => eb.fn.max('seq').as('seq')).executeTakeFirst();
+    return Number(row?.seq ?? 0);
+  }
+
+  /** Events after `after`, in `order`, at most `limit`; only of `types` when given (index events_by_type). */
+  async history(after: number, limit: number, order: 'asc' | 'desc' = 'asc', types?: readonly string[]): Promise<StoredEvent[]> {
+    let query = this.database.db.selectFrom('events').select(['seq', 'payload']).where('seq', '>', after);
+    if (types?.length) query = query.where('event_type', 'in', types);
+    const rows = await query.orderBy('seq', order).limit(limit).execute();
+    return rows.map((row) => ({ seq: Number(row.seq), json: row.payload, payload: JSON.parse(row.payload) as EventPayload }));
+  }
+}

@@ -1,0 +1,5 @@
+/** Operations' entry point: metrics, health routes, retention and the start-up installation check. */
+export { Metrics } from './metrics.js';
+export { opsRoutes } from './routes.js';
+export { applyRetention, RETENTION_INTERVAL_MS } from './retention.js';
+export { checkInstallation } from './installation.js';

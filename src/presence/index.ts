@@ -1,0 +1,3 @@
+/** Presence's entry point: the service and its routes. */
+export * from './service.js';
+export { presenceRoutes } from './routes.js';

@@ -1,0 +1,80 @@
+/** The integration settings as data: their shape, defaults, and the pure rules for merging and comparing them. */
+import { randomBytes } from 'node:crypto';
+
+/**
+ * How discovery configs reach Home Assistant: `entity`, one retained config per entity (every HA
+ * version), or `device`, one per installation with every entity as a component (HA 2024.11+).
+ */
+export const DISCOVERY_MODES = ['entity', 'device'] as const;
+
+/** The integration settings with secrets in clear; never leaves the process. */
+export interface IntegrationSettings {
+  mqtt: {
+    enabled: boolean;
+    broker_url: string;
+    username: string;
+    password: string;
+    tls: boolean;
+    tls_insecure: boolean;
+    ca_cert: string;
+    discovery_prefix: string;
+    discovery_mode: (typeof DISCOVERY_MODES)[number];
+    topic_root: string;
+    birth_topic: string;
+  };
+  webhook: {
+    enabled: boolean;
+    url: string;
+    secret: string;
+    /** Kept by the store, never set by a save: the secret before the last change, still signing until the time below. */
+    previous_secret: string;
+    previous_secret_expires_at: string;
+    /** Why the service switched the webhook off (the receiver answered 410 Gone); cleared when it is enabled again. */
+    disabled_reason: string;
+  };
+}
+
+/** What a POST may carry: every field optional; write-only secrets: absent keeps, null or "" clears. */
+export interface IntegrationPatch {
+  mqtt?: Partial<Omit<IntegrationSettings['mqtt'], 'password' | 'ca_cert'>> & { password?: string | null; ca_cert?: string | null };
+  webhook?: Partial<Pick<IntegrationSettings['webhook'], 'enabled' | 'url'>> & { secret?: string | null };
+}
+
+export const DEFAULT_SETTINGS: IntegrationSettings = {
+  mqtt: { enabled: false, broker_url: '', username: '', password: '', tls: false, tls_insecure: false, ca_cert: '', discovery_prefix: 'homeassistant', discovery_mode: 'entity', topic_root: 'mothership', birth_topic: 'homeassistant/status' },
+  webhook: { enabled: false, url: '', secret: '', previous_secret: '', previous_secret_expires_at: '', disabled_reason: '' },
+};
+
+/** Which fields of each group a save changed: what each integration reacts to, and nothing else. */
+export interface SettingsChange {
+  settings: IntegrationSettings;
+  changed: { mqtt: Array<keyof IntegrationSettings['mqtt']>; webhook: Array<keyof IntegrationSettings['webhook']> };
+}
+
+export function changedFields(previous: IntegrationSettings, next: IntegrationSettings): SettingsChange['changed'] {
+  const diff = <T extends object>(before: T, after: T) => (Object.keys(after) as Array<keyof T>).filter((key) => before[key] !== after[key]);
+  return { mqtt: diff(previous.mqtt, next.mqtt), webhook: diff(previous.webhook, next.webhook) };
+}
+
+/**
+ * The secrets deliveries are signed with at `nowMs`: the current one, and during the grace period
+ * the one it replaced, so a receiver that still verifies with the old secret loses nothing.
+ */
+export function webhookSigningSecrets(webhook: IntegrationSettings['webhook'], nowMs: number): string[] {
+  if (!webhook.secret) return [];
+  const previousValid = webhook.previous_secret && Date.parse(webhook.previous_secret_expires_at) > nowMs;
+  return previousValid ? [webhook.secret, webhook.previous_secret] : [webhook.secret];
+}
+
+/** Merges a patch into settings with the write-only rules for secrets. */
+export function applyPatch(current: IntegrationSettings, patch: IntegrationPatch): IntegrationSettings {
+  const merge = <T extends object>(base: T, changes: object | undefined): T => {
+    const next = { ...base } as Record<string, unknown>;
+    for (const [key, value] of Object.entries(changes ?? {})) if (value !== undefined) next[key] = value ?? '';
+    return next as T;
+  };
+  return { mqtt: merge(current.mqtt, patch.mqtt), webhook: merge(current.webhook, patch.webhook) };
+}
+
+/** A fresh Standard Webhooks secret: `whsec_` + base64 of 32 random bytes (the form `webhookSecretError` accepts). */
+export const generateWebhookSecret = () => 'whsec_' + randomBytes(32).toString('base64');

@@ -1,0 +1,370 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { Webhook } from 'standardwebhooks';
+import type { Database, Db } from '../db/index.js';
+import { now } from '../db/index.js';
+import { prepare, type Prepared } from '../db/prepared.js';
+import { pruneOlderThan } from '../db/prune.js';
+import type { Insertable, Selectable } from 'kysely';
+import type { WebhookDeliveriesTable } from '../db/schema.js';
+import { makeEvent, type EventLog } from '../events/index.js';
+import { conflict, notFound } from '../http/problem.js';
+import type { Metrics } from '../ops/metrics.js';
+import { webhookSigningSecrets, type SettingsStore } from '../settings/index.js';
+import { VERSION } from '../version.js';
+import { postJson, type PostResult } from './http-client.js';
+import { newWebhookId, type WebhookOutbox } from './outbox.js';
+import { outcomeOf, retryDelayOf } from './policy.js';
+
+export interface DeliveryView {
+  id: number;
+  webhook_id: string;
+  event_seq: number | null;
+  event_type: string;
+  url: string;
+  attempt: number;
+  state: WebhookDeliveriesTable['state'];
+  status_code: number | null;
+  error: string | null;
+  duration_ms: number | null;
+  created_at: string;
+  attempted_at: string | null;
+  due_at: string;
+}
+
+export interface WebhookStatus {
+  last_delivery_at: string | null;
+  last_status_code: number | null;
+  last_error: string | null;
+}
+
+type DeliveryRow = Selectable<WebhookDeliveriesTable>;
+
+/** A new pending attempt of an existing delivery: same webhook-id and body; a retry goes to the same URL, a redelivery to the one configured now. */
+const resendOf = (row: DeliveryRow, attempt: number, dueAt: string, url = row.url): Insertable<WebhookDeliveriesTable> => ({
+  webhook_id: row.webhook_id,
+  event_seq: row.event_seq,
+  event_type: row.event_type,
+  url,
+  payload: row.payload,
+  attempt,
+  state: 'pending',
+  due_at: dueAt,
+  status_code: null,
+  error: null,
+  duration_ms: null,
+  created_at: now(),
+  attempted_at: null,
+});
+
+const BATCH = 50;
+
+/** States an attempt never leaves (a retry is a new row). */
+const FINISHED_STATES = ['delivered', 'failed', 'retry_scheduled'] as const;
+const CLAIM_MARGIN_MS = 5000;
+const CONCURRENCY = 4;
+const POLL_MS = 1000;
+/** How long a stop waits for attempts in flight before abandoning them (their rows are sent again after a restart). */
+const STOP_GRACE_MS = 3000;
+
+/**
+ * The system webhook: a transactional outbox (a delivery row per event, written with the event) and
+ * a dispatcher that sends due rows. One row per attempt; a retry is a new row with the same
+ * `webhook-id`, due WEBHOOK_RETRY_DELAY_MS later, so a pending retry survives a restart and the log
+ * shows every attempt in order. Memory stays flat whatever the receiver does: the backlog is in the
+ * database and at most CONCURRENCY requests are in flight.
+ */
+export class WebhookService {
+  private timer: NodeJS.Timeout | null = null;
+  private draining: Promise<void> | null = null;
+  private again = false;
+  private stopped = true;
+  private abandon = new AbortController();
+  private unsubscribe: (() => void) | null = null;
+  /** The dispatcher's queries, compiled once: they run at least once per event sent. */
+  private readonly anyDue: Prepared<{ id: number }>;
+  private readonly claimDueRows: Prepared<DeliveryRow>;
+  private readonly recordAttempt: Prepared<unknown>;
+
+  constructor(
+    private readonly database: Database,
+    private readonly events: EventLog,
+    private readonly outbox: WebhookOutbox,
+    private readonly settings: SettingsStore,
+    private readonly log: FastifyBaseLogger,
+    private readonly metrics: Metrics | null,
+    private readonly options: { timeoutMs: number; retryDelayMs: number },
+  ) {
+    const due = (db: Db, param: (name: string) => any) => db.selectFrom('webhook_deliveries').select('id').where('state', '=', param('state')).where('due_at', '<=', param('at'));
+    this.anyDue = prepare(database, (db, param) => due(db, param).limit(1));
+    this.claimDueRows = prepare(database, (db, param) =>
+      db
+        .updateTable('webhook_deliveries')
+        .set({ state: 'sending', due_at: param('deadline') })
+        .where('id', 'in', () => {
+          const oldest = due(db, param).orderBy('id').limit(param('limit'));
+          return database.dialect === 'postgres' ? oldest.forUpdate().skipLocked() : oldest;
+        })
+        .returningAll(),
+    );
+    this.recordAttempt = prepare(database, (db, param) =>
+      db
+        .updateTable('webhook_deliveries')
+        .set({ state: param('state'), status_code: param('statusCode'), error: param('error'), duration_ms: param('durationMs'), attempted_at: param('attemptedAt') })
+        .where('id', '=', param('id')),
+    );
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.abandon = new AbortController();
+    // Wake at once for events whose outbox rows this process wrote; the poll covers retries and other processes.
+    this.unsubscribe = this.events.subscribe(() => {
+      if (this.outbox.takeEnqueued()) this.kick();
+    });
+    this.timer = setInterval(() => this.kick(), POLL_MS);
+    this.timer.unref();
+    this.kick();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+    if (this.timer) clearInterval(this.timer);
+    if (!this.draining) return;
+    // A slow receiver must not hold up a shutdown for WEBHOOK_TIMEOUT_MS: after a short grace the
+    // attempts are abandoned unrecorded and their rows put back (see release).
+    const grace = setTimeout(() => this.abandon.abort(), STOP_GRACE_MS);
+    await this.draining;
+    clearTimeout(grace);
+  }
+
+  /** Starts a drain unless one runs; a drain in progress runs once more (new rows may have arrived). */
+  kick(): void {
+    if (this.stopped) return;
+    if (this.draining) {
+      this.again = true;
+      return;
+    }
+    this.draining = this.drain()
+      .catch((error: Error) => this.log.warn({ err: error }, 'webhook dispatch failed'))
+      .finally(() => {
+        this.draining = null;
+        if (this.again && !this.stopped) {
+          this.again = false;
+          this.kick();
+        }
+      });
+  }
+
+  private async drain(): Promise<void> {
+    while (!this.stopped) {
+      const due = await this.claimDue();
+      if (due.length === 0) return;
+      const secrets = webhookSigningSecrets((await this.settings.get()).webhook, Date.now());
+      const queue = [...due];
+      const outcomes: { row: DeliveryRow; result: PostResult }[] = [];
+      await Promise.all(
+        Array.from({ length: Math.min(CONCURRENCY, queue.length) }, async () => {
+          for (let row = queue.shift(); row; row = queue.shift()) {
+            outcomes.push({ row, result: await this.send(row.url, row.webhook_id, row.payload, row.event_type, secrets) });
+          }
+        }),
+      );
+      if (this.abandon.signal.aborted) return this.release(due);
+      await this.record(outcomes);
+    }
+  }
+
+  /**
+   * Claims up to BATCH due rows, moving them to `sending` with a deadline: a process that dies
+   * mid-send leaves them to be claimed again after it (at-least-once), and two instances never send
+   * the same row (PostgreSQL skips rows another instance is claiming). Pending rows first, then
+   * abandoned `sending` ones, each one statement walking its state in id order (a single query over
+   * both states sorts every pending row). On SQLite an UPDATE that finds nothing still costs a write
+   * transaction, so a read comes first (figures in bench/README.md).
+   */
+  private async claimDue(): Promise<DeliveryRow[]> {
+    const at = now();
+    const deadline = this.sendingDeadline();
+    const claim = async (state: 'pending' | 'sending', limit: number): Promise<DeliveryRow[]> => {
+      // Most calls find nothing due (abandoned rows are rare), and a read says so cheaply. The claim
+      // itself joins the group commit instead of paying a commit of its own.
+      if ((await this.anyDue.execute(this.database.db, { state, at })).rows.length === 0) return [];
+      return (await this.database.write((db) => this.claimDueRows.execute(db, { state, at, deadline, limit }))).rows;
+    };
+    const rows = await claim('pending', BATCH);
+    if (rows.length < BATCH) rows.push(...(await claim('sending', BATCH - rows.length)));
+    return rows.sort((a, b) => Number(a.id) - Number(b.id));
+  }
+
+  /**
+   * Puts abandoned attempts back to `pending`, due now: the next process sends them at once rather
+   * than after their claim deadline. The receiver may have seen one already; it is sent again with
+   * the same webhook-id (at-least-once).
+   */
+  private async release(rows: DeliveryRow[]): Promise<void> {
+    const ids = rows.map((row) => row.id);
+    await this.database.write((db) => db.updateTable('webhook_deliveries').set({ state: 'pending', due_at: now() }).where('id', 'in', ids).where('state', '=', 'sending').execute());
+  }
+
+  /** A row in `sending` is reclaimed after this: by then its attempt cannot still run anywhere. */
+  private sendingDeadline(): string {
+    return new Date(Date.now() + this.options.timeoutMs + CLAIM_MARGIN_MS).toISOString();
+  }
+
+  /**
+   * Records a batch of attempts in one transaction, scheduling the retries the policy asks for. A
+   * receiver that answered 410 Gone gets nothing more: its other pending deliveries fail with that
+   * reason (each can be redelivered once the URL is fixed) and the webhook is switched off.
+   */
+  private async record(outcomes: { row: DeliveryRow; result: PostResult }[]): Promise<void> {
+    const attemptedAt = now();
+    let nextRetryMs = Infinity;
+    const gone = new Set<string>();
+    await this.database.transaction(async (trx) => {
+      for (const { row, result } of outcomes) {
+        const outcome = outcomeOf(result, row.attempt);
+        await this.recordAttempt.execute(trx, {
+          id: row.id,
+          state: outcome === 'delivered' ? 'delivered' : outcome === 'retry' ? 'retry_scheduled' : 'failed',
+          statusCode: result.statusCode,
+          error: result.error,
+          durationMs: result.durationMs,
+          attemptedAt,
+        });
+        if (outcome === 'retry') {
+          const delayMs = retryDelayOf(result, this.options.retryDelayMs);
+          nextRetryMs = Math.min(nextRetryMs, delayMs);
+          await trx.insertInto('webhook_deliveries').values(resendOf(row, row.attempt + 1, new Date(Date.now() + delayMs).toISOString())).execute();
+          this.log.info({ delivery: row.id, status: result.statusCode, error: result.error, retryInMs: delayMs }, 'webhook attempt failed; retry scheduled');
+        }
+        if (outcome === 'gone') gone.add(row.url);
+        this.metrics?.webhookDeliveries.inc({ outcome });
+        this.metrics?.webhookDuration.observe(result.durationMs / 1000);
+      }
+      for (const url of gone) {
+        await trx
+          .updateTable('webhook_deliveries')
+          .set({ state: 'failed', error: 'not sent: the receiver answered 410 Gone' })
+          .where('state', '=', 'pending')
+          .where('url', '=', url)
+          .execute();
+      }
+    });
+    for (const url of gone) {
+      if (await this.settings.disableWebhook(url, `The receiver answered 410 Gone at ${attemptedAt}; enable the webhook again once the URL is fixed`)) {
+        this.log.warn({ url }, 'webhook receiver answered 410 Gone; webhook switched off');
+      }
+    }
+    if (nextRetryMs < Infinity) setTimeout(() => this.kick(), nextRetryMs + 10).unref();
+  }
+
+  /** Signs (Standard Webhooks: one signature per secret, space-separated) and POSTs the exact payload bytes. */
+  private send(url: string, webhookId: string, payload: string, eventType: string, secrets: string[], detailed = true): Promise<PostResult> {
+    const timestamp = new Date();
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'user-agent': `mothership/${VERSION}`,
+      'x-service-event': eventType,
+      'webhook-id': webhookId,
+      'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
+    };
+    if (secrets.length) headers['webhook-signature'] = secrets.map((secret) => new Webhook(secret).sign(webhookId, timestamp, payload)).join(' ');
+    return postJson(url, payload, headers, this.options.timeoutMs, detailed, this.abandon.signal);
+  }
+
+  /**
+   * The settings page's Test: a real `webhook.test` delivery to the candidate URL and secret, logged
+   * like any other, answered with its outcome (no retry: the person is waiting for the answer).
+   */
+  async test(candidate: { url: string; secret: string }, { detailed }: { detailed: boolean }): Promise<PostResult & { ok: boolean }> {
+    const payload = JSON.stringify(makeEvent('webhook.test', { detail: { message: 'Test delivery from Mothership' } }));
+    const webhookId = newWebhookId();
+    const at = now();
+    const { id } = await this.database.write((db) =>
+      db
+        .insertInto('webhook_deliveries')
+        // In `sending` until answered, with the deadline a claimed row gets: the dispatcher must not take
+        // it for an abandoned attempt and send it a second time.
+        .values({ webhook_id: webhookId, event_seq: null, event_type: 'webhook.test', url: candidate.url, payload, attempt: 1, state: 'sending', due_at: this.sendingDeadline(), status_code: null, error: null, duration_ms: null, created_at: at, attempted_at: null })
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    );
+    const result = await this.send(candidate.url, webhookId, payload, 'webhook.test', candidate.secret ? [candidate.secret] : [], detailed);
+    const ok = outcomeOf(result, 1) === 'delivered';
+    await this.database.write((db) =>
+      db
+        .updateTable('webhook_deliveries')
+        .set({ state: ok ? 'delivered' : 'failed', status_code: result.statusCode, error: result.error, duration_ms: result.durationMs, attempted_at: now() })
+        .where('id', '=', id)
+        .execute(),
+    );
+    this.metrics?.webhookDeliveries.inc({ outcome: ok ? 'delivered' : 'failed' });
+    return { ...result, ok };
+  }
+
+  /**
+   * Sends a logged delivery again, now, as a new first attempt with the same webhook-id and body, to
+   * the URL configured now: the person asking has usually just fixed it.
+   */
+  async redeliver(id: number): Promise<DeliveryView> {
+    const row = await this.database.db.selectFrom('webhook_deliveries').selectAll().where('id', '=', id).executeTakeFirst();
+    if (!row) throw notFound('Delivery', String(id));
+    const { url } = (await this.settings.get()).webhook;
+    if (!url) throw conflict('No webhook URL is configured: save one before redelivering');
+    const { id: newId } = await this.database.write((db) => db.insertInto('webhook_deliveries').values(resendOf(row, 1, now(), url)).returning('id').executeTakeFirstOrThrow());
+    this.kick();
+    return this.get(Number(newId));
+  }
+
+  async get(id: number): Promise<DeliveryView> {
+    const row = await this.database.db.selectFrom('webhook_deliveries').selectAll().where('id', '=', id).executeTakeFirst();
+    if (!row) throw notFound('Delivery', String(id));
+    return toView(row);
+  }
+
+  /**
+   * Deletes finished attempts (delivered, failed, or followed by their retry) from before `cutoff`
+   * (retention; ISO 8601); returns how many. An attempt still pending or sending is kept whatever its age.
+   */
+  async prune(cutoff: string): Promise<number> {
+    let deleted = 0;
+    for (const state of FINISHED_STATES) deleted += await pruneOlderThan(this.database, { table: 'webhook_deliveries', key: 'id', time: 'created_at', state }, cutoff);
+    return deleted;
+  }
+
+  /** Attempts newest first, optionally of one state and one event type. */
+  async list({ limit, state, event_type: eventType }: { limit: number; state?: DeliveryView['state']; event_type?: string }): Promise<DeliveryView[]> {
+    let query = this.database.db.selectFrom('webhook_deliveries').selectAll().orderBy('id', 'desc').limit(limit);
+    if (state) query = query.where('state', '=', state);
+    if (eventType) query = query.where('event_type', '=', eventType);
+    return (await query.execute()).map(toView);
+  }
+
+  async status(): Promise<WebhookStatus> {
+    const last = await this.database.db
+      .selectFrom('webhook_deliveries')
+      .select(['attempted_at', 'status_code', 'error'])
+      .where('attempted_at', 'is not', null)
+      .orderBy('attempted_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return { last_delivery_at: last?.attempted_at ?? null, last_status_code: last?.status_code ?? null, last_error: last?.error ?? null };
+  }
+
+  async backlog(): Promise<number> {
+    const row = await this.database.db
+      .selectFrom('webhook_deliveries')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('state', 'in', ['pending', 'sending'])
+      .executeTakeFirstOrThrow();
+    return Number(row.count);
+  }
+}
+
+function toView(row: DeliveryRow): DeliveryView {
+  const { payload: _payload, ...rest } = row;
+  return { ...rest, id: Number(row.id), event_seq: row.event_seq === null ? null : Number(row.event_seq) };
+}
