@@ -55,7 +55,7 @@ async function seededService(dialect: 'sqlite' | 'postgres', botCount: number) {
   const matches = Array.from({ length: botCount * PER_BOT }, (_, index) => ({
     id: `m${index}`,
     status: 'completed' as const,
-    replay: null,
+    replay: '{"players":["a","b"]}',
     enrichment_requested_at: null,
     enrichment_status: null,
     commentary: null,

@@ -80,7 +80,7 @@ for (const dialect of DIALECTS) {
       // Work a transaction schedules for later runs outside it, and may query freely then.
       let later: Promise<unknown> | null = null;
       await database.transaction(async (trx) => {
-        later = new Promise((resolve, reject) => setTimeout(() => database.db.selectFrom('zones').selectAll().execute().then(resolve, reject), 10));
+        later = new Promise((resolve, reject) => setTimeout(() => void database.db.selectFrom('zones').selectAll().execute().then(resolve, reject), 10));
         await trx.selectFrom('zones').selectAll().execute();
       });
       assert.ok(((await later!) as unknown[]).length > 0);
@@ -153,7 +153,7 @@ for (const dialect of DIALECTS) {
       ({ database, close } = await openDatabase(dialect));
       queue = new EnrichmentQueue(database, new EventLog(database, []), { leaseMs: 60_000, retryBaseMs: 1000 });
       await database.db.insertInto('bots').values({ id: 'bot', name: 'Bot', secret_encrypted: 'x', previous_secret_encrypted: null, previous_secret_expires_at: null, created_at: at }).execute();
-      const matches = ['m1', 'm2', 'm3', 'm4'].map((id) => ({ id, status: 'completed' as const, replay: null, enrichment_requested_at: null, enrichment_status: null, commentary: null, enrichment_error: null, enrichment_completed_at: null, created_at: at }));
+      const matches = ['m1', 'm2', 'm3', 'm4'].map((id) => ({ id, status: 'completed' as const, replay: '{"players":["a","b"]}', enrichment_requested_at: null, enrichment_status: null, commentary: null, enrichment_error: null, enrichment_completed_at: null, created_at: at }));
       await database.db.insertInto('matches').values(matches).execute();
       for (const match of matches) await queue.request('bot', match.id);
     });

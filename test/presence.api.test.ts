@@ -81,7 +81,7 @@ for (const dialect of DIALECTS) {
 
     it('makes a person not_home only after the away delay in no zone', async () => {
       await app.api('POST', '/api/events', { type: 'zone.exit', person: 'ada-lovelace', zone: 'garden' });
-      let person = (await app.api('GET', '/api/persons/ada-lovelace')).body;
+      const person = (await app.api('GET', '/api/persons/ada-lovelace')).body;
       assert.equal(person.zone, null);
       assert.equal(person.presence, 'home', 'still home during the away delay');
       await eventually(async () => (await app.api('GET', '/api/persons/ada-lovelace')).body.presence === 'not_home', 3000, 'not_home');

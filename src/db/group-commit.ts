@@ -20,6 +20,7 @@ const MAX_BATCH = 64;
  * Nothing waits for a batch to fill: a batch starts on the next turn of the event loop, with the
  * transactions requested until then (requests read from the sockets in the same turn).
  */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- any schema: the batch only runs transactions
 export class GroupCommit<D extends Kysely<any>> {
   private queue: Pending<D>[] = [];
   private draining = false;

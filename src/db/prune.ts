@@ -24,6 +24,7 @@ export async function pruneOlderThan(database: Database, log: LogTable, cutoff: 
   for (;;) {
     const deleted = await database.write(async (handle) => {
       // Table and columns vary by log, beyond what the typed builder can follow: build it untyped.
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above: untyped on purpose
       const db = handle as unknown as Kysely<any>;
       const inState = <Q extends { where: (column: string, op: '=', value: string) => Q }>(query: Q): Q => (log.state ? query.where('state', '=', log.state) : query);
       const head = inState(db.selectFrom(log.table).select([log.key, log.time])).orderBy(log.key).limit(chunk).as('head');

@@ -31,7 +31,7 @@ export class EnrichmentWorker {
     if (this.running) return;
     this.running = true;
     await this.queue.heartbeat(this.id);
-    this.heartbeatTimer = setInterval(() => this.queue.heartbeat(this.id).catch((error: Error) => this.log.warn({ err: error }, 'worker heartbeat failed')), WORKER_HEARTBEAT_MS);
+    this.heartbeatTimer = setInterval(() => void this.queue.heartbeat(this.id).catch((error: Error) => this.log.warn({ err: error }, 'worker heartbeat failed')), WORKER_HEARTBEAT_MS);
     this.heartbeatTimer.unref();
     this.loop = this.run();
   }

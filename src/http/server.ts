@@ -154,7 +154,7 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
     // Generic clients send `Content-Type: application/json` on every request, a bodyless DELETE too:
     // an empty body where the route takes none is no body, not malformed JSON.
     if ((body as Buffer).length === 0 && !request.routeOptions.schema?.body) return done(null, undefined);
-    parseJson(request, body as unknown as string, (error, parsed) => {
+    void parseJson(request, body as unknown as string, (error, parsed) => {
       if (error) return done(error);
       const shapeError = jsonShapeError(parsed);
       done(shapeError ? invalid(shapeError.path, shapeError.message) : null, parsed);

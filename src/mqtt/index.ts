@@ -321,7 +321,7 @@ export class MqttIntegration {
     } else if (payload.event_type === 'anomaly.detected') {
       void this.publish(connection, topics.anomaly, event.json, { qos: 1, retain: false }).catch(() => {});
     } else if (recordChange(this.pending, payload, this.context())) {
-      this.scheduleFlush();
+      void this.scheduleFlush();
     }
   }
 

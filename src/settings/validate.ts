@@ -8,6 +8,7 @@ export function topicPrefixError(value: string): string | null {
   if (/[+#]/.test(value)) return 'must not contain the MQTT wildcards + or #';
   if (value.startsWith('/') || value.endsWith('/')) return 'must not start or end with /';
   if (value.split('/').some((level) => level === '')) return 'must not contain an empty level (//)';
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
   if (/[\u0000-\u001f]/.test(value)) return 'must not contain control characters';
   return null;
 }

@@ -55,7 +55,7 @@ describe('MQTT state after the broker drops the connection mid-publish', () => {
         flowing = false;
         await load;
 
-        view?.close();
+        await view?.close();
         view = await observer(broker.url, [`${root}/${mid}/#`]);
         // Every change from now on reaches the broker within 1 s.
         for (let change = 0; change < 5; change++) {

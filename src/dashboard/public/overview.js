@@ -2,7 +2,7 @@
 import { api, report } from './api.js';
 import { $, ago, busy, clearErrors, dateTime, el, emptyState, showErrors } from './dom.js';
 import { household, loadHousehold, personName, zoneName } from './household.js';
-import { loadActivity, recent, renderEvents, renderFalls } from './activity.js';
+import { loadActivity, renderEvents, renderFalls } from './activity.js';
 
 /** The object id part of an entity id, as the server builds it (src/mqtt/discovery.ts, defaultEntityId). */
 const entitySlug = (id) => id.toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '');
