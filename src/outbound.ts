@@ -86,6 +86,8 @@ export function webhookTargetError(value: string): string | null {
   if (typeof url === 'string') return url;
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must use http:// or https://';
   if (!url.hostname) return 'must name a host';
+  // Nothing listens on port 0: such a URL could be saved but never delivered to.
+  if (url.port === '0') return 'port must be 1..65535';
   if (url.username || url.password) return 'must not contain credentials';
   return forbiddenHostError(url);
 }

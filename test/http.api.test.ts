@@ -55,6 +55,14 @@ describe('HTTP conventions', () => {
     const text = await app.api('POST', '/api/persons', 'name=x', { 'content-type': 'text/plain' });
     assert.equal(text.status, 415);
     assert.equal(text.headers['content-type'], 'application/problem+json; charset=utf-8');
+    // JSON is UTF-8: a body declared in another charset is refused, not read as UTF-8.
+    const utf16 = await app.api('POST', '/api/persons', '{"name":"x"}', { 'content-type': 'application/json; charset=utf-16' });
+    assert.deepEqual([utf16.status, utf16.body.code], [415, 'unsupported_media_type']);
+    for (const utf8 of ['application/json; charset=utf-8', 'application/json;charset="UTF-8"', 'application/json; charset=utf8']) {
+      // Parsed, then refused by the schema: the charset was accepted (and nothing is created).
+      const parsed = await app.api('POST', '/api/persons', { name: 5 }, { 'content-type': utf8 });
+      assert.deepEqual([parsed.status, parsed.body.errors?.[0]?.path], [400, '/name'], utf8);
+    }
     const proto = await app.api('POST', '/api/persons', '{"name":"x","__proto__":{"admin":true}}');
     assert.equal(proto.status, 400);
     assert.equal((await app.api('GET', '/api/persons')).body.length, 0, 'nothing was created');

@@ -325,6 +325,8 @@ describe('settings validation', () => {
   it('checks webhook URLs and secrets', () => {
     assert.equal(webhookTargetError('http://192.168.1.5:1880/hook'), null);
     assert.match(webhookTargetError('ftp://x/')!, /http/);
+    assert.match(webhookTargetError('https://hooks.example.com:0/x')!, /port must be 1\.\.65535/, 'nothing listens on port 0');
+    assert.match(webhookTargetError('http://[::1]:00/x')!, /port must be 1\.\.65535/);
     assert.match(webhookTargetError('http://example.com/\r\nX-Injected: 1')!, /control characters/);
     assert.match(brokerTargetError('mqtt://host:1883/\t')!, /control characters/);
     assert.equal(webhookSecretError('whsec_' + Buffer.alloc(32).toString('base64')), null);
@@ -333,6 +335,7 @@ describe('settings validation', () => {
   });
 
   it('checks topic prefixes', () => {
+    for (const blank of [' ', 'mothership/ /x', '\u200b', 'a/\u3000']) assert.match(topicPrefixError(blank)!, /blank level/, JSON.stringify(blank));
     assert.equal(topicPrefixError('homeassistant'), null);
     assert.equal(topicPrefixError('home/assistant'), null);
     for (const bad of ['', 'a/+/b', '#', '/lead', 'trail/', 'a//b']) assert.ok(topicPrefixError(bad), bad);

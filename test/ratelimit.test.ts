@@ -4,7 +4,7 @@ import { parseList } from 'structured-headers';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { MICRO, PolicyError, takeTokens, validatePolicy, type BucketState } from '../src/ratelimit/bucket.js';
-import { MemoryStore, RateLimiter, RedisStore, type RateLimitStore } from '../src/ratelimit/index.js';
+import { addressKey, MemoryStore, RateLimiter, RedisStore, type RateLimitStore } from '../src/ratelimit/index.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379/0';
@@ -229,6 +229,17 @@ describe('rate limiting over HTTP', () => {
     assert.match(String(tested.headers['ratelimit']), /^"integration_test";r=1;t=0$/);
   });
 
+  it('keys an IPv6 client by its /64 and an IPv4-mapped one by its IPv4 address', () => {
+    assert.equal(addressKey('203.0.113.9'), 'ip:203.0.113.9');
+    assert.equal(addressKey('::ffff:203.0.113.9'), 'ip:203.0.113.9');
+    for (const address of ['2001:db8:a:b::1', '2001:0db8:000a:000b:ffff:ffff:ffff:ffff', '2001:db8:a:b:1:2:3.4.5.6', '2001:DB8:A:B::%eth0']) {
+      assert.equal(addressKey(address), 'ip6:2001:db8:a:b::/64', address);
+    }
+    assert.equal(addressKey('::1'), 'ip6:0:0:0:0::/64');
+    assert.equal(addressKey('fe80::1'), 'ip6:fe80:0:0:0::/64');
+    assert.notEqual(addressKey('2001:db8:a:c::1'), addressKey('2001:db8:a:b::1'));
+  });
+
   it('keys clients by address, believing X-Forwarded-For only from a configured proxy', async () => {
     const direct = await startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '20', RATE_LIMIT_REFILL_PER_SEC: '0.01' });
     const proxied = await startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '20', RATE_LIMIT_REFILL_PER_SEC: '0.01', TRUST_PROXY: '127.0.0.1' });
@@ -241,6 +252,10 @@ describe('rate limiting over HTTP', () => {
       // Behind a trusted proxy each forwarded client has its own bucket.
       assert.match(await remaining(proxied, '203.0.113.1'), /r=19;/);
       assert.match(await remaining(proxied, '203.0.113.2'), /r=19;/);
+      // An IPv6 client is its /64: rotating the interface id within it gets no fresh bucket.
+      assert.match(await remaining(proxied, '2001:db8:1:2::1'), /r=19;/);
+      assert.match(await remaining(proxied, '2001:db8:1:2:dead:beef:0:7'), /r=18;/);
+      assert.match(await remaining(proxied, '2001:db8:1:3::1'), /r=19;/, 'another /64 is another client');
     } finally {
       await direct.cleanup();
       await proxied.cleanup();

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { idParams, idString, nameString, noContent, withSchemaTypes } from '../http/schemas.js';
 import { ProblemError } from '../http/problem.js';
-import { rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
+import { addressKey, rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
 import type { BotAuthenticator } from './bot-auth.js';
 import type { BotService } from './bots.js';
 import { MATCH_STATUSES, type MatchService } from './matches.js';
@@ -49,7 +49,7 @@ export function botCheck(auth: BotAuthenticator, rateLimit: RateLimitGuard) {
       request.botId = await auth.authenticate(request);
     } catch (error) {
       // Failed signatures cost the client address, so guessing is rate limited too.
-      await rateLimit.enforce(request, reply, `ip:${request.ip}`);
+      await rateLimit.enforce(request, reply, addressKey(request.ip));
       throw error;
     }
     await rateLimit.enforce(request, reply, `bot:${request.botId}`);

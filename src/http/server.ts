@@ -151,6 +151,9 @@ export async function createHttpServer(options: { logLevel: string; trustProxy: 
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     request.rawBody = body as Buffer;
+    // JSON is UTF-8 (RFC 8259): a body declared in another charset would be read as something else.
+    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase();
+    if (charset && charset !== 'utf-8' && charset !== 'utf8') return done(new ProblemError('unsupported_media_type', `JSON bodies are UTF-8; charset=${charset.slice(0, 40)} is not accepted`));
     // Generic clients send `Content-Type: application/json` on every request, a bodyless DELETE too:
     // an empty body where the route takes none is no body, not malformed JSON.
     if ((body as Buffer).length === 0 && !request.routeOptions.schema?.body) return done(null, undefined);

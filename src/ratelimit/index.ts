@@ -3,9 +3,11 @@ import { ROUTE_ACCESS } from '../http/auth.js';
 import { ProblemError } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
 import { PolicyError, type Decision } from './bucket.js';
+import { addressKey } from './client-key.js';
 import { rateLimitItems } from './headers.js';
 import type { RateLimiter } from './limiter.js';
 
+export { addressKey } from './client-key.js';
 export { rateLimitItems } from './headers.js';
 export { RateLimiter } from './limiter.js';
 export { MemoryStore, type RateLimitStore } from './memory-store.js';
@@ -35,7 +37,7 @@ declare module 'fastify' {
 const DEFAULT_GROUP = 'default';
 
 /**
- * Applies the limiter to every route: keyed by client (`ip:<address>`, or `bot:<id>` on bot-signed
+ * Applies the limiter to every route: keyed by client (`ip:<address>`, an IPv6 client by its /64, or `bot:<id>` on bot-signed
  * routes, checked by the enrichment module once the signature is verified) and route group, with the
  * route's cost. Emits the IETF RateLimit-Policy / RateLimit headers, and a 429 problem with
  * Retry-After when the bucket is empty.
@@ -56,7 +58,7 @@ export class RateLimitGuard {
   /** A check that charges `config` (not the route's own limit) to the client address: the sign-in bucket on a wrong admin token. */
   addressCharge(config: RouteRateLimit): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
     const limit = this.limitOf(config);
-    return (request, reply) => this.enforce(request, reply, `ip:${request.ip}`, limit);
+    return (request, reply) => this.enforce(request, reply, addressKey(request.ip), limit);
   }
 
   private route(request: FastifyRequest): Limit | null {
@@ -79,7 +81,7 @@ export class RateLimitGuard {
       // A route only bots may call is charged to the bot, once its signature is checked (RouteAuth).
       const access = ROUTE_ACCESS[request.routeOptions.config?.auth ?? 'admin'];
       if (access.bot && !access.admin) return;
-      await this.enforce(request, reply, `ip:${request.ip}`);
+      await this.enforce(request, reply, addressKey(request.ip));
     });
   }
 

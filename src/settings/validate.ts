@@ -8,6 +8,8 @@ export function topicPrefixError(value: string): string | null {
   if (/[+#]/.test(value)) return 'must not contain the MQTT wildcards + or #';
   if (value.startsWith('/') || value.endsWith('/')) return 'must not start or end with /';
   if (value.split('/').some((level) => level === '')) return 'must not contain an empty level (//)';
+  // A level of spaces or invisible characters looks empty in every MQTT tool and in Home Assistant.
+  if (value.split('/').some((level) => !/[^\s\u200b-\u200d\u2060\ufeff]/.test(level))) return 'must not contain a blank level (only spaces or invisible characters)';
   // eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
   if (/[\u0000-\u001f]/.test(value)) return 'must not contain control characters';
   return null;

@@ -83,6 +83,24 @@ describe('PostgreSQL restarted under load', () => {
   });
 });
 
+describe('readiness while PostgreSQL is away', () => {
+  it('answers 503 not_ready with "unreachable", never the driver\'s message (the route is public)', async () => {
+    const postgres = await startPostgres();
+    const app = await startTestApp('postgres', { DATABASE_URL: postgres.url });
+    try {
+      assert.equal((await app.api('GET', '/readyz', undefined, { authorization: '' })).body.database, 'ok');
+      await postgres.stop();
+      const ready = await app.api('GET', '/readyz', undefined, { authorization: '' });
+      assert.equal(ready.status, 503);
+      assert.deepEqual([ready.body.status, ready.body.database], ['not_ready', 'unreachable']);
+      assert.doesNotMatch(JSON.stringify(ready.body), /ECONNREFUSED|127\.0\.0\.1|postgres|terminat/i);
+    } finally {
+      await app.cleanup();
+      await postgres.destroy();
+    }
+  });
+});
+
 describe('two standalone workers racing on PostgreSQL', () => {
   it('each job runs exactly once to completion', async () => {
     const env = await createTestEnv('postgres');

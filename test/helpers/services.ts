@@ -33,7 +33,7 @@ const PG_BIN = (() => {
   }
 })();
 
-/** A private PostgreSQL cluster (run as the postgres user) the test can restart. */
+/** A private PostgreSQL cluster (run as the postgres user) the test can stop and restart. */
 export async function startPostgres() {
   const dir = mkdtempSync(path.join(tmpdir(), 'mothership-pg-'));
   chmodSync(dir, 0o777);
@@ -46,9 +46,12 @@ export async function startPostgres() {
   await waitForPort(port, true);
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
-    async restart() {
+    async stop() {
       pgctl('-m fast stop');
       await waitForPort(port, false);
+    },
+    async restart() {
+      await this.stop();
       pgctl('start');
       await waitForPort(port, true);
     },
