@@ -30,6 +30,15 @@ export function commentaryGenerator(config: Config): CommentaryGenerator {
   return config.enrichmentLlm ? llmCommentary(config.enrichmentLlm) : async (replay, matchId) => builtInCommentary(replay, matchId);
 }
 
+const nonceKeyPrefix = (config: Pick<Config, 'redisPrefix'>) => config.redisPrefix + 'nonce:';
+
+/** Where bot nonces are kept, which every instance on one database must share (named without credentials). */
+export function nonceStoreName(config: Pick<Config, 'redisUrl' | 'redisPrefix'>): string {
+  if (!config.redisUrl) return 'the database';
+  const url = new URL(config.redisUrl);
+  return `Redis ${url.hostname}:${url.port || '6379'}${url.pathname.length > 1 ? url.pathname : '/0'} under "${nonceKeyPrefix(config)}"`;
+}
+
 /** Bots, matches, the signed request endpoint, the durable queue and (optionally) a worker. */
 export function createEnrichment(deps: EnrichmentDeps) {
   const { config, database, events } = deps;
@@ -37,7 +46,7 @@ export function createEnrichment(deps: EnrichmentDeps) {
   const matches = new MatchService(database, replayRule(Boolean(config.enrichmentLlm)));
   const queue = new EnrichmentQueue(database, events, { leaseMs: config.enrichmentLeaseMs, retryBaseMs: config.enrichmentRetryBaseMs });
   const databaseNonces = deps.redis ? null : new DatabaseNonceStore(database);
-  const nonces = deps.redis ? new RedisNonceStore(deps.redis, config.redisPrefix + 'nonce:') : databaseNonces!;
+  const nonces = deps.redis ? new RedisNonceStore(deps.redis, nonceKeyPrefix(config)) : databaseNonces!;
   const auth = new BotAuthenticator(bots, nonces);
   const newWorker = () => new EnrichmentWorker(queue, commentaryGenerator(config), deps.log, deps.metrics, { leaseMs: config.enrichmentLeaseMs });
   const worker = config.worker === 'embedded' ? newWorker() : null;
