@@ -75,7 +75,7 @@ export async function buildApp(config: Config): Promise<App> {
   const limiter = new RateLimiter(store, { capacity: config.rateLimit.capacity, refillPerSecond: config.rateLimit.refillPerSecond });
   const rateLimit = new RateLimitGuard(limiter, metrics, { failOpen: config.rateLimit.failOpen, costs: config.rateLimit.costs });
 
-  const http = await createHttpServer({ logLevel: config.logLevel, trustProxy: config.trustProxy, version: VERSION });
+  const http = await createHttpServer({ logLevel: config.logLevel, logFormat: config.logFormat, trustProxy: config.trustProxy, version: VERSION });
   rateLimit.register(http);
   for (const warning of installationWarnings) http.log.warn(warning);
   const checkpointer = database.checkpointer;

@@ -47,6 +47,8 @@ export interface EnvConfig {
   redisPrefix: string;
   trustProxy: string | false;
   logLevel: string;
+  /** `auto`: readable lines on a terminal, JSON (one object a line) otherwise. */
+  logFormat: 'auto' | 'json' | 'pretty';
 }
 
 /** The configuration every process runs with: the environment's, completed from DATA_DIR. */
@@ -103,6 +105,7 @@ const ENV_SCHEMA = {
     WEBHOOK_LOG_RETENTION_DAYS: wholeNumber(30),
     TRUST_PROXY: text('a comma-separated list of addresses or CIDRs'),
     LOG_LEVEL: oneOf(LOG_LEVELS, 'info'),
+    LOG_FORMAT: oneOf(['auto', 'json', 'pretty'] as const, 'auto'),
   },
 } as const;
 
@@ -188,6 +191,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     redisPrefix: values.REDIS_PREFIX,
     trustProxy: values.TRUST_PROXY ?? false,
     logLevel: values.LOG_LEVEL,
+    logFormat: values.LOG_FORMAT,
   };
 }
 

@@ -29,15 +29,12 @@ const USAGE = `Usage:
 async function serve(): Promise<void> {
   const config = configure();
   const app = await buildApp(config).catch(explainStartup(config));
-  if (config.adminTokenGenerated) {
-    // Logged once, on the start that generated it; afterwards it lives in DATA_DIR/admin-token.
-    app.http.log.warn(`Generated admin token (stored in ${config.dataDir}/admin-token): ${config.adminToken}`);
-  }
   await app.start();
-  await app.http.listen({ port: config.port, host: config.host }).catch(async (error: unknown) => {
+  const address = await app.http.listen({ port: config.port, host: config.host }).catch(async (error: unknown) => {
     await app.close();
     return explainStartup(config)(error);
   });
+  if (config.adminTokenGenerated) app.http.log.warn(firstStartMessage(address, config));
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) {
@@ -57,6 +54,16 @@ async function serve(): Promise<void> {
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+/**
+ * What a person needs after the very first start, in plain words: where to open the dashboard and
+ * how to sign in. The token is shown this once (it was just generated); afterwards it lives only in
+ * DATA_DIR/admin-token.
+ */
+function firstStartMessage(address: string, config: Config): string {
+  const url = address.replace('://0.0.0.0', '://localhost').replace('://[::]', '://localhost');
+  return `First start: open ${url}/ in a browser and sign in with the admin token ${config.adminToken} (kept in ${config.dataDir}/admin-token; it is not shown again). API clients send it as "Authorization: Bearer <token>"; the API is described at ${url}/docs.`;
 }
 
 /** A failure a person can fix becomes a StartupError with one sentence; anything else stays as it is. */

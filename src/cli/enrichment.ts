@@ -25,7 +25,7 @@ export async function createBotCommand(config: Config, name: string, io: Output)
 
 /** `mothership worker`: a standalone enrichment worker against the configured database, until SIGTERM/SIGINT. */
 export async function workerCommand(config: Config): Promise<void> {
-  const log = pino(loggerOptions(config.logLevel) as object);
+  const log = pino(loggerOptions(config.logLevel, config.logFormat) as object);
   const database = await Database.open(config);
   const box = new SecretBox(config.secretsKey);
   for (const warning of await checkInstallation(database, box, config.mothershipId)) log.warn(warning);

@@ -91,8 +91,17 @@ const REDACTED_PATHS = [
   '*.ca_cert',
 ];
 
-export function loggerOptions(level: string): FastifyServerOptions['logger'] {
-  return { level, redact: { paths: REDACTED_PATHS, censor: '[redacted]' } };
+/**
+ * The one logger setup of every process: secrets redacted; JSON for log collectors, or readable
+ * lines (pino-pretty) for a person at a terminal.
+ */
+export function loggerOptions(level: string, format: 'auto' | 'json' | 'pretty' = 'json', terminal = Boolean(process.stdout.isTTY)): FastifyServerOptions['logger'] {
+  const pretty = format === 'pretty' || (format === 'auto' && terminal);
+  return {
+    level,
+    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    ...(pretty ? { transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname' } } } : {}),
+  };
 }
 
 /** The methods a 405's `Allow` can name. */
@@ -106,9 +115,9 @@ const SHUTDOWN_DRAIN_MS = 8000;
  * every violation reported), problem+json for every failure, the raw body kept for signatures,
  * and the OpenAPI 3.1 document generated from the route schemas.
  */
-export async function createHttpServer(options: { logLevel: string; trustProxy: string | false; version: string }): Promise<FastifyInstance> {
+export async function createHttpServer(options: { logLevel: string; logFormat?: 'auto' | 'json' | 'pretty'; trustProxy: string | false; version: string }): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: loggerOptions(options.logLevel),
+    logger: loggerOptions(options.logLevel, options.logFormat),
     bodyLimit: BODY_LIMIT,
     trustProxy: options.trustProxy === false ? false : options.trustProxy.split(',').map((entry) => entry.trim()),
     return503OnClosing: true,

@@ -1,12 +1,14 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { spawnMothership } from '../helpers/process.js';
+import { spawnMothership, startService, stopProcess } from '../helpers/process.js';
+import { freePort } from '../helpers/broker.js';
+import { loggerOptions } from '../../src/http/server.js';
 import { testConnection } from '../../src/mqtt/connection.js';
 import { DEFAULT_SETTINGS } from '../../src/settings/model.js';
 import { postJson } from '../../src/webhook/http-client.js';
@@ -81,5 +83,35 @@ describe('a start that cannot succeed says why in one sentence, without a stack 
 
   it('the database does not exist', async () => {
     assertOneSentence(await start({ PORT: '0', DATABASE_URL: 'postgres://postgres:s3cret@127.0.0.1:5432/mothership_never_created' }), /the database does not exist; create it first/);
+  });
+});
+
+describe('the first start, read by a person at a terminal', () => {
+  it('says which URL to open and how to sign in, in readable lines; later starts do not repeat the token', async () => {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'ms-first-'));
+    try {
+      const port = await freePort();
+      const first = await startService({ DATA_DIR: dataDir, LOG_FORMAT: 'pretty' }, port);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await stopProcess(first.child);
+      const output = first.child.output();
+      assert.doesNotMatch(output, /^\{"level"/m, 'pretty lines, not JSON');
+      const token = readFileSync(path.join(dataDir, 'admin-token'), 'utf8').trim();
+      assert.match(output, new RegExp(`WARN: First start: open http://127\\.0\\.0\\.1:${port}/ in a browser and sign in with the admin token ${token} \\(kept in ${dataDir}/admin-token; it is not shown again\\)`));
+      const second = await startService({ DATA_DIR: dataDir, LOG_FORMAT: 'json' }, port);
+      await stopProcess(second.child);
+      assert.match(second.child.output(), /^\{"level":30/m, 'JSON for a log collector');
+      assert.equal(second.child.output().includes(token), false, 'the token is shown once');
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('is JSON unless asked otherwise or writing to a terminal', () => {
+    const transport = (options: unknown) => (options as { transport?: { target: string } }).transport?.target;
+    assert.equal(transport(loggerOptions('info', 'auto', false)), undefined);
+    assert.equal(transport(loggerOptions('info', 'auto', true)), 'pino-pretty');
+    assert.equal(transport(loggerOptions('info', 'json', true)), undefined);
+    assert.equal(transport(loggerOptions('info', 'pretty', false)), 'pino-pretty');
   });
 });
