@@ -35,8 +35,8 @@ export function createEnrichment(deps: EnrichmentDeps) {
   const { config, database, events } = deps;
   const bots = new BotService(database, deps.box);
   const matches = new MatchService(database);
-  const queue = new EnrichmentQueue(database, events, { leaseMs: config.enrichmentLeaseMs, retryBaseMs: config.enrichmentRetryBaseMs });
   const databaseNonces = deps.redis ? null : new DatabaseNonceStore(database);
+  const queue = new EnrichmentQueue(database, events, { leaseMs: config.enrichmentLeaseMs, retryBaseMs: config.enrichmentRetryBaseMs, nonces: databaseNonces });
   const nonces = deps.redis ? new RedisNonceStore(deps.redis, config.redisPrefix + 'nonce:') : databaseNonces!;
   const auth = new BotAuthenticator(bots, nonces);
   const newWorker = () => new EnrichmentWorker(queue, commentaryGenerator(config), deps.log, deps.metrics, { leaseMs: config.enrichmentLeaseMs });
@@ -50,7 +50,7 @@ export function createEnrichment(deps: EnrichmentDeps) {
     worker,
     newWorker,
     register(app: FastifyInstance, rateLimit: RateLimitGuard) {
-      enrichmentRoutes(app, { bots, matches, queue, auth, rateLimit, onEnqueued: () => worker?.notify() });
+      enrichmentRoutes(app, { bots, matches, queue, auth, rateLimit, onEnqueued: () => worker?.notify(), nonceWithRequest: databaseNonces !== null });
     },
     /** Periodic upkeep: forget expired nonces (the Redis store expires its own). */
     purgeNonces: () => databaseNonces?.purgeExpired() ?? Promise.resolve(),

@@ -41,21 +41,29 @@ function quotaHeaders(reply: FastifyReply, remaining: number, resetSeconds: numb
 
 export function enrichmentRoutes(
   app: FastifyInstance,
-  deps: { bots: BotService; matches: MatchService; queue: EnrichmentQueue; auth: BotAuthenticator; rateLimit: RateLimitGuard; onEnqueued: () => void },
+  deps: { bots: BotService; matches: MatchService; queue: EnrichmentQueue; auth: BotAuthenticator; rateLimit: RateLimitGuard; onEnqueued: () => void; nonceWithRequest: boolean },
 ): void {
   const { bots, matches, queue, auth, rateLimit } = deps;
 
-  /** Bot signature check for `bot` routes (and `admin_or_bot` ones without an admin); then the bot's own bucket. */
-  const authenticateBot = async (request: FastifyRequest, reply: FastifyReply) => {
+  /**
+   * Bot signature check for `bot` routes (and `admin_or_bot` ones without an admin); then the bot's
+   * own bucket; then its nonce, unless `nonceWithWrite`: the handler's write records it (when nonces
+   * live in the database), so a request refused before that writes nothing.
+   */
+  const authenticateBot = (nonceWithWrite: boolean) => async (request: FastifyRequest, reply: FastifyReply) => {
     if (request.isAdmin) return;
+    let verified: { botId: string; nonce: string };
     try {
-      request.botId = await auth.authenticate(request);
+      verified = await auth.verify(request);
     } catch (error) {
       // Failed signatures cost the client address, so guessing is rate limited too.
       await rateLimit.enforce(request, reply, `ip:${request.ip}`);
       throw error;
     }
-    await rateLimit.enforce(request, reply, `bot:${request.botId}`);
+    request.botId = verified.botId;
+    await rateLimit.enforce(request, reply, `bot:${verified.botId}`);
+    if (nonceWithWrite) request.botNonce = verified.nonce;
+    else await auth.recordNonce(verified.nonce);
   };
 
   // ---- bots (admin) ----
@@ -126,7 +134,7 @@ export function enrichmentRoutes(
     '/api/request-enrichment',
     {
       config: { auth: 'bot', problems: ['match_not_found', 'match_not_completed', 'quota_exceeded'] },
-      preValidation: authenticateBot,
+      preValidation: authenticateBot(deps.nonceWithRequest),
       schema: {
         tags: ['enrichment'],
         summary: 'Request AI commentary for a completed match (bot-signed; 5 per bot per rolling 24 h)',
@@ -149,7 +157,7 @@ export function enrichmentRoutes(
     async (request, reply) => {
       const { match_id: matchId } = request.body as { match_id: string };
       try {
-        const result = await queue.request(request.botId!, matchId);
+        const result = await queue.request(request.botId!, matchId, request.botNonce);
         quotaHeaders(reply, result.quota_remaining, result.quota_reset_seconds);
         if (!result.duplicate) deps.onEnqueued();
         return reply.code(202).header('location', `/api/matches/${matchId}/enrichment`).send(result);
@@ -164,7 +172,7 @@ export function enrichmentRoutes(
     '/api/matches/:id/enrichment',
     {
       config: { auth: 'admin_or_bot' },
-      preValidation: authenticateBot,
+      preValidation: authenticateBot(false),
       schema: {
         tags: ['enrichment'],
         summary: 'Enrichment status and commentary of a match (bot-signed or admin)',

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { Webhook } from 'standardwebhooks';
 import type { Database, Db } from '../db/index.js';
@@ -13,7 +13,7 @@ import type { Metrics } from '../ops/metrics.js';
 import { webhookSigningSecrets, type SettingsStore } from '../settings/store.js';
 import { VERSION } from '../version.js';
 import { postJson, type PostResult } from './http-client.js';
-import type { WebhookOutbox } from './outbox.js';
+import { newMessageId, type WebhookOutbox } from './outbox.js';
 import { outcomeOf, retryDelayOf } from './policy.js';
 
 export interface DeliveryView {
@@ -285,7 +285,7 @@ export class WebhookService {
    */
   async test(candidate: { url: string; secret: string }, { detailed }: { detailed: boolean }): Promise<PostResult & { ok: boolean }> {
     const payload = JSON.stringify(makeEvent('webhook.test', { detail: { message: 'Test delivery from Mothership' } }));
-    const webhookId = `msg_${randomUUID().replace(/-/g, '')}`;
+    const webhookId = newMessageId();
     const at = now();
     const { id } = await this.database.db
       .insertInto('webhook_deliveries')

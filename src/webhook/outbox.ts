@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import { prepare, type Prepared } from '../db/prepared.js';
-import type { StoredEvent } from '../events/index.js';
+import type { AppendHook, StoredEvent } from '../events/index.js';
 import type { SettingsStore } from '../settings/store.js';
 
 /**
@@ -11,7 +11,10 @@ import type { SettingsStore } from '../settings/store.js';
  * `createEventPipeline`), so events a standalone worker writes are delivered like any other; the
  * dispatcher (WebhookService) of whichever process serves sends them.
  */
-export class WebhookOutbox {
+/** A delivery's message id (the `webhook-id` header), the same for its retries. */
+export const newMessageId = (): string => `msg_${randomUUID().replace(/-/g, '')}`;
+
+export class WebhookOutbox implements AppendHook {
   /** Compiled once (db/prepared.ts): it runs for every event while the webhook is on. */
   private readonly insertPending: Prepared<unknown>;
   private enqueued = false;
@@ -39,14 +42,17 @@ export class WebhookOutbox {
     );
   }
 
-  async enqueue(trx: Db, events: StoredEvent[]): Promise<void> {
+  async append(trx: Db, events: StoredEvent[]): Promise<void> {
     const webhook = await this.settings.webhookTargetWithin(trx);
     if (!webhook.enabled || !webhook.url) return;
     const at = now();
     for (const event of events) {
-      const webhookId = `msg_${randomUUID().replace(/-/g, '')}`;
-      await this.insertPending.execute(trx, { webhookId, seq: event.seq, type: event.payload.event_type, url: webhook.url, payload: event.json, at });
+      await this.insertPending.execute(trx, { webhookId: newMessageId(), seq: event.seq, type: event.payload.event_type, url: webhook.url, payload: event.json, at });
     }
+    this.enqueued = true;
+  }
+
+  appendedInSql(): void {
     this.enqueued = true;
   }
 
