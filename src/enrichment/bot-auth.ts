@@ -29,10 +29,10 @@ export class RedisNonceStore implements NonceStore {
 export class DatabaseNonceStore implements NonceStore {
   // Inserted, or an expired entry taken over: first use. A live entry: replay (no row returned).
   // PostgreSQL's enrichment request does the same in SQL (db/migrations.ts 009).
-  private readonly record: Prepared<{ key: string }>;
+  private readonly record: Prepared<{ key: string }, 'key' | 'expires' | 'now'>;
 
   constructor(private readonly database: Database) {
-    this.record = prepare(database, (db, param) =>
+    this.record = prepare(database, ['key', 'expires', 'now'], (db, param) =>
       db
         .insertInto('nonces')
         .values({ key: param('key'), expires_at: param('expires') })

@@ -88,7 +88,7 @@ function requestQueries(database: Database) {
   return {
     inSql:
       database.dialect === 'postgres'
-        ? prepare(database, (db, param) =>
+        ? prepare(database, ['botId', 'matchId', 'at', 'since', 'quota', 'nonce', 'nonceExpires', 'eventHead', 'eventTail', 'webhookId'], (db, param) =>
             db
               .selectFrom(
                 sql<RequestRow>`mothership_request_enrichment(${param('botId')}, ${param('matchId')}, ${param('at')}, ${param('since')}, ${param('quota')}, ${param('nonce')}, ${param('nonceExpires')}, ${param('eventHead')}, ${param('eventTail')}, ${param('webhookId')})`.as('r'),
@@ -96,11 +96,11 @@ function requestQueries(database: Database) {
               .selectAll(),
           )
         : null,
-    quotaUsed: prepare(database, (db, param) =>
+    quotaUsed: prepare(database, ['botId', 'since'], (db, param) =>
       db.selectFrom('enrichment_jobs').select('enqueued_at').where('bot_id', '=', param('botId')).where('enqueued_at', '>', param('since')).orderBy('enqueued_at'),
     ),
     // Marks a completed, not yet requested match in one step; no row means the slower path explains why.
-    claimMatch: prepare(database, (db, param) =>
+    claimMatch: prepare(database, ['at', 'matchId'], (db, param) =>
       db
         .updateTable('matches')
         .set({ enrichment_requested_at: param('at'), enrichment_status: 'queued', enrichment_error: null })
@@ -109,16 +109,16 @@ function requestQueries(database: Database) {
         .where('enrichment_requested_at', 'is', null)
         .returning('id'),
     ),
-    match: prepare(database, (db, param) => db.selectFrom('matches').select(['status', 'enrichment_requested_at']).where('id', '=', param('matchId'))),
-    jobOfMatch: prepare(database, (db, param) => db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', param('matchId'))),
+    match: prepare(database, ['matchId'], (db, param) => db.selectFrom('matches').select(['status', 'enrichment_requested_at']).where('id', '=', param('matchId'))),
+    jobOfMatch: prepare(database, ['matchId'], (db, param) => db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', param('matchId'))),
     // The new job's id and the head of the queue, for its place in it.
-    insertJob: prepare(database, (db, param) =>
+    insertJob: prepare(database, ['matchId', 'botId', 'at'], (db, param) =>
       db
         .insertInto('enrichment_jobs')
         .values({ match_id: param('matchId'), bot_id: param('botId'), state: 'queued', attempts: 0, run_after: param('at'), lease_owner: null, lease_expires_at: null, enqueued_at: param('at'), started_at: null, finished_at: null, last_error: null })
         .returning((eb) => ['id', queueHead(eb, 'queued'), queueHead(eb, 'running')]),
     ),
-    queueHead: prepare(database, (db) => db.selectNoFrom((eb) => [queueHead(eb, 'queued'), queueHead(eb, 'running')])),
+    queueHead: prepare(database, [], (db) => db.selectNoFrom((eb) => [queueHead(eb, 'queued'), queueHead(eb, 'running')])),
   };
 }
 

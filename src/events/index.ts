@@ -26,14 +26,14 @@ export type Emit = <T extends EventType>(type: T, fields: EventFields<T>) => Eve
 export class EventLog {
   private readonly subscribers = new Set<Subscriber>();
   /** Compiled once (db/prepared.ts): it runs for every event. */
-  private readonly insert: Prepared<{ seq: number }>;
+  private readonly insert: Prepared<{ seq: number }, 'type' | 'timestamp' | 'payload'>;
 
   /** `appendHooks` run inside every appending transaction: fixed at construction, so no writer can miss one (see pipeline.ts). */
   constructor(
     private readonly database: Database,
     private readonly appendHooks: readonly AppendHook[],
   ) {
-    this.insert = prepare(database, (db, param) =>
+    this.insert = prepare(database, ['type', 'timestamp', 'payload'], (db, param) =>
       db.insertInto('events').values({ event_type: param('type'), timestamp: param('timestamp'), payload: param('payload') }).returning('seq'),
     );
   }

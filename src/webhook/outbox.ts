@@ -16,14 +16,14 @@ export const newMessageId = (): string => `msg_${randomUUID().replace(/-/g, '')}
 
 export class WebhookOutbox implements AppendHook {
   /** Compiled once (db/prepared.ts): it runs for every event while the webhook is on. */
-  private readonly insertPending: Prepared<unknown>;
+  private readonly insertPending: Prepared<unknown, 'webhookId' | 'seq' | 'type' | 'url' | 'payload' | 'at'>;
   private enqueued = false;
 
   constructor(
     database: Database,
     private readonly settings: SettingsStore,
   ) {
-    this.insertPending = prepare(database, (db, param) =>
+    this.insertPending = prepare(database, ['webhookId', 'seq', 'type', 'url', 'payload', 'at'], (db, param) =>
       db.insertInto('webhook_deliveries').values({
         webhook_id: param('webhookId'),
         event_seq: param('seq'),
