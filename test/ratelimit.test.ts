@@ -5,10 +5,9 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { MICRO, PolicyError, takeTokens, validatePolicy, type BucketState } from '../src/ratelimit/bucket.js';
 import { MemoryStore, RateLimiter, RedisStore, type RateLimitStore } from '../src/ratelimit/index.js';
-import { startTestApp, type TestApp } from './helpers/app.js';
+import { REDIS_URL, startTestApp, type TestApp } from './helpers/app.js';
 import { botRequest } from './helpers/bot.js';
 
-export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379/0';
 const policy = { capacity: 10, refillPerSecond: 2 };
 
 describe('token bucket arithmetic', () => {
