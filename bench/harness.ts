@@ -60,6 +60,8 @@ export interface LoadResult {
   non2xx: number;
   errors: number;
   total: number;
+  /** Answers by HTTP status. */
+  statuses: Record<string, number>;
 }
 
 /**
@@ -84,5 +86,6 @@ export async function load(options: autocannon.Options): Promise<LoadResult> {
     non2xx: result.non2xx,
     errors: result.errors + result.timeouts,
     total: result.requests.total,
+    statuses: Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([status, stats]) => [status, stats.count ?? 0])),
   };
 }

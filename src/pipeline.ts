@@ -11,6 +11,6 @@ import { WebhookOutbox } from './webhook/index.js';
 export function createEventPipeline(database: Database, box: SecretBox): { events: EventLog; settings: SettingsStore; outbox: WebhookOutbox } {
   const settings = new SettingsStore(database, box);
   const outbox = new WebhookOutbox(database, settings);
-  const events = new EventLog(database, [(trx, stored) => outbox.enqueue(trx, stored)]);
+  const events = new EventLog(database, [outbox]);
   return { events, settings, outbox };
 }

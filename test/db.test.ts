@@ -124,14 +124,22 @@ for (const dialect of DIALECTS) {
     });
 
     it('runs a prepared query with new values each time, and names a missing one', async () => {
-      const insert = prepare(database, (db, param) => db.insertInto('zones').values({ id: param('id'), name: param('name'), created_at: param('at') }));
-      const byPrefix = prepare(database, (db, param) => db.selectFrom('zones').select(['id', 'name']).where('id', 'like', param('prefix')).orderBy('id'));
+      const insert = prepare(database, ['id', 'name', 'at'], (db, param) => db.insertInto('zones').values({ id: param('id'), name: param('name'), created_at: param('at') }));
+      const byPrefix = prepare(database, ['prefix'], (db, param) => db.selectFrom('zones').select(['id', 'name']).where('id', 'like', param('prefix')).orderBy('id'));
       for (const id of ['p1', 'p2']) await insert.execute(database.db, { id, name: `Zone ${id}`, at: '2026-11-22T00:00:00.000Z' });
       assert.deepEqual((await byPrefix.execute(database.db, { prefix: 'p%' })).rows, [
         { id: 'p1', name: 'Zone p1' },
         { id: 'p2', name: 'Zone p2' },
       ]);
+      // A missing or misspelt name fails to compile (tsc checks these expectations); at run time, a
+      // missing value still names itself rather than binding NULL.
+      // @ts-expect-error -- "prefix" is missing
       await assert.rejects(byPrefix.execute(database.db, {}), /no value for "prefix"/);
+      // @ts-expect-error -- "prefx" is not a parameter of the query
+      await assert.rejects(byPrefix.execute(database.db, { prefx: 'p%' }), /no value for "prefix"/);
+      // @ts-expect-error -- "nam" was not declared
+      assert.throws(() => prepare(database, ['id'], (db, param) => db.selectFrom('zones').select('id').where('name', '=', param('nam'))));
+      assert.throws(() => prepare(database, ['id', 'unused'], (db, param) => db.selectFrom('zones').select('id').where('id', '=', param('id'))), /"unused" declared but never used/);
     });
 
     it('single-statement writes join concurrent transactions and all commit', async () => {
@@ -226,7 +234,7 @@ describe('compiled queries on SQLite', () => {
   it('run at once while no transaction is open, and wait for an open one instead of reading inside it', async () => {
     const { database, close } = await openDatabase('sqlite');
     try {
-      const count = prepare(database, (db) => db.selectFrom('zones').select((eb) => eb.fn.countAll<number>().as('n')));
+      const count = prepare(database, [], (db) => db.selectFrom('zones').select((eb) => eb.fn.countAll<number>().as('n')));
       assert.equal(Number((await count.execute(database.db, {})).rows[0]!.n), 0);
       let release!: () => void;
       const gate = new Promise<void>((resolve) => (release = resolve));

@@ -132,6 +132,7 @@ for (const dialect of DIALECTS) {
     let bot: { id: string; shared_secret: string };
     const request = (body: unknown, options = {}) => botRequest(app.http, bot, 'POST', '/api/request-enrichment', body, options);
     const jobs = () => app.database.db.selectFrom('enrichment_jobs').selectAll().execute();
+    const nonceStored = async (nonce: string) => (await app.database.db.selectFrom('nonces').select('key').where('key', '=', `${bot.id}:${nonce}`).executeTakeFirst()) !== undefined;
 
     before(async () => {
       app = await startTestApp(dialect);
@@ -152,8 +153,9 @@ for (const dialect of DIALECTS) {
       assert.equal(JSON.stringify(list.body).includes(bot.shared_secret), false);
     });
 
-    it('accepts a signed request: 202, Location, estimate, one job, requested_at set, event emitted', async () => {
-      const response = await request({ match_id: 'm1' });
+    it('accepts a signed request: 202, Location, estimate, one job, requested_at set, event emitted with its webhook delivery', async () => {
+      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: 'http://127.0.0.1:9/hook' } })).status, 200);
+      const response = await request({ match_id: 'm1' }, { nonce: 'first-request-nonce' });
       assert.equal(response.status, 202, JSON.stringify(response.body));
       assert.equal(response.headers.location, '/api/matches/m1/enrichment');
       assert.equal(response.body.match_id, 'm1');
@@ -166,8 +168,18 @@ for (const dialect of DIALECTS) {
       assert.equal(match.enrichment_requested_at, response.body.requested_at);
       assert.equal(match.enrichment.status, 'queued');
       assert.equal((await jobs()).length, 1);
-      const events = (await app.api('GET', '/api/events')).body.events.map((event: { event_type: string }) => event.event_type);
-      assert.deepEqual(events, ['enrichment.requested']);
+      const [event, ...others] = (await app.api('GET', '/api/events')).body.events;
+      assert.deepEqual(others, []);
+      assert.equal(event.event_type, 'enrichment.requested');
+      assert.deepEqual(event.detail, { match_id: 'm1', bot_id: bot.id, job_id: response.body.job_id });
+      const deliveries = await app.database.db.selectFrom('webhook_deliveries').selectAll().execute();
+      assert.equal(deliveries.length, 1, 'the webhook outbox row is written with the event');
+      assert.equal(deliveries[0]!.event_seq, event.seq);
+      assert.match(deliveries[0]!.webhook_id, /^msg_[0-9a-f]{32}$/);
+      const delivered = JSON.parse(deliveries[0]!.payload);
+      assert.deepEqual([delivered.event_type, delivered.timestamp, delivered.detail], [event.event_type, event.timestamp, event.detail]);
+      assert.ok(await nonceStored('first-request-nonce'), 'the nonce of an accepted request is recorded');
+      await app.api('POST', '/api/settings/integration', { webhook: { enabled: false } });
     });
 
     it('is idempotent per match: a repeat enqueues nothing and uses no quota', async () => {
@@ -179,12 +191,13 @@ for (const dialect of DIALECTS) {
     });
 
     it('rejects unknown and unfinished matches without using quota', async () => {
-      const unknown = await request({ match_id: 'nope' });
+      const unknown = await request({ match_id: 'nope' }, { nonce: 'refused-unknown-match' });
       assert.equal(unknown.status, 404);
       assert.equal(unknown.body.code, 'match_not_found');
-      const live = await request({ match_id: 'live' });
+      const live = await request({ match_id: 'live' }, { nonce: 'refused-unfinished-match' });
       assert.equal(live.status, 409);
       assert.equal(live.body.code, 'match_not_completed');
+      assert.deepEqual([await nonceStored('refused-unknown-match'), await nonceStored('refused-unfinished-match')], [false, false], 'a refused request writes nothing');
       const bad = await request({ match_id: 'm1', extra: true });
       assert.equal(bad.status, 400);
       assert.equal(bad.body.errors[0].path, '/extra');
@@ -208,8 +221,9 @@ for (const dialect of DIALECTS) {
 
     it('enforces 5 jobs per rolling 24 h with Retry-After until the oldest leaves the window', async () => {
       for (const id of ['m2', 'm3', 'm4', 'm5']) assert.equal((await request({ match_id: id })).status, 202);
-      const sixth = await request({ match_id: 'm6' });
+      const sixth = await request({ match_id: 'm6' }, { nonce: 'refused-at-quota' });
       assert.equal(sixth.status, 429);
+      assert.equal(await nonceStored('refused-at-quota'), false, 'a request refused at quota writes nothing, not even its nonce');
       assert.equal(sixth.body.code, 'quota_exceeded');
       assert.deepEqual(sixth.body['violated-policies'], ['daily']);
       const retryAfter = Number(sixth.headers['retry-after']);
@@ -331,7 +345,7 @@ for (const dialect of DIALECTS) {
   });
 
   describe(`enrichment quota across two instances (${dialect})`, () => {
-    it('two service instances sharing the database never enqueue a sixth job for one bot', async () => {
+    it('60 concurrent requests of one bot over two instances sharing the database: 5 jobs, each match once, 5 events', async () => {
       const env = await createTestEnv(dialect);
       const first = await startTestApp(dialect, {}, { testEnv: env });
       const second = await startTestApp(dialect, {}, { testEnv: env });
@@ -339,12 +353,16 @@ for (const dialect of DIALECTS) {
         const bot = (await first.api('POST', '/api/bots', { id: 'shared', name: 'Shared' })).body;
         for (let i = 0; i < 10; i++) await first.api('POST', '/api/matches', { id: `s-${i}`, status: 'completed', replay: REPLAY });
         const responses = await Promise.all(
-          Array.from({ length: 30 }, (_, i) => botRequest((i % 2 ? first : second).http, bot, 'POST', '/api/request-enrichment', { match_id: `s-${i % 10}` })),
+          Array.from({ length: 60 }, (_, i) => botRequest((i % 2 ? first : second).http, bot, 'POST', '/api/request-enrichment', { match_id: `s-${i % 10}` })),
         );
         assert.ok(responses.every((response) => response.status === 202 || response.status === 429), JSON.stringify(responses.map((r) => r.status)));
         const jobs = await first.database.db.selectFrom('enrichment_jobs').select('match_id').execute();
         assert.equal(jobs.length, 5);
         assert.equal(new Set(jobs.map((job) => job.match_id)).size, 5);
+        const fresh = responses.filter((response) => response.status === 202 && !response.body.duplicate);
+        assert.deepEqual(fresh.map((response) => response.body.match_id).sort(), jobs.map((job) => job.match_id).sort(), 'each job answered as new exactly once');
+        const events = await first.database.db.selectFrom('events').select('payload').where('event_type', '=', 'enrichment.requested').execute();
+        assert.deepEqual(events.map((event) => JSON.parse(event.payload).detail.match_id).sort(), jobs.map((job) => job.match_id).sort());
       } finally {
         await first.close();
         await second.close();

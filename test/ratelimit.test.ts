@@ -5,9 +5,9 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { MICRO, PolicyError, takeTokens, validatePolicy, type BucketState } from '../src/ratelimit/bucket.js';
 import { addressKey, MemoryStore, RateLimiter, RedisStore, type RateLimitStore } from '../src/ratelimit/index.js';
-import { startTestApp, type TestApp } from './helpers/app.js';
+import { REDIS_URL, startTestApp, type TestApp } from './helpers/app.js';
+import { botRequest } from './helpers/bot.js';
 
-export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379/0';
 const policy = { capacity: 10, refillPerSecond: 2 };
 
 describe('token bucket arithmetic', () => {
@@ -210,6 +210,28 @@ describe('rate limiting over HTTP', () => {
     assert.equal(limited.headers['ratelimit'], '"default";r=0;t=100', 't and Retry-After agree');
     assert.equal(limited.headers['content-type'], 'application/problem+json; charset=utf-8');
     assert.equal((await app.api('GET', '/healthz')).status, 200, 'liveness is never limited');
+  });
+
+  it("a bot's request refused by its bucket records nothing, not even its nonce", async () => {
+    // An app of its own: the other tests empty this one's buckets for the test client's address.
+    const app = await startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '20', RATE_LIMIT_REFILL_PER_SEC: '0.01' });
+    const answers = [];
+    try {
+      const bot = await app.enrichment.bots.create({ id: 'eager', name: 'Eager' });
+      await app.enrichment.matches.create({ id: 'once', status: 'completed' });
+      for (let i = 0; i < 24; i++) {
+        const nonce = `eager-nonce-${String(i).padStart(8, '0')}`;
+        const response = await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'once' }, { nonce });
+        const stored = await app.database.db.selectFrom('nonces').select('key').where('key', '=', `eager:${nonce}`).executeTakeFirst();
+        answers.push(`${response.status}:${stored ? 'stored' : 'none'}`);
+      }
+    } finally {
+      await app.cleanup();
+    }
+    // Accepted (the first, then idempotent repeats): recorded. Refused by the bucket: nothing written.
+    assert.ok(answers.includes('202:stored'), answers.join(' '));
+    assert.ok(answers.includes('429:none'), answers.join(' '));
+    assert.deepEqual(answers.filter((answer) => answer !== '202:stored' && answer !== '429:none'), []);
   });
 
   it('headers an independent structured-field parser (RFC 9651) reads as the draft defines them', async () => {

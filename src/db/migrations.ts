@@ -1,5 +1,6 @@
 import { sql, type Kysely, type Migration } from 'kysely';
 import type { Dialect } from './schema.js';
+import { EVENT_APPEND_LOCK } from './schema.js';
 
 /**
  * Versioned migrations, run at start-up by Kysely's Migrator. Append new ones; never edit a released one.
@@ -195,6 +196,89 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
       // node.offline exactly once. Existing nodes start unannounced: their next heartbeat announces them.
       async up(db: Kysely<any>) {
         await db.schema.alterTable('nodes').addColumn('online', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+      },
+    },
+    '010_enrichment_request_in_one_statement': {
+      // PostgreSQL: an accepted enrichment request in one round trip instead of eight (see
+      // enrichment/queue.ts, which keeps SQLite's path in TypeScript). Mirrors, in SQL: the event append
+      // (events/log.ts: the advisory lock that makes seq order commit order) with its webhook outbox
+      // row (webhook/outbox.ts: one pending delivery while the stored settings enable a URL), the
+      // database nonce (enrichment/bot-auth.ts) and the request itself. PL/pgSQL, not one CTE: under
+      // READ COMMITTED each statement of a function takes a fresh snapshot, so the statements after the
+      // bot row lock see the jobs the previous holder committed; a single statement would not.
+      async up(db: Kysely<any>) {
+        if (dialect !== 'postgres') return;
+        await sql`
+          create function mothership_append_event(p_type text, p_timestamp text, p_payload text, p_webhook_id text, out seq bigint, out delivery boolean)
+          language plpgsql as $$
+          #variable_conflict use_column
+          declare
+            v_webhook json;
+          begin
+            perform pg_advisory_xact_lock(${sql.lit(EVENT_APPEND_LOCK)});
+            insert into events (event_type, "timestamp", payload) values (p_type, p_timestamp, p_payload) returning events.seq into seq;
+            select value::json -> 'webhook' into v_webhook from settings where key = 'integration';
+            delivery := coalesce((v_webhook ->> 'enabled')::boolean, false) and coalesce(v_webhook ->> 'url', '') <> '';
+            if delivery then
+              insert into webhook_deliveries (webhook_id, event_seq, event_type, url, payload, attempt, state, due_at, created_at)
+              values (p_webhook_id, seq, p_type, v_webhook ->> 'url', p_payload, 1, 'pending', p_timestamp, p_timestamp);
+            end if;
+          end $$`.execute(db);
+        await sql`
+          create function mothership_request_enrichment(
+            p_bot text, p_match text, p_at text, p_since text, p_quota integer, p_nonce text, p_nonce_expires text,
+            p_event_head text, p_event_tail text, p_webhook_id text)
+          returns table (outcome text, job_id bigint, job_state text, requested_at text, match_status text, used integer, oldest text,
+            queued bigint, running bigint, seq bigint, delivery boolean)
+          language plpgsql as $$
+          #variable_conflict use_column
+          declare
+            v_no_replay boolean;
+          begin
+            -- Already at quota: answered from a plain read, writing nothing (it stays so until the oldest counted job leaves the window).
+            select count(*)::integer, min(enqueued_at) into used, oldest from enrichment_jobs where bot_id = p_bot and enqueued_at > p_since;
+            if used >= p_quota then outcome := 'quota_exceeded'; return next; return; end if;
+            -- Serializes one bot's requests on every instance; the statements below see what the previous holder committed.
+            perform 1 from bots where id = p_bot for update;
+            select count(*)::integer, min(enqueued_at) into used, oldest from enrichment_jobs where bot_id = p_bot and enqueued_at > p_since;
+            if used >= p_quota then outcome := 'quota_exceeded'; return next; return; end if;
+            -- A request refused for its match writes nothing, not even its nonce (as SQLite's rolled-back savepoint).
+            select status, enrichment_requested_at, replay is null into match_status, requested_at, v_no_replay from matches where id = p_match;
+            if not found then outcome := 'match_not_found'; return next; return; end if;
+            if match_status <> 'completed' then outcome := 'match_not_completed'; return next; return; end if;
+            -- Never requested and nothing to write commentary from: refused before it counts.
+            if requested_at is null and v_no_replay then outcome := 'replay_unusable'; return next; return; end if;
+            if p_nonce is not null then
+              -- Inserted, or an expired entry taken over: first use; a live entry: a replay.
+              insert into nonces as n (key, expires_at) values (p_nonce, p_nonce_expires)
+                on conflict (key) do update set expires_at = excluded.expires_at where n.expires_at < p_at;
+              if not found then outcome := 'replay'; return next; return; end if;
+            end if;
+            update matches set enrichment_requested_at = p_at, enrichment_status = 'queued', enrichment_error = null
+              where id = p_match and status = 'completed' and enrichment_requested_at is null and replay is not null;
+            if found then
+              insert into enrichment_jobs (match_id, bot_id, state, attempts, run_after, enqueued_at)
+                values (p_match, p_bot, 'queued', 0, p_at, p_at) returning id into job_id;
+              outcome := 'queued';
+              job_state := 'queued';
+              requested_at := p_at;
+              -- The event's JSON is built by the caller around the job id, which only this function knows.
+              select a.seq, a.delivery into seq, delivery
+                from mothership_append_event('enrichment.requested', p_at, p_event_head || job_id || p_event_tail, p_webhook_id) a;
+            else
+              -- Requested before, or changed since the read above (a fresh snapshot tells which).
+              select status, enrichment_requested_at, replay is null into match_status, requested_at, v_no_replay from matches where id = p_match;
+              if not found then outcome := 'match_not_found'; return next; return; end if;
+              if match_status <> 'completed' then outcome := 'match_not_completed'; return next; return; end if;
+              if requested_at is null and v_no_replay then outcome := 'replay_unusable'; return next; return; end if;
+              select id, state into job_id, job_state from enrichment_jobs where match_id = p_match;
+              outcome := 'duplicate';
+            end if;
+            -- The head of the queue, for the job's place in it (one index lookup each).
+            select min(id) into queued from enrichment_jobs where state = 'queued';
+            select min(id) into running from enrichment_jobs where state = 'running';
+            return next;
+          end $$`.execute(db);
       },
     },
   };

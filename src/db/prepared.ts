@@ -4,32 +4,43 @@ import type { Database, Db } from './database.js';
 /** Stands in for a value while the query is built; it cannot collide with real data (a NUL prefix). */
 const PLACEHOLDER = '\u0000prepared:';
 
-type Values = Record<string, unknown>;
+/** The values of one run, by parameter name: every name the query declared, no other. */
+export type PreparedValues<N extends string> = { readonly [K in N]: unknown };
 
-export interface Prepared<R> {
+export interface Prepared<R, N extends string = never> {
   /** Runs the query with these values, on the database or inside a transaction. */
-  execute(db: Db, values: Values): Promise<QueryResult<R>>;
+  execute(db: Db, values: PreparedValues<N>): Promise<QueryResult<R>>;
 }
 
 /**
  * A query Kysely builds and compiles once; each run only binds new values. Kysely otherwise builds
  * and compiles the query again on every call, which on the hot paths costs more than SQLite takes to
- * run it. In `build`, `param(name)` stands for a value given at run time; every other value is
- * fixed. The SQL is compiled for the database's dialect, so a prepared query belongs to it.
+ * run it. `names` declares the parameters: in `build`, `param(name)` stands for the value given at
+ * run time, and `execute` takes exactly those names, so a misspelt one fails to compile (and a
+ * declared name the query never uses fails at start-up). Every other value is fixed. The SQL is
+ * compiled for the database's dialect, so a prepared query belongs to it.
  */
-export function prepare<R>(database: Database, build: (db: Db, param: (name: string) => any) => Compilable<R>): Prepared<R> {
+export function prepare<R, const N extends string = never>(
+  database: Database,
+  names: readonly N[],
+  build: (db: Db, param: (name: N) => any) => Compilable<R>,
+): Prepared<R, N> {
   const compiled = build(database.db, (name) => PLACEHOLDER + name).compile();
-  const bind = compiled.parameters.map((value): ((values: Values) => unknown) => {
+  const used = new Set<string>();
+  const bind = compiled.parameters.map((value): ((values: Record<string, unknown>) => unknown) => {
     if (typeof value !== 'string' || !value.startsWith(PLACEHOLDER)) return () => value;
     const name = value.slice(PLACEHOLDER.length);
+    used.add(name);
     return (values) => {
       if (values[name] === undefined) throw new TypeError(`prepared query: no value for "${name}" in ${compiled.sql}`);
       return values[name];
     };
   });
+  const unused = names.filter((name) => !used.has(name));
+  if (unused.length) throw new TypeError(`prepared query: "${unused.join('", "')}" declared but never used in ${compiled.sql}`);
   return {
     execute: async (target, values) => {
-      const parameters = bind.map((slot) => slot(values));
+      const parameters = bind.map((slot) => slot(values as Record<string, unknown>));
       // On SQLite, when the connection is free for it (database.directStatement), the statement runs
       // at once: what Kysely's executor would do, without its per-query promises and bookkeeping.
       const statement = database.directStatement(target, compiled.sql);

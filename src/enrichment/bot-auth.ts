@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
-import type { Database } from '../db/index.js';
+import type { Database, Db } from '../db/index.js';
 import { prepare, type Prepared } from '../db/prepared.js';
 import { BOT_CHALLENGE, unauthorized } from '../http/auth.js';
 import { ProblemError } from '../http/problem.js';
@@ -28,10 +28,11 @@ export class RedisNonceStore implements NonceStore {
 /** Nonces in the database: they survive a restart, and instances sharing the database share them. */
 export class DatabaseNonceStore implements NonceStore {
   // Inserted, or an expired entry taken over: first use. A live entry: replay (no row returned).
-  private readonly record: Prepared<{ key: string }>;
+  // PostgreSQL's enrichment request does the same in SQL (db/migrations.ts 009).
+  private readonly record: Prepared<{ key: string }, 'key' | 'expires' | 'now'>;
 
   constructor(private readonly database: Database) {
-    this.record = prepare(database, (db, param) =>
+    this.record = prepare(database, ['key', 'expires', 'now'], (db, param) =>
       db
         .insertInto('nonces')
         .values({ key: param('key'), expires_at: param('expires') })
@@ -40,10 +41,18 @@ export class DatabaseNonceStore implements NonceStore {
     );
   }
 
-  async firstUse(key: string): Promise<boolean> {
-    const now = Date.now();
-    const values = { key, now: new Date(now).toISOString(), expires: new Date(now + NONCE_TTL_SECONDS * 1000).toISOString() };
-    const { rows } = await this.database.write((db) => this.record.execute(db, values));
+  /** The row a first use of `key` at `nowMs` writes, and the time before which a stored one is live. */
+  entry(key: string, nowMs = Date.now()): { key: string; now: string; expires: string } {
+    return { key, now: new Date(nowMs).toISOString(), expires: new Date(nowMs + NONCE_TTL_SECONDS * 1000).toISOString() };
+  }
+
+  firstUse(key: string): Promise<boolean> {
+    return this.database.write((db) => this.firstUseWithin(db, key));
+  }
+
+  /** `firstUse` as part of a transaction (`trx`), so a request that is refused later records nothing. */
+  async firstUseWithin(trx: Db, key: string): Promise<boolean> {
+    const { rows } = await this.record.execute(trx, this.entry(key));
     return rows.length > 0;
   }
 
@@ -63,6 +72,9 @@ function refused(request: FastifyRequest, reason: string, botId?: string): Probl
   return unauthorized(BOT_CHALLENGE);
 }
 
+/** A verified request whose nonce was seen before (here, or in the enrichment request's own write). */
+export const refusedReplay = (request: FastifyRequest): ProblemError => refused(request, 'nonce already used', request.botId);
+
 const header = (request: FastifyRequest, name: string) => {
   const value = request.headers[name];
   return typeof value === 'string' ? value : undefined;
@@ -71,8 +83,9 @@ const header = (request: FastifyRequest, name: string) => {
 /**
  * Verifies a bot-signed request. Every failure is the same opaque 401: missing header, unknown bot,
  * stale timestamp, bad signature or replayed nonce. An unknown bot id is checked against a throwaway
- * secret so the response time does not reveal which bot ids exist; the nonce is recorded only after
- * the signature is valid, so unauthenticated requests cannot fill the cache.
+ * secret so the response time does not reveal which bot ids exist. Checking the signature writes
+ * nothing; the nonce is recorded only after it is valid (and after the bot's rate limit), so
+ * unauthenticated or refused requests cannot fill the store.
  */
 export class BotAuthenticator {
   private readonly dummySecret = randomBytes(32).toString('base64url');
@@ -82,7 +95,8 @@ export class BotAuthenticator {
     private readonly nonces: NonceStore,
   ) {}
 
-  async authenticate(request: FastifyRequest): Promise<string> {
+  /** The bot that signed the request, and its nonce's key in the store (not yet recorded). */
+  async verify(request: FastifyRequest): Promise<{ botId: string; nonce: string }> {
     const botId = header(request, 'x-bot-id');
     const timestamp = header(request, 'x-bot-timestamp');
     const nonce = header(request, 'x-bot-nonce');
@@ -100,14 +114,18 @@ export class BotAuthenticator {
     if (!known || !valid || !fresh) {
       throw refused(request, !known ? 'unknown bot' : !valid ? 'signature does not match' : `timestamp ${timestamp} is more than ${MAX_CLOCK_SKEW_SECONDS} s from the server clock`, botId);
     }
+    return { botId: botId!, nonce: `${botId}:${nonce}` };
+  }
+
+  /** Records a verified request's nonce; a replay is refused. */
+  async recordNonce(request: FastifyRequest, nonce: string): Promise<void> {
     let firstUse: boolean;
     try {
-      firstUse = await this.nonces.firstUse(`${botId}:${nonce}`);
+      firstUse = await this.nonces.firstUse(nonce);
     } catch {
       // Without the nonce cache a replay cannot be ruled out: refuse, but say why.
       throw new ProblemError('service_unavailable', 'Replay protection is unavailable; try again shortly', undefined, { 'retry-after': '5' });
     }
-    if (!firstUse) throw refused(request, 'nonce already used', botId);
-    return botId!;
+    if (!firstUse) throw refusedReplay(request);
   }
 }

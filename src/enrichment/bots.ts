@@ -40,7 +40,7 @@ export class BotService {
    * Compiled once (db/prepared.ts): with many bots each asking a few times a day, most signed
    * requests find no cached secret, so this runs about once per request.
    */
-  private readonly encryptedSecrets: Prepared<Pick<BotsTable, 'secret_encrypted' | 'previous_secret_encrypted' | 'previous_secret_expires_at'>>;
+  private readonly encryptedSecrets: Prepared<Pick<BotsTable, 'secret_encrypted' | 'previous_secret_encrypted' | 'previous_secret_expires_at'>, 'id'>;
   /**
    * Decrypted secrets by sealed text: the row is still read once per SECRET_CACHE_MS (a rotation or
    * deletion shows at once), but a sealed text seen before is not decrypted again.
@@ -51,7 +51,7 @@ export class BotService {
     private readonly database: Database,
     private readonly box: SecretBox,
   ) {
-    this.encryptedSecrets = prepare(database, (db, param) =>
+    this.encryptedSecrets = prepare(database, ['id'], (db, param) =>
       db.selectFrom('bots').select(['secret_encrypted', 'previous_secret_encrypted', 'previous_secret_expires_at']).where('id', '=', param('id')),
     );
   }

@@ -44,8 +44,8 @@ export function createEnrichment(deps: EnrichmentDeps) {
   const { config, database, events } = deps;
   const bots = new BotService(database, deps.box);
   const matches = new MatchService(database, replayRule(Boolean(config.enrichmentLlm)));
-  const queue = new EnrichmentQueue(database, events, { leaseMs: config.enrichmentLeaseMs, retryBaseMs: config.enrichmentRetryBaseMs });
   const databaseNonces = deps.redis ? null : new DatabaseNonceStore(database);
+  const queue = new EnrichmentQueue(database, events, { leaseMs: config.enrichmentLeaseMs, retryBaseMs: config.enrichmentRetryBaseMs, nonces: databaseNonces });
   const nonces = deps.redis ? new RedisNonceStore(deps.redis, nonceKeyPrefix(config)) : databaseNonces!;
   const auth = new BotAuthenticator(bots, nonces);
   const newWorker = () => new EnrichmentWorker(queue, commentaryGenerator(config), deps.log, deps.metrics, { leaseMs: config.enrichmentLeaseMs });
@@ -62,7 +62,7 @@ export function createEnrichment(deps: EnrichmentDeps) {
       enrichmentRoutes(app, { bots, matches, queue, onEnqueued: () => worker?.notify() });
     },
     /** The bot signature check for the routes that accept bots (see http/auth.ts RouteAuth), charging `rateLimit`. */
-    botCheck: (rateLimit: RateLimitGuard) => botCheck(auth, rateLimit),
+    botCheck: (rateLimit: RateLimitGuard) => botCheck(auth, rateLimit, { nonceWithRequest: databaseNonces !== null }),
     /** Periodic upkeep: forget expired nonces (the Redis store expires its own). */
     purgeNonces: () => databaseNonces?.purgeExpired() ?? Promise.resolve(),
   };

@@ -1,11 +1,14 @@
-import type { ExpressionBuilder, SelectQueryBuilder, Updateable } from 'kysely';
+import { sql, type ExpressionBuilder, type SelectQueryBuilder, type Updateable } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import { prepare } from '../db/prepared.js';
 import type { EnrichmentJobsTable, Schema } from '../db/schema.js';
-import type { EventLog } from '../events/index.js';
+import { makeEvent, type EventLog, type EventPayload, type StoredEvent } from '../events/index.js';
+import { BOT_CHALLENGE, unauthorized } from '../http/auth.js';
 import { ProblemError } from '../http/problem.js';
 import { memo } from '../memo.js';
+import { newWebhookId } from '../webhook/outbox.js';
+import type { DatabaseNonceStore } from './bot-auth.js';
 
 /**
  * The enrichment job queue, in the database (SQLite or PostgreSQL), with an explicit state machine:
@@ -25,6 +28,8 @@ export const PRIOR_JOB_SECONDS = 5;
 export const WORKER_HEARTBEAT_MS = 5000;
 
 export type JobState = EnrichmentJobsTable['state'];
+/** The oldest queued and the oldest running job: where the queue starts. */
+type QueueHead = { queued: number | null; running: number | null };
 export type Job = Pick<EnrichmentJobsTable, 'match_id' | 'bot_id' | 'state' | 'attempts' | 'lease_owner'> & { id: number };
 
 export interface EnqueueResult {
@@ -59,23 +64,44 @@ export const estimateWaitSeconds = (ahead: number, meanSeconds: number, workers:
 /** The estimate's slow-moving inputs (mean job duration, live workers) are refreshed at most this often. */
 const ESTIMATE_INPUTS_MS = 1000;
 
+/** What the PostgreSQL request function (db/migrations.ts 009) answers, one row. */
+interface RequestRow {
+  outcome: 'quota_exceeded' | 'replay' | 'match_not_found' | 'match_not_completed' | 'replay_unusable' | 'duplicate' | 'queued';
+  job_id: number | null;
+  job_state: JobState | null;
+  requested_at: string | null;
+  match_status: string | null;
+  used: number;
+  oldest: string | null;
+  queued: number | null;
+  running: number | null;
+  seq: number | null;
+  delivery: boolean | null;
+}
+
 /**
- * The queries of every enrichment request, compiled once (db/prepared.ts). A fresh request is three
- * statements (four on PostgreSQL), two of them doing two jobs each: on PostgreSQL every statement is
- * a network round trip.
+ * The queries of every enrichment request, compiled once (db/prepared.ts). SQLite: a fresh request is
+ * three statements (its write lock serializes one bot's requests), two of them doing two jobs each.
+ * PostgreSQL: one statement, a function call (every statement there is a network round trip).
  */
 function requestQueries(database: Database) {
   return {
-    // PostgreSQL: the bot row lock serializes one bot's requests on every instance (SQLite's write
-    // lock already does). A statement of its own: after waiting for the lock, only the next
-    // statement's snapshot sees the jobs the previous holder committed.
-    lockBot: database.dialect === 'postgres' ? prepare(database, (db, param) => db.selectFrom('bots').select('id').where('id', '=', param('botId')).forUpdate()) : null,
-    quotaUsed: prepare(database, (db, param) =>
+    inSql:
+      database.dialect === 'postgres'
+        ? prepare(database, ['botId', 'matchId', 'at', 'since', 'quota', 'nonce', 'nonceExpires', 'eventHead', 'eventTail', 'webhookId'], (db, param) =>
+            db
+              .selectFrom(
+                sql<RequestRow>`mothership_request_enrichment(${param('botId')}, ${param('matchId')}, ${param('at')}, ${param('since')}, ${param('quota')}, ${param('nonce')}, ${param('nonceExpires')}, ${param('eventHead')}, ${param('eventTail')}, ${param('webhookId')})`.as('r'),
+              )
+              .selectAll(),
+          )
+        : null,
+    quotaUsed: prepare(database, ['botId', 'since'], (db, param) =>
       db.selectFrom('enrichment_jobs').select('enqueued_at').where('bot_id', '=', param('botId')).where('enqueued_at', '>', param('since')).orderBy('enqueued_at'),
     ),
     // Marks a completed, not yet requested match with a replay in one step; no row means the slower
     // path explains why.
-    claimMatch: prepare(database, (db, param) =>
+    claimMatch: prepare(database, ['at', 'matchId'], (db, param) =>
       db
         .updateTable('matches')
         .set({ enrichment_requested_at: param('at'), enrichment_status: 'queued', enrichment_error: null })
@@ -85,18 +111,52 @@ function requestQueries(database: Database) {
         .where('replay', 'is not', null)
         .returning('id'),
     ),
-    match: prepare(database, (db, param) =>
+    match: prepare(database, ['matchId'], (db, param) =>
       db.selectFrom('matches').select((eb) => ['status', 'enrichment_requested_at', eb('replay', 'is', null).as('replay_missing')]).where('id', '=', param('matchId')),
     ),
-    jobOfMatch: prepare(database, (db, param) => db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', param('matchId'))),
+    jobOfMatch: prepare(database, ['matchId'], (db, param) => db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', param('matchId'))),
     // The new job's id and the head of the queue, for its place in it.
-    insertJob: prepare(database, (db, param) =>
+    insertJob: prepare(database, ['matchId', 'botId', 'at'], (db, param) =>
       db
         .insertInto('enrichment_jobs')
         .values({ match_id: param('matchId'), bot_id: param('botId'), state: 'queued', attempts: 0, run_after: param('at'), lease_owner: null, lease_expires_at: null, enqueued_at: param('at'), started_at: null, finished_at: null, last_error: null })
         .returning((eb) => ['id', queueHead(eb, 'queued'), queueHead(eb, 'running')]),
     ),
-    queueHead: prepare(database, (db) => db.selectNoFrom((eb) => [queueHead(eb, 'queued'), queueHead(eb, 'running')])),
+    queueHead: prepare(database, [], (db) => db.selectNoFrom((eb) => [queueHead(eb, 'queued'), queueHead(eb, 'running')])),
+  };
+}
+
+/** Seconds until the oldest job counted against the quota leaves the window (0 when none is counted). */
+const quotaResetSeconds = (oldest: string | null, nowMs: number) => (oldest ? Math.max(1, Math.ceil((Date.parse(oldest) + QUOTA_WINDOW_MS - nowMs) / 1000)) : 0);
+
+function quotaExceeded(botId: string, retryAfter: number): ProblemError {
+  return new ProblemError('quota_exceeded', `Bot "${botId}" has used its ${DAILY_QUOTA} enrichment requests of the last 24 hours`, undefined, {
+    'retry-after': String(retryAfter),
+    'x-quota-remaining': '0',
+    'x-quota-reset': String(retryAfter),
+  }, { 'violated-policies': [QUOTA_POLICY] });
+}
+
+const matchNotFound = (matchId: string) => new ProblemError('match_not_found', `Match "${matchId}" does not exist`);
+const matchNotCompleted = (matchId: string, status: string) => new ProblemError('match_not_completed', `Match "${matchId}" is ${status}, not completed`);
+const replayUnusable = (matchId: string) =>
+  new ProblemError('replay_unusable', `Match "${matchId}" has no replay to write commentary from; set one with PATCH /api/matches/${matchId}`);
+
+/**
+ * The `enrichment.requested` event's JSON around its job id, which only the database function knows
+ * (it joins head, id and tail), and the event with the id filled in.
+ */
+function requestedEvent(matchId: string, botId: string, at: string) {
+  const json = JSON.stringify(makeEvent('enrichment.requested', { detail: { match_id: matchId, bot_id: botId, job_id: 0 } }, at));
+  const slot = json.lastIndexOf('"job_id":0') + '"job_id":'.length;
+  const [head, tail] = [json.slice(0, slot), json.slice(slot + 1)];
+  return {
+    head,
+    tail,
+    stored: (seq: number, jobId: number): StoredEvent => {
+      const text = head + jobId + tail;
+      return { seq, json: text, payload: JSON.parse(text) as EventPayload };
+    },
   };
 }
 
@@ -115,7 +175,7 @@ export class EnrichmentQueue {
   constructor(
     private readonly database: Database,
     private readonly events: EventLog,
-    private readonly options: { leaseMs: number; retryBaseMs: number },
+    private readonly options: { leaseMs: number; retryBaseMs: number; nonces?: DatabaseNonceStore | null },
   ) {
     this.queries = requestQueries(database);
   }
@@ -133,64 +193,112 @@ export class EnrichmentQueue {
 
   /**
    * Steps 2 to 5 of an enrichment request (docs/enrichment.md), in one transaction: quota, match
-   * checks, idempotency, enqueue.
-   * On PostgreSQL the bot row is locked, so concurrent requests of one bot (on any instance) are
-   * serialized and never enqueue a sixth job; the unique index on match_id backs idempotency.
+   * checks, idempotency, enqueue. Concurrent requests of one bot (on any instance) are serialized and
+   * never enqueue a sixth job; the unique index on match_id backs idempotency. `nonce` (when nonces
+   * live in the database) is recorded in the same transaction, after the quota check: a refused
+   * request writes nothing.
    */
-  request(botId: string, matchId: string): Promise<EnqueueResult> {
+  request(botId: string, matchId: string, nonce?: string): Promise<EnqueueResult> {
+    return this.queries.inSql ? this.requestInSql(botId, matchId, nonce) : this.requestInTransaction(botId, matchId, nonce);
+  }
+
+  /** SQLite: its write lock (one writer) serializes the requests; the statements join the group commit. */
+  private requestInTransaction(botId: string, matchId: string, nonce: string | undefined): Promise<EnqueueResult> {
     const q = this.queries;
     return this.events.write(async (trx, emit) => {
-      if (q.lockBot) await q.lockBot.execute(trx, { botId });
       const nowMs = Date.now();
       const { rows: counted } = await q.quotaUsed.execute(trx, { botId, since: new Date(nowMs - QUOTA_WINDOW_MS).toISOString() });
-      const resetSeconds = (used: { enqueued_at: string }[]) =>
-        used.length ? Math.max(1, Math.ceil((Date.parse(used[0]!.enqueued_at) + QUOTA_WINDOW_MS - nowMs) / 1000)) : 0;
-      if (counted.length >= DAILY_QUOTA) {
-        const retryAfter = resetSeconds(counted);
-        throw new ProblemError('quota_exceeded', `Bot "${botId}" has used its ${DAILY_QUOTA} enrichment requests of the last 24 hours`, undefined, {
-          'retry-after': String(retryAfter),
-          'x-quota-remaining': '0',
-          'x-quota-reset': String(retryAfter),
-        }, { 'violated-policies': [QUOTA_POLICY] });
-      }
+      const oldest = counted[0]?.enqueued_at ?? null;
+      if (counted.length >= DAILY_QUOTA) throw quotaExceeded(botId, quotaResetSeconds(oldest, nowMs));
+      if (nonce && !(await this.options.nonces!.firstUseWithin(trx, nonce))) throw unauthorized(BOT_CHALLENGE);
 
       const at = new Date(nowMs).toISOString();
       const claimed = (await q.claimMatch.execute(trx, { matchId, at })).rows.length > 0;
       if (!claimed) {
         const [match] = (await q.match.execute(trx, { matchId })).rows;
-        if (!match) throw new ProblemError('match_not_found', `Match "${matchId}" does not exist`);
-        if (match.status !== 'completed') throw new ProblemError('match_not_completed', `Match "${matchId}" is ${match.status}, not completed`);
+        if (!match) throw matchNotFound(matchId);
+        if (match.status !== 'completed') throw matchNotCompleted(matchId, match.status);
         // Refused before it is counted: a request that could only fail must not cost the bot its quota.
-        if (match.enrichment_requested_at === null && match.replay_missing) {
-          throw new ProblemError('replay_unusable', `Match "${matchId}" has no replay to write commentary from; set one with PATCH /api/matches/${matchId}`);
-        }
+        if (match.enrichment_requested_at === null && match.replay_missing) throw replayUnusable(matchId);
         const [job] = (await q.jobOfMatch.execute(trx, { matchId })).rows;
-        return {
-          match_id: matchId,
-          job_id: Number(job!.id),
-          status: job!.state,
-          duplicate: true,
-          requested_at: match.enrichment_requested_at!,
-          estimated_wait_seconds: await this.estimate(trx, Number(job!.id), job!.state),
-          quota_remaining: DAILY_QUOTA - counted.length,
-          quota_reset_seconds: resetSeconds(counted),
-        };
+        const [head] = job!.state === 'queued' || job!.state === 'running' ? (await q.queueHead.execute(trx, {})).rows : [];
+        return this.answer(trx, { matchId, jobId: Number(job!.id), state: job!.state, duplicate: true, requestedAt: match.enrichment_requested_at!, used: counted.length, oldest, nowMs, head });
       }
 
       const [job] = (await q.insertJob.execute(trx, { matchId, botId, at })).rows;
       const id = Number(job!.id);
       emit('enrichment.requested', { detail: { match_id: matchId, bot_id: botId, job_id: id } });
-      return {
-        match_id: matchId,
-        job_id: id,
-        status: 'queued',
-        duplicate: false,
-        requested_at: at,
-        estimated_wait_seconds: await this.waitSeconds(trx, jobsAhead(id, job!.queued, job!.running)),
-        quota_remaining: DAILY_QUOTA - counted.length - 1,
-        quota_reset_seconds: resetSeconds(counted.length ? counted : [{ enqueued_at: at }]),
-      };
+      return this.answer(trx, { matchId, jobId: id, state: 'queued', duplicate: false, requestedAt: at, used: counted.length + 1, oldest: oldest ?? at, nowMs, head: job });
     });
+  }
+
+  /**
+   * PostgreSQL: the whole request is one call of a database function (db/migrations.ts 009), one round
+   * trip instead of eight: the bot row lock, quota, nonce, match claim, job, and the event append with
+   * its webhook outbox row, in the order and with the locks of the SQLite path and `EventLog.write`.
+   */
+  private async requestInSql(botId: string, matchId: string, nonce: string | undefined): Promise<EnqueueResult> {
+    const nowMs = Date.now();
+    const at = new Date(nowMs).toISOString();
+    const event = requestedEvent(matchId, botId, at);
+    const entry = nonce ? this.options.nonces!.entry(nonce, nowMs) : null;
+    const [row] = (
+      await this.queries.inSql!.execute(this.database.db, {
+        botId,
+        matchId,
+        at,
+        since: new Date(nowMs - QUOTA_WINDOW_MS).toISOString(),
+        quota: DAILY_QUOTA,
+        nonce: entry?.key ?? null,
+        nonceExpires: entry?.expires ?? null,
+        eventHead: event.head,
+        eventTail: event.tail,
+        webhookId: newWebhookId(),
+      })
+    ).rows;
+    const result = row!;
+    switch (result.outcome) {
+      case 'quota_exceeded':
+        throw quotaExceeded(botId, quotaResetSeconds(result.oldest, nowMs));
+      case 'replay':
+        throw unauthorized(BOT_CHALLENGE);
+      case 'match_not_found':
+        throw matchNotFound(matchId);
+      case 'match_not_completed':
+        throw matchNotCompleted(matchId, result.match_status!);
+      case 'replay_unusable':
+        throw replayUnusable(matchId);
+    }
+    const jobId = Number(result.job_id);
+    const duplicate = result.outcome === 'duplicate';
+    if (!duplicate) this.events.publishAppendedInSql([event.stored(Number(result.seq), jobId)], result.delivery === true);
+    return this.answer(this.database.db, {
+      matchId,
+      jobId,
+      state: result.job_state!,
+      duplicate,
+      requestedAt: result.requested_at!,
+      used: duplicate ? result.used : result.used + 1,
+      oldest: result.oldest ?? at,
+      nowMs,
+      head: result,
+    });
+  }
+
+  private async answer(
+    db: Db,
+    a: { matchId: string; jobId: number; state: JobState; duplicate: boolean; requestedAt: string; used: number; oldest: string | null; nowMs: number; head: QueueHead | undefined },
+  ): Promise<EnqueueResult> {
+    return {
+      match_id: a.matchId,
+      job_id: a.jobId,
+      status: a.state,
+      duplicate: a.duplicate,
+      requested_at: a.requestedAt,
+      estimated_wait_seconds: a.state === 'queued' || a.state === 'running' ? await this.waitSeconds(db, jobsAhead(a.jobId, a.head!.queued, a.head!.running)) : 0,
+      quota_remaining: DAILY_QUOTA - a.used,
+      quota_reset_seconds: quotaResetSeconds(a.used ? a.oldest : null, a.nowMs),
+    };
   }
 
   /**

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { idParams, idString, nameString, noContent, withSchemaTypes } from '../http/schemas.js';
 import { ProblemError } from '../http/problem.js';
 import { addressKey, rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
-import type { BotAuthenticator } from './bot-auth.js';
+import { refusedReplay, type BotAuthenticator } from './bot-auth.js';
 import type { BotService } from './bots.js';
 import { MATCH_STATUSES, type MatchService } from './matches.js';
 import { DAILY_QUOTA, QUOTA_POLICY, QUOTA_WINDOW_MS, type EnrichmentQueue } from './queue.js';
@@ -41,19 +41,32 @@ function quotaHeaders(reply: FastifyReply, remaining: number, resetSeconds: numb
 
 /**
  * The check RouteAuth runs on `bot` routes (and `admin_or_bot` ones without an admin): the bot
- * signature, then the bot's own bucket.
+ * signature, then the bot's own bucket, then its nonce, unless the route records the nonce with its
+ * own write (`config.recordsNonce`, when nonces live in the database): a request refused before that
+ * writes nothing.
  */
-export function botCheck(auth: BotAuthenticator, rateLimit: RateLimitGuard) {
+export function botCheck(auth: BotAuthenticator, rateLimit: RateLimitGuard, { nonceWithRequest }: { nonceWithRequest: boolean }) {
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    let verified: { botId: string; nonce: string };
     try {
-      request.botId = await auth.authenticate(request);
+      verified = await auth.verify(request);
     } catch (error) {
       // Failed signatures cost the client address, so guessing is rate limited too.
       await rateLimit.enforce(request, reply, addressKey(request.ip));
       throw error;
     }
-    await rateLimit.enforce(request, reply, `bot:${request.botId}`);
+    request.botId = verified.botId;
+    await rateLimit.enforce(request, reply, `bot:${verified.botId}`);
+    if (nonceWithRequest && request.routeOptions.config.recordsNonce) request.botNonce = verified.nonce;
+    else await auth.recordNonce(request, verified.nonce);
   };
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The handler records the bot's nonce in its own transaction (enrichment requests). */
+    recordsNonce?: boolean;
+  }
 }
 
 export function enrichmentRoutes(server: FastifyInstance, deps: { bots: BotService; matches: MatchService; queue: EnrichmentQueue; onEnqueued: () => void }): void {
@@ -128,7 +141,7 @@ export function enrichmentRoutes(server: FastifyInstance, deps: { bots: BotServi
   app.post(
     '/api/request-enrichment',
     {
-      config: { auth: 'bot', problems: ['match_not_found', 'match_not_completed', 'replay_unusable', 'quota_exceeded'] },
+      config: { auth: 'bot', recordsNonce: true, problems: ['match_not_found', 'match_not_completed', 'replay_unusable', 'quota_exceeded'] },
       schema: {
         tags: ['enrichment'],
         summary: 'Request AI commentary for a completed match (bot-signed; 5 per bot per rolling 24 h)',
@@ -151,12 +164,14 @@ export function enrichmentRoutes(server: FastifyInstance, deps: { bots: BotServi
     async (request, reply) => {
       const { match_id: matchId } = request.body;
       try {
-        const result = await queue.request(request.botId!, matchId);
+        const result = await queue.request(request.botId!, matchId, request.botNonce);
         quotaHeaders(reply, result.quota_remaining, result.quota_reset_seconds);
         if (!result.duplicate) deps.onEnqueued();
         return reply.code(202).header('location', `/api/matches/${matchId}/enrichment`).send(result);
       } catch (error) {
         if (error instanceof ProblemError && error.code === 'quota_exceeded') quotaHeaders(reply, 0, Number(error.headers['retry-after']));
+        // The nonce, recorded with the request's own write, had been seen: log why, as the bot check does.
+        if (error instanceof ProblemError && error.code === 'unauthorized') throw refusedReplay(request);
         throw error;
       }
     },

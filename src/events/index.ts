@@ -1,4 +1,4 @@
 /** The event log's entry point: the log and its bus, every event type, and the routes. */
 export * from './types.js';
-export { EventLog, type Emit } from './log.js';
+export { EventLog, type AppendHook, type Emit } from './log.js';
 export { eventRoutes } from './routes.js';

@@ -2,13 +2,17 @@ import { sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { prepare, type Prepared } from '../db/prepared.js';
 import { pruneOlderThan } from '../db/prune.js';
+import { EVENT_APPEND_LOCK } from '../db/schema.js';
 import { makeEvent, type EventFields, type EventPayload, type EventType, type StoredEvent } from './types.js';
 
 type Subscriber = (event: StoredEvent) => void;
-/** pg_advisory_xact_lock key held by every appending transaction on PostgreSQL (any constant unique to this use). */
-const APPEND_LOCK = 0x6d5f6576; // "m_ev"
-/** Runs inside the appending transaction (a transactional outbox, e.g. webhook deliveries). */
-type AppendHook = (trx: Db, events: StoredEvent[]) => Promise<void>;
+/** Part of every append: a transactional outbox (webhook deliveries). */
+export interface AppendHook {
+  /** Runs inside the appending transaction. */
+  append(trx: Db, events: StoredEvent[]): Promise<void>;
+  /** After the commit of a database function that appended events and wrote this hook's rows itself (PostgreSQL, migration 009). */
+  appendedInSql(): void;
+}
 export type Emit = <T extends EventType>(type: T, fields: EventFields<T>) => EventPayload<T>;
 
 /**
@@ -20,14 +24,14 @@ export type Emit = <T extends EventType>(type: T, fields: EventFields<T>) => Eve
 export class EventLog {
   private readonly subscribers = new Set<Subscriber>();
   /** Compiled once (db/prepared.ts): it runs for every event. */
-  private readonly insert: Prepared<{ seq: number }>;
+  private readonly insert: Prepared<{ seq: number }, 'type' | 'timestamp' | 'payload'>;
 
   /** `appendHooks` run inside every appending transaction: fixed at construction, so no writer can miss one (see pipeline.ts). */
   constructor(
     private readonly database: Database,
     private readonly appendHooks: readonly AppendHook[],
   ) {
-    this.insert = prepare(database, (db, param) =>
+    this.insert = prepare(database, ['type', 'timestamp', 'payload'], (db, param) =>
       db.insertInto('events').values({ event_type: param('type'), timestamp: param('timestamp'), payload: param('payload') }).returning('seq'),
     );
   }
@@ -61,7 +65,7 @@ export class EventLog {
     // The lock is taken at the end of the transaction's work and released by its commit, so appends
     // (and only they) take turns; the committed log is always a prefix in `seq` (see readers in stream.ts).
     // SQLite has one writer: its order is the commit order already.
-    if (this.database.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${APPEND_LOCK})`.execute(trx);
+    if (this.database.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${EVENT_APPEND_LOCK})`.execute(trx);
     const stored: StoredEvent[] = [];
     // One insert per event (a write emits one or two): the compiled statement beats building a multi-row one.
     for (const payload of events) {
@@ -69,8 +73,17 @@ export class EventLog {
       const [row] = (await this.insert.execute(trx, { type: payload.event_type, timestamp: payload.timestamp, payload: json })).rows;
       stored.push({ seq: Number(row!.seq), payload, json });
     }
-    for (const hook of this.appendHooks) await hook(trx, stored);
+    for (const hook of this.appendHooks) await hook.append(trx, stored);
     return stored;
+  }
+
+  /**
+   * Hands subscribers events a database function appended, after its commit (PostgreSQL, migration
+   * 009: the function took the append lock; `hooksWrote`: it wrote the hooks' rows too).
+   */
+  publishAppendedInSql(events: StoredEvent[], hooksWrote: boolean): void {
+    if (hooksWrote) for (const hook of this.appendHooks) hook.appendedInSql();
+    this.publish(events);
   }
 
   private publish(events: StoredEvent[]): void {

@@ -61,6 +61,8 @@ declare module 'fastify' {
     isAdmin?: boolean;
     /** Set when the request carried a valid bot signature. */
     botId?: string;
+    /** A valid bot request's nonce, when its handler records it with its own write (enrichment/routes.ts). */
+    botNonce?: string;
   }
 }
 

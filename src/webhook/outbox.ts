@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import { prepare, type Prepared } from '../db/prepared.js';
-import type { StoredEvent } from '../events/index.js';
+import type { AppendHook, StoredEvent } from '../events/index.js';
 import type { SettingsStore } from '../settings/index.js';
 
 /**
@@ -14,16 +14,16 @@ import type { SettingsStore } from '../settings/index.js';
 /** A delivery's `webhook-id` (Standard Webhooks `msg_` form): one per event, kept by its retries and redeliveries. */
 export const newWebhookId = (): string => `msg_${randomUUID().replace(/-/g, '')}`;
 
-export class WebhookOutbox {
+export class WebhookOutbox implements AppendHook {
   /** Compiled once (db/prepared.ts): it runs for every event while the webhook is on. */
-  private readonly insertPending: Prepared<unknown>;
+  private readonly insertPending: Prepared<unknown, 'webhookId' | 'seq' | 'type' | 'url' | 'payload' | 'at'>;
   private enqueued = false;
 
   constructor(
     database: Database,
     private readonly settings: SettingsStore,
   ) {
-    this.insertPending = prepare(database, (db, param) =>
+    this.insertPending = prepare(database, ['webhookId', 'seq', 'type', 'url', 'payload', 'at'], (db, param) =>
       db.insertInto('webhook_deliveries').values({
         webhook_id: param('webhookId'),
         event_seq: param('seq'),
@@ -42,13 +42,17 @@ export class WebhookOutbox {
     );
   }
 
-  async enqueue(trx: Db, events: StoredEvent[]): Promise<void> {
+  async append(trx: Db, events: StoredEvent[]): Promise<void> {
     const webhook = await this.settings.webhookTargetWithin(trx);
     if (!webhook.enabled || !webhook.url) return;
     const at = now();
     for (const event of events) {
       await this.insertPending.execute(trx, { webhookId: newWebhookId(), seq: event.seq, type: event.payload.event_type, url: webhook.url, payload: event.json, at });
     }
+    this.enqueued = true;
+  }
+
+  appendedInSql(): void {
     this.enqueued = true;
   }
 

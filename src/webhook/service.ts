@@ -81,9 +81,9 @@ export class WebhookService {
   private abandon = new AbortController();
   private unsubscribe: (() => void) | null = null;
   /** The dispatcher's queries, compiled once: they run at least once per event sent. */
-  private readonly anyDue: Prepared<{ id: number }>;
-  private readonly claimDueRows: Prepared<DeliveryRow>;
-  private readonly recordAttempt: Prepared<unknown>;
+  private readonly anyDue: Prepared<{ id: number }, 'state' | 'at'>;
+  private readonly claimDueRows: Prepared<DeliveryRow, 'state' | 'at' | 'deadline' | 'limit'>;
+  private readonly recordAttempt: Prepared<unknown, 'id' | 'state' | 'statusCode' | 'error' | 'durationMs' | 'attemptedAt'>;
 
   constructor(
     private readonly database: Database,
@@ -94,9 +94,9 @@ export class WebhookService {
     private readonly metrics: Metrics | null,
     private readonly options: { timeoutMs: number; retryDelayMs: number },
   ) {
-    const due = (db: Db, param: (name: string) => any) => db.selectFrom('webhook_deliveries').select('id').where('state', '=', param('state')).where('due_at', '<=', param('at'));
-    this.anyDue = prepare(database, (db, param) => due(db, param).limit(1));
-    this.claimDueRows = prepare(database, (db, param) =>
+    const due = (db: Db, param: (name: 'state' | 'at') => any) => db.selectFrom('webhook_deliveries').select('id').where('state', '=', param('state')).where('due_at', '<=', param('at'));
+    this.anyDue = prepare(database, ['state', 'at'], (db, param) => due(db, param).limit(1));
+    this.claimDueRows = prepare(database, ['state', 'at', 'deadline', 'limit'], (db, param) =>
       db
         .updateTable('webhook_deliveries')
         .set({ state: 'sending', due_at: param('deadline') })
@@ -106,7 +106,7 @@ export class WebhookService {
         })
         .returningAll(),
     );
-    this.recordAttempt = prepare(database, (db, param) =>
+    this.recordAttempt = prepare(database, ['id', 'state', 'statusCode', 'error', 'durationMs', 'attemptedAt'], (db, param) =>
       db
         .updateTable('webhook_deliveries')
         .set({ state: param('state'), status_code: param('statusCode'), error: param('error'), duration_ms: param('durationMs'), attempted_at: param('attemptedAt') })

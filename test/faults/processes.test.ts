@@ -3,21 +3,8 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { ADMIN_TOKEN, createTestEnv, eventually, startTestApp, type TestEnv } from '../helpers/app.js';
 import { freePort, observer, retainedSet, startBroker } from '../helpers/broker.js';
-import { startService, stopProcess } from '../helpers/process.js';
+import { admin, allEvents, post, startService, stopProcess } from '../helpers/process.js';
 import { startReceiver } from '../helpers/receiver.js';
-
-const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
-const post = (base: string, path: string, body: unknown) => fetch(base + path, { method: 'POST', headers: admin, body: JSON.stringify(body) });
-
-async function allEvents(base: string): Promise<{ seq: number; event_type: string; detail: Record<string, unknown> }[]> {
-  const events = [];
-  for (let after = 0; ; ) {
-    const page = (await (await fetch(`${base}/api/events?after=${after}&limit=1000`, { headers: admin })).json()) as { events: { seq: number; event_type: string; detail: Record<string, unknown> }[]; last_seq: number };
-    events.push(...page.events);
-    if (page.events.length < 1000) return events;
-    after = page.last_seq;
-  }
-}
 
 describe('the service killed with SIGKILL', () => {
   let env: TestEnv;

@@ -1,39 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { ADMIN_TOKEN, DIALECTS, eventually, startTestApp, type TestApp } from '../helpers/app.js';
-
-/** An open Server-Sent Events stream that collects the ids it receives. */
-async function openStream(base: string, lastEventId?: number) {
-  const controller = new AbortController();
-  const headers: Record<string, string> = { authorization: `Bearer ${ADMIN_TOKEN}` };
-  if (lastEventId !== undefined) headers['last-event-id'] = String(lastEventId);
-  const response = await fetch(`${base}/api/events/stream`, { headers, signal: controller.signal });
-  const ids: number[] = [];
-  const reader = response.body!.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '';
-  const reading = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read().catch(() => ({ value: undefined, done: true }));
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      let end: number;
-      while ((end = buffer.indexOf('\n\n')) >= 0) {
-        const frame = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        const id = /^id: (\d+)$/m.exec(frame)?.[1];
-        if (id) ids.push(Number(id));
-      }
-    }
-  })();
-  return {
-    ids,
-    close: async () => {
-      controller.abort();
-      await reading;
-    },
-  };
-}
+import { DIALECTS, eventually, startTestApp, type TestApp } from '../helpers/app.js';
+import { openStream } from '../helpers/stream.js';
 
 const increasing = (ids: number[]) => ids.every((id, index) => index === 0 || id > ids[index - 1]!);
 

@@ -11,6 +11,8 @@ export type DialectName = 'sqlite' | 'postgres';
 export const DIALECTS: DialectName[] = ['sqlite', 'postgres'];
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
+/** The shared Redis of the tests (each test keys under a prefix of its own). */
+export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379/0';
 export const PG_ADMIN_URL = process.env.TEST_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 /** A fresh PostgreSQL database for one test file; dropped by the returned function. */

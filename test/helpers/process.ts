@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { ADMIN_TOKEN } from './app.js';
 
 export const MAIN = new URL('../../src/main.js', import.meta.url).pathname;
 
@@ -30,4 +31,21 @@ export async function startService(env: Record<string, string>, port: number) {
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   return { child, base };
+}
+
+/** Headers of an admin's JSON request to a running service. */
+export const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' };
+export const post = (base: string, path: string, body: unknown) => fetch(base + path, { method: 'POST', headers: admin, body: JSON.stringify(body) });
+
+export type LoggedEvent = { seq: number; event_type: string; person: string | null; detail: Record<string, unknown>; timestamp: string };
+
+/** Every event in the service's log, in order (`type`: only those). */
+export async function allEvents(base: string, type?: string): Promise<LoggedEvent[]> {
+  const events = [];
+  for (let after = 0; ; ) {
+    const page = (await (await fetch(`${base}/api/events?after=${after}&limit=1000${type ? `&type=${type}` : ''}`, { headers: admin })).json()) as { events: LoggedEvent[]; last_seq: number };
+    events.push(...page.events);
+    if (page.events.length < 1000) return events;
+    after = page.last_seq;
+  }
 }
