@@ -20,11 +20,14 @@ export interface Prepared<R, N extends string = never> {
  * declared name the query never uses fails at start-up). Every other value is fixed. The SQL is
  * compiled for the database's dialect, so a prepared query belongs to it.
  */
-export function prepare<R, const N extends string = never>(
-  database: Database,
-  names: readonly N[],
-  build: (db: Db, param: (name: N) => any) => Compilable<R>,
-): Prepared<R, N> {
+/**
+ * A parameter's placeholder while the query is built: it stands in for a value of whatever type the
+ * builder expects there, which only the run-time value will have.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above: any column's type
+export type Param<N extends string> = (name: N) => any;
+
+export function prepare<R, const N extends string = never>(database: Database, names: readonly N[], build: (db: Db, param: Param<N>) => Compilable<R>): Prepared<R, N> {
   const compiled = build(database.db, (name) => PLACEHOLDER + name).compile();
   const used = new Set<string>();
   const bind = compiled.parameters.map((value): ((values: Record<string, unknown>) => unknown) => {

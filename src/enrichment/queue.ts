@@ -164,6 +164,7 @@ function requestedEvent(matchId: string, botId: string, at: string) {
  * The oldest job in a state: one index lookup. Counting the pending jobs below a job instead would
  * scan the whole queue on every request.
  */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- used inside queries over different tables
 const queueHead = (eb: ExpressionBuilder<Schema, any>, state: JobState) =>
   eb.selectFrom('enrichment_jobs').select((inner) => inner.fn.min('id').as('id')).where('state', '=', state).as(state);
 

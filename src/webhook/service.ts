@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Webhook } from 'standardwebhooks';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
-import { prepare, type Prepared } from '../db/prepared.js';
+import { prepare, type Param, type Prepared } from '../db/prepared.js';
 import { pruneOlderThan } from '../db/prune.js';
 import type { Insertable, Selectable } from 'kysely';
 import type { WebhookDeliveriesTable } from '../db/schema.js';
@@ -94,7 +94,7 @@ export class WebhookService {
     private readonly metrics: Metrics | null,
     private readonly options: { timeoutMs: number; retryDelayMs: number },
   ) {
-    const due = (db: Db, param: (name: 'state' | 'at') => any) => db.selectFrom('webhook_deliveries').select('id').where('state', '=', param('state')).where('due_at', '<=', param('at'));
+    const due = (db: Db, param: Param<'state' | 'at'>) => db.selectFrom('webhook_deliveries').select('id').where('state', '=', param('state')).where('due_at', '<=', param('at'));
     this.anyDue = prepare(database, ['state', 'at'], (db, param) => due(db, param).limit(1));
     this.claimDueRows = prepare(database, ['state', 'at', 'deadline', 'limit'], (db, param) =>
       db
