@@ -23,7 +23,15 @@ export async function benchDetector(): Promise<boolean> {
     const machine = Math.exp(MACHINE_SD * gaussian());
     const own = ours * Math.exp(OWN_SD * gaussian());
     const sha = index.toString(16).padStart(7, '0');
-    const run: BaselineRecord = { commit_sha: sha, timestamp: new Date(Date.UTC(2026, 10, 1, index)).toISOString(), subject_geomean: 0.5 * own * machine, alpha_geomean: 1.5 * machine, beta_geomean: 1.0 * machine, gamma_geomean: 2.0 * machine, grep_1000_mean_ms: 40 * own * machine };
+    const run: BaselineRecord = {
+      commit_sha: sha,
+      timestamp: new Date(Date.UTC(2026, 10, 1, index)).toISOString(),
+      subject_geomean: 0.5 * own * machine,
+      alpha_geomean: 1.5 * machine,
+      beta_geomean: 1.0 * machine,
+      gamma_geomean: 2.0 * machine,
+      grep_1000_mean_ms: 40 * own * machine,
+    };
     return { commit_sha: sha, record: run };
   };
   const scenarios: { name: string; ours: (index: number) => number; changedAt: number | null }[] = [
@@ -35,7 +43,10 @@ export async function benchDetector(): Promise<boolean> {
   // With fewer than minRuns earlier commits the detector falls back to the threshold: counted apart.
   const fullFrom = DEFAULT_DETECTION.minRuns;
   console.log(`scenario                    rule       false alarms (runs 1-${fullFrom - 1} / ${fullFrom}+)   missed   runs to detect (median)`);
-  const rates: Record<string, { falseAlarms: number; evaluated: number }> = { plain: { falseAlarms: 0, evaluated: 0 }, detector: { falseAlarms: 0, evaluated: 0 } };
+  const rates: Record<string, { falseAlarms: number; evaluated: number }> = {
+    plain: { falseAlarms: 0, evaluated: 0 },
+    detector: { falseAlarms: 0, evaluated: 0 },
+  };
   let stepMissedByDetector = 0;
   for (const scenario of scenarios) {
     const fresh = () => ({ alarms: 0, clean: 0, earlyAlarms: 0, earlyClean: 0, missed: 0, delays: [] as number[] });
@@ -72,13 +83,23 @@ export async function benchDetector(): Promise<boolean> {
       if (rule === 'detector' && scenario.name.startsWith('step')) stepMissedByDetector = missed / histories;
       const median = delays.sort((a, b) => a - b)[Math.floor(delays.length / 2)];
       const pct = (value: number, of: number) => (of ? `${((100 * value) / of).toFixed(1)}%` : '-');
-      console.log(`${scenario.name.padEnd(28)}${rule.padEnd(11)}${`${pct(earlyAlarms, earlyClean)} / ${pct(alarms, clean)}`.padStart(26)}${(scenario.changedAt === null ? '-' : pct(missed, histories)).padStart(9)}   ${median === undefined ? '-' : `${median} run${median === 1 ? '' : 's'} after the change`}`);
+      console.log(
+        `${scenario.name.padEnd(28)}${rule.padEnd(11)}${`${pct(earlyAlarms, earlyClean)} / ${pct(alarms, clean)}`.padStart(26)}${(scenario.changedAt === null ? '-' : pct(missed, histories)).padStart(9)}   ${median === undefined ? '-' : `${median} run${median === 1 ? '' : 's'} after the change`}`,
+      );
     }
   }
   console.log(`(${histories} histories of ${length} runs per scenario; machine noise ${MACHINE_SD * 100}% and own noise ${OWN_SD * 100}% per run, log-normal)`);
   const falseAlarmRate = (rule: string) => rates[rule]!.falseAlarms / Math.max(1, rates[rule]!.evaluated);
-  const fewerAlarms = ratio(`false alarms with ${fullFrom}+ earlier runs, detector / plain rule`, falseAlarmRate('detector'), Math.max(falseAlarmRate('plain'), 1e-9), 0.2, false);
-  console.log(`step changes missed by the detector: ${(stepMissedByDetector * 100).toFixed(1)}% (target <= 5%) ${stepMissedByDetector <= 0.05 ? 'MET' : 'NOT MET'}`);
+  const fewerAlarms = ratio(
+    `false alarms with ${fullFrom}+ earlier runs, detector / plain rule`,
+    falseAlarmRate('detector'),
+    Math.max(falseAlarmRate('plain'), 1e-9),
+    0.2,
+    false,
+  );
+  console.log(
+    `step changes missed by the detector: ${(stepMissedByDetector * 100).toFixed(1)}% (target <= 5%) ${stepMissedByDetector <= 0.05 ? 'MET' : 'NOT MET'}`,
+  );
   return fewerAlarms && (QUICK || stepMissedByDetector <= 0.05);
 }
 

@@ -104,20 +104,39 @@ async function seededService(dialect: 'sqlite' | 'postgres', botCount: number, s
   }));
   const db = service.app.database.db;
   for (let start = 0; start < matches.length; start += 500) {
-    await db.insertInto('matches').values(matches.slice(start, start + 500)).execute();
-    if (scenario.atQuota) await db.insertInto('enrichment_jobs').values(jobs.slice(start, start + 500)).execute();
+    await db
+      .insertInto('matches')
+      .values(matches.slice(start, start + 500))
+      .execute();
+    if (scenario.atQuota)
+      await db
+        .insertInto('enrichment_jobs')
+        .values(jobs.slice(start, start + 500))
+        .execute();
   }
   return { ...service, bots };
 }
 
 const count = async (service: Awaited<ReturnType<typeof seededService>>, table: 'enrichment_jobs' | 'nonces') =>
-  Number((await service.app.database.db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('count')).executeTakeFirstOrThrow()).count);
+  Number(
+    (
+      await service.app.database.db
+        .selectFrom(table)
+        .select((eb) => eb.fn.countAll<number>().as('count'))
+        .executeTakeFirstOrThrow()
+    ).count,
+  );
 
 /**
  * Both targets get the same warm-up run, then they alternate over ROUNDS measured runs of the same
  * size: machine noise and JIT order favour neither. Every accepted request is for a fresh match.
  */
-async function compare(dialect: 'sqlite' | 'postgres', scenario: Scenario, warmup: number, measured: number): Promise<{ ours: LoadResult[]; reference: LoadResult[] }> {
+async function compare(
+  dialect: 'sqlite' | 'postgres',
+  scenario: Scenario,
+  warmup: number,
+  measured: number,
+): Promise<{ ours: LoadResult[]; reference: LoadResult[] }> {
   const total = warmup + ROUNDS * measured;
   const service = await seededService(dialect, scenario.bots(total), scenario);
   const bare = await bareRoute();
@@ -140,11 +159,15 @@ async function compare(dialect: 'sqlite' | 'postgres', scenario: Scenario, warmu
       reference.push(await referenceRun(measured));
     }
     const answered = ours.reduce((sum, result) => sum + (result.statuses[String(scenario.status)] ?? 0), 0);
-    if (answered !== ROUNDS * measured) throw new Error(`${scenario.name}: expected ${ROUNDS * measured} answers ${scenario.status}, got ${JSON.stringify(ours.map((result) => result.statuses))}`);
+    if (answered !== ROUNDS * measured)
+      throw new Error(
+        `${scenario.name}: expected ${ROUNDS * measured} answers ${scenario.status}, got ${JSON.stringify(ours.map((result) => result.statuses))}`,
+      );
     const after = { jobs: await count(service, 'enrichment_jobs'), nonces: await count(service, 'nonces') };
     if (scenario.status === 202 && after.jobs !== sent) throw new Error(`expected ${sent} jobs, found ${after.jobs}`);
     // A refused request writes nothing: not a job, not a nonce.
-    if (scenario.status !== 202 && (after.jobs !== before.jobs || after.nonces !== before.nonces)) throw new Error(`${scenario.name}: refused requests wrote ${JSON.stringify({ before, after })}`);
+    if (scenario.status !== 202 && (after.jobs !== before.jobs || after.nonces !== before.nonces))
+      throw new Error(`${scenario.name}: refused requests wrote ${JSON.stringify({ before, after })}`);
     return { ours, reference };
   } finally {
     await bare.close();

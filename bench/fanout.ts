@@ -81,10 +81,14 @@ export async function benchFanout(): Promise<boolean> {
     const sendTo = (target: string) => () =>
       new Promise<void>((resolve) => {
         const body = JSON.stringify({ type: 'anomaly.detected', detail: { sent: performance.now() } });
-        const request = http.request(`${target}/api/events`, { method: 'POST', agent, headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` } }, (response) => {
-          response.resume();
-          response.on('end', resolve);
-        });
+        const request = http.request(
+          `${target}/api/events`,
+          { method: 'POST', agent, headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` } },
+          (response) => {
+            response.resume();
+            response.on('end', resolve);
+          },
+        );
         request.on('error', () => resolve());
         request.end(body);
       });
@@ -95,7 +99,9 @@ export async function benchFanout(): Promise<boolean> {
     };
     const report = (name: string, samples: number[], total: number) => {
       const sorted = [...samples].sort((a, b) => a - b);
-      console.log(`${name.padEnd(34)} ${fmt(samples.length).padStart(7)}/${total} received   p50 ${percentile(sorted, 50).toFixed(1)} ms   p99 ${percentile(sorted, 99).toFixed(1)} ms`);
+      console.log(
+        `${name.padEnd(34)} ${fmt(samples.length).padStart(7)}/${total} received   p50 ${percentile(sorted, 50).toFixed(1)} ms   p99 ${percentile(sorted, 99).toFixed(1)} ms`,
+      );
       return percentile(sorted, 99);
     };
 
@@ -115,7 +121,9 @@ export async function benchFanout(): Promise<boolean> {
     const fanoutRate = mqttLatency.length / ((lastMqtt - burstStarted) / 1000);
     report('throughput phase: MQTT subscriber', mqttLatency, burst);
     report('throughput phase: webhook receiver', webhookLatency, burst);
-    console.log(`events delivered to the MQTT subscriber ${fmt(fanoutRate)}/s; raw mqtt.js QoS 1 publishing ${fmt(rawRate)} msgs/s; bare Fastify route taking the same POSTs ${fmt(bareRate)} req/s (${WINDOW} in flight each)`);
+    console.log(
+      `events delivered to the MQTT subscriber ${fmt(fanoutRate)}/s; raw mqtt.js QoS 1 publishing ${fmt(rawRate)} msgs/s; bare Fastify route taking the same POSTs ${fmt(bareRate)} req/s (${WINDOW} in flight each)`,
+    );
     const rateMet = ratio('fan-out rate vs raw publish rate', fanoutRate, rawRate, 0.7) && mqttLatency.length === burst;
     ratio('fan-out rate vs HTTP ingestion ceiling (bare route)', fanoutRate, bareRate, null);
 

@@ -10,7 +10,10 @@ import { loadConfig, prepareDataDir } from '../src/config.js';
 export const PG_ADMIN_URL = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 /** A service instance for a benchmark: its own data dir (and PostgreSQL database), limits out of the way. */
-export async function benchApp(dialect: 'sqlite' | 'postgres', env: Record<string, string> = {}): Promise<{ app: App; url: string; close: () => Promise<void> }> {
+export async function benchApp(
+  dialect: 'sqlite' | 'postgres',
+  env: Record<string, string> = {},
+): Promise<{ app: App; url: string; close: () => Promise<void> }> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-bench-'));
   let databaseUrl: string | undefined;
   let dropDatabase = async () => {};
@@ -28,17 +31,19 @@ export async function benchApp(dialect: 'sqlite' | 'postgres', env: Record<strin
       await client.end();
     };
   }
-  const config = prepareDataDir(loadConfig({
-    DATA_DIR: dataDir,
-    ADMIN_TOKEN: 'bench-admin-token-0123456789',
-    LOG_LEVEL: 'silent',
-    WORKER: 'off',
-    RATE_LIMIT_CAPACITY: '10000000',
-    RATE_LIMIT_REFILL_PER_SEC: '10000000',
-    MOTHERSHIP_ID: `bench${randomBytes(3).toString('hex')}`,
-    ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
-    ...env,
-  }));
+  const config = prepareDataDir(
+    loadConfig({
+      DATA_DIR: dataDir,
+      ADMIN_TOKEN: 'bench-admin-token-0123456789',
+      LOG_LEVEL: 'silent',
+      WORKER: 'off',
+      RATE_LIMIT_CAPACITY: '10000000',
+      RATE_LIMIT_REFILL_PER_SEC: '10000000',
+      MOTHERSHIP_ID: `bench${randomBytes(3).toString('hex')}`,
+      ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+      ...env,
+    }),
+  );
   const app = await buildApp(config);
   await app.start();
   const url = await app.http.listen({ port: 0, host: '127.0.0.1' });

@@ -27,10 +27,19 @@ export async function opsPerSecond(step: () => Promise<unknown> | unknown, durat
  * Measures two contenders in alternation over `rounds` rounds and keeps each one's best rate, so
  * machine noise and JIT warm-up order favour neither.
  */
-export async function compareRates(ours: () => Promise<unknown> | unknown, reference: () => Promise<unknown> | unknown, durationMs: number, batch: number, rounds = 3): Promise<[number, number]> {
+export async function compareRates(
+  ours: () => Promise<unknown> | unknown,
+  reference: () => Promise<unknown> | unknown,
+  durationMs: number,
+  batch: number,
+  rounds = 3,
+): Promise<[number, number]> {
   let best: [number, number] = [0, 0];
   for (let round = 0; round < rounds; round++) {
-    best = [Math.max(best[0], await opsPerSecond(ours, durationMs / rounds, batch)), Math.max(best[1], await opsPerSecond(reference, durationMs / rounds, batch))];
+    best = [
+      Math.max(best[0], await opsPerSecond(ours, durationMs / rounds, batch)),
+      Math.max(best[1], await opsPerSecond(reference, durationMs / rounds, batch)),
+    ];
   }
   return best;
 }
@@ -48,7 +57,8 @@ export function header(title: string): void {
 
 export function table(rows: Row[]): void {
   const width = Math.max(...rows.map((row) => row.name.length));
-  for (const row of rows) console.log(`${row.name.padEnd(width)}  ${fmt(row.value, row.value < 100 ? 2 : 0).padStart(12)} ${row.unit}${row.note ? `  (${row.note})` : ''}`);
+  for (const row of rows)
+    console.log(`${row.name.padEnd(width)}  ${fmt(row.value, row.value < 100 ? 2 : 0).padStart(12)} ${row.unit}${row.note ? `  (${row.note})` : ''}`);
 }
 
 /** Prints `ours / reference` with the target (none when null), and returns whether it was met. */

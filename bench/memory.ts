@@ -24,7 +24,8 @@ export async function benchMemory(): Promise<boolean> {
     const batch = 1000;
     for (let written = 0; written < totalEvents; written += batch) {
       await app.events.write(async (_trx, emit) => {
-        for (let n = 0; n < batch; n++) emit('anomaly.detected', { zone: `z${n % 200}`, person: `p${n % 1000}`, severity: 'warning', detail: { n: written + n } });
+        for (let n = 0; n < batch; n++)
+          emit('anomaly.detected', { zone: `z${n % 200}`, person: `p${n % 1000}`, severity: 'warning', detail: { n: written + n } });
       });
       if ((written + batch) % (totalEvents / 4) === 0) checkpoints.push({ events: written + batch, rss: settle() });
     }

@@ -44,7 +44,10 @@ banner();
 const results: string[] = [];
 for (const name of names.length ? names : Object.keys(BENCHMARKS)) {
   const flags = process.argv.slice(2).filter((arg) => arg.startsWith('--'));
-  const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), name, ...flags], { stdio: 'inherit', env: { ...process.env, [CHILD]: '1' } });
+  const child = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), name, ...flags], {
+    stdio: 'inherit',
+    env: { ...process.env, [CHILD]: '1' },
+  });
   if (child.status !== 0 && child.status !== NOT_MET) {
     console.error(`benchmark "${name}" failed (exit ${child.status ?? child.signal})`);
     process.exit(1);

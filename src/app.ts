@@ -80,18 +80,39 @@ export async function buildApp(config: Config): Promise<App> {
   for (const warning of installationWarnings) http.log.warn(warning);
   const checkpointer = database.checkpointer;
   if (checkpointer) {
-    checkpointer.onFailure((failure) => http.log.error({ code: failure.code }, `SQLite WAL checkpoint failed: ${failure.message} (the writer checkpoints for itself once the WAL reaches its limit)`));
-    metrics.counter('mothership_sqlite_checkpoint_failures_total', 'WAL checkpoints the checkpointer thread could not run', () => checkpointer.stats().failures);
-    metrics.gauge('mothership_sqlite_checkpoint_seconds', 'Duration of the last WAL checkpoint on the checkpointer thread', async () => checkpointer.stats().lastSeconds);
+    checkpointer.onFailure((failure) =>
+      http.log.error(
+        { code: failure.code },
+        `SQLite WAL checkpoint failed: ${failure.message} (the writer checkpoints for itself once the WAL reaches its limit)`,
+      ),
+    );
+    metrics.counter(
+      'mothership_sqlite_checkpoint_failures_total',
+      'WAL checkpoints the checkpointer thread could not run',
+      () => checkpointer.stats().failures,
+    );
+    metrics.gauge(
+      'mothership_sqlite_checkpoint_seconds',
+      'Duration of the last WAL checkpoint on the checkpointer thread',
+      async () => checkpointer.stats().lastSeconds,
+    );
   }
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
   const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: http.log });
-  await new RouteAuth(config.adminToken, sessions, { chargeSignIn: rateLimit.addressCharge(SIGN_IN_LIMIT), authenticateBot: enrichment.botCheck(rateLimit) }).register(http);
-  const webhook = new WebhookService(database, events, outbox, settings, http.log, metrics, { timeoutMs: config.webhookTimeoutMs, retryDelayMs: config.webhookRetryDelayMs });
+  await new RouteAuth(config.adminToken, sessions, {
+    chargeSignIn: rateLimit.addressCharge(SIGN_IN_LIMIT),
+    authenticateBot: enrichment.botCheck(rateLimit),
+  }).register(http);
+  const webhook = new WebhookService(database, events, outbox, settings, http.log, metrics, {
+    timeoutMs: config.webhookTimeoutMs,
+    retryDelayMs: config.webhookRetryDelayMs,
+  });
   metrics.gauge('mothership_webhook_backlog', 'Webhook deliveries waiting to be sent', () => webhook.backlog());
   // Several instances on one PostgreSQL database: one MQTT owner, elected in the database.
   const leadership = config.databaseUrl ? new MqttLeadership(config.databaseUrl, config.mothershipId, http.log) : null;
-  metrics.gauge('mothership_mqtt_owner', 'Whether this instance owns the MQTT connection (1) or stands by for another instance (0)', async () => ((leadership?.leader ?? true) ? 1 : 0));
+  metrics.gauge('mothership_mqtt_owner', 'Whether this instance owns the MQTT connection (1) or stands by for another instance (0)', async () =>
+    (leadership?.leader ?? true) ? 1 : 0,
+  );
   const mqtt = new MqttIntegration({
     ownership: leadership,
     presence,
@@ -105,7 +126,8 @@ export async function buildApp(config: Config): Promise<App> {
   // Only a change of MQTT's own fields touches the connection: a webhook save must not make Home
   // Assistant see every entity go unavailable and come back.
   const applySettings = ({ settings: next, changed }: SettingsChange) => {
-    if (changed.mqtt.length > 0 && (leadership?.leader ?? true)) void mqtt.configure(next.mqtt).catch((error: Error) => http.log.error({ err: error }, 'MQTT reconfiguration failed'));
+    if (changed.mqtt.length > 0 && (leadership?.leader ?? true))
+      void mqtt.configure(next.mqtt).catch((error: Error) => http.log.error({ err: error }, 'MQTT reconfiguration failed'));
   };
 
   opsRoutes(http, { database, metrics, mqttState: () => mqtt.status() });
@@ -157,7 +179,11 @@ export async function buildApp(config: Config): Promise<App> {
         every(sweepIntervalMs(config.presenceAwayDelayMs), () => presence.sweepAway(), 'away sweep');
         every(nodeSweepIntervalMs(config.nodeTimeoutMs), () => presence.sweepOfflineNodes(), 'node timeout sweep');
         // One health report per interval for the installation, whichever instance's tick comes first.
-        every(config.healthIntervalMs, async () => (await claimInterval(database, 'health', config.healthIntervalMs)) && presence.emitHealth(), 'health report');
+        every(
+          config.healthIntervalMs,
+          async () => (await claimInterval(database, 'health', config.healthIntervalMs)) && presence.emitHealth(),
+          'health report',
+        );
         every(60_000, () => enrichment.purgeNonces(), 'nonce purge');
         every(60_000, () => sessions.purge(), 'session purge');
         every(RETENTION_INTERVAL_MS, retention, 'retention', { atOnce: true });

@@ -58,12 +58,19 @@ export class ConfigError extends Error {}
 
 type Env = Record<string, string | undefined>;
 
-
 // Each variable's `description` is the rule a bad value breaks: the error says `<NAME> must be <description>`.
 const wholeNumber = (fallback: number, minimum = 0, maximum?: number) =>
-  ({ type: 'integer', minimum, ...(maximum === undefined ? {} : { maximum }), default: fallback, description: `a whole number >= ${minimum}${maximum === undefined ? '' : ` and <= ${maximum}`}` }) as const;
-const oneOf = <T extends string>(options: readonly T[], fallback: T) => ({ type: 'string', enum: options, default: fallback, description: `one of ${options.join(', ')}` }) as const;
-const text = <E extends { pattern?: string; minLength?: number; default?: string }>(description: string, extra = {} as E) => ({ type: 'string', description, ...extra }) as const;
+  ({
+    type: 'integer',
+    minimum,
+    ...(maximum === undefined ? {} : { maximum }),
+    default: fallback,
+    description: `a whole number >= ${minimum}${maximum === undefined ? '' : ` and <= ${maximum}`}`,
+  }) as const;
+const oneOf = <T extends string>(options: readonly T[], fallback: T) =>
+  ({ type: 'string', enum: options, default: fallback, description: `one of ${options.join(', ')}` }) as const;
+const text = <E extends { pattern?: string; minLength?: number; default?: string }>(description: string, extra = {} as E) =>
+  ({ type: 'string', description, ...extra }) as const;
 
 const WORKERS = ['embedded', 'off'] as const;
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -129,7 +136,10 @@ function invalid(name: Variable, raw: string | undefined): ConfigError {
 
 /** `group=cost,group=cost` -> {group: cost} (RATE_LIMIT_COSTS, already validated). */
 function costs(raw: string | undefined): Record<string, number> {
-  const entries = (raw ?? '').split(',').map((part) => part.trim()).filter(Boolean);
+  const entries = (raw ?? '')
+    .split(',')
+    .map((part) => part.trim())
+    .filter(Boolean);
   return Object.fromEntries(entries.map((entry) => entry.split('=')).map(([group, cost]) => [group!, Number(cost)]));
 }
 
@@ -179,7 +189,9 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     presenceAwayDelayMs: values.PRESENCE_AWAY_DELAY_MS,
     enrichmentLeaseMs: values.ENRICHMENT_LEASE_MS,
     enrichmentRetryBaseMs: values.ENRICHMENT_RETRY_BASE_MS,
-    enrichmentLlm: values.ENRICHMENT_LLM_URL ? { url: values.ENRICHMENT_LLM_URL, model: values.ENRICHMENT_LLM_MODEL, apiKey: values.ENRICHMENT_LLM_API_KEY ?? null } : null,
+    enrichmentLlm: values.ENRICHMENT_LLM_URL
+      ? { url: values.ENRICHMENT_LLM_URL, model: values.ENRICHMENT_LLM_MODEL, apiKey: values.ENRICHMENT_LLM_API_KEY ?? null }
+      : null,
     rateLimit: {
       capacity: values.RATE_LIMIT_CAPACITY,
       refillPerSecond: values.RATE_LIMIT_REFILL_PER_SEC,
@@ -216,9 +228,11 @@ export function prepareDataDir(config: EnvConfig): Config {
   let mothershipId = given.mothershipId;
   if (mothershipId === null) {
     mothershipId = persisted(config.dataDir, 'mothership-id', () => 'ms-' + randomUUID().slice(0, 8)).value;
-    if (!ID_PATTERN.test(mothershipId)) throw new ConfigError(`MOTHERSHIP_ID must be ${ENV_SCHEMA.properties.MOTHERSHIP_ID.description}, got "${mothershipId}" (from DATA_DIR/mothership-id)`);
+    if (!ID_PATTERN.test(mothershipId))
+      throw new ConfigError(`MOTHERSHIP_ID must be ${ENV_SCHEMA.properties.MOTHERSHIP_ID.description}, got "${mothershipId}" (from DATA_DIR/mothership-id)`);
   }
-  const secretsKey = given.secretsKey ?? secretsKeyFrom(persisted(config.dataDir, 'secrets-key', () => randomBytes(32).toString('base64')).value, ' (DATA_DIR/secrets-key)');
+  const secretsKey =
+    given.secretsKey ?? secretsKeyFrom(persisted(config.dataDir, 'secrets-key', () => randomBytes(32).toString('base64')).value, ' (DATA_DIR/secrets-key)');
   return {
     ...rest,
     adminToken: given.adminToken ?? storedToken!.value,

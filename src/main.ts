@@ -68,10 +68,12 @@ function firstStartMessage(address: string, config: Config): string {
 
 /** A failure a person can fix becomes a StartupError with one sentence; anything else stays as it is. */
 class StartupError extends Error {}
-const explainStartup = (config: Config) => (error: unknown): never => {
-  const sentence = startupFailure(error, config);
-  throw sentence ? new StartupError(sentence) : error;
-};
+const explainStartup =
+  (config: Config) =>
+  (error: unknown): never => {
+    const sentence = startupFailure(error, config);
+    throw sentence ? new StartupError(sentence) : error;
+  };
 
 async function main(argv: string[]): Promise<number> {
   const [command] = argv;

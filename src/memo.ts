@@ -35,7 +35,11 @@ export function memo<T, A = void>(ttlMs: number, load: (arg: A) => Promise<T>): 
  * The same, one entry per key, at most `maxKeys` (the least recently used goes first). A failed load
  * is forgotten, but only while it is still the entry: a newer load (after a `clear`) stays cached.
  */
-export function memoByKey<T>(ttlMs: number, load: (key: string) => Promise<T>, maxKeys = 10_000): { get: (key: string) => Promise<T>; clear: (key: string) => void } {
+export function memoByKey<T>(
+  ttlMs: number,
+  load: (key: string) => Promise<T>,
+  maxKeys = 10_000,
+): { get: (key: string) => Promise<T>; clear: (key: string) => void } {
   const entries = new LRUCache<string, Promise<T>>({ max: maxKeys, ttl: ttlMs });
   return {
     get(key) {

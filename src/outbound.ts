@@ -39,7 +39,8 @@ export function isForbiddenAddress(address: string): boolean {
   return family !== 0 && forbidden.check(address, family === 6 ? 'ipv6' : 'ipv4');
 }
 
-const FORBIDDEN_TARGET_MESSAGE = 'must not point at an address the service may not reach (link-local, multicast or unspecified: cloud metadata services live there)';
+const FORBIDDEN_TARGET_MESSAGE =
+  'must not point at an address the service may not reach (link-local, multicast or unspecified: cloud metadata services live there)';
 
 /**
  * The host of a URL as the connection will see it, or null if it is no valid host. The URL parser
@@ -134,7 +135,13 @@ export const guardedLookup: LookupFunction = (hostname, options, callback) => {
   });
 };
 
-const UNTRUSTED_CERTIFICATE = ['SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY'];
+const UNTRUSTED_CERTIFICATE = [
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+];
 
 /**
  * What went wrong in a TLS handshake, in words a user can act on, or null if `error` is not a TLS
@@ -146,7 +153,9 @@ export function describeTlsError(error: Error & { code?: string | number }): str
   if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') return 'TLS error: the certificate does not name this host';
   if (code === 'CERT_HAS_EXPIRED') return 'TLS error: the certificate has expired';
   // OpenSSL's "wrong version number": what answered is not TLS (a plain HTTP or MQTT port).
-  if (/wrong version number|packet length too long/i.test(error.message)) return 'TLS error: that port does not speak TLS; for a plain port use http:// (webhook) or mqtt:// (broker)';
-  if (code.startsWith('ERR_TLS') || code.includes('CERT') || code === 'EPROTO' || /certificate|SSL|TLS/i.test(error.message)) return 'TLS error: the handshake failed';
+  if (/wrong version number|packet length too long/i.test(error.message))
+    return 'TLS error: that port does not speak TLS; for a plain port use http:// (webhook) or mqtt:// (broker)';
+  if (code.startsWith('ERR_TLS') || code.includes('CERT') || code === 'EPROTO' || /certificate|SSL|TLS/i.test(error.message))
+    return 'TLS error: the handshake failed';
   return null;
 }

@@ -74,7 +74,10 @@ describe('architecture of src/', () => {
   it('app.ts imports each capability folder only through its entry point (index.ts)', () => {
     const inside = graph['app.ts']!.filter((file) => folderOf(file) !== null);
     assert.ok(inside.length >= 10, 'app.ts wires the capabilities');
-    assert.deepEqual(inside.filter((file) => !file.endsWith('/index.ts')), []);
+    assert.deepEqual(
+      inside.filter((file) => !file.endsWith('/index.ts')),
+      [],
+    );
   });
 
   it('writes go through Database.write, Database.transaction or EventLog.write, never `database.db`', () => {

@@ -29,7 +29,17 @@ const valid: BaselineRecord = {
 };
 
 const REQUIRED = ['commit_sha', 'timestamp', 'subject_geomean', 'grep_1000_mean_ms'] as const;
-const NUMERIC = ['subject_geomean', 'alpha_geomean', 'beta_geomean', 'gamma_geomean', 'grep_1000_mean_ms', 'throughput_mb_per_sec', 'files_per_sec', 'total_runtime_sec', 'corpus_size'] as const;
+const NUMERIC = [
+  'subject_geomean',
+  'alpha_geomean',
+  'beta_geomean',
+  'gamma_geomean',
+  'grep_1000_mean_ms',
+  'throughput_mb_per_sec',
+  'files_per_sec',
+  'total_runtime_sec',
+  'corpus_size',
+] as const;
 
 /** [name, record, valid?, path of the violation] */
 const cases: [string, unknown, boolean, string?][] = [
@@ -40,7 +50,12 @@ const cases: [string, unknown, boolean, string?][] = [
     delete record[field];
     return [`missing ${field}`, record, false, `/${field}`];
   }),
-  ...['extra', 'subject', 'delta_geomean', 'Commit_sha'].map((field): [string, unknown, boolean, string] => [`unknown property ${field}`, { ...valid, [field]: 1 }, false, `/${field}`]),
+  ...['extra', 'subject', 'delta_geomean', 'Commit_sha'].map((field): [string, unknown, boolean, string] => [
+    `unknown property ${field}`,
+    { ...valid, [field]: 1 },
+    false,
+    `/${field}`,
+  ]),
   ...NUMERIC.map((field): [string, unknown, boolean, string] => [`negative ${field}`, { ...valid, [field]: -1 }, false, `/${field}`]),
   ...NUMERIC.map((field): [string, unknown, boolean, string] => [`string in ${field}`, { ...valid, [field]: '1' }, false, `/${field}`]),
   ['commit_sha of 6 hex characters', { ...valid, commit_sha: 'abcdef' }, false, '/commit_sha'],
@@ -80,7 +95,11 @@ describe('baseline schema', () => {
     it(`${expected ? 'accepts' : 'rejects'} ${name}`, () => {
       const errors = baselineErrors(record);
       assert.equal(errors.length === 0, expected, JSON.stringify(errors));
-      if (pointer) assert.ok(errors.some((error) => error.path === pointer), `expected ${pointer} in ${JSON.stringify(errors)}`);
+      if (pointer)
+        assert.ok(
+          errors.some((error) => error.path === pointer),
+          `expected ${pointer} in ${JSON.stringify(errors)}`,
+        );
       // The schema file itself, under a second validator that shares no code with Ajv.
       assert.equal(independent.validate(record).valid, expected, `@cfworker/json-schema disagrees on: ${name}`);
     });
@@ -123,7 +142,11 @@ describe('baseline comparison', () => {
     assert.equal(alpha.status, 'worse', 'exactly the threshold is not beyond it');
     assert.equal(report.metrics.find((metric) => metric.field === 'subject_geomean')!.change_pct, 11.11);
     const reference = report.metrics.find((metric) => metric.field === 'alpha_geomean')!;
-    assert.equal(compareBaselines(valid, { ...valid, alpha_geomean: valid.alpha_geomean! * 2 }).metrics.find((metric) => metric.field === 'alpha_geomean')!.status, 'worse', 'a reference tool is never "regressed"');
+    assert.equal(
+      compareBaselines(valid, { ...valid, alpha_geomean: valid.alpha_geomean! * 2 }).metrics.find((metric) => metric.field === 'alpha_geomean')!.status,
+      'worse',
+      'a reference tool is never "regressed"',
+    );
     assert.equal(reference.status, 'unchanged');
   });
 
@@ -131,11 +154,14 @@ describe('baseline comparison', () => {
     // Everything twice as slow (a slower machine): no regression.
     const slower = { ...valid, commit_sha: 'c3d4e5f', subject_geomean: 1.0, alpha_geomean: 3.0, beta_geomean: 2.0, gamma_geomean: 4.0, grep_1000_mean_ms: 40 };
     const report = compareBaselines(valid, slower, 10);
-    assert.deepEqual(report.speedups.map((entry) => [entry.tool, entry.base, entry.head, entry.change_pct]), [
-      ['alpha', 3, 3, 0],
-      ['beta', 2, 2, 0],
-      ['gamma', 4, 4, 0],
-    ]);
+    assert.deepEqual(
+      report.speedups.map((entry) => [entry.tool, entry.base, entry.head, entry.change_pct]),
+      [
+        ['alpha', 3, 3, 0],
+        ['beta', 2, 2, 0],
+        ['gamma', 4, 4, 0],
+      ],
+    );
     assert.deepEqual(report.regressions, ['subject_geomean']);
     assert.equal(report.metrics.find((metric) => metric.field === 'alpha_geomean')!.regression, false, 'reference tools never flag a regression');
   });
@@ -151,7 +177,10 @@ describe('baseline comparison', () => {
     assert.equal(grep.regression, true, '0 -> 5 ms is worse');
     const throughput = report.metrics.find((metric) => metric.field === 'throughput_mb_per_sec')!;
     assert.equal(throughput.status, 'missing');
-    assert.equal(report.speedups.every((entry) => entry.base === null && entry.status === 'missing'), true);
+    assert.equal(
+      report.speedups.every((entry) => entry.base === null && entry.status === 'missing'),
+      true,
+    );
     assert.ok(report.warnings.some((warning) => warning.includes('subject_geomean is 0')));
     assert.equal(compareBaselines(base, base).regressed, false);
   });
@@ -160,7 +189,16 @@ describe('baseline comparison', () => {
     const extremes = [0, 5e-324, 1e-320, 1e-3, 1, 1e308, Number.MAX_VALUE];
     for (const base of extremes) {
       for (const head of extremes) {
-        const record = (value: number, other: number): BaselineRecord => ({ ...valid, subject_geomean: value, alpha_geomean: other, beta_geomean: value, grep_1000_mean_ms: value, throughput_mb_per_sec: other, files_per_sec: value, total_runtime_sec: other });
+        const record = (value: number, other: number): BaselineRecord => ({
+          ...valid,
+          subject_geomean: value,
+          alpha_geomean: other,
+          beta_geomean: value,
+          grep_1000_mean_ms: value,
+          throughput_mb_per_sec: other,
+          files_per_sec: value,
+          total_runtime_sec: other,
+        });
         const report = compareBaselines(record(base, head), record(head, base));
         assert.deepEqual(nonFinite(report), [], `${base} -> ${head}`);
         const subject = report.metrics.find((metric) => metric.field === 'subject_geomean')!;
@@ -186,7 +224,15 @@ describe('history-aware regression detection', () => {
   // A run whose subject and tools all scale with `machine` (speedups unchanged) and whose subject alone scales with `ours`.
   const run = (sha: string, ours: number, machine = 1): Run => ({
     commit_sha: sha,
-    record: { ...valid, commit_sha: sha, subject_geomean: 0.5 * ours * machine, alpha_geomean: 1.5 * machine, beta_geomean: 1.0 * machine, gamma_geomean: 2.0 * machine, grep_1000_mean_ms: 40 * machine },
+    record: {
+      ...valid,
+      commit_sha: sha,
+      subject_geomean: 0.5 * ours * machine,
+      alpha_geomean: 1.5 * machine,
+      beta_geomean: 1.0 * machine,
+      gamma_geomean: 2.0 * machine,
+      grep_1000_mean_ms: 40 * machine,
+    },
   });
   const field = (detection: ReturnType<typeof detectRegression>, name: string) => detection.fields.find((entry) => entry.field === name)!;
   // Ten earlier commits on a noisy runner: the machine factor wanders by about +-6 %, our own time by +-2 %.
@@ -210,7 +256,10 @@ describe('history-aware regression detection', () => {
 
   it('a real step of the subject is a regression even on the noisy runner: the speedups cancel the machine', () => {
     const detection = detectRegression(noisy, [run('head000', 1.3, 1.05)]);
-    assert.deepEqual(detection.regressions.filter((name) => name.startsWith('speedup')), ['speedup_vs_alpha', 'speedup_vs_beta', 'speedup_vs_gamma']);
+    assert.deepEqual(
+      detection.regressions.filter((name) => name.startsWith('speedup')),
+      ['speedup_vs_alpha', 'speedup_vs_beta', 'speedup_vs_gamma'],
+    );
     const alpha = field(detection, 'speedup_vs_alpha');
     assert.equal(alpha.runs_considered, 10);
     assert.ok(alpha.band![0] < alpha.centre! && alpha.centre! < alpha.band![1]);
@@ -232,7 +281,7 @@ describe('history-aware regression detection', () => {
     const headRuns = detectRegression(steady, [run('head000', 1, 1.2), run('head000', 1, 1.0)]);
     const grep = field(headRuns, 'grep_1000_mean_ms');
     assert.equal(grep.head_runs, 2);
-    assert.equal(grep.head, 44, 'the mean of the head commit\'s runs');
+    assert.equal(grep.head, 44, "the mean of the head commit's runs");
     // Runs of the head commit in the history are the head's, not its history.
     assert.equal(field(detectRegression([...steady, run('head000', 1, 5)], [run('head000', 1, 1)]), 'grep_1000_mean_ms').runs_considered, 10);
   });
@@ -241,7 +290,14 @@ describe('history-aware regression detection', () => {
     for (const value of [5e-324, 1e-320, 1e308, Number.MAX_VALUE]) {
       const runs: Run[] = [0, 1e-320, 1, value, 1e308, Number.MAX_VALUE, value].map((figure, index) => ({
         commit_sha: `c${index}00000`,
-        record: { ...valid, commit_sha: `c${index}00000`, subject_geomean: figure, alpha_geomean: value, grep_1000_mean_ms: figure, throughput_mb_per_sec: Number.MAX_VALUE - figure },
+        record: {
+          ...valid,
+          commit_sha: `c${index}00000`,
+          subject_geomean: figure,
+          alpha_geomean: value,
+          grep_1000_mean_ms: figure,
+          throughput_mb_per_sec: Number.MAX_VALUE - figure,
+        },
       }));
       for (let index = 1; index <= runs.length; index++) {
         const detection = detectRegression(runs.slice(0, index - 1), [runs[index - 1]!]);
@@ -290,7 +346,13 @@ for (const dialect of DIALECTS) {
 
     it('rejects an invalid record with one entry per violation and stores nothing', async () => {
       const before = (await app.api('GET', '/api/baselines')).body.length;
-      const response = await app.api('POST', '/api/baselines', { commit_sha: 'xmain', subject_geomean: -2, timestamp: 'yesterday', grep_1000_mean_ms: 1, bogus: 1 });
+      const response = await app.api('POST', '/api/baselines', {
+        commit_sha: 'xmain',
+        subject_geomean: -2,
+        timestamp: 'yesterday',
+        grep_1000_mean_ms: 1,
+        bogus: 1,
+      });
       assert.equal(response.status, 400);
       assert.equal(response.body.code, 'validation_failed');
       assert.deepEqual(response.body.errors.map((error: { path: string }) => error.path).sort(), ['/bogus', '/commit_sha', '/subject_geomean', '/timestamp']);
@@ -301,9 +363,15 @@ for (const dialect of DIALECTS) {
     it('lists newest first, reads one, the latest, and compares by id, commit sha or latest', async () => {
       const third = await app.api('POST', '/api/baselines', { ...valid, commit_sha: 'c3d4e5f', subject_geomean: 0.4 });
       const list = (await app.api('GET', '/api/baselines?limit=2')).body;
-      assert.deepEqual(list.map((entry: { record: BaselineRecord }) => entry.record.commit_sha), ['c3d4e5f', 'b2c3d4e']);
+      assert.deepEqual(
+        list.map((entry: { record: BaselineRecord }) => entry.record.commit_sha),
+        ['c3d4e5f', 'b2c3d4e'],
+      );
       const older = (await app.api('GET', `/api/baselines?before=${list[1].id}`)).body;
-      assert.deepEqual(older.map((entry: { record: BaselineRecord }) => entry.record.commit_sha), ['a1b2c3d']);
+      assert.deepEqual(
+        older.map((entry: { record: BaselineRecord }) => entry.record.commit_sha),
+        ['a1b2c3d'],
+      );
       assert.equal((await app.api('GET', '/api/baselines/latest')).body.id, third.body.id);
       assert.equal((await app.api('GET', `/api/baselines/${list[1].id}`)).body.record.commit_sha, 'b2c3d4e');
       assert.equal((await app.api('GET', '/api/baselines/99999')).status, 404);
@@ -327,7 +395,8 @@ for (const dialect of DIALECTS) {
     });
 
     it('orders and compares runs by their timestamp: a backfilled older run never becomes latest', async () => {
-      const post = async (sha: string, timestamp: string, subject: number) => (await app.api('POST', '/api/baselines', { ...valid, commit_sha: sha, timestamp, subject_geomean: subject })).body;
+      const post = async (sha: string, timestamp: string, subject: number) =>
+        (await app.api('POST', '/api/baselines', { ...valid, commit_sha: sha, timestamp, subject_geomean: subject })).body;
       const a = await post('aaaaaaa', '2026-12-01T10:00:00Z', 0.5);
       const c = await post('ccccccc', '2026-12-03T10:00:00Z', 0.5);
       // Posted last, run in between (08:00 UTC on the 2nd, written with an offset).
@@ -336,9 +405,16 @@ for (const dialect of DIALECTS) {
       assert.equal(b.comparison.regressed, true);
       assert.equal((await app.api('GET', '/api/baselines/latest')).body.id, c.id, 'the newest run stays latest');
       const list = (await app.api('GET', '/api/baselines?limit=3')).body;
-      assert.deepEqual(list.map((entry: { id: number }) => entry.id), [c.id, b.id, a.id]);
+      assert.deepEqual(
+        list.map((entry: { id: number }) => entry.id),
+        [c.id, b.id, a.id],
+      );
       const page = (await app.api('GET', `/api/baselines?limit=1&before=${b.id}`)).body;
-      assert.deepEqual(page.map((entry: { id: number }) => entry.id), [a.id], 'the cursor follows run order');
+      assert.deepEqual(
+        page.map((entry: { id: number }) => entry.id),
+        [a.id],
+        'the cursor follows run order',
+      );
       const d = await post('ddddddd', '2026-12-04T10:00:00Z', 0.5);
       assert.equal(d.comparison.base.commit_sha, 'ccccccc', 'the next run is compared with the newest, not the backfill');
       assert.equal(d.comparison.regressed, false);
@@ -349,7 +425,18 @@ for (const dialect of DIALECTS) {
       const machine = [1.0, 1.06, 0.95, 1.04, 0.97, 1.05, 0.94, 1.02, 0.99, 0.96, 1.12];
       let last: any;
       for (const [index, factor] of machine.entries()) {
-        last = (await app.api('POST', '/api/baselines', { ...valid, commit_sha: `f${String(index).padStart(2, '0')}0000`, timestamp: `2027-01-${String(index + 1).padStart(2, '0')}T10:00:00Z`, subject_geomean: 0.5 * factor, alpha_geomean: 1.5 * factor, beta_geomean: 1.0 * factor, gamma_geomean: 2.0 * factor, grep_1000_mean_ms: 40 * factor })).body;
+        last = (
+          await app.api('POST', '/api/baselines', {
+            ...valid,
+            commit_sha: `f${String(index).padStart(2, '0')}0000`,
+            timestamp: `2027-01-${String(index + 1).padStart(2, '0')}T10:00:00Z`,
+            subject_geomean: 0.5 * factor,
+            alpha_geomean: 1.5 * factor,
+            beta_geomean: 1.0 * factor,
+            gamma_geomean: 2.0 * factor,
+            grep_1000_mean_ms: 40 * factor,
+          })
+        ).body;
       }
       // The last run is 17 % slower than the one before it on every time (the machine), 12 % slower than
       // the history's mean but inside its noise band: the plain comparison flags it, the history does not.
@@ -395,7 +482,12 @@ for (const dialect of DIALECTS) {
         }
       }
       assert.equal((await app.api('GET', '/api/baselines?limit=500')).body.length, before + figures.length, 'each run stored once');
-      for (const [base, head] of [[ids[0], ids[1]], [ids[1], ids[0]], [ids[2], ids[4]], [ids[3], ids[4]]]) {
+      for (const [base, head] of [
+        [ids[0], ids[1]],
+        [ids[1], ids[0]],
+        [ids[2], ids[4]],
+        [ids[3], ids[4]],
+      ]) {
         const comparison = await app.api('GET', `/api/baselines/compare?base=${base}&head=${head}`);
         assert.equal(comparison.status, 200, JSON.stringify(comparison.body));
       }
@@ -478,10 +570,24 @@ describe('baseline CLI', () => {
       const first = await cliWith(env(), 'push', file('run1.json', { ...valid, timestamp: '2026-12-01T10:00:00Z' }), '--server', server);
       assert.deepEqual([first.code, first.stderr], [0, '']);
       assert.match(first.stdout, /first run, nothing to compare with/);
-      const within = await cliWith(env({ GITHUB_STEP_SUMMARY: summary }), 'push', file('run2.json', { ...valid, commit_sha: 'b2c3d4e', timestamp: '2026-12-02T10:00:00Z', subject_geomean: 0.52, alpha_geomean: 1.56 }), '--server', server + '/');
+      const within = await cliWith(
+        env({ GITHUB_STEP_SUMMARY: summary }),
+        'push',
+        file('run2.json', { ...valid, commit_sha: 'b2c3d4e', timestamp: '2026-12-02T10:00:00Z', subject_geomean: 0.52, alpha_geomean: 1.56 }),
+        '--server',
+        server + '/',
+      );
       assert.equal(within.code, 0, within.stderr);
       assert.match(within.stdout, /No regression beyond 10%/);
-      const regressed = await cliWith(env({ GITHUB_STEP_SUMMARY: summary }), 'push', file('run3.json', { ...valid, commit_sha: 'c3d4e5f', timestamp: '2026-12-03T10:00:00Z', subject_geomean: 0.7 }), '--server', server, '--format', 'json');
+      const regressed = await cliWith(
+        env({ GITHUB_STEP_SUMMARY: summary }),
+        'push',
+        file('run3.json', { ...valid, commit_sha: 'c3d4e5f', timestamp: '2026-12-03T10:00:00Z', subject_geomean: 0.7 }),
+        '--server',
+        server,
+        '--format',
+        'json',
+      );
       assert.equal(regressed.code, 1, regressed.stderr);
       const output = JSON.parse(regressed.stdout);
       assert.equal(output.comparison.regressions.includes('subject_geomean'), true);
@@ -520,9 +626,15 @@ describe('baseline CLI', () => {
       const table = await cliWith(env(), 'history', '--server', server, '--limit', '2');
       assert.equal(table.code, 0, table.stderr);
       const rows = table.stdout.trim().split('\n').slice(2);
-      assert.deepEqual(rows.map((row) => row.split(/\s+/)[2]), ['c3d4e5f', 'b2c3d4e']);
+      assert.deepEqual(
+        rows.map((row) => row.split(/\s+/)[2]),
+        ['c3d4e5f', 'b2c3d4e'],
+      );
       const json = JSON.parse((await cliWith(env(), 'history', '--server', server, '--format', 'json')).stdout);
-      assert.deepEqual(json.map((entry: { record: BaselineRecord }) => entry.record.commit_sha), ['c3d4e5f', 'b2c3d4e', 'a1b2c3d']);
+      assert.deepEqual(
+        json.map((entry: { record: BaselineRecord }) => entry.record.commit_sha),
+        ['c3d4e5f', 'b2c3d4e', 'a1b2c3d'],
+      );
     });
 
     it('the shell CI example in docs/baselines.md runs as written', async () => {
@@ -534,7 +646,9 @@ describe('baseline CLI', () => {
       assert.match(ok.stdout, /No regression beyond 10%/);
       assert.match(ok.stdout, /d4e5f60/);
       const regressedFile = file('ci-run-bad.json', { ...valid, commit_sha: 'e5f6071', timestamp: '2026-12-05T10:00:00Z', subject_geomean: 0.9 });
-      const failed = await run('bash', ['-c', example!], { env: env({ MOTHERSHIP_URL: server, BASELINE_FILE: regressedFile, npm_config_offline: 'true' }) }).then(
+      const failed = await run('bash', ['-c', example!], {
+        env: env({ MOTHERSHIP_URL: server, BASELINE_FILE: regressedFile, npm_config_offline: 'true' }),
+      }).then(
         () => null,
         (error: { code: number; stdout: string }) => error,
       );

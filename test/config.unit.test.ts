@@ -21,7 +21,10 @@ describe('seed defaults', () => {
   });
 
   it('MQTT reconnects after 5 s, doubling to at most 120 s', () => {
-    assert.deepEqual([1, 2, 3, 4, 5, 6, 7, 20].map((attempt) => backoffDelay(attempt, config.mqttBackoffInitialMs, config.mqttBackoffMaxMs)), [5_000, 10_000, 20_000, 40_000, 80_000, 120_000, 120_000, 120_000]);
+    assert.deepEqual(
+      [1, 2, 3, 4, 5, 6, 7, 20].map((attempt) => backoffDelay(attempt, config.mqttBackoffInitialMs, config.mqttBackoffMaxMs)),
+      [5_000, 10_000, 20_000, 40_000, 80_000, 120_000, 120_000, 120_000],
+    );
   });
 
   it('health every 60 s, away after 60 s, nodes offline after 30 s, 5 enrichment requests per bot per day', () => {
@@ -63,14 +66,21 @@ describe('configuration', () => {
       [{ RATE_LIMIT_CAPACITY: '20000000' }, /^RATE_LIMIT_CAPACITY must be a whole number >= 1 and <= 10000000, got "20000000"$/],
       [{ RATE_LIMIT_REFILL_PER_SEC: '0' }, /^RATE_LIMIT_REFILL_PER_SEC must be a number >= 0.001, got "0"$/],
       [{ RATE_LIMIT_REFILL_PER_SEC: 'fast' }, /^RATE_LIMIT_REFILL_PER_SEC must be .*, got "fast"$/],
-      [{ RATE_LIMIT_COSTS: 'session=5,settings:10' }, /^RATE_LIMIT_COSTS must be a list of group=cost entries separated by commas, got "session=5,settings:10"$/],
+      [
+        { RATE_LIMIT_COSTS: 'session=5,settings:10' },
+        /^RATE_LIMIT_COSTS must be a list of group=cost entries separated by commas, got "session=5,settings:10"$/,
+      ],
       [{ RATE_LIMIT_REDIS_FAILURE: 'sometimes' }, /^RATE_LIMIT_REDIS_FAILURE must be one of open, closed, got "sometimes"$/],
       [{ EVENT_RETENTION_DAYS: '-1' }, /^EVENT_RETENTION_DAYS must be a whole number >= 0, got "-1"$/],
       [{ WEBHOOK_LOG_RETENTION_DAYS: '7.5' }, /^WEBHOOK_LOG_RETENTION_DAYS must be a whole number >= 0, got "7.5"$/],
       [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"$/],
     ];
     for (const [env, message] of cases) {
-      assert.throws(() => loadConfig({ ADMIN_TOKEN, ...env }), (error: Error) => error instanceof ConfigError && message.test(error.message), JSON.stringify(env));
+      assert.throws(
+        () => loadConfig({ ADMIN_TOKEN, ...env }),
+        (error: Error) => error instanceof ConfigError && message.test(error.message),
+        JSON.stringify(env),
+      );
     }
   });
 
@@ -143,7 +153,9 @@ describe('configuration', () => {
 
       const other = temporaryDir();
       try {
-        const given = prepareDataDir(loadConfig({ DATA_DIR: other.dir, ADMIN_TOKEN, MOTHERSHIP_ID: 'home', SECRETS_KEY: Buffer.alloc(32, 1).toString('base64') }));
+        const given = prepareDataDir(
+          loadConfig({ DATA_DIR: other.dir, ADMIN_TOKEN, MOTHERSHIP_ID: 'home', SECRETS_KEY: Buffer.alloc(32, 1).toString('base64') }),
+        );
         assert.deepEqual([given.adminToken, given.adminTokenGenerated, given.mothershipId], [ADMIN_TOKEN, false, 'home']);
         assert.deepEqual(readdirSync(other.dir), []);
       } finally {
@@ -159,8 +171,14 @@ describe('configuration', () => {
     try {
       writeFileSync(path.join(dir, 'mothership-id'), 'Not An Id\n');
       writeFileSync(path.join(dir, 'secrets-key'), 'c2hvcnQ=\n');
-      assert.throws(() => prepareDataDir(loadConfig({ DATA_DIR: dir, SECRETS_KEY: Buffer.alloc(32).toString('base64') })), /MOTHERSHIP_ID must be an id matching .*, got "Not An Id" \(from DATA_DIR\/mothership-id\)$/);
-      assert.throws(() => prepareDataDir(loadConfig({ DATA_DIR: dir, MOTHERSHIP_ID: 'home' })), /SECRETS_KEY must be 32 bytes, base64-encoded \(DATA_DIR\/secrets-key\)$/);
+      assert.throws(
+        () => prepareDataDir(loadConfig({ DATA_DIR: dir, SECRETS_KEY: Buffer.alloc(32).toString('base64') })),
+        /MOTHERSHIP_ID must be an id matching .*, got "Not An Id" \(from DATA_DIR\/mothership-id\)$/,
+      );
+      assert.throws(
+        () => prepareDataDir(loadConfig({ DATA_DIR: dir, MOTHERSHIP_ID: 'home' })),
+        /SECRETS_KEY must be 32 bytes, base64-encoded \(DATA_DIR\/secrets-key\)$/,
+      );
     } finally {
       remove();
     }

@@ -61,14 +61,23 @@ describe('dashboard in Chromium', () => {
       ['e5f6071', 0.62, 1.6, 1.09, 2.4, 38],
     ] as const;
     for (const [sha, subject, alpha, beta, gamma, grep] of runs) {
-      await app.api('POST', '/api/baselines', { commit_sha: sha, timestamp: new Date().toISOString(), subject_geomean: subject, alpha_geomean: alpha, beta_geomean: beta, gamma_geomean: gamma, grep_1000_mean_ms: grep });
+      await app.api('POST', '/api/baselines', {
+        commit_sha: sha,
+        timestamp: new Date().toISOString(),
+        subject_geomean: subject,
+        alpha_geomean: alpha,
+        beta_geomean: beta,
+        gamma_geomean: gamma,
+        grep_1000_mean_ms: grep,
+      });
     }
     await app.api('POST', '/api/matches', { id: 'final-42', status: 'completed', replay: REPLAY });
     browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.on('request', (request) => {
       if (!request.url().startsWith(base) && !request.url().startsWith('data:')) foreignRequests.push(request.url());
-      else if (request.url().startsWith(`${base}/api/`) && !request.url().includes('/api/events/stream')) apiRequests.push(`${request.method()} ${request.url().slice(base.length)}`);
+      else if (request.url().startsWith(`${base}/api/`) && !request.url().includes('/api/events/stream'))
+        apiRequests.push(`${request.method()} ${request.url().slice(base.length)}`);
     });
     page.on('pageerror', (error) => pageErrors.push(error.message));
   });
@@ -105,7 +114,8 @@ describe('dashboard in Chromium', () => {
   it('applies a burst of events to the page without asking the API again, and names people and zones', async () => {
     // The old page re-read persons, zones, health and falls 150 ms after each event: about 4 requests per event here.
     const moves: Array<[string, string, string]> = [];
-    for (let round = 0; round < 4; round++) moves.push(['zone.entry', 'ada', 'living-room'], ['zone.entry', 'bob', 'kitchen'], ['zone.exit', 'bob', 'kitchen'], ['zone.entry', 'ada', 'kitchen']);
+    for (let round = 0; round < 4; round++)
+      moves.push(['zone.entry', 'ada', 'living-room'], ['zone.entry', 'bob', 'kitchen'], ['zone.exit', 'bob', 'kitchen'], ['zone.entry', 'ada', 'kitchen']);
     const requests = await requestsDuring(async () => {
       for (const [type, person, zone] of moves) {
         await app.api('POST', '/api/events', { type, person, zone });
@@ -281,7 +291,7 @@ describe('dashboard in Chromium', () => {
     const settings = requests.filter((request) => request.startsWith('GET /api/settings/integration')).length;
     // The old page read the settings and the log after every event: 32 requests here.
     assert.ok(deliveries >= 1 && deliveries <= Math.ceil(seconds) + 1, `${deliveries} reads of the log in ${seconds} s`);
-    assert.ok(settings <= Math.ceil(seconds / 5) + 1, `${settings} reads of the settings in ${seconds} s: ${requests.join(", ")}`);
+    assert.ok(settings <= Math.ceil(seconds / 5) + 1, `${settings} reads of the settings in ${seconds} s: ${requests.join(', ')}`);
     assert.equal(requests.length, deliveries + settings, requests.join(', '));
     await page.waitForSelector('#deliveries tbody tr:has-text("anomaly.detected")');
   });
@@ -380,7 +390,10 @@ describe('dashboard in Chromium', () => {
     page.once('dialog', (dialog) => void dialog.accept());
     await page.click('#bots li[data-bot="replay-bot"] button:has-text("Delete")');
     await page.waitForSelector('#bots li[data-bot="replay-bot"]', { state: 'detached' });
-    assert.equal((await app.api('GET', '/api/bots')).body.some((bot: { id: string }) => bot.id === 'replay-bot'), false);
+    assert.equal(
+      (await app.api('GET', '/api/bots')).body.some((bot: { id: string }) => bot.id === 'replay-bot'),
+      false,
+    );
   });
 
   it('fits a phone screen: a menu instead of a wrapped header, tables as cards', async () => {
@@ -400,9 +413,22 @@ describe('dashboard in Chromium', () => {
     await page.waitForSelector('#nav', { state: 'hidden' });
     await page.waitForSelector('#deliveries tbody tr[data-state]');
     // Every column of the delivery log is on the screen, named (an empty cell, such as no error, is left out).
-    const cells = await page.$$eval('#deliveries tbody tr:first-child td', (tds) => tds.map((td) => ({ label: td.dataset.label, right: td.getBoundingClientRect().right, visible: td.getBoundingClientRect().width > 0, empty: td.textContent === '' })));
-    assert.deepEqual(cells.map((cell) => cell.label), ['Time', 'Event', 'Attempt', 'State', 'Status', 'Error', 'ms', '']);
-    assert.ok(cells.every((cell) => (cell.visible || cell.empty) && cell.right <= 390), JSON.stringify(cells));
+    const cells = await page.$$eval('#deliveries tbody tr:first-child td', (tds) =>
+      tds.map((td) => ({
+        label: td.dataset.label,
+        right: td.getBoundingClientRect().right,
+        visible: td.getBoundingClientRect().width > 0,
+        empty: td.textContent === '',
+      })),
+    );
+    assert.deepEqual(
+      cells.map((cell) => cell.label),
+      ['Time', 'Event', 'Attempt', 'State', 'Status', 'Error', 'ms', ''],
+    );
+    assert.ok(
+      cells.every((cell) => (cell.visible || cell.empty) && cell.right <= 390),
+      JSON.stringify(cells),
+    );
     assert.ok(((await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number) <= 0);
     await shot('phone-integrations');
   });

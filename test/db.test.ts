@@ -59,24 +59,42 @@ for (const dialect of DIALECTS) {
       const misuses: Record<string, (trx: unknown) => Promise<unknown>> = {
         'a read through database.db': () => database.db.selectFrom('zones').selectAll().execute(),
         'a nested transaction': () => database.transaction(async () => 1),
-        'a write of its own': () => database.write((db) => db.insertInto('zones').values(zone(`w-${dialect}`)).execute()),
+        'a write of its own': () =>
+          database.write((db) =>
+            db
+              .insertInto('zones')
+              .values(zone(`w-${dialect}`))
+              .execute(),
+          ),
         'an event emitted outside the transaction': () => events.emit('anomaly.detected', { detail: {} }),
       };
       for (const [what, misuse] of Object.entries(misuses)) {
         const started = performance.now();
         await assert.rejects(
           database.transaction(async (trx) => {
-            await trx.insertInto('zones').values(zone(`reentry-${what.length}-${dialect}`)).execute();
+            await trx
+              .insertInto('zones')
+              .values(zone(`reentry-${what.length}-${dialect}`))
+              .execute();
             await misuse(trx);
           }),
           (error: Error) => error.name === 'TransactionMisuseError',
           what,
         );
         assert.ok(performance.now() - started < 2000, `${what}: refused at once, not after a wait`);
-        assert.equal(await database.db.selectFrom('zones').select('id').where('id', '=', `reentry-${what.length}-${dialect}`).executeTakeFirst(), undefined, `${what}: the transaction rolled back`);
+        assert.equal(
+          await database.db.selectFrom('zones').select('id').where('id', '=', `reentry-${what.length}-${dialect}`).executeTakeFirst(),
+          undefined,
+          `${what}: the transaction rolled back`,
+        );
       }
       // The connection is free: later writes go through.
-      await database.transaction((trx) => trx.insertInto('zones').values(zone(`after-reentry-${dialect}`)).execute());
+      await database.transaction((trx) =>
+        trx
+          .insertInto('zones')
+          .values(zone(`after-reentry-${dialect}`))
+          .execute(),
+      );
       // Work a transaction schedules for later runs outside it, and may query freely then.
       let later: Promise<unknown> | null = null;
       await database.transaction(async (trx) => {
@@ -113,7 +131,10 @@ for (const dialect of DIALECTS) {
       try {
         for (let index = 0; index < 5; index++) {
           const id = await database.transaction(async (trx) => {
-            await trx.insertInto('zones').values(zone(`committed-${index}`)).execute();
+            await trx
+              .insertInto('zones')
+              .values(zone(`committed-${index}`))
+              .execute();
             return `committed-${index}`;
           });
           assert.equal(await readElsewhere(id), true, `${id} visible to another connection when answered`);
@@ -124,8 +145,12 @@ for (const dialect of DIALECTS) {
     });
 
     it('runs a prepared query with new values each time, and names a missing one', async () => {
-      const insert = prepare(database, ['id', 'name', 'at'], (db, param) => db.insertInto('zones').values({ id: param('id'), name: param('name'), created_at: param('at') }));
-      const byPrefix = prepare(database, ['prefix'], (db, param) => db.selectFrom('zones').select(['id', 'name']).where('id', 'like', param('prefix')).orderBy('id'));
+      const insert = prepare(database, ['id', 'name', 'at'], (db, param) =>
+        db.insertInto('zones').values({ id: param('id'), name: param('name'), created_at: param('at') }),
+      );
+      const byPrefix = prepare(database, ['prefix'], (db, param) =>
+        db.selectFrom('zones').select(['id', 'name']).where('id', 'like', param('prefix')).orderBy('id'),
+      );
       for (const id of ['p1', 'p2']) await insert.execute(database.db, { id, name: `Zone ${id}`, at: '2026-11-22T00:00:00.000Z' });
       assert.deepEqual((await byPrefix.execute(database.db, { prefix: 'p%' })).rows, [
         { id: 'p1', name: 'Zone p1' },
@@ -139,13 +164,27 @@ for (const dialect of DIALECTS) {
       await assert.rejects(byPrefix.execute(database.db, { prefx: 'p%' }), /no value for "prefix"/);
       // @ts-expect-error -- "nam" was not declared
       assert.throws(() => prepare(database, ['id'], (db, param) => db.selectFrom('zones').select('id').where('name', '=', param('nam'))));
-      assert.throws(() => prepare(database, ['id', 'unused'], (db, param) => db.selectFrom('zones').select('id').where('id', '=', param('id'))), /"unused" declared but never used/);
+      assert.throws(
+        () => prepare(database, ['id', 'unused'], (db, param) => db.selectFrom('zones').select('id').where('id', '=', param('id'))),
+        /"unused" declared but never used/,
+      );
     });
 
     it('single-statement writes join concurrent transactions and all commit', async () => {
-      const writes = Array.from({ length: 20 }, (_, index) => database.write((db) => db.insertInto('zones').values(zone(`w${index}`)).execute()));
+      const writes = Array.from({ length: 20 }, (_, index) =>
+        database.write((db) =>
+          db
+            .insertInto('zones')
+            .values(zone(`w${index}`))
+            .execute(),
+        ),
+      );
       await Promise.all(writes);
-      const row = await database.db.selectFrom('zones').select((eb) => eb.fn.countAll<number>().as('count')).where('id', 'like', 'w%').executeTakeFirstOrThrow();
+      const row = await database.db
+        .selectFrom('zones')
+        .select((eb) => eb.fn.countAll<number>().as('count'))
+        .where('id', 'like', 'w%')
+        .executeTakeFirstOrThrow();
       assert.equal(Number(row.count), 20);
     });
   });
@@ -160,8 +199,21 @@ for (const dialect of DIALECTS) {
     before(async () => {
       ({ database, close } = await openDatabase(dialect));
       queue = new EnrichmentQueue(database, new EventLog(database, []), { leaseMs: 60_000, retryBaseMs: 1000 });
-      await database.db.insertInto('bots').values({ id: 'bot', name: 'Bot', secret_encrypted: 'x', previous_secret_encrypted: null, previous_secret_expires_at: null, created_at: at }).execute();
-      const matches = ['m1', 'm2', 'm3', 'm4'].map((id) => ({ id, status: 'completed' as const, replay: '{"players":["a","b"]}', enrichment_requested_at: null, enrichment_status: null, commentary: null, enrichment_error: null, enrichment_completed_at: null, created_at: at }));
+      await database.db
+        .insertInto('bots')
+        .values({ id: 'bot', name: 'Bot', secret_encrypted: 'x', previous_secret_encrypted: null, previous_secret_expires_at: null, created_at: at })
+        .execute();
+      const matches = ['m1', 'm2', 'm3', 'm4'].map((id) => ({
+        id,
+        status: 'completed' as const,
+        replay: '{"players":["a","b"]}',
+        enrichment_requested_at: null,
+        enrichment_status: null,
+        commentary: null,
+        enrichment_error: null,
+        enrichment_completed_at: null,
+        created_at: at,
+      }));
       await database.db.insertInto('matches').values(matches).execute();
       for (const match of matches) await queue.request('bot', match.id);
     });
@@ -171,7 +223,11 @@ for (const dialect of DIALECTS) {
       const future = new Date(Date.now() + 60_000).toISOString();
       const past = new Date(Date.now() - 1000).toISOString();
       // Job 1 ran on a worker that went silent (lease expired); job 2 waits out a retry backoff.
-      await database.db.updateTable('enrichment_jobs').set({ state: 'running', lease_owner: 'gone', lease_expires_at: past }).where('match_id', '=', 'm1').execute();
+      await database.db
+        .updateTable('enrichment_jobs')
+        .set({ state: 'running', lease_owner: 'gone', lease_expires_at: past })
+        .where('match_id', '=', 'm1')
+        .execute();
       await database.db.updateTable('enrichment_jobs').set({ run_after: future }).where('match_id', '=', 'm2').execute();
       const claimed = [];
       for (let n = 0; n < 4; n++) claimed.push((await queue.claim('w'))?.match_id ?? null);
@@ -197,7 +253,11 @@ describe('group commit on SQLite', () => {
   file.prepare = prepare;
   const commits = () => {
     const start = commitCount;
-    return { get count() { return commitCount - start; } };
+    return {
+      get count() {
+        return commitCount - start;
+      },
+    };
   };
   after(() => db.destroy());
 
@@ -206,7 +266,10 @@ describe('group commit on SQLite', () => {
     const seen = await Promise.all(
       Array.from({ length: 10 }, (_, index) =>
         groupCommit.run(async (trx) => {
-          await trx.insertInto('items').values({ id: `g${index}` }).execute();
+          await trx
+            .insertInto('items')
+            .values({ id: `g${index}` })
+            .execute();
           return (await trx.selectFrom('items').select('id').execute()).length;
         }),
       ),
@@ -222,7 +285,12 @@ describe('group commit on SQLite', () => {
       // at the same moment fires (timers fire in order, so a stalled machine delays both alike).
       let timerFired = false;
       const timer = setTimeout(() => (timerFired = true), 30);
-      await groupCommit.run((trx) => trx.insertInto('items').values({ id: `s${index}` }).execute());
+      await groupCommit.run((trx) =>
+        trx
+          .insertInto('items')
+          .values({ id: `s${index}` })
+          .execute(),
+      );
       clearTimeout(timer);
       assert.equal(timerFired, false, 'the lone transaction waited for company');
     }
@@ -261,7 +329,16 @@ describe('SQLite checkpoints', () => {
     const { database, dataDir, close } = await openDatabase('sqlite');
     const main = path.join(dataDir, 'mothership.db');
     try {
-      await Promise.all(Array.from({ length: 100 }, (_, index) => database.transaction((trx) => trx.insertInto('zones').values(zone(`c${index}`)).execute())));
+      await Promise.all(
+        Array.from({ length: 100 }, (_, index) =>
+          database.transaction((trx) =>
+            trx
+              .insertInto('zones')
+              .values(zone(`c${index}`))
+              .execute(),
+          ),
+        ),
+      );
       // The writer checkpoints for itself only past ~40 MB of WAL: these rows reach the main file
       // only if the checkpointer thread copies them. Read a copy of the main file alone (no WAL).
       const copy = path.join(dataDir, 'main-file-only.db');
@@ -320,7 +397,7 @@ describe('SQLite checkpoint failures', () => {
     assert.equal(stats.failures, 1);
   });
 
-  it('the service exposes the failures and the last checkpoint\'s duration as metrics', async () => {
+  it("the service exposes the failures and the last checkpoint's duration as metrics", async () => {
     const app = await startTestApp('sqlite');
     try {
       await app.api('POST', '/api/zones', { name: 'Kitchen' });
@@ -358,18 +435,26 @@ for (const dialect of DIALECTS) {
     it('gives existing baselines their run time in UTC, as the service writes it', async () => {
       const pgDatabase = dialect === 'postgres' ? await createPgDatabase() : null;
       const db = new Kysely<any>({
-        dialect: pgDatabase ? new PostgresDialect({ pool: new pg.Pool({ connectionString: pgDatabase.url }) }) : new SqliteDialect({ database: new BetterSqlite3(':memory:') }),
+        dialect: pgDatabase
+          ? new PostgresDialect({ pool: new pg.Pool({ connectionString: pgDatabase.url }) })
+          : new SqliteDialect({ database: new BetterSqlite3(':memory:') }),
       });
       const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations(dialect) } });
       try {
         assert.equal((await migrator.migrateTo('007_events_by_type')).error, undefined);
         const timestamps = ['2026-12-02T10:00:00+02:00', '2026-12-01T23:30:00.5-01:00', '2026-12-01T08:00:00Z', '2026-12-01T08:00:00.123456Z'];
         for (const timestamp of timestamps) {
-          await db.insertInto('baselines').values({ commit_sha: 'a1b2c3d', recorded_at: '2026-12-05T00:00:00.000Z', record: JSON.stringify({ commit_sha: 'a1b2c3d', timestamp }) }).execute();
+          await db
+            .insertInto('baselines')
+            .values({ commit_sha: 'a1b2c3d', recorded_at: '2026-12-05T00:00:00.000Z', record: JSON.stringify({ commit_sha: 'a1b2c3d', timestamp }) })
+            .execute();
         }
         assert.equal((await migrator.migrateToLatest()).error, undefined);
         const rows = await db.selectFrom('baselines').select(['run_at']).orderBy('id').execute();
-        assert.deepEqual(rows.map((row) => row.run_at), timestamps.map(runAt));
+        assert.deepEqual(
+          rows.map((row) => row.run_at),
+          timestamps.map(runAt),
+        );
       } finally {
         await db.destroy();
         await pgDatabase?.drop();
@@ -379,7 +464,7 @@ for (const dialect of DIALECTS) {
 }
 
 describe('enrichment estimate', () => {
-  it('counts a job\'s place from the oldest pending job, itself included', () => {
+  it("counts a job's place from the oldest pending job, itself included", () => {
     assert.equal(jobsAhead(10, 10, null), 1);
     assert.equal(jobsAhead(15, 12, 10), 6);
     assert.equal(jobsAhead(7, null, null), 1);

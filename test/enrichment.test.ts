@@ -9,7 +9,6 @@ import { DIALECTS, createTestEnv, eventually, startTestApp, type TestApp } from 
 import { botRequest } from './helpers/bot.js';
 import { REPLAY } from './helpers/fixtures.js';
 
-
 describe('bot request signing', () => {
   const parts = { method: 'post', pathAndQuery: '/api/request-enrichment?x=1', timestamp: '1795300000', nonce: 'abcdefghijklmnop', body: '{"match_id":"m1"}' };
 
@@ -32,7 +31,13 @@ describe('bot request signing', () => {
 
   it('accepts timestamps up to 300 s from the clock either way, to the second', () => {
     const nowMs = 1_795_300_000_999; // late in its second: the server compares whole seconds
-    for (const [offset, fresh] of [[0, true], [300, true], [-300, true], [301, false], [-301, false]] as const) {
+    for (const [offset, fresh] of [
+      [0, true],
+      [300, true],
+      [-300, true],
+      [301, false],
+      [-301, false],
+    ] as const) {
       assert.equal(timestampFresh(String(1_795_300_000 + offset), nowMs), fresh, `offset ${offset}`);
     }
     for (const malformed of ['', '17953e5', '-1795300000', '1795300000.5', '1'.repeat(13)]) assert.equal(timestampFresh(malformed, nowMs), false, malformed);
@@ -65,26 +70,115 @@ describe('commentary', () => {
     assert.throws(() => parseReplay(null), ReplayError);
     assert.throws(() => parseReplay({ players: [] }), /replay.players must be a non-empty array/);
     assert.throws(() => parseReplay({ players: [{ id: 'p1', name: 'A' }], events: [{ t: 'x', type: 'goal' }] }), /replay.events\[0\]/);
-    assert.throws(() => parseReplay({ players: [{ team: 'red' }] }), (error: ReplayError) => error.path === '/players/0');
-    assert.throws(() => parseReplay({ players: ['a'], final_score: { a: '2' } }), (error: ReplayError) => error.path === '/final_score/a');
+    assert.throws(
+      () => parseReplay({ players: [{ team: 'red' }] }),
+      (error: ReplayError) => error.path === '/players/0',
+    );
+    assert.throws(
+      () => parseReplay({ players: ['a'], final_score: { a: '2' } }),
+      (error: ReplayError) => error.path === '/final_score/a',
+    );
   });
 
   it('reads the shapes games export: players as ids or objects, numbers as ids, scores as a map or a list', () => {
-    assert.deepEqual(parseReplay({ players: ['ann', 7] }).players, [{ id: 'ann', name: 'ann' }, { id: '7', name: '7' }]);
-    assert.deepEqual(parseReplay({ players: [{ name: 'Nova' }, { id: 3, team: 'blue' }] }).players, [{ id: 'Nova', name: 'Nova' }, { id: '3', name: '3', team: 'blue' }]);
-    assert.deepEqual(parseReplay({ players: ['a', 'b'], final_score: [{ team: 'a', score: 2 }, { player: 'b', points: 1 }] }).final_score, { a: 2, b: 1 });
+    assert.deepEqual(parseReplay({ players: ['ann', 7] }).players, [
+      { id: 'ann', name: 'ann' },
+      { id: '7', name: '7' },
+    ]);
+    assert.deepEqual(parseReplay({ players: [{ name: 'Nova' }, { id: 3, team: 'blue' }] }).players, [
+      { id: 'Nova', name: 'Nova' },
+      { id: '3', name: '3', team: 'blue' },
+    ]);
+    assert.deepEqual(
+      parseReplay({
+        players: ['a', 'b'],
+        final_score: [
+          { team: 'a', score: 2 },
+          { player: 'b', points: 1 },
+        ],
+      }).final_score,
+      { a: 2, b: 1 },
+    );
   });
 
   describe('tells the outcome the replay records', () => {
-    const teams = [{ id: 'p1', name: 'Nova', team: 'red' }, { id: 'p2', name: 'Blaze', team: 'blue' }];
+    const teams = [
+      { id: 'p1', name: 'Nova', team: 'red' },
+      { id: 'p2', name: 'Blaze', team: 'blue' },
+    ];
     const cases: { title: string; replay: object; winner: RegExp; star?: RegExp; never?: RegExp[] }[] = [
-      { title: '2-0 by goals without points', replay: { players: teams, events: [{ t: 1, type: 'goal', player: 'p1' }, { t: 2, type: 'goal', player: 'p1' }] }, winner: /Final score: red 2, blue 0\. Red takes it\./, star: /Player of the match: Nova, with 2 points\./, never: [/Honours even/] },
-      { title: '2-0 exported with the winner only', replay: { players: teams, final_score: { red: 2 } }, winner: /Final score: red 2, blue 0\. Red takes it\./, never: [/Honours even/] },
-      { title: 'the loser scored most points', replay: { players: [...teams, { id: 'p3', name: 'Echo', team: 'blue' }], events: [{ t: 1, type: 'kill', player: 'p1', target: 'p2', points: 5 }, { t: 2, type: 'objective', player: 'p2', points: 4 }, { t: 3, type: 'objective', player: 'p3', points: 2 }], winner: 'blue', final_score: { red: 5, blue: 6 } }, winner: /Blue takes it\./, star: /Player of the match: Blaze, with 4 points\./, never: [/Player of the match: Nova/] },
-      { title: 'a declared winner the score does not show', replay: { players: teams, events: [{ t: 1, type: 'score', player: 'p1', points: 4 }], winner: 'blue' }, winner: /Blue takes it\./, never: [/Player of the match: Nova/, /Red takes it/] },
+      {
+        title: '2-0 by goals without points',
+        replay: {
+          players: teams,
+          events: [
+            { t: 1, type: 'goal', player: 'p1' },
+            { t: 2, type: 'goal', player: 'p1' },
+          ],
+        },
+        winner: /Final score: red 2, blue 0\. Red takes it\./,
+        star: /Player of the match: Nova, with 2 points\./,
+        never: [/Honours even/],
+      },
+      {
+        title: '2-0 exported with the winner only',
+        replay: { players: teams, final_score: { red: 2 } },
+        winner: /Final score: red 2, blue 0\. Red takes it\./,
+        never: [/Honours even/],
+      },
+      {
+        title: 'the loser scored most points',
+        replay: {
+          players: [...teams, { id: 'p3', name: 'Echo', team: 'blue' }],
+          events: [
+            { t: 1, type: 'kill', player: 'p1', target: 'p2', points: 5 },
+            { t: 2, type: 'objective', player: 'p2', points: 4 },
+            { t: 3, type: 'objective', player: 'p3', points: 2 },
+          ],
+          winner: 'blue',
+          final_score: { red: 5, blue: 6 },
+        },
+        winner: /Blue takes it\./,
+        star: /Player of the match: Blaze, with 4 points\./,
+        never: [/Player of the match: Nova/],
+      },
+      {
+        title: 'a declared winner the score does not show',
+        replay: { players: teams, events: [{ t: 1, type: 'score', player: 'p1', points: 4 }], winner: 'blue' },
+        winner: /Blue takes it\./,
+        never: [/Player of the match: Nova/, /Red takes it/],
+      },
       { title: 'a real draw', replay: { players: teams, final_score: { red: 1, blue: 1 } }, winner: /Final score: red 1, blue 1\. Honours even\./ },
-      { title: 'free for all, players as plain ids', replay: { players: ['ann', 'bob', 'cy'], events: [{ t: 5, type: 'score', player: 'bob', points: 3 }, { t: 9, type: 'score', player: 'ann', points: 1 }] }, winner: /Final score: bob 3, ann 1, cy 0\. Bob takes it\./, star: /Player of the match: bob, with 3 points\./ },
-      { title: 'a winner named by a player name', replay: { players: [{ id: 'u1', name: 'Kai' }, { id: 'u2', name: 'Lu' }], events: [{ t: 1, type: 'goal', player: 'u2' }, { t: 2, type: 'goal', player: 'u1' }, { t: 3, type: 'goal', player: 'u1' }], winner: 'Kai' }, winner: /Kai takes it\./, star: /Player of the match: Kai, with 2 points\./, never: [/Lu takes it/] },
+      {
+        title: 'free for all, players as plain ids',
+        replay: {
+          players: ['ann', 'bob', 'cy'],
+          events: [
+            { t: 5, type: 'score', player: 'bob', points: 3 },
+            { t: 9, type: 'score', player: 'ann', points: 1 },
+          ],
+        },
+        winner: /Final score: bob 3, ann 1, cy 0\. Bob takes it\./,
+        star: /Player of the match: bob, with 3 points\./,
+      },
+      {
+        title: 'a winner named by a player name',
+        replay: {
+          players: [
+            { id: 'u1', name: 'Kai' },
+            { id: 'u2', name: 'Lu' },
+          ],
+          events: [
+            { t: 1, type: 'goal', player: 'u2' },
+            { t: 2, type: 'goal', player: 'u1' },
+            { t: 3, type: 'goal', player: 'u1' },
+          ],
+          winner: 'Kai',
+        },
+        winner: /Kai takes it\./,
+        star: /Player of the match: Kai, with 2 points\./,
+        never: [/Lu takes it/],
+      },
     ];
     for (const { title, replay, winner, star, never = [] } of cases) {
       it(title, () => {
@@ -132,7 +226,8 @@ for (const dialect of DIALECTS) {
     let bot: { id: string; shared_secret: string };
     const request = (body: unknown, options = {}) => botRequest(app.http, bot, 'POST', '/api/request-enrichment', body, options);
     const jobs = () => app.database.db.selectFrom('enrichment_jobs').selectAll().execute();
-    const nonceStored = async (nonce: string) => (await app.database.db.selectFrom('nonces').select('key').where('key', '=', `${bot.id}:${nonce}`).executeTakeFirst()) !== undefined;
+    const nonceStored = async (nonce: string) =>
+      (await app.database.db.selectFrom('nonces').select('key').where('key', '=', `${bot.id}:${nonce}`).executeTakeFirst()) !== undefined;
 
     before(async () => {
       app = await startTestApp(dialect);
@@ -197,7 +292,11 @@ for (const dialect of DIALECTS) {
       const live = await request({ match_id: 'live' }, { nonce: 'refused-unfinished-match' });
       assert.equal(live.status, 409);
       assert.equal(live.body.code, 'match_not_completed');
-      assert.deepEqual([await nonceStored('refused-unknown-match'), await nonceStored('refused-unfinished-match')], [false, false], 'a refused request writes nothing');
+      assert.deepEqual(
+        [await nonceStored('refused-unknown-match'), await nonceStored('refused-unfinished-match')],
+        [false, false],
+        'a refused request writes nothing',
+      );
       const bad = await request({ match_id: 'm1', extra: true });
       assert.equal(bad.status, 400);
       assert.equal(bad.body.errors[0].path, '/extra');
@@ -234,7 +333,11 @@ for (const dialect of DIALECTS) {
 
       // Window edges: a job enqueued 24 h - 5 s ago still counts; at 24 h + 1 s it has left.
       const shift = async (seconds: number) =>
-        app.database.db.updateTable('enrichment_jobs').set({ enqueued_at: new Date(Date.now() - seconds * 1000).toISOString() }).where('match_id', '=', 'm1').execute();
+        app.database.db
+          .updateTable('enrichment_jobs')
+          .set({ enqueued_at: new Date(Date.now() - seconds * 1000).toISOString() })
+          .where('match_id', '=', 'm1')
+          .execute();
       await shift(86_400 - 5);
       const stillCounted = await request({ match_id: 'm6' });
       assert.equal(stillCounted.status, 429);
@@ -268,14 +371,21 @@ for (const dialect of DIALECTS) {
     const expect401 = async (what: string, promise: Promise<{ status: number; body: any }>) => {
       const response = await promise;
       assert.equal(response.status, 401, what);
-      assert.deepEqual(response.body, { type: '/problems/unauthorized', title: 'Unauthorized', status: 401, detail: 'Missing or invalid credentials', code: 'unauthorized' }, what);
+      assert.deepEqual(
+        response.body,
+        { type: '/problems/unauthorized', title: 'Unauthorized', status: 401, detail: 'Missing or invalid credentials', code: 'unauthorized' },
+        what,
+      );
     };
 
     it('answers one opaque 401 for every failure and enqueues nothing', async () => {
       const body = { match_id: 'done' };
       const send = (options = {}, who = bot) => botRequest(app.http, who, 'POST', '/api/request-enrichment', body, options);
       const now = Math.floor(Date.now() / 1000);
-      await expect401('no headers', app.http.inject({ method: 'POST', url: '/api/request-enrichment', payload: body }).then((r) => ({ status: r.statusCode, body: r.json() })));
+      await expect401(
+        'no headers',
+        app.http.inject({ method: 'POST', url: '/api/request-enrichment', payload: body }).then((r) => ({ status: r.statusCode, body: r.json() })),
+      );
       await expect401('unknown bot', send({}, { id: 'ghost', shared_secret: bot.shared_secret }));
       await expect401('wrong secret', send({ secrets: ['mss_wrong'] }));
       await expect401('tampered body', send({ tamper: { body: '{"match_id":"other"}' } }));
@@ -317,7 +427,11 @@ for (const dialect of DIALECTS) {
       assert.equal((await botRequest(app.http, bot, 'GET', '/api/matches/done/enrichment')).status, 200, 'old secret within grace');
       assert.equal((await botRequest(app.http, { id: bot.id, shared_secret: rotated.shared_secret }, 'GET', '/api/matches/done/enrichment')).status, 200);
       // 24 h later: moved back in the database, and the cached copy dropped as its TTL would.
-      await app.database.db.updateTable('bots').set({ previous_secret_expires_at: new Date(Date.now() - 1000).toISOString() }).where('id', '=', bot.id).execute();
+      await app.database.db
+        .updateTable('bots')
+        .set({ previous_secret_expires_at: new Date(Date.now() - 1000).toISOString() })
+        .where('id', '=', bot.id)
+        .execute();
       app.enrichment.bots.invalidate(bot.id);
       assert.equal((await botRequest(app.http, bot, 'GET', '/api/matches/done/enrichment')).status, 401, 'old secret after grace');
     });
@@ -333,9 +447,14 @@ for (const dialect of DIALECTS) {
     it('50 concurrent requests for 10 matches by one bot enqueue exactly 5 jobs, each match at most once', async () => {
       const bot = (await app.api('POST', '/api/bots', { id: 'racer', name: 'Racer' })).body;
       for (let i = 0; i < 10; i++) await app.api('POST', '/api/matches', { id: `race-${i}`, status: 'completed', replay: REPLAY });
-      const responses = await Promise.all(Array.from({ length: 50 }, (_, i) => botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: `race-${i % 10}` })));
+      const responses = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: `race-${i % 10}` })),
+      );
       const statuses = responses.map((response) => response.status);
-      assert.ok(statuses.every((status) => status === 202 || status === 429), String(statuses));
+      assert.ok(
+        statuses.every((status) => status === 202 || status === 429),
+        String(statuses),
+      );
       const jobs = await app.database.db.selectFrom('enrichment_jobs').select('match_id').execute();
       assert.equal(jobs.length, 5);
       assert.equal(new Set(jobs.map((job) => job.match_id)).size, 5);
@@ -355,12 +474,19 @@ for (const dialect of DIALECTS) {
         const responses = await Promise.all(
           Array.from({ length: 60 }, (_, i) => botRequest((i % 2 ? first : second).http, bot, 'POST', '/api/request-enrichment', { match_id: `s-${i % 10}` })),
         );
-        assert.ok(responses.every((response) => response.status === 202 || response.status === 429), JSON.stringify(responses.map((r) => r.status)));
+        assert.ok(
+          responses.every((response) => response.status === 202 || response.status === 429),
+          JSON.stringify(responses.map((r) => r.status)),
+        );
         const jobs = await first.database.db.selectFrom('enrichment_jobs').select('match_id').execute();
         assert.equal(jobs.length, 5);
         assert.equal(new Set(jobs.map((job) => job.match_id)).size, 5);
         const fresh = responses.filter((response) => response.status === 202 && !response.body.duplicate);
-        assert.deepEqual(fresh.map((response) => response.body.match_id).sort(), jobs.map((job) => job.match_id).sort(), 'each job answered as new exactly once');
+        assert.deepEqual(
+          fresh.map((response) => response.body.match_id).sort(),
+          jobs.map((job) => job.match_id).sort(),
+          'each job answered as new exactly once',
+        );
         const events = await first.database.db.selectFrom('events').select('payload').where('event_type', '=', 'enrichment.requested').execute();
         assert.deepEqual(events.map((event) => JSON.parse(event.payload).detail.match_id).sort(), jobs.map((job) => job.match_id).sort());
       } finally {
@@ -383,10 +509,14 @@ for (const dialect of DIALECTS) {
     it('writes the commentary and emits enrichment.completed', async () => {
       await app.api('POST', '/api/matches', { id: 'good', status: 'completed', replay: REPLAY });
       assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'good' })).status, 202);
-      const status = await eventually(async () => {
-        const body = (await botRequest(app.http, bot, 'GET', '/api/matches/good/enrichment')).body;
-        return body.status === 'completed' ? body : null;
-      }, 5000, 'completed');
+      const status = await eventually(
+        async () => {
+          const body = (await botRequest(app.http, bot, 'GET', '/api/matches/good/enrichment')).body;
+          return body.status === 'completed' ? body : null;
+        },
+        5000,
+        'completed',
+      );
       assert.match(status.commentary, /Blue takes it/);
       assert.equal(status.estimated_wait_seconds, 0);
       const match = (await app.api('GET', '/api/matches/good')).body;
@@ -399,12 +529,20 @@ for (const dialect of DIALECTS) {
     it('retries a failing job up to 3 attempts, then marks it failed with the error', async () => {
       // A replay the API would refuse today, stored before the check existed (or under another generator).
       await app.api('POST', '/api/matches', { id: 'broken', status: 'completed', replay: REPLAY });
-      await app.database.db.updateTable('matches').set({ replay: JSON.stringify({ players: 'nobody' }) }).where('id', '=', 'broken').execute();
+      await app.database.db
+        .updateTable('matches')
+        .set({ replay: JSON.stringify({ players: 'nobody' }) })
+        .where('id', '=', 'broken')
+        .execute();
       assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'broken' })).status, 202);
-      const status = await eventually(async () => {
-        const body = (await app.api('GET', '/api/matches/broken/enrichment')).body;
-        return body.status === 'failed' ? body : null;
-      }, 5000, 'failed');
+      const status = await eventually(
+        async () => {
+          const body = (await app.api('GET', '/api/matches/broken/enrichment')).body;
+          return body.status === 'failed' ? body : null;
+        },
+        5000,
+        'failed',
+      );
       assert.match(status.error, /replay.players must be a non-empty array/);
       const job = await app.database.db.selectFrom('enrichment_jobs').selectAll().where('match_id', '=', 'broken').executeTakeFirstOrThrow();
       assert.equal(job.attempts, 3);

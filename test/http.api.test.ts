@@ -88,7 +88,10 @@ describe('HTTP conventions', () => {
     const address = await app.http.listen({ port: 0, host: '127.0.0.1' });
     await app.api('POST', '/api/zones', { id: 'hall', name: 'Hall' });
     const controller = new AbortController();
-    const response = await fetch(`${address}/api/events/stream`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'last-event-id': '0' }, signal: controller.signal });
+    const response = await fetch(`${address}/api/events/stream`, {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'last-event-id': '0' },
+      signal: controller.signal,
+    });
     assert.equal(response.headers.get('content-type'), 'text/event-stream');
     const reader = response.body!.getReader();
     const decoder = new TextDecoder();
@@ -116,7 +119,11 @@ describe('HTTP conventions', () => {
     assert.equal((await app.api('PUT', '/api/nothing-here')).status, 404);
     // A route of the asked method that finds nothing (a static file that is not there) is a 404, not
     // a 405 whose Allow names the very method that was used.
-    for (const [method, url] of [['GET', '/dashboard/nope.js'], ['HEAD', '/dashboard/nope.js'], ['GET', '/docs/static/nope.css']] as const) {
+    for (const [method, url] of [
+      ['GET', '/dashboard/nope.js'],
+      ['HEAD', '/dashboard/nope.js'],
+      ['GET', '/docs/static/nope.css'],
+    ] as const) {
       const response = await app.http.inject({ method, url });
       assert.equal(response.statusCode, 404, `${method} ${url}`);
       assert.equal(response.headers.allow, undefined);
@@ -126,8 +133,15 @@ describe('HTTP conventions', () => {
   it('takes a bodyless DELETE or POST that generic clients send with Content-Type: application/json', async () => {
     await app.api('POST', '/api/persons', { id: 'gen', name: 'Generic' });
     const json = { 'content-type': 'application/json' };
-    assert.equal((await app.http.inject({ method: 'DELETE', url: '/api/persons/gen', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...json } })).statusCode, 204);
-    const secret = await app.http.inject({ method: 'POST', url: '/api/settings/integration/webhook-secret', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...json } });
+    assert.equal(
+      (await app.http.inject({ method: 'DELETE', url: '/api/persons/gen', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...json } })).statusCode,
+      204,
+    );
+    const secret = await app.http.inject({
+      method: 'POST',
+      url: '/api/settings/integration/webhook-secret',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...json },
+    });
     assert.equal(secret.statusCode, 200);
     // A route that takes a body still says the body is missing.
     const empty = await app.http.inject({ method: 'POST', url: '/api/persons', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...json } });
@@ -202,7 +216,10 @@ describe('configuration', () => {
       await app.close();
       const child = spawnMothership(['serve'], { ...second.env, PORT: '0', LOG_LEVEL: 'warn' });
       // A service that starts anyway would never exit: stop waiting after 15 s.
-      const code = await Promise.race([new Promise((resolve) => child.once('exit', resolve)), new Promise((resolve) => setTimeout(() => resolve('still running'), 15_000))]);
+      const code = await Promise.race([
+        new Promise((resolve) => child.once('exit', resolve)),
+        new Promise((resolve) => setTimeout(() => resolve('still running'), 15_000)),
+      ]);
       child.kill('SIGKILL');
       assert.equal(code, 2, child.output());
       assert.match(child.output(), /Configuration error: SECRETS_KEY does not match the key this database's secrets were sealed with.*DATA_DIR\/secrets-key/);
@@ -212,13 +229,19 @@ describe('configuration', () => {
       const database = await Database.open(config);
       try {
         const warnings = await checkInstallation(database, new SecretBox(config.secretsKey), 'ms-other');
-        assert.match(warnings.join(), /MOTHERSHIP_ID is "ms-other" but this database was last used as installation "test-ms".*mqtt cleanup --installation test-ms/);
+        assert.match(
+          warnings.join(),
+          /MOTHERSHIP_ID is "ms-other" but this database was last used as installation "test-ms".*mqtt cleanup --installation test-ms/,
+        );
         assert.deepEqual(await checkInstallation(database, new SecretBox(config.secretsKey), 'ms-other'), [], 'said once');
         // So is a nonce store other than the one the serving instances used: replays across them would pass.
         const redisNonces = nonceStoreName({ redisUrl: 'redis://:hunter2@127.0.0.1:6379/0', redisPrefix: 'other:' });
         assert.equal(redisNonces, 'Redis 127.0.0.1:6379/0 under "other:nonce:"', 'named without the password');
         const nonceWarnings = await checkInstallation(database, new SecretBox(config.secretsKey), 'ms-other', redisNonces);
-        assert.match(nonceWarnings.join(), /Bot nonces are kept in Redis 127\.0\.0\.1:6379\/0 under "other:nonce:", but this database was last used with them in the database.*REDIS_URL and REDIS_PREFIX/);
+        assert.match(
+          nonceWarnings.join(),
+          /Bot nonces are kept in Redis 127\.0\.0\.1:6379\/0 under "other:nonce:", but this database was last used with them in the database.*REDIS_URL and REDIS_PREFIX/,
+        );
         assert.deepEqual(await checkInstallation(database, new SecretBox(config.secretsKey), 'ms-other', redisNonces), [], 'said once');
       } finally {
         await database.close();

@@ -8,14 +8,23 @@ import { spawnMothership, startService, stopProcess } from './helpers/process.js
 const unique = () => randomBytes(4).toString('hex');
 
 /** A discovery config as Mothership publishes it for an installation (what the cleanup recognises as its own). */
-const ourConfig = (installation: string) => JSON.stringify({ device: { identifiers: [`mothership_${installation}`], name: 'Mothership' }, origin: { name: 'Mothership' } });
-const FOREIGN_CONFIG = JSON.stringify({ name: 'Temperature', state_topic: 'ms-old/sensor/temperature/state', device: { identifiers: ['esphome_ms-old'], name: 'ms-old' } });
+const ourConfig = (installation: string) =>
+  JSON.stringify({ device: { identifiers: [`mothership_${installation}`], name: 'Mothership' }, origin: { name: 'Mothership' } });
+const FOREIGN_CONFIG = JSON.stringify({
+  name: 'Temperature',
+  state_topic: 'ms-old/sensor/temperature/state',
+  device: { identifiers: ['esphome_ms-old'], name: 'ms-old' },
+});
 
 /** An app whose MQTT topics are private to this test (shared broker, unique root, prefix and client id). */
 async function mqttApp(extra: Record<string, string> = {}) {
   const id = unique();
   const names = { mid: `ms${id}`, root: `root${id}`, prefix: `ha${id}` };
-  const app = await startTestApp('sqlite', { MOTHERSHIP_ID: names.mid, MQTT_BACKOFF_INITIAL_MS: '100', MQTT_BACKOFF_MAX_MS: '400', MQTT_BIRTH_DELAY_MAX_MS: '300', ...extra }, { start: true });
+  const app = await startTestApp(
+    'sqlite',
+    { MOTHERSHIP_ID: names.mid, MQTT_BACKOFF_INITIAL_MS: '100', MQTT_BACKOFF_MAX_MS: '400', MQTT_BIRTH_DELAY_MAX_MS: '300', ...extra },
+    { start: true },
+  );
   return { app, ...names };
 }
 
@@ -23,14 +32,19 @@ async function mqttApp(extra: Record<string, string> = {}) {
 async function saveAndReconnect(app: TestApp, mqtt: Record<string, unknown>) {
   const before = (await app.api('GET', '/api/settings/integration')).body.mqtt.status.last_connected_at;
   assert.equal((await app.api('POST', '/api/settings/integration', { mqtt })).status, 200);
-  await eventually(async () => {
-    const { status } = (await app.api('GET', '/api/settings/integration')).body.mqtt;
-    return status.connected && status.last_connected_at !== before;
-  }, 5000, 'reconnected');
+  await eventually(
+    async () => {
+      const { status } = (await app.api('GET', '/api/settings/integration')).body.mqtt;
+      return status.connected && status.last_connected_at !== before;
+    },
+    5000,
+    'reconnected',
+  );
   await new Promise((resolve) => setTimeout(resolve, 200)); // its subscriptions follow the CONNACK
 }
 
-const connected = (app: TestApp) => eventually(async () => (await app.api('GET', '/api/settings/integration')).body.mqtt.status.connected === true, 5000, 'MQTT connected');
+const connected = (app: TestApp) =>
+  eventually(async () => (await app.api('GET', '/api/settings/integration')).body.mqtt.status.connected === true, 5000, 'MQTT connected');
 
 describe('MQTT publishing', () => {
   // A private broker: retained configs on a shared one would appear as devices in a real Home Assistant.
@@ -49,7 +63,9 @@ describe('MQTT publishing', () => {
     const ghost = await observer(broker.url, []);
     await ghost.client.publishAsync(`${prefix}/binary_sensor/${mid}/person_ghost_presence/config`, JSON.stringify({ name: 'Ghost' }), { retain: true, qos: 1 });
     await ghost.close();
-    const saved = await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
+    const saved = await app.api('POST', '/api/settings/integration', {
+      mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix },
+    });
     assert.equal(saved.status, 200, JSON.stringify(saved.body));
     await connected(app);
   });
@@ -59,12 +75,16 @@ describe('MQTT publishing', () => {
   });
 
   it('publishes availability, every discovery config and the current state, retained', async () => {
-    const retained = await eventually(async () => {
-      const set = await retainedSet(broker.url, [`${root}/#`, `${prefix}/#`]);
-      // The ghost is cleared once the sync is done (the next test checks that it goes).
-      const settled = set.has(`${root}/${mid}/system/health`) && !set.has(`${prefix}/binary_sensor/${mid}/person_ghost_presence/config`);
-      return settled && set.size >= 15 ? set : null;
-    }, 5000, 'retained set');
+    const retained = await eventually(
+      async () => {
+        const set = await retainedSet(broker.url, [`${root}/#`, `${prefix}/#`]);
+        // The ghost is cleared once the sync is done (the next test checks that it goes).
+        const settled = set.has(`${root}/${mid}/system/health`) && !set.has(`${prefix}/binary_sensor/${mid}/person_ghost_presence/config`);
+        return settled && set.size >= 15 ? set : null;
+      },
+      5000,
+      'retained set',
+    );
     assert.equal(retained.get(`${root}/${mid}/availability`), 'online');
     const configs = [...retained.keys()].filter((topic) => topic.endsWith('/config')).sort();
     assert.deepEqual(configs, [
@@ -89,7 +109,11 @@ describe('MQTT publishing', () => {
   });
 
   it('cleared the ghost config of an entity that no longer exists', async () => {
-    await eventually(async () => !(await retainedSet(broker.url, [`${prefix}/#`])).has(`${prefix}/binary_sensor/${mid}/person_ghost_presence/config`), 5000, 'ghost cleared');
+    await eventually(
+      async () => !(await retainedSet(broker.url, [`${prefix}/#`])).has(`${prefix}/binary_sensor/${mid}/person_ghost_presence/config`),
+      5000,
+      'ghost cleared',
+    );
   });
 
   it('mirrors zone entry and exit into presence and occupancy topics', async () => {
@@ -97,11 +121,19 @@ describe('MQTT publishing', () => {
     try {
       await app.api('POST', '/api/events', { type: 'zone.entry', person: 'ada', zone: 'kitchen' });
       await eventually(() => view.last(`${root}/${mid}/person/ada/presence`) === 'home', 3000, 'home');
-      await eventually(() => view.last(`${root}/${mid}/zone/kitchen/occupancy`) === JSON.stringify({ count: 1, occupied: true, occupants: ['ada'] }), 3000, 'occupied');
+      await eventually(
+        () => view.last(`${root}/${mid}/zone/kitchen/occupancy`) === JSON.stringify({ count: 1, occupied: true, occupants: ['ada'] }),
+        3000,
+        'occupied',
+      );
       const attributes = JSON.parse(view.last(`${root}/${mid}/person/ada/attributes`)!);
       assert.equal(attributes.zone, 'kitchen');
       await app.api('POST', '/api/events', { type: 'zone.exit', person: 'ada', zone: 'kitchen' });
-      await eventually(() => view.last(`${root}/${mid}/zone/kitchen/occupancy`) === JSON.stringify({ count: 0, occupied: false, occupants: [] }), 3000, 'empty');
+      await eventually(
+        () => view.last(`${root}/${mid}/zone/kitchen/occupancy`) === JSON.stringify({ count: 0, occupied: false, occupants: [] }),
+        3000,
+        'empty',
+      );
     } finally {
       await view.close();
     }
@@ -130,7 +162,11 @@ describe('MQTT publishing', () => {
     const view = await observer(broker.url, [`${root}/${mid}/system/health`]);
     try {
       await app.api('POST', '/api/nodes/mqtt-node/heartbeat', { quality: 77 });
-      const health = await eventually(() => view.messages.map((message) => JSON.parse(message.payload)).find((payload) => payload.node_count === 1), 3000, 'node_count 1');
+      const health = await eventually(
+        () => view.messages.map((message) => JSON.parse(message.payload)).find((payload) => payload.node_count === 1),
+        3000,
+        'node_count 1',
+      );
       assert.equal(health.quality, 77);
     } finally {
       await view.close();
@@ -143,13 +179,17 @@ describe('MQTT publishing', () => {
       await new Promise((resolve) => setTimeout(resolve, 200));
       view.messages.length = 0;
       await view.client.publishAsync('homeassistant/status', 'online', { qos: 1 });
-      await eventually(() => view.messages.some((message) => message.topic.endsWith('/mode/config')) && view.last(`${root}/${mid}/availability`) === 'online', 3000, 'birth republish');
+      await eventually(
+        () => view.messages.some((message) => message.topic.endsWith('/mode/config')) && view.last(`${root}/${mid}/availability`) === 'online',
+        3000,
+        'birth republish',
+      );
     } finally {
       await view.close();
     }
   });
 
-  it("answers a burst of birth messages with one full sync, on the birth topic of the settings", async () => {
+  it('answers a burst of birth messages with one full sync, on the birth topic of the settings', async () => {
     const modeConfig = `${prefix}/select/${mid}/mode/config`;
     const view = await observer(broker.url, [modeConfig]);
     const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -184,7 +224,11 @@ describe('MQTT publishing', () => {
       await commander.client.publishAsync(`${root}/${mid}/system/mode/set`, 'disco', { qos: 1 });
       await new Promise((resolve) => setTimeout(resolve, 200));
       assert.equal((await app.api('GET', '/api/system/mode')).body.mode, 'sleep', 'an unknown mode is ignored');
-      await eventually(async () => (await retainedSet(broker.url, [`${root}/${mid}/system/mode`])).get(`${root}/${mid}/system/mode`) === 'sleep', 3000, 'mode state');
+      await eventually(
+        async () => (await retainedSet(broker.url, [`${root}/${mid}/system/mode`])).get(`${root}/${mid}/system/mode`) === 'sleep',
+        3000,
+        'mode state',
+      );
       // A retained command reaches the service on every (re)subscribe: it must not flip the mode then.
       await commander.client.publishAsync(`${root}/${mid}/system/mode/set`, 'away', { qos: 1, retain: true });
       await eventually(async () => (await app.api('GET', '/api/system/mode')).body.mode === 'away', 3000, 'live command applied');
@@ -205,10 +249,14 @@ describe('MQTT publishing', () => {
     const config = `${prefix}/binary_sensor/${mid}/person_bob_presence/config`;
     await eventually(async () => (await retainedSet(broker.url, [config])).has(config), 3000, 'bob config');
     await app.api('DELETE', '/api/persons/bob');
-    await eventually(async () => {
-      const set = await retainedSet(broker.url, [`${prefix}/#`, `${root}/${mid}/person/bob/#`]);
-      return !set.has(config) && !set.has(`${root}/${mid}/person/bob/presence`) && !set.has(`${root}/${mid}/person/bob/attributes`);
-    }, 3000, 'bob removed');
+    await eventually(
+      async () => {
+        const set = await retainedSet(broker.url, [`${prefix}/#`, `${root}/${mid}/person/bob/#`]);
+        return !set.has(config) && !set.has(`${root}/${mid}/person/bob/presence`) && !set.has(`${root}/${mid}/person/bob/attributes`);
+      },
+      3000,
+      'bob removed',
+    );
   });
 
   it('removes a deleted zone: empty configs, cleared occupancy, and its occupants moved out', async () => {
@@ -218,15 +266,23 @@ describe('MQTT publishing', () => {
     const configs = [`${prefix}/sensor/${mid}/zone_cellar_count/config`, `${prefix}/binary_sensor/${mid}/zone_cellar_occupied/config`];
     const occupancy = `${root}/${mid}/zone/cellar/occupancy`;
     const attributes = `${root}/${mid}/person/cy/attributes`;
-    await eventually(async () => {
-      const set = await retainedSet(broker.url, [...configs, occupancy, attributes]);
-      return configs.every((topic) => set.has(topic)) && set.has(occupancy) && JSON.parse(set.get(attributes) ?? '{}').zone === 'cellar';
-    }, 3000, 'cellar published');
+    await eventually(
+      async () => {
+        const set = await retainedSet(broker.url, [...configs, occupancy, attributes]);
+        return configs.every((topic) => set.has(topic)) && set.has(occupancy) && JSON.parse(set.get(attributes) ?? '{}').zone === 'cellar';
+      },
+      3000,
+      'cellar published',
+    );
     await app.api('DELETE', '/api/zones/cellar');
-    await eventually(async () => {
-      const set = await retainedSet(broker.url, [...configs, occupancy, attributes]);
-      return configs.every((topic) => !set.has(topic)) && !set.has(occupancy) && JSON.parse(set.get(attributes) ?? '{}').zone === null;
-    }, 3000, 'cellar removed and cy moved out');
+    await eventually(
+      async () => {
+        const set = await retainedSet(broker.url, [...configs, occupancy, attributes]);
+        return configs.every((topic) => !set.has(topic)) && !set.has(occupancy) && JSON.parse(set.get(attributes) ?? '{}').zone === null;
+      },
+      3000,
+      'cellar removed and cy moved out',
+    );
     await app.api('DELETE', '/api/persons/cy');
   });
 
@@ -263,7 +319,11 @@ describe('MQTT connection management', () => {
       await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
       await connected(app);
       const escaped = mid.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-      await eventually(() => new RegExp(`New client connected from \\S+ as mothership-${escaped} `).test(broker.output()), 3000, 'the broker logging our client id');
+      await eventually(
+        () => new RegExp(`New client connected from \\S+ as mothership-${escaped} `).test(broker.output()),
+        3000,
+        'the broker logging our client id',
+      );
     } finally {
       await app.cleanup();
       await broker.destroy();
@@ -278,20 +338,28 @@ describe('MQTT connection management', () => {
       await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
       await connected(app);
       await broker.stop();
-      const down = await eventually(async () => {
-        const status = (await app.api('GET', '/api/settings/integration')).body.mqtt.status;
-        return !status.connected && status.next_reconnect_at ? status : null;
-      }, 3000, 'disconnected');
+      const down = await eventually(
+        async () => {
+          const status = (await app.api('GET', '/api/settings/integration')).body.mqtt.status;
+          return !status.connected && status.next_reconnect_at ? status : null;
+        },
+        3000,
+        'disconnected',
+      );
       assert.ok(Date.parse(down.next_reconnect_at) - Date.now() <= 400);
       // Several attempts fail while the broker is down (the schedule runs to its cap).
       await new Promise((resolve) => setTimeout(resolve, 900));
       await app.api('POST', '/api/events', { type: 'fall.detected', person: 'ada' });
       await broker.start();
       await connected(app);
-      const retained = await eventually(async () => {
-        const set = await retainedSet(broker.url, [`${root}/#`, `${prefix}/#`]);
-        return set.get(`${root}/${mid}/availability`) === 'online' && set.has(`${root}/${mid}/fall`) ? set : null;
-      }, 5000, 'state republished after reconnect');
+      const retained = await eventually(
+        async () => {
+          const set = await retainedSet(broker.url, [`${root}/#`, `${prefix}/#`]);
+          return set.get(`${root}/${mid}/availability`) === 'online' && set.has(`${root}/${mid}/fall`) ? set : null;
+        },
+        5000,
+        'state republished after reconnect',
+      );
       assert.equal(JSON.parse(retained.get(`${root}/${mid}/fall`)!).state, 'ON', 'state changed while down is there after reconnect');
       assert.ok(retained.has(`${prefix}/binary_sensor/${mid}/person_ada_presence/config`));
       const metrics = (await app.api('GET', '/metrics')).body as string;
@@ -311,8 +379,16 @@ describe('MQTT connection management', () => {
       await connected(app);
       await app.api('POST', '/api/settings/integration', { mqtt: { broker_url: second.url } });
       await connected(app);
-      await eventually(async () => (await retainedSet(first.url, [`${root}/${mid}/availability`])).get(`${root}/${mid}/availability`) === 'offline', 3000, 'offline on the old broker');
-      await eventually(async () => (await retainedSet(second.url, [`${root}/${mid}/availability`])).get(`${root}/${mid}/availability`) === 'online', 3000, 'online on the new broker');
+      await eventually(
+        async () => (await retainedSet(first.url, [`${root}/${mid}/availability`])).get(`${root}/${mid}/availability`) === 'offline',
+        3000,
+        'offline on the old broker',
+      );
+      await eventually(
+        async () => (await retainedSet(second.url, [`${root}/${mid}/availability`])).get(`${root}/${mid}/availability`) === 'online',
+        3000,
+        'online on the new broker',
+      );
       await app.api('POST', '/api/settings/integration', { mqtt: { enabled: false } });
       assert.equal((await app.api('POST', '/api/settings/integration/discovery')).status, 409);
     } finally {
@@ -326,12 +402,17 @@ describe('MQTT connection management', () => {
     const broker = await startBroker({ tls: true });
     const { app, root, prefix } = await mqttApp();
     try {
-      const untrusted = await app.api('POST', '/api/settings/integration/test', { target: 'mqtt', mqtt: { broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
+      const untrusted = await app.api('POST', '/api/settings/integration/test', {
+        target: 'mqtt',
+        mqtt: { broker_url: broker.url, topic_root: root, discovery_prefix: prefix },
+      });
       assert.equal(untrusted.body.mqtt.ok, false);
       assert.match(untrusted.body.mqtt.error, /^TLS error/);
       const insecure = await app.api('POST', '/api/settings/integration/test', { target: 'mqtt', mqtt: { broker_url: broker.url, tls_insecure: true } });
       assert.equal(insecure.body.mqtt.ok, true);
-      const saved = await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, ca_cert: broker.caCert, topic_root: root, discovery_prefix: prefix } });
+      const saved = await app.api('POST', '/api/settings/integration', {
+        mqtt: { enabled: true, broker_url: broker.url, ca_cert: broker.caCert, topic_root: root, discovery_prefix: prefix },
+      });
       assert.equal(saved.body.mqtt.ca_cert_set, true);
       assert.equal(JSON.stringify(saved.body).includes('BEGIN CERTIFICATE'), false);
       await connected(app);
@@ -348,10 +429,15 @@ describe('MQTT connection management', () => {
     const broker = await startBroker({ users: { hub: 's3cret-pass' } });
     const { app, root, prefix } = await mqttApp();
     try {
-      const wrong = await app.api('POST', '/api/settings/integration/test', { target: 'mqtt', mqtt: { broker_url: broker.url, username: 'hub', password: 'nope' } });
+      const wrong = await app.api('POST', '/api/settings/integration/test', {
+        target: 'mqtt',
+        mqtt: { broker_url: broker.url, username: 'hub', password: 'nope' },
+      });
       assert.equal(wrong.body.mqtt.ok, false);
       assert.match(wrong.body.mqtt.error, /not authorized|bad username or password/);
-      const saved = await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, username: 'hub', password: 's3cret-pass', topic_root: root, discovery_prefix: prefix } });
+      const saved = await app.api('POST', '/api/settings/integration', {
+        mqtt: { enabled: true, broker_url: broker.url, username: 'hub', password: 's3cret-pass', topic_root: root, discovery_prefix: prefix },
+      });
       assert.equal(saved.body.mqtt.password_set, true);
       assert.equal(JSON.stringify(saved.body).includes('s3cret-pass'), false);
       await connected(app);
@@ -377,7 +463,10 @@ describe('MQTT connection management', () => {
       const saves: [string, () => Promise<unknown>][] = [
         ['webhook-only save', () => app.api('POST', '/api/settings/integration', { webhook: { enabled: false, url: 'http://127.0.0.1:1880/hook' } })],
         ['new webhook secret', () => app.api('POST', '/api/settings/integration/webhook-secret')],
-        ['MQTT fields sent unchanged', () => app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root } })],
+        [
+          'MQTT fields sent unchanged',
+          () => app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root } }),
+        ],
       ];
       for (const [what, save] of saves) {
         assert.equal(((await save()) as { status: number }).status, 200, what);
@@ -405,12 +494,20 @@ describe('MQTT connection management', () => {
       for (const next of roots) void app.api('POST', '/api/settings/integration', { mqtt: { topic_root: next } });
       await eventually(async () => (await app.api('GET', '/api/settings/integration')).body.mqtt.topic_root === roots[2], 5000, 'last save stored');
       const last = roots[2]!;
-      await eventually(async () => (await retainedSet(broker.url, [`${last}/${mid}/availability`])).get(`${last}/${mid}/availability`) === 'online', 5000, 'online under the last root');
+      await eventually(
+        async () => (await retainedSet(broker.url, [`${last}/${mid}/availability`])).get(`${last}/${mid}/availability`) === 'online',
+        5000,
+        'online under the last root',
+      );
       const before = broker.output().length;
       await new Promise((resolve) => setTimeout(resolve, 1500));
       assert.doesNotMatch(broker.output().slice(before), /already connected, closing old connection/, 'two clients fought over the client id');
       const retained = await retainedSet(broker.url, [`${root}/#`, `${root}a/#`, `${root}b/#`]);
-      assert.deepEqual([...retained.keys()].filter((topic) => topic.endsWith('/availability')), [], 'nothing online under an earlier root');
+      assert.deepEqual(
+        [...retained.keys()].filter((topic) => topic.endsWith('/availability')),
+        [],
+        'nothing online under an earlier root',
+      );
       assert.equal((await app.api('GET', '/api/settings/integration')).body.mqtt.status.connected, true);
     } finally {
       await app.cleanup();
@@ -431,20 +528,40 @@ describe('MQTT connection management', () => {
       await eventually(() => view.last(`${root}/${mid}/availability`) === 'online', 3000, 'online');
 
       await app.api('POST', '/api/settings/integration', { mqtt: { topic_root: root2 } });
-      await eventually(async () => {
-        const set = await retainedSet(broker.url, [`${root}/#`, `${root2}/#`]);
-        return [...set.keys()].every((topic) => topic.startsWith(`${root2}/`)) && set.get(`${root2}/${mid}/availability`) === 'online' && set.has(`${root2}/${mid}/person/ada/presence`) ? set : null;
-      }, 5000, 'state moved to the new root, nothing left under the old one');
-      const config = JSON.parse((await retainedSet(broker.url, [`${prefix}/binary_sensor/${mid}/person_ada_presence/config`])).get(`${prefix}/binary_sensor/${mid}/person_ada_presence/config`)!);
+      await eventually(
+        async () => {
+          const set = await retainedSet(broker.url, [`${root}/#`, `${root2}/#`]);
+          return [...set.keys()].every((topic) => topic.startsWith(`${root2}/`)) &&
+            set.get(`${root2}/${mid}/availability`) === 'online' &&
+            set.has(`${root2}/${mid}/person/ada/presence`)
+            ? set
+            : null;
+        },
+        5000,
+        'state moved to the new root, nothing left under the old one',
+      );
+      const config = JSON.parse(
+        (await retainedSet(broker.url, [`${prefix}/binary_sensor/${mid}/person_ada_presence/config`])).get(
+          `${prefix}/binary_sensor/${mid}/person_ada_presence/config`,
+        )!,
+      );
       assert.equal(config.availability[0].topic, `${root2}/${mid}/availability`, 'the configs point at the new root');
 
       await app.api('POST', '/api/settings/integration', { mqtt: { discovery_prefix: prefix2 } });
-      await eventually(async () => {
-        const set = await retainedSet(broker.url, [`${prefix}/#`, `${prefix2}/#`]);
-        return set.size > 0 && [...set.keys()].every((topic) => topic.startsWith(`${prefix2}/`)) ? set : null;
-      }, 5000, 'configs moved to the new prefix, none left under the old one (no ghost devices)');
+      await eventually(
+        async () => {
+          const set = await retainedSet(broker.url, [`${prefix}/#`, `${prefix2}/#`]);
+          return set.size > 0 && [...set.keys()].every((topic) => topic.startsWith(`${prefix2}/`)) ? set : null;
+        },
+        5000,
+        'configs moved to the new prefix, none left under the old one (no ghost devices)',
+      );
       await new Promise((resolve) => setTimeout(resolve, 300));
-      assert.deepEqual(view.messages.filter((message) => message.payload === 'offline').map((message) => message.topic), [], 'Home Assistant never saw the service offline');
+      assert.deepEqual(
+        view.messages.filter((message) => message.payload === 'offline').map((message) => message.topic),
+        [],
+        'Home Assistant never saw the service offline',
+      );
       await view.close();
     } finally {
       await app.cleanup();
@@ -460,24 +577,40 @@ describe('MQTT connection management', () => {
       await app.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
       await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
       await connected(app);
-      const perEntity = await eventually(async () => {
-        const set = await retainedSet(broker.url, [`${prefix}/#`]);
-        return set.size === 6 ? set : null;
-      }, 5000, 'per-entity configs');
+      const perEntity = await eventually(
+        async () => {
+          const set = await retainedSet(broker.url, [`${prefix}/#`]);
+          return set.size === 6 ? set : null;
+        },
+        5000,
+        'per-entity configs',
+      );
       const view = await observer(broker.url, [`${prefix}/#`, `${root}/#`]);
       await eventually(() => view.last(`${root}/${mid}/availability`) === 'online', 3000, 'online');
       view.messages.length = 0;
 
       await saveAndReconnect(app, { discovery_mode: 'device' });
-      const device = await eventually(async () => {
-        const set = await retainedSet(broker.url, [`${prefix}/#`]);
-        return set.size === 1 && set.has(`${prefix}/device/${mid}/config`) ? set : null;
-      }, 5000, 'one device config, every per-entity config cleared');
+      const device = await eventually(
+        async () => {
+          const set = await retainedSet(broker.url, [`${prefix}/#`]);
+          return set.size === 1 && set.has(`${prefix}/device/${mid}/config`) ? set : null;
+        },
+        5000,
+        'one device config, every per-entity config cleared',
+      );
       const { cmps, device: deviceInfo, origin } = JSON.parse(device.get(`${prefix}/device/${mid}/config`)!);
       assert.ok(deviceInfo && origin);
-      assert.deepEqual(Object.keys(cmps).map((id) => `${prefix}/${cmps[id].p}/${mid}/${id}/config`).sort(), entityTopics(perEntity), 'the same entities, under the same discovery ids');
+      assert.deepEqual(
+        Object.keys(cmps)
+          .map((id) => `${prefix}/${cmps[id].p}/${mid}/${id}/config`)
+          .sort(),
+        entityTopics(perEntity),
+        'the same entities, under the same discovery ids',
+      );
       // The order Home Assistant needs: every old topic hands over before the new form, then it is cleared.
-      const order = view.messages.filter((message) => message.topic.startsWith(`${prefix}/`)).map((message) => `${message.topic}=${message.payload === '' ? 'cleared' : message.payload.includes('migrate_discovery') ? 'migrate' : 'config'}`);
+      const order = view.messages
+        .filter((message) => message.topic.startsWith(`${prefix}/`))
+        .map((message) => `${message.topic}=${message.payload === '' ? 'cleared' : message.payload.includes('migrate_discovery') ? 'migrate' : 'config'}`);
       const devicePublished = order.indexOf(`${prefix}/device/${mid}/config=config`);
       for (const topic of entityTopics(perEntity)) {
         const migrated = order.indexOf(`${topic}=migrate`);
@@ -489,23 +622,37 @@ describe('MQTT connection management', () => {
       // In device mode, a deleted person is removed from the one config by its platform alone.
       view.messages.length = 0;
       await app.api('DELETE', '/api/persons/ada');
-      const updated = await eventually(() => {
-        const payload = view.last(`${prefix}/device/${mid}/config`);
-        return payload && JSON.parse(payload).cmps.person_ada_presence?.p === 'binary_sensor' && !JSON.parse(payload).cmps.person_ada_presence.name ? JSON.parse(payload) : null;
-      }, 3000, 'device config with the person removed');
+      const updated = await eventually(
+        () => {
+          const payload = view.last(`${prefix}/device/${mid}/config`);
+          return payload && JSON.parse(payload).cmps.person_ada_presence?.p === 'binary_sensor' && !JSON.parse(payload).cmps.person_ada_presence.name
+            ? JSON.parse(payload)
+            : null;
+        },
+        3000,
+        'device config with the person removed',
+      );
       assert.deepEqual(updated.cmps.person_ada, { p: 'device_tracker' });
 
       // And back: the device config hands over, the per-entity configs return, the device topic is cleared.
       view.messages.length = 0;
       await saveAndReconnect(app, { discovery_mode: 'entity' });
-      await eventually(async () => {
-        const set = await retainedSet(broker.url, [`${prefix}/#`]);
-        return set.size === 4 && !set.has(`${prefix}/device/${mid}/config`) ? set : null;
-      }, 5000, 'per-entity configs again (system and none for the deleted person), the device topic cleared');
+      await eventually(
+        async () => {
+          const set = await retainedSet(broker.url, [`${prefix}/#`]);
+          return set.size === 4 && !set.has(`${prefix}/device/${mid}/config`) ? set : null;
+        },
+        5000,
+        'per-entity configs again (system and none for the deleted person), the device topic cleared',
+      );
       const back = view.messages.filter((message) => message.topic === `${prefix}/device/${mid}/config`).map((message) => message.payload);
       assert.deepEqual(back, [JSON.stringify({ migrate_discovery: true }), ''], 'handed over, then cleared');
       await new Promise((resolve) => setTimeout(resolve, 300));
-      assert.deepEqual(view.messages.filter((message) => message.payload === 'offline'), [], 'no offline: every entity stayed available');
+      assert.deepEqual(
+        view.messages.filter((message) => message.payload === 'offline'),
+        [],
+        'no offline: every entity stayed available',
+      );
       await view.close();
     } finally {
       await app.cleanup();
@@ -558,12 +705,22 @@ describe('MQTT ownership across instances (PostgreSQL)', () => {
       for (let index = 0; index < 2; index++) services.push(await startService(env.env, await freePort()));
       const roles = async () =>
         Promise.all(
-          services.map(async (service) => ((await (await fetch(`${service.base}/readyz`)).json()) as { mqtt: { role: string; connected: boolean; leader_since: string | null } }).mqtt),
+          services.map(
+            async (service) =>
+              ((await (await fetch(`${service.base}/readyz`)).json()) as { mqtt: { role: string; connected: boolean; leader_since: string | null } }).mqtt,
+          ),
         );
-      const settled = await eventually(async () => {
-        const now = await roles();
-        return now.filter((entry) => entry.role === 'leader' && entry.connected).length === 1 && now.filter((entry) => entry.role === 'standby' && !entry.connected).length === 1 ? now : null;
-      }, 10_000, 'one leader connected, one standby');
+      const settled = await eventually(
+        async () => {
+          const now = await roles();
+          return now.filter((entry) => entry.role === 'leader' && entry.connected).length === 1 &&
+            now.filter((entry) => entry.role === 'standby' && !entry.connected).length === 1
+            ? now
+            : null;
+        },
+        10_000,
+        'one leader connected, one standby',
+      );
       assert.ok(settled.find((entry) => entry.role === 'leader')!.leader_since);
       await eventually(() => view.last(availability) === 'online', 5000, 'online');
 
@@ -572,13 +729,21 @@ describe('MQTT ownership across instances (PostgreSQL)', () => {
       view.messages.length = 0;
       await stopProcess(leader.child, 'SIGKILL');
       const killedAt = Date.now();
-      await eventually(async () => {
-        const state = ((await (await fetch(`${standby.base}/readyz`)).json()) as { mqtt: { role: string; connected: boolean } }).mqtt;
-        return state.role === 'leader' && state.connected;
-      }, 10_000, 'the standby took over');
-      await eventually(() => view.last(availability) === 'online' && view.messages.some((message) => message.topic === `${root}/${mid}/person/ada/presence`), 10_000, 'online again with the full state');
+      await eventually(
+        async () => {
+          const state = ((await (await fetch(`${standby.base}/readyz`)).json()) as { mqtt: { role: string; connected: boolean } }).mqtt;
+          return state.role === 'leader' && state.connected;
+        },
+        10_000,
+        'the standby took over',
+      );
+      await eventually(
+        () => view.last(availability) === 'online' && view.messages.some((message) => message.topic === `${root}/${mid}/person/ada/presence`),
+        10_000,
+        'online again with the full state',
+      );
       assert.ok(Date.now() - killedAt < 10_000, `took over in ${Date.now() - killedAt} ms`);
-      assert.equal((await retainedSet(broker.url, [availability])).get(availability), 'online', 'the old owner\'s Last Will came before the new owner\'s online');
+      assert.equal((await retainedSet(broker.url, [availability])).get(availability), 'online', "the old owner's Last Will came before the new owner's online");
       await view.close();
     } finally {
       for (const service of services) await stopProcess(service.child, 'SIGKILL');
@@ -611,7 +776,10 @@ describe('MQTT settings validation', () => {
       for (const [body, path] of cases) {
         const response = await app.api('POST', '/api/settings/integration', body);
         assert.equal(response.status, 400, JSON.stringify(body));
-        assert.ok(response.body.errors.some((error: { path: string }) => error.path === path), `${JSON.stringify(body)}: ${JSON.stringify(response.body.errors)}`);
+        assert.ok(
+          response.body.errors.some((error: { path: string }) => error.path === path),
+          `${JSON.stringify(body)}: ${JSON.stringify(response.body.errors)}`,
+        );
       }
       const settings = (await app.api('GET', '/api/settings/integration')).body;
       assert.deepEqual(settings.mqtt, {
@@ -628,7 +796,13 @@ describe('MQTT settings validation', () => {
         birth_topic: 'homeassistant/status',
         status: { connected: false, last_error: null, last_connected_at: null, next_reconnect_at: null, role: 'leader', leader_since: null },
       });
-      assert.deepEqual(settings.webhook, { enabled: false, url: '', secret_set: false, previous_secret_expires_at: null, status: { last_delivery_at: null, last_status_code: null, last_error: null, disabled_reason: null } });
+      assert.deepEqual(settings.webhook, {
+        enabled: false,
+        url: '',
+        secret_set: false,
+        previous_secret_expires_at: null,
+        status: { last_delivery_at: null, last_status_code: null, last_error: null, disabled_reason: null },
+      });
       const test = await app.api('POST', '/api/settings/integration/test', { target: 'mqtt' });
       assert.equal(test.status, 400);
       assert.equal(test.body.errors[0].path, '/mqtt/broker_url');
@@ -647,7 +821,8 @@ describe('mothership mqtt cleanup', () => {
       await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
       await connected(app);
       const seeder = await observer(broker.url, []);
-      for (const topic of [`${prefix}/device/ms-old/config`, `${prefix}/sensor/ms-old/quality/config`]) await seeder.client.publishAsync(topic, ourConfig('ms-old'), { qos: 1, retain: true });
+      for (const topic of [`${prefix}/device/ms-old/config`, `${prefix}/sensor/ms-old/quality/config`])
+        await seeder.client.publishAsync(topic, ourConfig('ms-old'), { qos: 1, retain: true });
       await seeder.client.publishAsync(`${root}/ms-old/availability`, 'offline', { qos: 1, retain: true });
       // Another integration's device whose node id happens to be the same (an ESPHome device named ms-old).
       await seeder.client.publishAsync(`${prefix}/sensor/ms-old/temperature/config`, FOREIGN_CONFIG, { qos: 1, retain: true });
@@ -655,7 +830,11 @@ describe('mothership mqtt cleanup', () => {
       const cleaned = await app.api('POST', '/api/settings/integration/mqtt-cleanup', { installation: 'ms-old' });
       assert.deepEqual([cleaned.status, cleaned.body], [200, { installation: 'ms-old', cleared: 3 }]);
       const retained = await retainedSet(broker.url, [`${prefix}/#`, `${root}/#`]);
-      assert.deepEqual([...retained.keys()].filter((topic) => topic.includes('ms-old')), [`${prefix}/sensor/ms-old/temperature/config`], "only the other integration's config is left");
+      assert.deepEqual(
+        [...retained.keys()].filter((topic) => topic.includes('ms-old')),
+        [`${prefix}/sensor/ms-old/temperature/config`],
+        "only the other integration's config is left",
+      );
       assert.ok(retained.has(`${root}/${mid}/availability`), 'the live installation untouched');
       const own = await app.api('POST', '/api/settings/integration/mqtt-cleanup', { installation: mid });
       assert.deepEqual([own.status, own.body.errors?.[0]?.path], [400, '/installation']);
@@ -669,8 +848,7 @@ describe('mothership mqtt cleanup', () => {
     }
   });
 
-
-  it("clears what a previous installation id left retained, and nothing of the current one", async () => {
+  it('clears what a previous installation id left retained, and nothing of the current one', async () => {
     const broker = await startBroker();
     const env = await createTestEnv('sqlite', { MOTHERSHIP_ID: 'ms-new' });
     try {
@@ -678,7 +856,12 @@ describe('mothership mqtt cleanup', () => {
       await setup.api('POST', '/api/settings/integration', { mqtt: { enabled: false, broker_url: broker.url } });
       await setup.close();
       const seeder = await observer(broker.url, []);
-      const left = ['homeassistant/binary_sensor/ms-old/person_ada_presence/config', 'homeassistant/device/ms-old/config', 'mothership/ms-old/person/ada/presence', 'mothership/ms-old/availability'];
+      const left = [
+        'homeassistant/binary_sensor/ms-old/person_ada_presence/config',
+        'homeassistant/device/ms-old/config',
+        'mothership/ms-old/person/ada/presence',
+        'mothership/ms-old/availability',
+      ];
       const live = ['homeassistant/binary_sensor/ms-new/fall/config', 'homeassistant/device/ms-new/config', 'mothership/ms-new/availability'];
       for (const topic of [...left, ...live]) {
         const installation = topic.includes('ms-old') ? 'ms-old' : 'ms-new';

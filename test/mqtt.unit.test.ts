@@ -21,7 +21,10 @@ const shared = {
 
 describe('MQTT reconnect backoff', () => {
   it('doubles from 5 s and caps at 120 s', () => {
-    assert.deepEqual([1, 2, 3, 4, 5, 6, 7, 8, 50].map((attempt) => backoffDelay(attempt, 5000, 120_000)), [5000, 10_000, 20_000, 40_000, 80_000, 120_000, 120_000, 120_000, 120_000]);
+    assert.deepEqual(
+      [1, 2, 3, 4, 5, 6, 7, 8, 50].map((attempt) => backoffDelay(attempt, 5000, 120_000)),
+      [5000, 10_000, 20_000, 40_000, 80_000, 120_000, 120_000, 120_000, 120_000],
+    );
   });
 });
 
@@ -168,8 +171,25 @@ describe('device-based discovery (HA 2024.11+)', () => {
     assert.deepEqual(top, shared, 'device, origin (required by HA for device discovery), availability and qos once');
     // HA's DEVICE_DISCOVERY_SCHEMA (mqtt/schemas.py) refuses any other top-level key, and a component
     // with more than its platform must carry a unique_id.
-    const allowedTop = ['device', 'origin', 'availability', 'availability_mode', 'availability_template', 'availability_topic', 'payload_available', 'payload_not_available', 'state_topic', 'command_topic', 'qos', 'encoding', 'message_expiry_interval'];
-    assert.deepEqual(Object.keys(top).filter((key) => !allowedTop.includes(key)), []);
+    const allowedTop = [
+      'device',
+      'origin',
+      'availability',
+      'availability_mode',
+      'availability_template',
+      'availability_topic',
+      'payload_available',
+      'payload_not_available',
+      'state_topic',
+      'command_topic',
+      'qos',
+      'encoding',
+      'message_expiry_interval',
+    ];
+    assert.deepEqual(
+      Object.keys(top).filter((key) => !allowedTop.includes(key)),
+      [],
+    );
     for (const component of Object.values(cmps)) assert.ok(Object.keys(component).length === 1 || typeof component.unique_id === 'string');
     // The component id is the per-entity object id, and the device topic's object id is the mid, so HA
     // computes the same discovery id (`ms-1 person_ada_presence`) in both forms: a switch migrates.
@@ -210,12 +230,22 @@ describe('what an event changes on the broker', () => {
   it('marks the entities to republish and the retained topics to clear', () => {
     const pending = emptyPending();
     assert.equal(hasWork(pending), false);
-    assert.equal(recordChange(pending, makeEvent('zone.entry', { person: 'ada', zone: 'den', detail: { from_zone: null, already_inside: false, count: 1, occupants: ['ada'] } }), context), true);
+    assert.equal(
+      recordChange(
+        pending,
+        makeEvent('zone.entry', { person: 'ada', zone: 'den', detail: { from_zone: null, already_inside: false, count: 1, occupants: ['ada'] } }),
+        context,
+      ),
+      true,
+    );
     assert.deepEqual([...pending.persons, ...pending.zones], ['ada', 'den']);
     recordChange(pending, makeEvent('zone.deleted', { zone: 'hall', detail: { name: 'Hall', occupants: ['bob'] } }), context);
     assert.ok(pending.persons.has('bob'), "a deleted zone's occupants are republished (moved out)");
     assert.ok(pending.clearTopics.has('ms/mid/zone/hall/occupancy'));
-    assert.deepEqual(pending.removed.map((message) => [message.topic, message.payload]), zoneConfigs(context, { id: 'hall', name: '' }).map((config) => [config.topic, null]));
+    assert.deepEqual(
+      pending.removed.map((message) => [message.topic, message.payload]),
+      zoneConfigs(context, { id: 'hall', name: '' }).map((config) => [config.topic, null]),
+    );
     recordChange(pending, makeEvent('person.deleted', { person: 'cy', detail: { name: 'Cy' } }), context);
     assert.ok(pending.clearTopics.has('ms/mid/person/cy/presence') && pending.clearTopics.has('ms/mid/person/cy/attributes'));
     recordChange(pending, makeEvent('person.created', { person: 'di', detail: { name: 'Di' } }), context);
@@ -297,7 +327,10 @@ describe('MQTT client options', () => {
   it('explains connection failures', () => {
     assert.match(describeMqttError(Object.assign(new Error('Connection refused: Not authorized'), { code: 5 })), /not authorized/);
     assert.match(describeMqttError(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })), /connection refused/);
-    assert.match(describeMqttError(Object.assign(new Error('self-signed certificate in certificate chain'), { code: 'SELF_SIGNED_CERT_IN_CHAIN' })), /^TLS error/);
+    assert.match(
+      describeMqttError(Object.assign(new Error('self-signed certificate in certificate chain'), { code: 'SELF_SIGNED_CERT_IN_CHAIN' })),
+      /^TLS error/,
+    );
   });
 });
 
@@ -306,7 +339,10 @@ describe('settings changes', () => {
     const stored = applyPatch(DEFAULT_SETTINGS, { mqtt: { enabled: true, broker_url: 'mqtt://h:1883', username: 'u', password: 'p' } });
     assert.deepEqual(changedFields(stored, applyPatch(stored, { webhook: { url: 'http://x/' } })), { mqtt: [], webhook: ['url'] });
     assert.deepEqual(changedFields(stored, applyPatch(stored, { mqtt: { enabled: true, broker_url: 'mqtt://h:1883' } })), { mqtt: [], webhook: [] });
-    assert.deepEqual(changedFields(stored, applyPatch(stored, { mqtt: { password: 'q', topic_root: 'r' } })), { mqtt: ['password', 'topic_root'], webhook: [] });
+    assert.deepEqual(changedFields(stored, applyPatch(stored, { mqtt: { password: 'q', topic_root: 'r' } })), {
+      mqtt: ['password', 'topic_root'],
+      webhook: [],
+    });
   });
 });
 
@@ -342,7 +378,11 @@ describe('settings validation', () => {
   });
 
   it('keeps absent secrets, clears null and empty ones', () => {
-    const stored = { ...DEFAULT_SETTINGS, mqtt: { ...DEFAULT_SETTINGS.mqtt, password: 'p', ca_cert: 'c' }, webhook: { ...DEFAULT_SETTINGS.webhook, secret: 's' } };
+    const stored = {
+      ...DEFAULT_SETTINGS,
+      mqtt: { ...DEFAULT_SETTINGS.mqtt, password: 'p', ca_cert: 'c' },
+      webhook: { ...DEFAULT_SETTINGS.webhook, secret: 's' },
+    };
     assert.equal(applyPatch(stored, { mqtt: { username: 'u' } }).mqtt.password, 'p');
     assert.equal(applyPatch(stored, { mqtt: { password: null } }).mqtt.password, '');
     assert.equal(applyPatch(stored, { mqtt: { ca_cert: '' } }).mqtt.ca_cert, '');

@@ -40,7 +40,17 @@ describe('OpenAPI document conformance', () => {
     await app.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
     await app.api('POST', '/api/zones', { id: 'kitchen', name: 'Kitchen' });
     bot = (await app.api('POST', '/api/bots', { name: 'Conformance Bot' })).body;
-    await app.api('POST', '/api/matches', { id: 'm1', status: 'completed', replay: { players: [{ id: 'p1', name: 'A' }, { id: 'p2', name: 'B' }], events: [] } });
+    await app.api('POST', '/api/matches', {
+      id: 'm1',
+      status: 'completed',
+      replay: {
+        players: [
+          { id: 'p1', name: 'A' },
+          { id: 'p2', name: 'B' },
+        ],
+        events: [],
+      },
+    });
     const run = { commit_sha: 'a1b2c3d', timestamp: '2026-11-21T22:00:00.000Z', subject_geomean: 0.5, grep_1000_mean_ms: 40 };
     await app.api('POST', '/api/baselines', run);
     await app.api('POST', '/api/baselines', { ...run, commit_sha: 'b2c3d4e' });
@@ -71,11 +81,19 @@ describe('OpenAPI document conformance', () => {
   async function check(testCase: Case): Promise<void> {
     const url = testCase.url ?? testCase.path;
     const response = testCase.bot
-      ? await botRequest(app.http, bot, testCase.method, url, testCase.body).then((answer) => ({ statusCode: answer.status, headers: answer.headers, body: answer.body === undefined ? '' : JSON.stringify(answer.body) }))
+      ? await botRequest(app.http, bot, testCase.method, url, testCase.body).then((answer) => ({
+          statusCode: answer.status,
+          headers: answer.headers,
+          body: answer.body === undefined ? '' : JSON.stringify(answer.body),
+        }))
       : await app.http.inject({
           method: testCase.method as 'GET',
           url,
-          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...(testCase.body !== undefined ? { 'content-type': 'application/json' } : {}), ...testCase.headers },
+          headers: {
+            authorization: `Bearer ${ADMIN_TOKEN}`,
+            ...(testCase.body !== undefined ? { 'content-type': 'application/json' } : {}),
+            ...testCase.headers,
+          },
           ...(testCase.body !== undefined ? { payload: JSON.stringify(testCase.body) } : {}),
         });
     const what = `${testCase.method} ${url} -> ${response.statusCode}`;
@@ -98,7 +116,8 @@ describe('OpenAPI document conformance', () => {
     const validate = ajv.compile(media.schema);
     assert.ok(validate(body), `${what}: body matches the declared schema: ${ajv.errorsText(validate.errors)}\n${String(response.body).slice(0, 300)}`);
     for (const header of Object.keys(declared.headers ?? {})) {
-      if (response.statusCode === 429 || header === 'Retry-After') assert.ok(response.headers[header.toLowerCase()] !== undefined, `${what}: declared header ${header} sent`);
+      if (response.statusCode === 429 || header === 'Retry-After')
+        assert.ok(response.headers[header.toLowerCase()] !== undefined, `${what}: declared header ${header} sent`);
     }
   }
 
@@ -130,7 +149,9 @@ describe('OpenAPI document conformance', () => {
       validCase('POST', '/api/events', 202, { body: { type: 'anomaly.detected', detail: { note: 'conformance' } } }),
       validCase('GET', '/api/events', 200, { url: '/api/events?limit=5' }),
 
-      validCase('POST', '/api/baselines', 201, { body: { commit_sha: 'c3d4e5f', timestamp: '2026-11-22T22:00:00.000Z', subject_geomean: 0.5, grep_1000_mean_ms: 40 } }),
+      validCase('POST', '/api/baselines', 201, {
+        body: { commit_sha: 'c3d4e5f', timestamp: '2026-11-22T22:00:00.000Z', subject_geomean: 0.5, grep_1000_mean_ms: 40 },
+      }),
       validCase('GET', '/api/baselines', 200, { url: '/api/baselines?detection=true&limit=2' }),
       validCase('GET', '/api/baselines/latest', 200),
       validCase('GET', '/api/baselines/compare', 200, { url: '/api/baselines/compare?head=latest&base=a1b2c3d' }),
@@ -178,16 +199,24 @@ describe('OpenAPI document conformance', () => {
         const bodyRoute = Boolean(operation.requestBody);
         const upper = method.toUpperCase();
         if (operation.security) cases.push({ method: upper, path, url, status: 401, headers: { authorization: '' }, ...(bodyRoute ? { body: {} } : {}) });
-        if (path.includes('{') && !path.startsWith('/api/nodes/') && method !== 'head') cases.push({ method: upper, path, url, status: 404, ...(bodyRoute ? { body: validBodyFor(path, method) } : {}) });
-        if (bodyRoute && operation.security?.some((requirement: Json) => 'admin' in requirement)) cases.push({ method: upper, path, url: path.replace('{id}', 'ada'), status: 400, body: { unexpected_property: true } });
+        if (path.includes('{') && !path.startsWith('/api/nodes/') && method !== 'head')
+          cases.push({ method: upper, path, url, status: 404, ...(bodyRoute ? { body: validBodyFor(path, method) } : {}) });
+        if (bodyRoute && operation.security?.some((requirement: Json) => 'admin' in requirement))
+          cases.push({ method: upper, path, url: path.replace('{id}', 'ada'), status: 400, body: { unexpected_property: true } });
       }
     }
     await checkAll(cases);
   });
 
   it('documents nothing that was not exercised, and exercises everything documented', () => {
-    const documented = Object.entries(doc.paths as Json).flatMap(([path, methods]) => Object.keys(methods as Json).map((method) => `${method.toUpperCase()} ${path}`));
-    assert.deepEqual(documented.filter((operation) => !exercised.has(operation)), [], 'operations without a conformance case');
+    const documented = Object.entries(doc.paths as Json).flatMap(([path, methods]) =>
+      Object.keys(methods as Json).map((method) => `${method.toUpperCase()} ${path}`),
+    );
+    assert.deepEqual(
+      documented.filter((operation) => !exercised.has(operation)),
+      [],
+      'operations without a conformance case',
+    );
   });
 });
 

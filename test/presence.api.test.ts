@@ -25,7 +25,10 @@ for (const dialect of DIALECTS) {
         assert.equal((await app.api('POST', '/api/zones', { name })).status, 201);
       }
       const zones = await app.api('GET', '/api/zones');
-      assert.deepEqual(zones.body.map((zone: { id: string }) => zone.id), ['garden', 'kitchen', 'living-room']);
+      assert.deepEqual(
+        zones.body.map((zone: { id: string }) => zone.id),
+        ['garden', 'kitchen', 'living-room'],
+      );
     });
 
     it('rejects bad ids, unknown fields and wrong types naming the field, and changes nothing', async () => {
@@ -44,7 +47,10 @@ for (const dialect of DIALECTS) {
         assert.equal(response.status, 400, JSON.stringify(body));
         assert.equal(response.headers['content-type'], 'application/problem+json; charset=utf-8');
         assert.equal(response.body.code, 'validation_failed');
-        assert.ok(response.body.errors.some((error: { path: string }) => error.path === path), `${JSON.stringify(body)} -> ${JSON.stringify(response.body.errors)}`);
+        assert.ok(
+          response.body.errors.some((error: { path: string }) => error.path === path),
+          `${JSON.stringify(body)} -> ${JSON.stringify(response.body.errors)}`,
+        );
       }
       assert.deepEqual((await app.api('GET', '/api/persons')).body, before);
     });
@@ -76,7 +82,10 @@ for (const dialect of DIALECTS) {
 
       const history = (await app.api('GET', '/api/events?limit=1000')).body.events;
       const types = history.filter((event: { person: string }) => event.person === 'ada-lovelace').map((event: { event_type: string }) => event.event_type);
-      assert.deepEqual(types.filter((type: string) => type !== 'person.created'), ['zone.entry', 'presence.changed', 'zone.exit', 'zone.entry']);
+      assert.deepEqual(
+        types.filter((type: string) => type !== 'person.created'),
+        ['zone.entry', 'presence.changed', 'zone.exit', 'zone.entry'],
+      );
     });
 
     it('makes a person not_home only after the away delay in no zone', async () => {
@@ -100,7 +109,11 @@ for (const dialect of DIALECTS) {
       await new Promise((resolve) => setTimeout(resolve, 400));
       assert.equal((await app.api('GET', '/api/persons/bob')).body.presence, 'home');
       const since = (await app.api('GET', `/api/events?after=${before}&limit=1000`)).body.events as Array<{ event_type: string; person: string | null }>;
-      assert.deepEqual(since.filter((event) => event.person === 'bob').map((event) => event.event_type), ['zone.exit', 'zone.entry'], 'no presence.changed in between or after');
+      assert.deepEqual(
+        since.filter((event) => event.person === 'bob').map((event) => event.event_type),
+        ['zone.exit', 'zone.entry'],
+        'no presence.changed in between or after',
+      );
     });
 
     it('ignores an exit from a zone the person is not in', async () => {
@@ -121,7 +134,10 @@ for (const dialect of DIALECTS) {
       assert.match(entry.body.detail, /gone/);
       const missing = await app.api('POST', '/api/events', { type: 'zone.entry', person: 'bob' });
       assert.equal(missing.status, 400);
-      assert.deepEqual(missing.body.errors.map((error: { path: string }) => error.path), ['/zone']);
+      assert.deepEqual(
+        missing.body.errors.map((error: { path: string }) => error.path),
+        ['/zone'],
+      );
       const badType = await app.api('POST', '/api/events', { type: 'zone.teleport', person: 'bob', zone: 'kitchen' });
       assert.equal(badType.status, 400);
       assert.ok(badType.body.errors.some((error: { path: string }) => error.path === '/type'));
@@ -160,26 +176,51 @@ for (const dialect of DIALECTS) {
       await eventually(async () => (await app.api('GET', '/api/events?type=node.offline&limit=10')).body.events.length === 2, 3000, 'earlier nodes offline');
       const after = (await app.api('GET', '/api/events?order=desc&limit=1')).body.last_seq;
       const nodeEvents = async () =>
-        ((await app.api('GET', `/api/events?after=${after}&type=node.online&type=node.offline&type=system.health&limit=1000`)).body.events as Array<{ event_type: string; detail: Record<string, unknown> }>).map(
-          (event) => (event.event_type === 'system.health' ? `health ${event.detail.node_count}` : `${event.event_type} ${event.detail.node}`),
-        );
+        (
+          (await app.api('GET', `/api/events?after=${after}&type=node.online&type=node.offline&type=system.health&limit=1000`)).body.events as Array<{
+            event_type: string;
+            detail: Record<string, unknown>;
+          }>
+        ).map((event) => (event.event_type === 'system.health' ? `health ${event.detail.node_count}` : `${event.event_type} ${event.detail.node}`));
       // Concurrent first heartbeats of one node: exactly one announcement.
       await Promise.all([70, 71, 72, 73, 74].map((quality) => app.api('POST', '/api/nodes/node-a/heartbeat', { quality })));
       await app.api('POST', '/api/nodes/node-b/heartbeat', { quality: 90 });
       await app.api('POST', '/api/nodes/node-b/heartbeat', { quality: 91 });
       const listed = (await app.api('GET', '/api/nodes')).body as Array<{ id: string; quality: number; online: boolean; last_seen: string }>;
-      assert.deepEqual(listed.filter((node) => node.id.startsWith('node-')).map((node) => [node.id, node.online]), [['node-1', false], ['node-2', false], ['node-a', true], ['node-b', true]]);
+      assert.deepEqual(
+        listed.filter((node) => node.id.startsWith('node-')).map((node) => [node.id, node.online]),
+        [
+          ['node-1', false],
+          ['node-2', false],
+          ['node-a', true],
+          ['node-b', true],
+        ],
+      );
       assert.equal(listed.find((node) => node.id === 'node-b')!.quality, 91);
       assert.deepEqual(await nodeEvents(), ['node.online node-a', 'health 1', 'node.online node-b', 'health 2']);
       // Silent for NODE_TIMEOUT_MS: each goes offline once, and the count follows at once.
-      const offline = await eventually(async () => {
-        const events = await nodeEvents();
-        return events.filter((event) => event.startsWith('node.offline')).length === 2 ? events : null;
-      }, 3000, 'both nodes offline');
-      assert.deepEqual(offline.slice(4).filter((event) => event.startsWith('node.')).sort(), ['node.offline node-a', 'node.offline node-b']);
+      const offline = await eventually(
+        async () => {
+          const events = await nodeEvents();
+          return events.filter((event) => event.startsWith('node.offline')).length === 2 ? events : null;
+        },
+        3000,
+        'both nodes offline',
+      );
+      assert.deepEqual(
+        offline
+          .slice(4)
+          .filter((event) => event.startsWith('node.'))
+          .sort(),
+        ['node.offline node-a', 'node.offline node-b'],
+      );
       assert.equal(offline.at(-1), 'health 0');
       const gone = (await app.api('GET', `/api/events?after=${after}&type=node.offline&limit=10`)).body.events;
-      assert.deepEqual(gone.find((event: { detail: { node: string } }) => event.detail.node === 'node-b').detail, { node: 'node-b', quality: 91, last_seen: listed.find((node) => node.id === 'node-b')!.last_seen });
+      assert.deepEqual(gone.find((event: { detail: { node: string } }) => event.detail.node === 'node-b').detail, {
+        node: 'node-b',
+        quality: 91,
+        last_seen: listed.find((node) => node.id === 'node-b')!.last_seen,
+      });
       await new Promise((resolve) => setTimeout(resolve, 200));
       assert.equal((await nodeEvents()).length, offline.length, 'an offline node is announced once');
       // Back: announced again.
@@ -190,7 +231,19 @@ for (const dialect of DIALECTS) {
 
     it('stores a heartbeat quality rounded to 0.01 whatever its magnitude: the same value on both databases', async () => {
       // A PostgreSQL `real` holds about 7 digits and nothing below 1.4e-45; SQLite's holds a double.
-      const cases: [number, number][] = [[1e-46, 0], [7e-46, 0], [1e-320, 0], [5e-324, 0], [-0, 0], [0.004, 0], [0.005, 0.01], [12.3456789, 12.35], [0.1 + 0.2, 0.3], [99.999, 100], [100, 100]];
+      const cases: [number, number][] = [
+        [1e-46, 0],
+        [7e-46, 0],
+        [1e-320, 0],
+        [5e-324, 0],
+        [-0, 0],
+        [0.004, 0],
+        [0.005, 0.01],
+        [12.3456789, 12.35],
+        [0.1 + 0.2, 0.3],
+        [99.999, 100],
+        [100, 100],
+      ];
       for (const [index, [quality, stored]] of cases.entries()) {
         const response = await app.api('POST', `/api/nodes/q-${index}/heartbeat`, { quality });
         assert.equal(response.status, 204, `${quality}: ${JSON.stringify(response.body)}`);
@@ -235,9 +288,15 @@ for (const dialect of DIALECTS) {
     it('pages the event history by sequence number', async () => {
       const first = (await app.api('GET', '/api/events?limit=3')).body;
       assert.equal(first.events.length, 3);
-      assert.deepEqual(first.events.map((event: { seq: number }) => event.seq), [1, 2, 3]);
+      assert.deepEqual(
+        first.events.map((event: { seq: number }) => event.seq),
+        [1, 2, 3],
+      );
       const next = (await app.api('GET', `/api/events?after=${first.last_seq}&limit=2`)).body;
-      assert.deepEqual(next.events.map((event: { seq: number }) => event.seq), [4, 5]);
+      assert.deepEqual(
+        next.events.map((event: { seq: number }) => event.seq),
+        [4, 5],
+      );
       assert.equal((await app.api('GET', '/api/events?limit=0')).status, 400);
       assert.equal((await app.api('GET', '/api/events?after=abc')).status, 400);
     });
@@ -248,7 +307,9 @@ describe('the health report timer', () => {
   it('emits system.health every HEALTH_INTERVAL_MS once the app is started', async () => {
     const app = await startTestApp('sqlite', { HEALTH_INTERVAL_MS: '100' }, { start: true });
     try {
-      const healthEvents = async () => ((await app.api('GET', '/api/events?limit=1000')).body.events as Array<{ event_type: string }>).filter((event) => event.event_type === 'system.health').length;
+      const healthEvents = async () =>
+        ((await app.api('GET', '/api/events?limit=1000')).body.events as Array<{ event_type: string }>).filter((event) => event.event_type === 'system.health')
+          .length;
       await eventually(async () => (await healthEvents()) >= 3, 5000, 'three health reports');
     } finally {
       await app.cleanup();
@@ -257,7 +318,11 @@ describe('the health report timer', () => {
 
   it('reports once per interval for the installation, however many instances share the database', async () => {
     const env = await createTestEnv('postgres', { HEALTH_INTERVAL_MS: '300' });
-    const instances = [await startTestApp('postgres', {}, { testEnv: env, start: true }), await startTestApp('postgres', {}, { testEnv: env, start: true }), await startTestApp('postgres', {}, { testEnv: env, start: true })];
+    const instances = [
+      await startTestApp('postgres', {}, { testEnv: env, start: true }),
+      await startTestApp('postgres', {}, { testEnv: env, start: true }),
+      await startTestApp('postgres', {}, { testEnv: env, start: true }),
+    ];
     try {
       const started = Date.now();
       await new Promise((resolve) => setTimeout(resolve, 3000));
@@ -271,7 +336,10 @@ describe('the health report timer', () => {
       assert.ok(events.length <= Math.floor(elapsed / 270) + 1, `${events.length} reports in ${elapsed} ms from 3 instances`);
       const gaps = events.slice(1).map((event, index) => Date.parse(event.timestamp) - Date.parse(events[index]!.timestamp));
       // Claims are at least 270 ms apart; the events' own timestamps add the time from claim to write.
-      assert.ok(gaps.every((gap) => gap >= 150), `gaps ${gaps.join(', ')} ms`);
+      assert.ok(
+        gaps.every((gap) => gap >= 150),
+        `gaps ${gaps.join(', ')} ms`,
+      );
       // The instance that reported stops: another takes over within an interval or two.
       await instances[0]!.close();
       const before = events.length;

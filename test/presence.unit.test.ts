@@ -10,14 +10,23 @@ describe('presence transitions', () => {
   it('entering from away: entry then presence change to home', () => {
     const { next, events } = enterZone(away, 'kitchen', at);
     assert.deepEqual(next, { presence: 'home', zone_id: 'kitchen', left_at: null, last_seen: at });
-    assert.deepEqual(events.map((event) => event.type), ['zone.entry', 'presence.changed']);
+    assert.deepEqual(
+      events.map((event) => event.type),
+      ['zone.entry', 'presence.changed'],
+    );
   });
 
   it('entering another zone exits the previous one first', () => {
     const inKitchen = enterZone(away, 'kitchen', at).next;
     const { next, events } = enterZone(inKitchen, 'garden', at);
     assert.equal(next.zone_id, 'garden');
-    assert.deepEqual(events.map((event) => [event.type, event.zone]), [['zone.exit', 'kitchen'], ['zone.entry', 'garden']]);
+    assert.deepEqual(
+      events.map((event) => [event.type, event.zone]),
+      [
+        ['zone.exit', 'kitchen'],
+        ['zone.entry', 'garden'],
+      ],
+    );
   });
 
   it('exiting starts the away delay; with no delay the person is away at once', () => {
@@ -28,7 +37,10 @@ describe('presence transitions', () => {
     assert.equal(isAwayDue(delayed.next, Date.parse(at) + 60_000, 60_000), true);
     const immediate = exitZone(inKitchen, 'kitchen', at, 0);
     assert.equal(immediate.next.presence, 'not_home');
-    assert.deepEqual(immediate.events.map((event) => event.type), ['zone.exit', 'presence.changed']);
+    assert.deepEqual(
+      immediate.events.map((event) => event.type),
+      ['zone.exit', 'presence.changed'],
+    );
   });
 
   it('an exit from another zone changes nothing', () => {

@@ -47,10 +47,11 @@ for (const dialect of DIALECTS) {
       });
     }
 
-    it('a unique key taken under a write that does not check answers 409 conflict, not 500 (the error handler\'s backstop)', async () => {
+    it("a unique key taken under a write that does not check answers 409 conflict, not 500 (the error handler's backstop)", async () => {
       const http = await createHttpServer({ logLevel: 'silent', trustProxy: false, version: 'test' });
       http.post('/twice', async () => {
-        for (let attempt = 0; attempt < 2; attempt++) await app.database.db.insertInto('zones').values({ id: 'twice', name: 'Twice', created_at: new Date().toISOString() }).execute();
+        for (let attempt = 0; attempt < 2; attempt++)
+          await app.database.db.insertInto('zones').values({ id: 'twice', name: 'Twice', created_at: new Date().toISOString() }).execute();
       });
       try {
         const response = await http.inject({ method: 'POST', url: '/twice' });
@@ -68,7 +69,9 @@ for (const dialect of DIALECTS) {
         const responses = await parallel(4, () => app.api('DELETE', `${path}/doomed`));
         assert.deepEqual(statuses(responses), [204, 404, 404, 404], JSON.stringify(responses.map((response) => response.body)));
         const kind = path === '/api/persons' ? 'person' : 'zone';
-        const deleted = (await app.api('GET', `/api/events?type=${kind}.deleted&limit=1000`)).body.events.filter((event: Record<string, unknown>) => event[kind] === 'doomed');
+        const deleted = (await app.api('GET', `/api/events?type=${kind}.deleted&limit=1000`)).body.events.filter(
+          (event: Record<string, unknown>) => event[kind] === 'doomed',
+        );
         assert.equal(deleted.length, 1, 'one deletion event');
       });
     }
@@ -104,10 +107,7 @@ for (const dialect of DIALECTS) {
       it(`a ${type} racing the deletion of its person answers 202 or 404 naming the person, never a 5xx`, async () => {
         for (let round = 0; round < 8; round++) {
           const { person, zone } = await personAndZone(`${type.slice(5)}pd${round}`, type === 'zone.exit');
-          const [event, removal] = await Promise.all([
-            app.api('POST', '/api/events', { type, person, zone }),
-            app.api('DELETE', `/api/persons/${person}`),
-          ]);
+          const [event, removal] = await Promise.all([app.api('POST', '/api/events', { type, person, zone }), app.api('DELETE', `/api/persons/${person}`)]);
           assert.equal(removal.status, 204, JSON.stringify(removal.body));
           assert.ok([202, 404].includes(event.status), `round ${round}: ${event.status} ${JSON.stringify(event.body)}`);
           if (event.status === 404) assert.equal(event.body.detail, `Person "${person}" does not exist`);

@@ -205,7 +205,7 @@ describe('rate limiting over HTTP', () => {
     const limited = await app.api('GET', '/api/persons');
     assert.equal(limited.status, 429);
     assert.equal(limited.body.code, 'rate_limited');
-    assert.deepEqual(limited.body['violated-policies'], ['default'], 'the draft\'s problem member names the policy of RateLimit-Policy');
+    assert.deepEqual(limited.body['violated-policies'], ['default'], "the draft's problem member names the policy of RateLimit-Policy");
     assert.equal(limited.headers['retry-after'], '100');
     assert.equal(limited.headers['ratelimit'], '"default";r=0;t=100', 't and Retry-After agree');
     assert.equal(limited.headers['content-type'], 'application/problem+json; charset=utf-8');
@@ -231,7 +231,10 @@ describe('rate limiting over HTTP', () => {
     // Accepted (the first, then idempotent repeats): recorded. Refused by the bucket: nothing written.
     assert.ok(answers.includes('202:stored'), answers.join(' '));
     assert.ok(answers.includes('429:none'), answers.join(' '));
-    assert.deepEqual(answers.filter((answer) => answer !== '202:stored' && answer !== '429:none'), []);
+    assert.deepEqual(
+      answers.filter((answer) => answer !== '202:stored' && answer !== '429:none'),
+      [],
+    );
   });
 
   it('headers an independent structured-field parser (RFC 9651) reads as the draft defines them', async () => {
@@ -241,12 +244,18 @@ describe('rate limiting over HTTP', () => {
     const [[limitName, limit]] = members(response.headers['ratelimit']) as [[string, Record<string, unknown>]];
     assert.equal(policyName, 'default');
     assert.equal(limitName, 'default');
-    for (const value of [policy.q, policy.w, limit.r, limit.t]) assert.ok(Number.isInteger(value) && (value as number) >= 0, `non-negative integers: ${JSON.stringify([policy, limit])}`);
+    for (const value of [policy.q, policy.w, limit.r, limit.t])
+      assert.ok(Number.isInteger(value) && (value as number) >= 0, `non-negative integers: ${JSON.stringify([policy, limit])}`);
   });
 
   it('counts q and r in requests of the route cost', async () => {
     // The settings test costs 10 tokens: 2 fit in a bucket of 20.
-    const tested = await app.api('POST', '/api/settings/integration/test', { target: 'webhook', webhook: { url: 'http://127.0.0.1:1/' } }, { 'x-forwarded-for': '198.51.100.7' });
+    const tested = await app.api(
+      'POST',
+      '/api/settings/integration/test',
+      { target: 'webhook', webhook: { url: 'http://127.0.0.1:1/' } },
+      { 'x-forwarded-for': '198.51.100.7' },
+    );
     assert.match(String(tested.headers['ratelimit-policy']), /^"integration_test";q=2;w=2000$/);
     assert.match(String(tested.headers['ratelimit']), /^"integration_test";r=1;t=0$/);
   });

@@ -35,7 +35,13 @@ for (const dialect of DIALECTS) {
     const addEvents = (timestamps: string[]) =>
       app.database.db
         .insertInto('events')
-        .values(timestamps.map((timestamp) => ({ event_type: 'anomaly.detected', timestamp, payload: JSON.stringify({ event_type: 'anomaly.detected', timestamp }) })))
+        .values(
+          timestamps.map((timestamp) => ({
+            event_type: 'anomaly.detected',
+            timestamp,
+            payload: JSON.stringify({ event_type: 'anomaly.detected', timestamp }),
+          })),
+        )
         .execute();
     const eventTimes = async () => (await app.database.db.selectFrom('events').select('timestamp').orderBy('seq').execute()).map((row) => row.timestamp);
 
@@ -83,7 +89,10 @@ for (const dialect of DIALECTS) {
         attempted_at: null,
       });
       const [old, young] = [daysAgo(40), daysAgo(1)];
-      await app.database.db.insertInto('webhook_deliveries').values([...states.map((state) => row(state, old)), ...states.map((state) => row(state, young))]).execute();
+      await app.database.db
+        .insertInto('webhook_deliveries')
+        .values([...states.map((state) => row(state, old)), ...states.map((state) => row(state, young))])
+        .execute();
       assert.equal(await app.webhook.prune(daysAgo(30)), 3);
       const left = await app.database.db.selectFrom('webhook_deliveries').select(['state', 'created_at']).orderBy('id').execute();
       assert.deepEqual(left, [

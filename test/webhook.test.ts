@@ -75,11 +75,26 @@ describe('webhook retry policy', () => {
 
   it('refuses link-local, unspecified and multicast targets in every address form, and allows loopback and LAN', () => {
     const forbidden = [
-      '169.254.169.254', '::ffff:169.254.1.1', '::ffff:a9fe:a9fe', '0:0:0:0:0:ffff:a9fe:a9fe', '64:ff9b::a9fe:a9fe', '::a9fe:a9fe', '::169.254.169.254',
-      'fe80::1', 'FE80::abcd', '0.0.0.0', '::', '::ffff:0.0.0.0', '224.0.0.1', 'ff02::1', '100.100.100.200', 'fd00:ec2::254',
+      '169.254.169.254',
+      '::ffff:169.254.1.1',
+      '::ffff:a9fe:a9fe',
+      '0:0:0:0:0:ffff:a9fe:a9fe',
+      '64:ff9b::a9fe:a9fe',
+      '::a9fe:a9fe',
+      '::169.254.169.254',
+      'fe80::1',
+      'FE80::abcd',
+      '0.0.0.0',
+      '::',
+      '::ffff:0.0.0.0',
+      '224.0.0.1',
+      'ff02::1',
+      '100.100.100.200',
+      'fd00:ec2::254',
     ];
     for (const address of forbidden) assert.equal(isForbiddenAddress(address), true, address);
-    for (const address of ['127.0.0.1', '192.168.1.10', '10.0.0.2', '::1', '::ffff:127.0.0.1', 'fd00::1', '100.64.0.1', 'homeassistant.local']) assert.equal(isForbiddenAddress(address), false, address);
+    for (const address of ['127.0.0.1', '192.168.1.10', '10.0.0.2', '::1', '::ffff:127.0.0.1', 'fd00::1', '100.64.0.1', 'homeassistant.local'])
+      assert.equal(isForbiddenAddress(address), false, address);
   });
 
   it('a URL the delivery refuses is refused when it is saved', async () => {
@@ -90,16 +105,38 @@ describe('webhook retry policy', () => {
       });
     });
     const urls = [
-      'http://169.254.169.254/latest', 'http://0xa9fea9fe/', 'http://169.254.43518/', 'http://2852039166/', 'http://0251.0376.0251.0376/', 'http://[::ffff:a9fe:a9fe]/',
-      'https://[64:ff9b::a9fe:a9fe]/', 'http://0/', 'http://[::]/', 'http://[fe80::1]/', 'http://224.0.0.1/', 'http://[ff02::1]/', 'http://100.100.100.200/', 'http://[fd00:ec2::254]/',
-      'ftp://127.0.0.1/', 'ws://127.0.0.1/', 'file:///etc/passwd', 'http://user:pw@127.0.0.1/', 'http://127.0.0.1/\tx', 'not a url', 'http://[1::2::3]/',
-      `http://127.0.0.1:${closed}/hook`, `http://[::1]:${closed}/`, `http://localhost:${closed}/`,
+      'http://169.254.169.254/latest',
+      'http://0xa9fea9fe/',
+      'http://169.254.43518/',
+      'http://2852039166/',
+      'http://0251.0376.0251.0376/',
+      'http://[::ffff:a9fe:a9fe]/',
+      'https://[64:ff9b::a9fe:a9fe]/',
+      'http://0/',
+      'http://[::]/',
+      'http://[fe80::1]/',
+      'http://224.0.0.1/',
+      'http://[ff02::1]/',
+      'http://100.100.100.200/',
+      'http://[fd00:ec2::254]/',
+      'ftp://127.0.0.1/',
+      'ws://127.0.0.1/',
+      'file:///etc/passwd',
+      'http://user:pw@127.0.0.1/',
+      'http://127.0.0.1/\tx',
+      'not a url',
+      'http://[1::2::3]/',
+      `http://127.0.0.1:${closed}/hook`,
+      `http://[::1]:${closed}/`,
+      `http://localhost:${closed}/`,
     ];
     let refused = 0;
     for (const url of urls) {
       const { error } = await postJson(url, '{}', {}, 1000);
       const refusedAtDelivery = Boolean(error?.startsWith(REFUSED_BY_POLICY) || error?.includes('may not reach'));
-      const refusedAtSave = integrationErrors({ ...DEFAULT_SETTINGS, webhook: { ...DEFAULT_SETTINGS.webhook, enabled: true, url } }).some((entry) => entry.path === '/webhook/url');
+      const refusedAtSave = integrationErrors({ ...DEFAULT_SETTINGS, webhook: { ...DEFAULT_SETTINGS.webhook, enabled: true, url } }).some(
+        (entry) => entry.path === '/webhook/url',
+      );
       if (refusedAtDelivery) assert.equal(refusedAtSave, true, `${url}: refused at delivery (${error}) but saved`);
       else assert.equal(refusedAtSave, false, `${url}: saved as refused, but the delivery tried (${error})`);
       refused += Number(refusedAtDelivery);
@@ -108,7 +145,14 @@ describe('webhook retry policy', () => {
   });
 
   it('reads a URL host the way the resolver will connect it', () => {
-    for (const url of ['mqtt://0xa9fea9fe:1883', 'mqtt://169.254.43518:1883', 'mqtt://2852039166:1883', 'http://0251.0376.0251.0376/', 'ws://[::ffff:169.254.169.254]:9001', 'mqtt://[0:0:0:0:0:ffff:a9fe:a9fe]:1883']) {
+    for (const url of [
+      'mqtt://0xa9fea9fe:1883',
+      'mqtt://169.254.43518:1883',
+      'mqtt://2852039166:1883',
+      'http://0251.0376.0251.0376/',
+      'ws://[::ffff:169.254.169.254]:9001',
+      'mqtt://[0:0:0:0:0:ffff:a9fe:a9fe]:1883',
+    ]) {
       assert.equal(isForbiddenAddress(normalizedHost(new URL(url))!), true, url);
     }
     assert.equal(normalizedHost(new URL('mqtt://Broker.LAN:1883')), 'broker.lan');
@@ -141,10 +185,16 @@ for (const dialect of DIALECTS) {
 
     /** The log of one event type, oldest first, once no attempt is pending or in flight. */
     const deliveriesOf = (eventType: string) =>
-      eventually(async () => {
-        const rows = ((await app.api('GET', '/api/webhook/deliveries?limit=500')).body as { event_type: string; state: string }[]).filter((row) => row.event_type === eventType).reverse();
-        return rows.every((row) => row.state !== 'pending' && row.state !== 'sending') ? rows : null;
-      }, 3000, `settled ${eventType} deliveries`);
+      eventually(
+        async () => {
+          const rows = ((await app.api('GET', '/api/webhook/deliveries?limit=500')).body as { event_type: string; state: string }[])
+            .filter((row) => row.event_type === eventType)
+            .reverse();
+          return rows.every((row) => row.state !== 'pending' && row.state !== 'sending') ? rows : null;
+        },
+        3000,
+        `settled ${eventType} deliveries`,
+      );
 
     it('delivers every event once, signed and verifiable with standardwebhooks', async () => {
       await app.api('POST', '/api/zones', { id: 'hall', name: 'Hall' });
@@ -166,7 +216,12 @@ for (const dialect of DIALECTS) {
       const entry = JSON.parse(receiver.received.find((request) => request.headers['x-service-event'] === 'zone.entry')!.body);
       assert.equal(entry.blob_id, 'b1');
       assert.equal(entry.zone, 'hall');
-      assert.throws(() => new Webhook('whsec_' + Buffer.alloc(32, 1).toString('base64')).verify(receiver.received[0]!.body, receiver.received[0]!.headers as Record<string, string>));
+      assert.throws(() =>
+        new Webhook('whsec_' + Buffer.alloc(32, 1).toString('base64')).verify(
+          receiver.received[0]!.body,
+          receiver.received[0]!.headers as Record<string, string>,
+        ),
+      );
     });
 
     it('retries a 5xx once, after the retry delay, with the same webhook-id', async () => {
@@ -178,7 +233,13 @@ for (const dialect of DIALECTS) {
       assert.equal(first!.body, second!.body);
       assert.ok(second!.at - first!.at >= 280, `retry after ${second!.at - first!.at} ms`);
       const log = await deliveriesOf('system.mode_changed');
-      assert.deepEqual(log.map((row: any) => [row.attempt, row.state, row.status_code]), [[1, 'retry_scheduled', 500], [2, 'delivered', 200]]);
+      assert.deepEqual(
+        log.map((row: any) => [row.attempt, row.state, row.status_code]),
+        [
+          [1, 'retry_scheduled', 500],
+          [2, 'delivered', 200],
+        ],
+      );
     });
 
     it('gives up after the second failure', async () => {
@@ -188,7 +249,13 @@ for (const dialect of DIALECTS) {
       await new Promise((resolve) => setTimeout(resolve, 500));
       assert.equal(receiver.received.length, 2);
       const log = (await deliveriesOf('system.mode_changed')).slice(-2);
-      assert.deepEqual(log.map((row: any) => [row.attempt, row.state]), [[1, 'retry_scheduled'], [2, 'failed']]);
+      assert.deepEqual(
+        log.map((row: any) => [row.attempt, row.state]),
+        [
+          [1, 'retry_scheduled'],
+          [2, 'failed'],
+        ],
+      );
     });
 
     it('does not retry a 4xx or follow a redirect', async () => {
@@ -203,7 +270,13 @@ for (const dialect of DIALECTS) {
       assert.equal(receiver.received.length, 2);
       assert.ok(receiver.received.every((request) => !request.headers['x-forwarded-for']));
       const log = (await deliveriesOf('system.mode_changed')).slice(-2);
-      assert.deepEqual(log.map((row: any) => [row.attempt, row.state, row.status_code]), [[1, 'failed', 404], [1, 'failed', 302]]);
+      assert.deepEqual(
+        log.map((row: any) => [row.attempt, row.state, row.status_code]),
+        [
+          [1, 'failed', 404],
+          [1, 'failed', 302],
+        ],
+      );
     });
 
     it('retries after a timeout', async () => {
@@ -211,7 +284,13 @@ for (const dialect of DIALECTS) {
       await app.api('POST', '/api/events', { type: 'fall.detected', person: 'ada' });
       await eventually(() => receiver.received.length === 2, 5000, 'retry after timeout');
       const log = await deliveriesOf('fall.detected');
-      assert.deepEqual(log.map((row: any) => [row.attempt, row.state]), [[1, 'retry_scheduled'], [2, 'delivered']]);
+      assert.deepEqual(
+        log.map((row: any) => [row.attempt, row.state]),
+        [
+          [1, 'retry_scheduled'],
+          [2, 'delivered'],
+        ],
+      );
       assert.match((log[0] as any).error, /timed out after 400 ms/);
     });
 
@@ -228,7 +307,10 @@ for (const dialect of DIALECTS) {
     it('filters the delivery log by state and event type', async () => {
       const failed = (await app.api('GET', '/api/webhook/deliveries?state=failed&limit=500')).body as { state: string }[];
       assert.ok(failed.length > 0 && failed.every((row) => row.state === 'failed'));
-      const modes = (await app.api('GET', '/api/webhook/deliveries?event_type=system.mode_changed&state=delivered')).body as { state: string; event_type: string }[];
+      const modes = (await app.api('GET', '/api/webhook/deliveries?event_type=system.mode_changed&state=delivered')).body as {
+        state: string;
+        event_type: string;
+      }[];
       assert.ok(modes.length > 0 && modes.every((row) => row.event_type === 'system.mode_changed' && row.state === 'delivered'));
       assert.equal((await app.api('GET', '/api/webhook/deliveries?state=bogus')).status, 400);
     });
@@ -269,9 +351,15 @@ for (const dialect of DIALECTS) {
         const refused = await app.api('POST', '/api/settings/integration/test', { target: 'webhook', webhook: { url: 'http://127.0.0.1:1/' } });
         assert.equal(refused.body.webhook.ok, false);
         assert.equal(refused.body.webhook.error, 'no HTTP server answered at that URL', 'socket details only for the saved URL');
-        const metadata = await app.api('POST', '/api/settings/integration/test', { target: 'webhook', webhook: { url: 'http://169.254.169.254/latest/meta-data' } });
+        const metadata = await app.api('POST', '/api/settings/integration/test', {
+          target: 'webhook',
+          webhook: { url: 'http://169.254.169.254/latest/meta-data' },
+        });
         assert.equal(metadata.status, 400);
-        assert.deepEqual(metadata.body.errors.map((error: { path: string }) => error.path), ['/webhook/url']);
+        assert.deepEqual(
+          metadata.body.errors.map((error: { path: string }) => error.path),
+          ['/webhook/url'],
+        );
       } finally {
         await other.close();
       }
@@ -281,17 +369,19 @@ for (const dialect of DIALECTS) {
       const verifying = await startReceiver();
       let receiverSecret = secret;
       const accepted: string[] = [];
-      verifying.answerNext(...Array.from({ length: 20 }, () => (response: import('node:http').ServerResponse) => {
-        const request = verifying.received.at(-1)!;
-        try {
-          new Webhook(receiverSecret).verify(request.body, request.headers as Record<string, string>);
-          new SvixWebhook(receiverSecret).verify(request.body, request.headers as Record<string, string>);
-          accepted.push(String(request.headers['webhook-id']));
-          response.writeHead(204).end();
-        } catch {
-          response.writeHead(401).end();
-        }
-      }));
+      verifying.answerNext(
+        ...Array.from({ length: 20 }, () => (response: import('node:http').ServerResponse) => {
+          const request = verifying.received.at(-1)!;
+          try {
+            new Webhook(receiverSecret).verify(request.body, request.headers as Record<string, string>);
+            new SvixWebhook(receiverSecret).verify(request.body, request.headers as Record<string, string>);
+            accepted.push(String(request.headers['webhook-id']));
+            response.writeHead(204).end();
+          } catch {
+            response.writeHead(401).end();
+          }
+        }),
+      );
       try {
         await app.api('POST', '/api/settings/integration', { webhook: { url: verifying.url } });
         const oldSecret = secret;
@@ -310,7 +400,12 @@ for (const dialect of DIALECTS) {
         await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { rotation: 'after receiver update' } });
         await eventually(() => accepted.length === 2, 5000, 'accepted with the new secret');
         assert.equal(verifying.received.length, 2, 'no 401, no retry');
-        assert.throws(() => new Webhook('whsec_' + Buffer.alloc(32, 7).toString('base64')).verify(verifying.received[1]!.body, verifying.received[1]!.headers as Record<string, string>));
+        assert.throws(() =>
+          new Webhook('whsec_' + Buffer.alloc(32, 7).toString('base64')).verify(
+            verifying.received[1]!.body,
+            verifying.received[1]!.headers as Record<string, string>,
+          ),
+        );
 
         // Clearing the secret ends signing and the grace: the user asked for unsigned deliveries.
         const cleared = await app.api('POST', '/api/settings/integration', { webhook: { secret: null } });
@@ -318,7 +413,11 @@ for (const dialect of DIALECTS) {
         assert.equal(oldSecret === newSecret, false);
         secret = newSecret;
         await app.api('POST', '/api/settings/integration', { webhook: { secret, url: receiver.url } });
-        assert.equal((await app.api('GET', '/api/settings/integration')).body.webhook.previous_secret_expires_at, null, 'setting a secret where none was starts no grace');
+        assert.equal(
+          (await app.api('GET', '/api/settings/integration')).body.webhook.previous_secret_expires_at,
+          null,
+          'setting a secret where none was starts no grace',
+        );
       } finally {
         await app.api('POST', '/api/settings/integration', { webhook: { url: receiver.url } });
         await verifying.close();
@@ -332,7 +431,13 @@ for (const dialect of DIALECTS) {
       const [first, second] = receiver.received;
       assert.ok(second!.at - first!.at >= 950, `retry after ${second!.at - first!.at} ms, Retry-After 1 s, retry delay 300 ms`);
       const log = (await deliveriesOf('system.mode_changed')).slice(-2);
-      assert.deepEqual(log.map((row: any) => [row.attempt, row.state, row.status_code]), [[1, 'retry_scheduled', 429], [2, 'delivered', 200]]);
+      assert.deepEqual(
+        log.map((row: any) => [row.attempt, row.state, row.status_code]),
+        [
+          [1, 'retry_scheduled', 429],
+          [2, 'delivered', 200],
+        ],
+      );
     });
 
     it('redelivers to the URL configured now, not the one the delivery first went to', async () => {
@@ -354,10 +459,14 @@ for (const dialect of DIALECTS) {
     it('switches the webhook off when the receiver answers 410 Gone, says why, and sends nothing more', async () => {
       receiver.answerNext(410);
       await app.api('PUT', '/api/system/mode', { mode: 'vacation' });
-      const settings = await eventually(async () => {
-        const body = (await app.api('GET', '/api/settings/integration')).body;
-        return body.webhook.enabled ? null : body;
-      }, 5000, 'webhook switched off');
+      const settings = await eventually(
+        async () => {
+          const body = (await app.api('GET', '/api/settings/integration')).body;
+          return body.webhook.enabled ? null : body;
+        },
+        5000,
+        'webhook switched off',
+      );
       assert.match(settings.webhook.status.disabled_reason, /410 Gone/);
       await app.api('PUT', '/api/system/mode', { mode: 'home' });
       await new Promise((resolve) => setTimeout(resolve, 400));
@@ -388,15 +497,29 @@ describe('webhook retry across a restart', () => {
       receiver.answerNext(500);
       await first.api('POST', '/api/zones', { id: 'den', name: 'Den' });
       await eventually(() => receiver.received.length === 1, 5000, 'first attempt');
-      await eventually(async () => (await first.api('GET', '/api/webhook/deliveries')).body.some((row: { attempt: number }) => row.attempt === 2), 2000, 'retry scheduled');
+      await eventually(
+        async () => (await first.api('GET', '/api/webhook/deliveries')).body.some((row: { attempt: number }) => row.attempt === 2),
+        2000,
+        'retry scheduled',
+      );
       await first.close();
 
       const second = await startTestApp('sqlite', {}, { testEnv: env, start: true });
       try {
         await eventually(() => receiver.received.length === 2, 5000, 'retry after restart');
         assert.equal(receiver.received[1]!.headers['webhook-id'], receiver.received[0]!.headers['webhook-id']);
-        const states = async () => (await second.api('GET', '/api/webhook/deliveries')).body.reverse().map((row: { attempt: number; state: string }) => [row.attempt, row.state]);
-        await eventually(async () => JSON.stringify(await states()) === JSON.stringify([[1, 'retry_scheduled'], [2, 'delivered']]), 3000, `log ${JSON.stringify(await states())}`);
+        const states = async () =>
+          (await second.api('GET', '/api/webhook/deliveries')).body.reverse().map((row: { attempt: number; state: string }) => [row.attempt, row.state]);
+        await eventually(
+          async () =>
+            JSON.stringify(await states()) ===
+            JSON.stringify([
+              [1, 'retry_scheduled'],
+              [2, 'delivered'],
+            ]),
+          3000,
+          `log ${JSON.stringify(await states())}`,
+        );
       } finally {
         await second.close();
       }
@@ -443,11 +566,18 @@ describe('webhook retry across a restart', () => {
     try {
       await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: `http://127.0.0.1:${port}/` } });
       await app.api('POST', '/api/zones', { id: 'den', name: 'Den' });
-      const log = await eventually(async () => {
-        const rows = (await app.api('GET', '/api/webhook/deliveries')).body;
-        return rows.length === 2 && rows[0].state === 'failed' ? rows.reverse() : null;
-      }, 5000, 'two failed attempts');
-      assert.deepEqual(log.map((row: { error: string }) => row.error), ['connection refused', 'connection refused']);
+      const log = await eventually(
+        async () => {
+          const rows = (await app.api('GET', '/api/webhook/deliveries')).body;
+          return rows.length === 2 && rows[0].state === 'failed' ? rows.reverse() : null;
+        },
+        5000,
+        'two failed attempts',
+      );
+      assert.deepEqual(
+        log.map((row: { error: string }) => row.error),
+        ['connection refused', 'connection refused'],
+      );
     } finally {
       await app.cleanup();
     }
@@ -469,7 +599,11 @@ describe('settings across instances (PostgreSQL)', () => {
       assert.equal((await a.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
       // At once, on the other instance: no cache may hide the new target from these events.
       for (let index = 0; index < 10; index++) assert.equal((await b.api('POST', '/api/events', { type: 'anomaly.detected', detail: { index } })).status, 202);
-      await eventually(() => receiver.received.filter((request) => request.headers['x-service-event'] === 'anomaly.detected').length === 10, 5000, 'all ten delivered (the one before the save is not)');
+      await eventually(
+        () => receiver.received.filter((request) => request.headers['x-service-event'] === 'anomaly.detected').length === 10,
+        5000,
+        'all ten delivered (the one before the save is not)',
+      );
       await eventually(() => seen.some((fields) => fields.includes('enabled') && fields.includes('url')), 3000, 'the other instance told of the change');
       assert.ok(Date.now() - saved < 3000);
       assert.equal(seen.length, 1, 'told once');

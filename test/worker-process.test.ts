@@ -51,15 +51,21 @@ for (const dialect of DIALECTS) {
 
       const second = spawnMothership(['worker'], workerEnv);
       try {
-        const status = await eventually(async () => {
-          const body = (await app.api('GET', '/api/matches/m/enrichment')).body;
-          return body.status === 'completed' ? body : null;
-        }, 15_000, 'the second worker to finish the job');
+        const status = await eventually(
+          async () => {
+            const body = (await app.api('GET', '/api/matches/m/enrichment')).body;
+            return body.status === 'completed' ? body : null;
+          },
+          15_000,
+          'the second worker to finish the job',
+        );
         assert.equal(status.commentary, 'Commentary from the second worker.');
         const job = await app.database.db.selectFrom('enrichment_jobs').selectAll().executeTakeFirstOrThrow();
         assert.equal(job.attempts, 2);
         assert.equal(calls, 2);
-        const completed = (await app.api('GET', '/api/events')).body.events.filter((event: { event_type: string }) => event.event_type === 'enrichment.completed');
+        const completed = (await app.api('GET', '/api/events')).body.events.filter(
+          (event: { event_type: string }) => event.event_type === 'enrichment.completed',
+        );
         assert.equal(completed.length, 1);
       } finally {
         await stopProcess(second);
@@ -77,7 +83,9 @@ for (const dialect of DIALECTS) {
       const app = await startTestApp(dialect, {}, { testEnv: env, start: true });
       const worker = spawnMothership(['worker'], { ...env.env, LOG_LEVEL: 'info' });
       try {
-        await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url, secret: 'whsec_' + Buffer.alloc(32, 7).toString('base64') } });
+        await app.api('POST', '/api/settings/integration', {
+          webhook: { enabled: true, url: receiver.url, secret: 'whsec_' + Buffer.alloc(32, 7).toString('base64') },
+        });
         const bot = (await app.api('POST', '/api/bots', { id: 'b', name: 'B' })).body;
         await app.api('POST', '/api/matches', { id: 'm', status: 'completed', replay: REPLAY });
         assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'm' })).status, 202);
@@ -101,7 +109,9 @@ describe('mothership bots create', () => {
     try {
       const { execFile } = await import('node:child_process');
       const { promisify } = await import('node:util');
-      const { stdout } = await promisify(execFile)(process.execPath, [new URL('../src/main.js', import.meta.url).pathname, 'bots', 'create', 'Chess Bot'], { env: { ...process.env, ...env.env } });
+      const { stdout } = await promisify(execFile)(process.execPath, [new URL('../src/main.js', import.meta.url).pathname, 'bots', 'create', 'Chess Bot'], {
+        env: { ...process.env, ...env.env },
+      });
       const id = /^id: (.+)$/m.exec(stdout)?.[1];
       const secret = /^shared_secret: (mss_\S+)$/m.exec(stdout)?.[1];
       assert.equal(id, 'chess-bot');

@@ -73,7 +73,10 @@ const shown = (value: number) => (Number.isFinite(value) ? round(value) : null);
 function mean(values: number[]): number {
   const sum = values.reduce((total, value) => total + value, 0);
   if (Number.isFinite(sum)) return sum / values.length;
-  return Math.min(Math.max(...values), values.reduce((total, value) => total + value / values.length, 0));
+  return Math.min(
+    Math.max(...values),
+    values.reduce((total, value) => total + value / values.length, 0),
+  );
 }
 /** Sample standard deviation; scaled by the largest deviation only when the squares overflow or vanish. */
 function sampleSd(values: number[]): number {
@@ -88,8 +91,16 @@ function sampleSd(values: number[]): number {
 
 /** What each field reads from a record: the subject's own figures and the within-run speedups. */
 const FIELDS: { field: string; direction: Direction; read: (record: BaselineRecord) => number | null }[] = [
-  ...METRICS.filter((metric) => metric.role === 'subject').map(({ field, direction }) => ({ field, direction, read: (record: BaselineRecord) => (finite(record[field]) ? (record[field] as number) : null) })),
-  ...(['alpha', 'beta', 'gamma'] as const).map((tool) => ({ field: `speedup_vs_${tool}`, direction: 'higher_is_better' as Direction, read: (record: BaselineRecord) => speedup(record, tool) })),
+  ...METRICS.filter((metric) => metric.role === 'subject').map(({ field, direction }) => ({
+    field,
+    direction,
+    read: (record: BaselineRecord) => (finite(record[field]) ? (record[field] as number) : null),
+  })),
+  ...(['alpha', 'beta', 'gamma'] as const).map((tool) => ({
+    field: `speedup_vs_${tool}`,
+    direction: 'higher_is_better' as Direction,
+    read: (record: BaselineRecord) => speedup(record, tool),
+  })),
 ];
 
 /** Groups runs by commit, in the order of each commit's last run, and averages a field over each commit's runs. */
@@ -112,22 +123,48 @@ function perCommit(runs: Run[], read: (record: BaselineRecord) => number | null)
 export function detectRegression(history: Run[], head: Run[], options: DetectionOptions = DEFAULT_DETECTION): Detection {
   const headCommit = head.at(-1)?.commit_sha ?? '';
   const earlier = history.filter((run) => run.commit_sha !== headCommit);
-  const fields = FIELDS.map(({ field, direction, read }) => judgeField(field, direction, perCommit(earlier, read).slice(-options.lookback), head.map((run) => read(run.record)).filter(finite), options));
+  const fields = FIELDS.map(({ field, direction, read }) =>
+    judgeField(field, direction, perCommit(earlier, read).slice(-options.lookback), head.map((run) => read(run.record)).filter(finite), options),
+  );
   const regressions = fields.filter((entry) => entry.regression).map((entry) => entry.field);
   const considered = Math.max(0, ...fields.map((entry) => entry.runs_considered));
   const method = considered === 0 ? 'none' : considered >= options.minRuns ? 'z-score' : 'threshold';
   const note =
-    method === 'none' ? 'No earlier runs: nothing to compare with.'
-    : method === 'threshold' ? `Only ${considered} earlier commit${considered === 1 ? '' : 's'} (fewer than ${options.minRuns}): no noise band yet, the ${options.thresholdPct}% threshold decides alone.`
-    : null;
-  return { method, lookback: options.lookback, threshold_pct: options.thresholdPct, z_threshold: options.zThreshold, head_commit: headCommit, runs_considered: considered, regressed: regressions.length > 0, regressions, fields, note };
+    method === 'none'
+      ? 'No earlier runs: nothing to compare with.'
+      : method === 'threshold'
+        ? `Only ${considered} earlier commit${considered === 1 ? '' : 's'} (fewer than ${options.minRuns}): no noise band yet, the ${options.thresholdPct}% threshold decides alone.`
+        : null;
+  return {
+    method,
+    lookback: options.lookback,
+    threshold_pct: options.thresholdPct,
+    z_threshold: options.zThreshold,
+    head_commit: headCommit,
+    runs_considered: considered,
+    regressed: regressions.length > 0,
+    regressions,
+    fields,
+    note,
+  };
 }
 
 function judgeField(field: string, direction: Direction, window: number[], headValues: number[], options: DetectionOptions): FieldDetection {
   const base = { field, direction, head_runs: headValues.length, runs_considered: window.length };
   const head = headValues.length ? mean(headValues) : null;
   if (head === null || window.length === 0) {
-    return { ...base, head, centre: null, spread: null, change_pct: null, z: null, band: null, method: 'none', regression: false, reason: head === null ? 'not in the head run' : 'no earlier runs' };
+    return {
+      ...base,
+      head,
+      centre: null,
+      spread: null,
+      change_pct: null,
+      z: null,
+      band: null,
+      method: 'none',
+      regression: false,
+      reason: head === null ? 'not in the head run' : 'no earlier runs',
+    };
   }
   const centre = mean(window);
   const sign = direction === 'lower_is_better' ? 1 : -1; // positive = worse
@@ -138,11 +175,21 @@ function judgeField(field: string, direction: Direction, window: number[], headV
   const beyondThreshold = worseBy > options.thresholdPct + 1e-9;
   const figures = { head: round(head), centre: round(centre), change_pct: changePct === null ? null : shown(changePct) };
   const pctText =
-    changePct === null ? 'from a centre of 0'
-    : `${Number.isFinite(changePct) ? `${Math.abs(round(changePct, 3))}%` : 'beyond any percentage'} ${worseBy > 0 ? 'worse' : 'better'} than the mean of ${window.length} earlier commit${window.length === 1 ? '' : 's'}`;
+    changePct === null
+      ? 'from a centre of 0'
+      : `${Number.isFinite(changePct) ? `${Math.abs(round(changePct, 3))}%` : 'beyond any percentage'} ${worseBy > 0 ? 'worse' : 'better'} than the mean of ${window.length} earlier commit${window.length === 1 ? '' : 's'}`;
 
   if (window.length < options.minRuns) {
-    return { ...base, ...figures, spread: null, z: null, band: null, method: 'threshold', regression: beyondThreshold, reason: `${pctText}; ${beyondThreshold ? 'beyond' : 'within'} the ${options.thresholdPct}% threshold (too few runs for a noise band)` };
+    return {
+      ...base,
+      ...figures,
+      spread: null,
+      z: null,
+      band: null,
+      method: 'threshold',
+      regression: beyondThreshold,
+      reason: `${pctText}; ${beyondThreshold ? 'beyond' : 'within'} the ${options.thresholdPct}% threshold (too few runs for a noise band)`,
+    };
   }
   const spread = sampleSd(window);
   const z = spread > 0 ? (head - centre) / spread : head === centre ? 0 : null;
@@ -151,9 +198,21 @@ function judgeField(field: string, direction: Direction, window: number[], headV
   const high = shown(centre + options.zThreshold * spread);
   // A band too wide for a double has no edges to draw.
   const band: [number, number] | null = low === null || high === null ? null : [low, high];
-  const zText = z === null ? 'the history has no spread' : `z = ${Number.isFinite(z) ? round(sign * z, 3) : 'beyond any number'} ${outsideBand ? '>' : '<='} ${options.zThreshold}`;
+  const zText =
+    z === null
+      ? 'the history has no spread'
+      : `z = ${Number.isFinite(z) ? round(sign * z, 3) : 'beyond any number'} ${outsideBand ? '>' : '<='} ${options.zThreshold}`;
   const regression = beyondThreshold && outsideBand;
   const verdict = regression ? 'regression' : beyondThreshold ? 'within the noise band: not a regression' : `within the ${options.thresholdPct}% threshold`;
   const bandText = band ? `band ${band[0]}..${band[1]}` : 'band unbounded';
-  return { ...base, ...figures, spread: shown(spread), z: z === null ? null : shown(z), band, method: 'z-score', regression, reason: `${pctText} (${bandText}), ${zText}: ${verdict}` };
+  return {
+    ...base,
+    ...figures,
+    spread: shown(spread),
+    z: z === null ? null : shown(z),
+    band,
+    method: 'z-score',
+    regression,
+    reason: `${pctText} (${bandText}), ${zText}: ${verdict}`,
+  };
 }

@@ -6,7 +6,13 @@ export type ReportFormat = 'table' | 'json' | 'markdown';
 
 const show = (value: number | null) => (value === null ? '-' : String(value));
 const pct = (value: number | null) => (value === null ? '-' : `${value > 0 ? '+' : ''}${value.toFixed(2)}%`);
-const MARK: Record<Status, string> = { improved: 'improved', worse: 'worse (within threshold)', regressed: 'REGRESSION', unchanged: 'unchanged', missing: 'missing' };
+const MARK: Record<Status, string> = {
+  improved: 'improved',
+  worse: 'worse (within threshold)',
+  regressed: 'REGRESSION',
+  unchanged: 'unchanged',
+  missing: 'missing',
+};
 
 function rows(report: ComparisonReport): string[][] {
   return [
@@ -17,22 +23,14 @@ function rows(report: ComparisonReport): string[][] {
       pct(metric.change_pct),
       MARK[metric.status],
     ]),
-    ...report.speedups.map((entry) => [
-      `speedup vs ${entry.tool} (x)`,
-      show(entry.base),
-      show(entry.head),
-      pct(entry.change_pct),
-      MARK[entry.status],
-    ]),
+    ...report.speedups.map((entry) => [`speedup vs ${entry.tool} (x)`, show(entry.base), show(entry.head), pct(entry.change_pct), MARK[entry.status]]),
   ];
 }
 
 const HEADER = ['metric', 'base', 'head', 'change', 'status'];
 
 function verdict(report: ComparisonReport): string {
-  return report.regressed
-    ? `REGRESSED beyond ${report.threshold_pct}%: ${report.regressions.join(', ')}`
-    : `No regression beyond ${report.threshold_pct}%`;
+  return report.regressed ? `REGRESSED beyond ${report.threshold_pct}%: ${report.regressions.join(', ')}` : `No regression beyond ${report.threshold_pct}%`;
 }
 
 /** Renders a comparison for a terminal, a machine, or a pull-request comment. */
@@ -73,7 +71,13 @@ export function formatReport(report: ComparisonReport, format: ReportFormat): st
 export function formatHistory(runs: StoredBaseline[], format: ReportFormat): string {
   if (format === 'json') return JSON.stringify(runs, null, 2);
   const header = ['id', 'run timestamp', 'commit', 'subject_geomean (s)', 'grep_1000_mean_ms (ms)'];
-  const table = runs.map((run) => [String(run.id), run.record.timestamp, run.record.commit_sha, show(run.record.subject_geomean), show(run.record.grep_1000_mean_ms)]);
+  const table = runs.map((run) => [
+    String(run.id),
+    run.record.timestamp,
+    run.record.commit_sha,
+    show(run.record.subject_geomean),
+    show(run.record.grep_1000_mean_ms),
+  ]);
   if (format === 'markdown') {
     const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
     return [line(header), line(header.map((_, index) => (index < 3 ? '---' : '---:'))), ...table.map(line), ''].join('\n');
@@ -86,13 +90,25 @@ export function formatHistory(runs: StoredBaseline[], format: ReportFormat): str
 /** The history-aware verdict and why, for a terminal or a pull-request comment (JSON callers take the object). */
 export function formatDetection(detection: Detection, format: Exclude<ReportFormat, 'json'>): string {
   const how =
-    detection.method === 'z-score' ? `the mean of ${detection.runs_considered} earlier commits with a noise band of ${detection.z_threshold} standard deviations, threshold ${detection.threshold_pct}%`
-    : detection.method === 'threshold' ? `the mean of ${detection.runs_considered} earlier commit${detection.runs_considered === 1 ? '' : 's'}, threshold ${detection.threshold_pct}% alone`
-    : 'no earlier runs';
+    detection.method === 'z-score'
+      ? `the mean of ${detection.runs_considered} earlier commits with a noise band of ${detection.z_threshold} standard deviations, threshold ${detection.threshold_pct}%`
+      : detection.method === 'threshold'
+        ? `the mean of ${detection.runs_considered} earlier commit${detection.runs_considered === 1 ? '' : 's'}, threshold ${detection.threshold_pct}% alone`
+        : 'no earlier runs';
   const verdict = detection.regressed ? `REGRESSED: ${detection.regressions.join(', ')}` : 'no regression';
-  const reasons = detection.fields.filter((field) => field.method !== 'none').map((field) => `${field.regression ? 'REGRESSION ' : ''}${field.field}: ${field.reason}`);
+  const reasons = detection.fields
+    .filter((field) => field.method !== 'none')
+    .map((field) => `${field.regression ? 'REGRESSION ' : ''}${field.field}: ${field.reason}`);
   if (format === 'markdown') {
-    return [`#### Against the history (${how})`, '', `${detection.regressed ? ':x:' : ':white_check_mark:'} ${verdict}`, ...(detection.note ? ['', `> ${detection.note}`] : []), '', ...reasons.map((reason) => `- ${reason}`), ''].join('\n');
+    return [
+      `#### Against the history (${how})`,
+      '',
+      `${detection.regressed ? ':x:' : ':white_check_mark:'} ${verdict}`,
+      ...(detection.note ? ['', `> ${detection.note}`] : []),
+      '',
+      ...reasons.map((reason) => `- ${reason}`),
+      '',
+    ].join('\n');
   }
   return [`Against the history (${how}): ${verdict}`, ...(detection.note ? [detection.note] : []), ...reasons.map((reason) => `  ${reason}`), ''].join('\n');
 }

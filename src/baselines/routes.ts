@@ -12,7 +12,15 @@ const storedSchema = {
 } as const;
 
 /** The comparison report (compare.ts, ComparisonReport): open to the fields it carries per metric. */
-const changeSchema = { type: 'object', additionalProperties: true, properties: { status: { type: 'string', enum: ['improved', 'worse', 'regressed', 'unchanged', 'missing'] }, regression: { type: 'boolean' }, change_pct: { type: ['number', 'null'] } } } as const;
+const changeSchema = {
+  type: 'object',
+  additionalProperties: true,
+  properties: {
+    status: { type: 'string', enum: ['improved', 'worse', 'regressed', 'unchanged', 'missing'] },
+    regression: { type: 'boolean' },
+    change_pct: { type: ['number', 'null'] },
+  },
+} as const;
 const comparisonSchema = {
   type: 'object',
   additionalProperties: true,
@@ -33,9 +41,14 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
   const app = withSchemaTypes(server);
   app.get(
     '/schemas/baseline.schema.json',
-    { schema: { tags: ['baselines'], summary: 'The baseline record JSON Schema (draft 2020-12)', response: { 200: { content: { 'application/schema+json': { schema: { type: 'object', additionalProperties: true } } } } } } },
-    async (_request, reply) =>
-    reply.type('application/schema+json').send(baselineSchema),
+    {
+      schema: {
+        tags: ['baselines'],
+        summary: 'The baseline record JSON Schema (draft 2020-12)',
+        response: { 200: { content: { 'application/schema+json': { schema: { type: 'object', additionalProperties: true } } } } },
+      },
+    },
+    async (_request, reply) => reply.type('application/schema+json').send(baselineSchema),
   );
 
   app.post(
@@ -51,7 +64,10 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
             type: 'object',
             // A nullable object rather than anyOf: anyOf makes the serializer validate the answer, and a
             // failure there would be a 500 for a record already stored.
-            properties: { ...storedSchema.properties, comparison: { ...comparisonSchema, type: ['object', 'null'], description: 'Against the previous run; null for the first' } },
+            properties: {
+              ...storedSchema.properties,
+              comparison: { ...comparisonSchema, type: ['object', 'null'], description: 'Against the previous run; null for the first' },
+            },
           },
         },
       },
@@ -128,9 +144,7 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
     },
   );
 
-  app.get(
-    '/api/baselines/:id',
-    { schema: { tags: ['baselines'], params: rowIdParams, response: { 200: storedSchema } } },
-    (request) => baselines.get(request.params.id),
+  app.get('/api/baselines/:id', { schema: { tags: ['baselines'], params: rowIdParams, response: { 200: storedSchema } } }, (request) =>
+    baselines.get(request.params.id),
   );
 }

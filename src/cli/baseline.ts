@@ -106,12 +106,17 @@ export function pushCommand(args: string[], io: Output, env: NodeJS.ProcessEnv):
     if (files.length !== 1) throw new UsageError(PUSH_USAGE);
     const run = load(files[0]!, io);
     if (!run) return ERROR;
-    const recorded = await request<{ id: number; comparison: ComparisonReport | null; detection: Detection }>(`${server}/api/baselines?threshold=${thresholdPct}`, env, { method: 'POST', body: run.text });
+    const recorded = await request<{ id: number; comparison: ComparisonReport | null; detection: Detection }>(
+      `${server}/api/baselines?threshold=${thresholdPct}`,
+      env,
+      { method: 'POST', body: run.text },
+    );
     const { comparison, detection } = recorded;
     if (format === 'json') io.out(JSON.stringify({ id: recorded.id, comparison, detection }, null, 2));
     else if (!comparison) io.out(`Recorded baseline ${recorded.id} (${run.record.commit_sha}): the first run, nothing to compare with.`);
     else io.out(formatReport(comparison, format) + '\n' + formatDetection(detection, format));
-    if (comparison && env.GITHUB_STEP_SUMMARY) appendFileSync(env.GITHUB_STEP_SUMMARY, formatReport(comparison, 'markdown') + '\n' + formatDetection(detection, 'markdown') + '\n');
+    if (comparison && env.GITHUB_STEP_SUMMARY)
+      appendFileSync(env.GITHUB_STEP_SUMMARY, formatReport(comparison, 'markdown') + '\n' + formatDetection(detection, 'markdown') + '\n');
     return detection.regressed ? REGRESSED : OK;
   });
 }

@@ -14,7 +14,15 @@ export async function createBotCommand(config: Config, name: string, io: Output)
   try {
     const box = new SecretBox(config.secretsKey);
     for (const warning of await checkInstallation(database, box, config.mothershipId)) io.err(`warning: ${warning}`);
-    const enrichment = createEnrichment({ config, database, events: createEventPipeline(database, box).events, box, redis: null, metrics: null, log: pino({ level: 'silent' }) });
+    const enrichment = createEnrichment({
+      config,
+      database,
+      events: createEventPipeline(database, box).events,
+      box,
+      redis: null,
+      metrics: null,
+      log: pino({ level: 'silent' }),
+    });
     const bot = await enrichment.bots.create({ name });
     io.out(`id: ${bot.id}\nshared_secret: ${bot.shared_secret}\n(the secret is shown only now; rotate it with POST /api/bots/${bot.id}/rotate-secret)`);
     return 0;

@@ -71,7 +71,12 @@ export class Database {
       file.pragma(`wal_autocheckpoint = ${WAL_BACKSTOP_PAGES}`);
       const checkpointer = startCheckpointer(filename);
       const statements = cachingStatements(file);
-      database = new Database(new Kysely<Schema>({ dialect: guardedDialect(new SqliteDialect({ database: statements })) }), 'sqlite', { file, statements }, checkpointer);
+      database = new Database(
+        new Kysely<Schema>({ dialect: guardedDialect(new SqliteDialect({ database: statements })) }),
+        'sqlite',
+        { file, statements },
+        checkpointer,
+      );
     }
     await database.migrate();
     return database;

@@ -36,8 +36,17 @@ export async function claimInterval(database: Database, task: string, intervalMs
   const key = `schedule.${task}`;
   const due = new Date(nowMs - intervalMs * 0.9).toISOString();
   return database.write(async (db) => {
-    await db.insertInto('settings').values({ key, value: 'null', updated_at: new Date(0).toISOString() }).onConflict((oc) => oc.column('key').doNothing()).execute();
-    const claimed = await db.updateTable('settings').set({ updated_at: new Date(nowMs).toISOString() }).where('key', '=', key).where('updated_at', '<=', due).executeTakeFirst();
+    await db
+      .insertInto('settings')
+      .values({ key, value: 'null', updated_at: new Date(0).toISOString() })
+      .onConflict((oc) => oc.column('key').doNothing())
+      .execute();
+    const claimed = await db
+      .updateTable('settings')
+      .set({ updated_at: new Date(nowMs).toISOString() })
+      .where('key', '=', key)
+      .where('updated_at', '<=', due)
+      .executeTakeFirst();
     return Number(claimed.numUpdatedRows) === 1;
   });
 }

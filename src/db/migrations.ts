@@ -180,12 +180,18 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
       // backfilled older run must not become "latest". Existing rows get it in the database's own
       // terms, as the same UTC text runAt (src/baselines/schema.ts) writes from now on.
       async up(db: Kysely<any>) {
-        await db.schema.alterTable('baselines').addColumn('run_at', 'text', (c) => c.notNull().defaultTo('')).execute();
+        await db.schema
+          .alterTable('baselines')
+          .addColumn('run_at', 'text', (c) => c.notNull().defaultTo(''))
+          .execute();
         const utc =
           dialect === 'postgres'
             ? sql`to_char((record::json->>'timestamp')::timestamptz at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
             : sql`strftime('%Y-%m-%dT%H:%M:%fZ', json_extract(record, '$.timestamp'))`;
-        await db.updateTable('baselines').set({ run_at: sql`coalesce(${utc}, recorded_at)` }).execute();
+        await db
+          .updateTable('baselines')
+          .set({ run_at: sql`coalesce(${utc}, recorded_at)` })
+          .execute();
         await db.schema.createIndex('baselines_run_order').on('baselines').columns(['run_at', 'id']).execute();
         await db.schema.createIndex('baselines_commit_run_order').on('baselines').columns(['commit_sha', 'run_at', 'id']).execute();
         await db.schema.dropIndex('baselines_commit_sha').execute();
@@ -195,7 +201,10 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
       // Whether the node's coming online was announced (node.online), so a timeout announces
       // node.offline exactly once. Existing nodes start unannounced: their next heartbeat announces them.
       async up(db: Kysely<any>) {
-        await db.schema.alterTable('nodes').addColumn('online', 'integer', (c) => c.notNull().defaultTo(0)).execute();
+        await db.schema
+          .alterTable('nodes')
+          .addColumn('online', 'integer', (c) => c.notNull().defaultTo(0))
+          .execute();
       },
     },
     '010_enrichment_request_in_one_statement': {

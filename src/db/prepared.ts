@@ -27,7 +27,11 @@ export interface Prepared<R, N extends string = never> {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above: any column's type
 export type Param<N extends string> = (name: N) => any;
 
-export function prepare<R, const N extends string = never>(database: Database, names: readonly N[], build: (db: Db, param: Param<N>) => Compilable<R>): Prepared<R, N> {
+export function prepare<R, const N extends string = never>(
+  database: Database,
+  names: readonly N[],
+  build: (db: Db, param: Param<N>) => Compilable<R>,
+): Prepared<R, N> {
   const compiled = build(database.db, (name) => PLACEHOLDER + name).compile();
   const used = new Set<string>();
   const bind = compiled.parameters.map((value): ((values: Record<string, unknown>) => unknown) => {

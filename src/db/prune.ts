@@ -26,9 +26,16 @@ export async function pruneOlderThan(database: Database, log: LogTable, cutoff: 
       // Table and columns vary by log, beyond what the typed builder can follow: build it untyped.
       // eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above: untyped on purpose
       const db = handle as unknown as Kysely<any>;
-      const inState = <Q extends { where: (column: string, op: '=', value: string) => Q }>(query: Q): Q => (log.state ? query.where('state', '=', log.state) : query);
-      const head = inState(db.selectFrom(log.table).select([log.key, log.time])).orderBy(log.key).limit(chunk).as('head');
-      const lastExpired = db.selectFrom(head).select((eb) => eb.fn.max(`head.${log.key}`).as('last')).where(`head.${log.time}`, '<', cutoff);
+      const inState = <Q extends { where: (column: string, op: '=', value: string) => Q }>(query: Q): Q =>
+        log.state ? query.where('state', '=', log.state) : query;
+      const head = inState(db.selectFrom(log.table).select([log.key, log.time]))
+        .orderBy(log.key)
+        .limit(chunk)
+        .as('head');
+      const lastExpired = db
+        .selectFrom(head)
+        .select((eb) => eb.fn.max(`head.${log.key}`).as('last'))
+        .where(`head.${log.time}`, '<', cutoff);
       // The time test again: a young row ahead of an expired one (written out of time order) stays.
       const result = await inState(db.deleteFrom(log.table).where(log.key, '<=', lastExpired).where(log.time, '<', cutoff)).executeTakeFirst();
       return Number(result.numDeletedRows);

@@ -36,7 +36,12 @@ export class DatabaseNonceStore implements NonceStore {
       db
         .insertInto('nonces')
         .values({ key: param('key'), expires_at: param('expires') })
-        .onConflict((oc) => oc.column('key').doUpdateSet({ expires_at: param('expires') }).where('nonces.expires_at', '<', param('now')))
+        .onConflict((oc) =>
+          oc
+            .column('key')
+            .doUpdateSet({ expires_at: param('expires') })
+            .where('nonces.expires_at', '<', param('now')),
+        )
         .returning('key'),
     );
   }
@@ -112,7 +117,11 @@ export class BotAuthenticator {
     const valid = verifySignatures(secrets, parts, parseSignatures(signatureHeader!));
     const fresh = timestampFresh(timestamp!, Date.now());
     if (!known || !valid || !fresh) {
-      throw refused(request, !known ? 'unknown bot' : !valid ? 'signature does not match' : `timestamp ${timestamp} is more than ${MAX_CLOCK_SKEW_SECONDS} s from the server clock`, botId);
+      throw refused(
+        request,
+        !known ? 'unknown bot' : !valid ? 'signature does not match' : `timestamp ${timestamp} is more than ${MAX_CLOCK_SKEW_SECONDS} s from the server clock`,
+        botId,
+      );
     }
     return { botId: botId!, nonce: `${botId}:${nonce}` };
   }

@@ -60,14 +60,20 @@ export class BotService {
     return this.database.transaction(async (trx) => {
       const secret = newSecret();
       const sealed = this.box.seal(secret);
-      const id = await insertWithNewId(trx, 'bots', input.id, () => uniqueId(trx, 'bots', input.name, 'bot'), (id) => ({
-        id,
-        name: input.name,
-        secret_encrypted: sealed,
-        previous_secret_encrypted: null,
-        previous_secret_expires_at: null,
-        created_at: now(),
-      }));
+      const id = await insertWithNewId(
+        trx,
+        'bots',
+        input.id,
+        () => uniqueId(trx, 'bots', input.name, 'bot'),
+        (id) => ({
+          id,
+          name: input.name,
+          secret_encrypted: sealed,
+          previous_secret_encrypted: null,
+          previous_secret_expires_at: null,
+          created_at: now(),
+        }),
+      );
       if (id === null) throw conflict(`Bot "${input.id}" already exists`);
       return { id, name: input.name, shared_secret: secret };
     });

@@ -48,7 +48,8 @@ export class ReplayError extends Error {
 type Rule = (replay: unknown) => void;
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
-const isText = (value: unknown): value is string | number => (typeof value === 'string' && value.trim() !== '') || (typeof value === 'number' && Number.isFinite(value));
+const isText = (value: unknown): value is string | number =>
+  (typeof value === 'string' && value.trim() !== '') || (typeof value === 'number' && Number.isFinite(value));
 const text = (value: unknown): string | undefined => (isText(value) ? String(value) : undefined);
 
 function readPlayer(raw: unknown, index: number): Player {
@@ -64,7 +65,8 @@ function readEvent(raw: unknown, index: number): ReplayEvent {
   if (!isObject(raw) || typeof raw.t !== 'number' || !Number.isFinite(raw.t) || typeof raw.type !== 'string') {
     throw new ReplayError(`/events/${index}`, 'needs a numeric "t" and a string "type"');
   }
-  if (raw.points !== undefined && (typeof raw.points !== 'number' || !Number.isFinite(raw.points))) throw new ReplayError(`/events/${index}/points`, 'must be a number');
+  if (raw.points !== undefined && (typeof raw.points !== 'number' || !Number.isFinite(raw.points)))
+    throw new ReplayError(`/events/${index}/points`, 'must be a number');
   const event: ReplayEvent = { t: raw.t, type: raw.type };
   const player = text(raw.player);
   const target = text(raw.target);
@@ -88,7 +90,8 @@ function readFinalScore(raw: unknown): Record<string, number> {
       : [];
   if (!Array.isArray(raw) && !isObject(raw)) throw new ReplayError('/final_score', 'must map sides to numbers');
   for (const [side, value] of entries) {
-    if (typeof value !== 'number' || !Number.isFinite(value)) throw new ReplayError(`/final_score/${side.replaceAll('~', '~0').replaceAll('/', '~1')}`, 'must be a number');
+    if (typeof value !== 'number' || !Number.isFinite(value))
+      throw new ReplayError(`/final_score/${side.replaceAll('~', '~0').replaceAll('/', '~1')}`, 'must be a number');
   }
   return Object.fromEntries(entries) as Record<string, number>;
 }
@@ -197,7 +200,8 @@ export function builtInCommentary(input: unknown, matchId: string): string {
   // The final score: the replay's own, else the events' tally. A side it leaves out scored nothing
   // (a 2-0 is often exported as {"red": 2}), so a one-sided result is never "honours even".
   const finalScore = new Map(Object.entries(replay.final_score ?? (anyScore ? Object.fromEntries(score) : {})));
-  if (finalScore.size && [...finalScore.keys()].every((side) => sides.includes(side))) for (const side of sides) if (!finalScore.has(side)) finalScore.set(side, 0);
+  if (finalScore.size && [...finalScore.keys()].every((side) => sides.includes(side)))
+    for (const side of sides) if (!finalScore.has(side)) finalScore.set(side, 0);
   // The game's declared winner wins over the arithmetic; otherwise the side strictly ahead.
   const winner = replay.winner ?? soleTop([...finalScore.entries()])?.[0];
   if (finalScore.size) {
@@ -229,7 +233,11 @@ export function llmCommentary(options: { url: string; model: string; apiKey: str
       body: JSON.stringify({
         model: options.model,
         messages: [
-          { role: 'system', content: 'You are a lively esports commentator. Write 2 to 4 short paragraphs of commentary on the match replay you are given. Use only facts from the replay.' },
+          {
+            role: 'system',
+            content:
+              'You are a lively esports commentator. Write 2 to 4 short paragraphs of commentary on the match replay you are given. Use only facts from the replay.',
+          },
           { role: 'user', content: `Match ${matchId} replay (JSON):\n${JSON.stringify(replay)}` },
         ],
         temperature: 0.7,

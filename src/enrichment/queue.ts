@@ -91,13 +91,20 @@ function requestQueries(database: Database) {
         ? prepare(database, ['botId', 'matchId', 'at', 'since', 'quota', 'nonce', 'nonceExpires', 'eventHead', 'eventTail', 'webhookId'], (db, param) =>
             db
               .selectFrom(
-                sql<RequestRow>`mothership_request_enrichment(${param('botId')}, ${param('matchId')}, ${param('at')}, ${param('since')}, ${param('quota')}, ${param('nonce')}, ${param('nonceExpires')}, ${param('eventHead')}, ${param('eventTail')}, ${param('webhookId')})`.as('r'),
+                sql<RequestRow>`mothership_request_enrichment(${param('botId')}, ${param('matchId')}, ${param('at')}, ${param('since')}, ${param('quota')}, ${param('nonce')}, ${param('nonceExpires')}, ${param('eventHead')}, ${param('eventTail')}, ${param('webhookId')})`.as(
+                  'r',
+                ),
               )
               .selectAll(),
           )
         : null,
     quotaUsed: prepare(database, ['botId', 'since'], (db, param) =>
-      db.selectFrom('enrichment_jobs').select('enqueued_at').where('bot_id', '=', param('botId')).where('enqueued_at', '>', param('since')).orderBy('enqueued_at'),
+      db
+        .selectFrom('enrichment_jobs')
+        .select('enqueued_at')
+        .where('bot_id', '=', param('botId'))
+        .where('enqueued_at', '>', param('since'))
+        .orderBy('enqueued_at'),
     ),
     // Marks a completed, not yet requested match with a replay in one step; no row means the slower
     // path explains why.
@@ -112,14 +119,31 @@ function requestQueries(database: Database) {
         .returning('id'),
     ),
     match: prepare(database, ['matchId'], (db, param) =>
-      db.selectFrom('matches').select((eb) => ['status', 'enrichment_requested_at', eb('replay', 'is', null).as('replay_missing')]).where('id', '=', param('matchId')),
+      db
+        .selectFrom('matches')
+        .select((eb) => ['status', 'enrichment_requested_at', eb('replay', 'is', null).as('replay_missing')])
+        .where('id', '=', param('matchId')),
     ),
-    jobOfMatch: prepare(database, ['matchId'], (db, param) => db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', param('matchId'))),
+    jobOfMatch: prepare(database, ['matchId'], (db, param) =>
+      db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', param('matchId')),
+    ),
     // The new job's id and the head of the queue, for its place in it.
     insertJob: prepare(database, ['matchId', 'botId', 'at'], (db, param) =>
       db
         .insertInto('enrichment_jobs')
-        .values({ match_id: param('matchId'), bot_id: param('botId'), state: 'queued', attempts: 0, run_after: param('at'), lease_owner: null, lease_expires_at: null, enqueued_at: param('at'), started_at: null, finished_at: null, last_error: null })
+        .values({
+          match_id: param('matchId'),
+          bot_id: param('botId'),
+          state: 'queued',
+          attempts: 0,
+          run_after: param('at'),
+          lease_owner: null,
+          lease_expires_at: null,
+          enqueued_at: param('at'),
+          started_at: null,
+          finished_at: null,
+          last_error: null,
+        })
         .returning((eb) => ['id', queueHead(eb, 'queued'), queueHead(eb, 'running')]),
     ),
     queueHead: prepare(database, [], (db) => db.selectNoFrom((eb) => [queueHead(eb, 'queued'), queueHead(eb, 'running')])),
@@ -127,14 +151,21 @@ function requestQueries(database: Database) {
 }
 
 /** Seconds until the oldest job counted against the quota leaves the window (0 when none is counted). */
-const quotaResetSeconds = (oldest: string | null, nowMs: number) => (oldest ? Math.max(1, Math.ceil((Date.parse(oldest) + QUOTA_WINDOW_MS - nowMs) / 1000)) : 0);
+const quotaResetSeconds = (oldest: string | null, nowMs: number) =>
+  oldest ? Math.max(1, Math.ceil((Date.parse(oldest) + QUOTA_WINDOW_MS - nowMs) / 1000)) : 0;
 
 function quotaExceeded(botId: string, retryAfter: number): ProblemError {
-  return new ProblemError('quota_exceeded', `Bot "${botId}" has used its ${DAILY_QUOTA} enrichment requests of the last 24 hours`, undefined, {
-    'retry-after': String(retryAfter),
-    'x-quota-remaining': '0',
-    'x-quota-reset': String(retryAfter),
-  }, { 'violated-policies': [QUOTA_POLICY] });
+  return new ProblemError(
+    'quota_exceeded',
+    `Bot "${botId}" has used its ${DAILY_QUOTA} enrichment requests of the last 24 hours`,
+    undefined,
+    {
+      'retry-after': String(retryAfter),
+      'x-quota-remaining': '0',
+      'x-quota-reset': String(retryAfter),
+    },
+    { 'violated-policies': [QUOTA_POLICY] },
+  );
 }
 
 const matchNotFound = (matchId: string) => new ProblemError('match_not_found', `Match "${matchId}" does not exist`);
@@ -166,10 +197,17 @@ function requestedEvent(matchId: string, botId: string, at: string) {
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- used inside queries over different tables
 const queueHead = (eb: ExpressionBuilder<Schema, any>, state: JobState) =>
-  eb.selectFrom('enrichment_jobs').select((inner) => inner.fn.min('id').as('id')).where('state', '=', state).as(state);
+  eb
+    .selectFrom('enrichment_jobs')
+    .select((inner) => inner.fn.min('id').as('id'))
+    .where('state', '=', state)
+    .as(state);
 
 export class EnrichmentQueue {
-  private readonly estimateInputs = memo(ESTIMATE_INPUTS_MS, async (trx: Db) => ({ meanSeconds: await this.meanJobSeconds(trx), workers: await this.liveWorkers(trx) }));
+  private readonly estimateInputs = memo(ESTIMATE_INPUTS_MS, async (trx: Db) => ({
+    meanSeconds: await this.meanJobSeconds(trx),
+    workers: await this.liveWorkers(trx),
+  }));
 
   private readonly queries: ReturnType<typeof requestQueries>;
 
@@ -223,13 +261,33 @@ export class EnrichmentQueue {
         if (match.enrichment_requested_at === null && match.replay_missing) throw replayUnusable(matchId);
         const [job] = (await q.jobOfMatch.execute(trx, { matchId })).rows;
         const [head] = job!.state === 'queued' || job!.state === 'running' ? (await q.queueHead.execute(trx, {})).rows : [];
-        return this.answer(trx, { matchId, jobId: Number(job!.id), state: job!.state, duplicate: true, requestedAt: match.enrichment_requested_at!, used: counted.length, oldest, nowMs, head });
+        return this.answer(trx, {
+          matchId,
+          jobId: Number(job!.id),
+          state: job!.state,
+          duplicate: true,
+          requestedAt: match.enrichment_requested_at!,
+          used: counted.length,
+          oldest,
+          nowMs,
+          head,
+        });
       }
 
       const [job] = (await q.insertJob.execute(trx, { matchId, botId, at })).rows;
       const id = Number(job!.id);
       emit('enrichment.requested', { detail: { match_id: matchId, bot_id: botId, job_id: id } });
-      return this.answer(trx, { matchId, jobId: id, state: 'queued', duplicate: false, requestedAt: at, used: counted.length + 1, oldest: oldest ?? at, nowMs, head: job });
+      return this.answer(trx, {
+        matchId,
+        jobId: id,
+        state: 'queued',
+        duplicate: false,
+        requestedAt: at,
+        used: counted.length + 1,
+        oldest: oldest ?? at,
+        nowMs,
+        head: job,
+      });
     });
   }
 
@@ -288,7 +346,17 @@ export class EnrichmentQueue {
 
   private async answer(
     db: Db,
-    a: { matchId: string; jobId: number; state: JobState; duplicate: boolean; requestedAt: string; used: number; oldest: string | null; nowMs: number; head: QueueHead | undefined },
+    a: {
+      matchId: string;
+      jobId: number;
+      state: JobState;
+      duplicate: boolean;
+      requestedAt: string;
+      used: number;
+      oldest: string | null;
+      nowMs: number;
+      head: QueueHead | undefined;
+    },
   ): Promise<EnqueueResult> {
     return {
       match_id: a.matchId,
@@ -296,7 +364,8 @@ export class EnrichmentQueue {
       status: a.state,
       duplicate: a.duplicate,
       requested_at: a.requestedAt,
-      estimated_wait_seconds: a.state === 'queued' || a.state === 'running' ? await this.waitSeconds(db, jobsAhead(a.jobId, a.head!.queued, a.head!.running)) : 0,
+      estimated_wait_seconds:
+        a.state === 'queued' || a.state === 'running' ? await this.waitSeconds(db, jobsAhead(a.jobId, a.head!.queued, a.head!.running)) : 0,
       quota_remaining: DAILY_QUOTA - a.used,
       quota_reset_seconds: quotaResetSeconds(a.used ? a.oldest : null, a.nowMs),
     };
@@ -326,13 +395,19 @@ export class EnrichmentQueue {
       .orderBy('id', 'desc')
       .limit(20)
       .execute();
-    const durations = recent.filter((job) => job.started_at && job.finished_at).map((job) => (Date.parse(job.finished_at!) - Date.parse(job.started_at!)) / 1000);
+    const durations = recent
+      .filter((job) => job.started_at && job.finished_at)
+      .map((job) => (Date.parse(job.finished_at!) - Date.parse(job.started_at!)) / 1000);
     return durations.length ? durations.reduce((sum, value) => sum + value, 0) / durations.length : PRIOR_JOB_SECONDS;
   }
 
   private async liveWorkers(trx: Db): Promise<number> {
     const since = new Date(Date.now() - 3 * WORKER_HEARTBEAT_MS).toISOString();
-    const row = await trx.selectFrom('workers').select((eb) => eb.fn.countAll<number>().as('count')).where('heartbeat_at', '>=', since).executeTakeFirstOrThrow();
+    const row = await trx
+      .selectFrom('workers')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('heartbeat_at', '>=', since)
+      .executeTakeFirstOrThrow();
     return Number(row.count);
   }
 
@@ -440,7 +515,13 @@ export class EnrichmentQueue {
   complete(job: Job, workerId: string, commentary: string): Promise<boolean> {
     return this.events.write(async (trx, emit) => {
       const at = now();
-      const owned = await this.updateOwned(trx, job, workerId, { state: 'completed', finished_at: at, lease_owner: null, lease_expires_at: null, last_error: null });
+      const owned = await this.updateOwned(trx, job, workerId, {
+        state: 'completed',
+        finished_at: at,
+        lease_owner: null,
+        lease_expires_at: null,
+        last_error: null,
+      });
       if (!owned) return false;
       await trx
         .updateTable('matches')
@@ -463,7 +544,13 @@ export class EnrichmentQueue {
         workerId,
         final
           ? { state: 'failed', finished_at: at, lease_owner: null, lease_expires_at: null, last_error: error }
-          : { state: 'queued', run_after: new Date(Date.now() + retryDelayMs(job.attempts, this.options.retryBaseMs)).toISOString(), lease_owner: null, lease_expires_at: null, last_error: error },
+          : {
+              state: 'queued',
+              run_after: new Date(Date.now() + retryDelayMs(job.attempts, this.options.retryBaseMs)).toISOString(),
+              lease_owner: null,
+              lease_expires_at: null,
+              last_error: error,
+            },
       );
       if (!owned) return null;
       await trx
@@ -472,7 +559,10 @@ export class EnrichmentQueue {
         .where('id', '=', job.match_id)
         .execute();
       if (final) {
-        emit('enrichment.failed', { severity: 'warning', detail: { match_id: job.match_id, bot_id: job.bot_id, job_id: job.id, attempts: job.attempts, error } });
+        emit('enrichment.failed', {
+          severity: 'warning',
+          detail: { match_id: job.match_id, bot_id: job.bot_id, job_id: job.id, attempts: job.attempts, error },
+        });
       }
       return final ? 'failed' : 'queued';
     });

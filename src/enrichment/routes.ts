@@ -69,15 +69,29 @@ declare module 'fastify' {
   }
 }
 
-export function enrichmentRoutes(server: FastifyInstance, deps: { bots: BotService; matches: MatchService; queue: EnrichmentQueue; onEnqueued: () => void }): void {
+export function enrichmentRoutes(
+  server: FastifyInstance,
+  deps: { bots: BotService; matches: MatchService; queue: EnrichmentQueue; onEnqueued: () => void },
+): void {
   const app = withSchemaTypes(server);
   const { bots, matches, queue } = deps;
 
   // ---- bots (admin) ----
-  const botWithSecret = { type: 'object', properties: { id: { type: 'string' }, name: { type: 'string' }, shared_secret: { type: 'string' }, previous_secret_expires_at: { type: 'string' } } } as const;
+  const botWithSecret = {
+    type: 'object',
+    properties: { id: { type: 'string' }, name: { type: 'string' }, shared_secret: { type: 'string' }, previous_secret_expires_at: { type: 'string' } },
+  } as const;
   app.post(
     '/api/bots',
-    { config: { problems: ['conflict'] }, schema: { tags: ['bots'], summary: 'Create a bot; the shared secret is shown once', body: { type: 'object', required: ['name'], additionalProperties: false, properties: { id: idString, name: nameString } }, response: { 201: botWithSecret } } },
+    {
+      config: { problems: ['conflict'] },
+      schema: {
+        tags: ['bots'],
+        summary: 'Create a bot; the shared secret is shown once',
+        body: { type: 'object', required: ['name'], additionalProperties: false, properties: { id: idString, name: nameString } },
+        response: { 201: botWithSecret },
+      },
+    },
     async (request, reply) => reply.code(201).send(await bots.create(request.body)),
   );
   const botSchema = {
@@ -87,13 +101,23 @@ export function enrichmentRoutes(server: FastifyInstance, deps: { bots: BotServi
       name: { type: 'string' },
       created_at: { type: 'string' },
       previous_secret_expires_at: { type: ['string', 'null'] },
-      quota: { type: 'object', description: 'Enrichment requests counted in the rolling 24 h window, of the daily limit', properties: { used: { type: 'integer' }, limit: { type: 'integer' } } },
+      quota: {
+        type: 'object',
+        description: 'Enrichment requests counted in the rolling 24 h window, of the daily limit',
+        properties: { used: { type: 'integer' }, limit: { type: 'integer' } },
+      },
     },
   } as const;
-  app.get('/api/bots', { schema: { tags: ['bots'], summary: 'Every bot with its quota use (secrets are never returned)', response: { 200: { type: 'array', items: botSchema } } } }, async () => {
-    const [all, use] = await Promise.all([bots.list(), queue.quotaUse()]);
-    return all.map((bot) => ({ ...bot, quota: { used: use.get(bot.id) ?? 0, limit: DAILY_QUOTA } }));
-  });
+  app.get(
+    '/api/bots',
+    {
+      schema: { tags: ['bots'], summary: 'Every bot with its quota use (secrets are never returned)', response: { 200: { type: 'array', items: botSchema } } },
+    },
+    async () => {
+      const [all, use] = await Promise.all([bots.list(), queue.quotaUse()]);
+      return all.map((bot) => ({ ...bot, quota: { used: use.get(bot.id) ?? 0, limit: DAILY_QUOTA } }));
+    },
+  );
   app.delete('/api/bots/:id', { schema: { tags: ['bots'], params: idParams, response: noContent('Deleted') } }, async (request, reply) => {
     await bots.remove(request.params.id);
     return reply.code(204).send();
@@ -111,8 +135,13 @@ export function enrichmentRoutes(server: FastifyInstance, deps: { bots: BotServi
       config: { problems: ['conflict'] },
       schema: {
         tags: ['matches'],
-        description: 'The replay is checked against the configured generator\'s rule (docs/enrichment.md): a 400 names the field.',
-        body: { type: 'object', required: ['status'], additionalProperties: false, properties: { id: idString, status: { type: 'string', enum: MATCH_STATUSES }, replay: replaySchema } },
+        description: "The replay is checked against the configured generator's rule (docs/enrichment.md): a 400 names the field.",
+        body: {
+          type: 'object',
+          required: ['status'],
+          additionalProperties: false,
+          properties: { id: idString, status: { type: 'string', enum: MATCH_STATUSES }, replay: replaySchema },
+        },
         response: { 201: matchSchema },
       },
     },
@@ -120,7 +149,13 @@ export function enrichmentRoutes(server: FastifyInstance, deps: { bots: BotServi
   );
   app.get(
     '/api/matches',
-    { schema: { tags: ['matches'], querystring: { type: 'object', additionalProperties: false, properties: { limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 } } }, response: { 200: { type: 'array', items: matchSchema } } } },
+    {
+      schema: {
+        tags: ['matches'],
+        querystring: { type: 'object', additionalProperties: false, properties: { limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 } } },
+        response: { 200: { type: 'array', items: matchSchema } },
+      },
+    },
     (request) => matches.list(request.query.limit),
   );
   app.get('/api/matches/:id', { schema: { tags: ['matches'], params: idParams, response: { 200: matchSchema } } }, (request) => matches.get(request.params.id));

@@ -31,7 +31,10 @@ export class EnrichmentWorker {
     if (this.running) return;
     this.running = true;
     await this.queue.heartbeat(this.id);
-    this.heartbeatTimer = setInterval(() => void this.queue.heartbeat(this.id).catch((error: Error) => this.log.warn({ err: error }, 'worker heartbeat failed')), WORKER_HEARTBEAT_MS);
+    this.heartbeatTimer = setInterval(
+      () => void this.queue.heartbeat(this.id).catch((error: Error) => this.log.warn({ err: error }, 'worker heartbeat failed')),
+      WORKER_HEARTBEAT_MS,
+    );
     this.heartbeatTimer.unref();
     this.loop = this.run();
   }
@@ -58,13 +61,14 @@ export class EnrichmentWorker {
       } catch (error) {
         this.log.error({ err: error }, 'enrichment worker error');
       }
-      if (!job && this.running) await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, IDLE_POLL_MS);
-        this.wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
+      if (!job && this.running)
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, IDLE_POLL_MS);
+          this.wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
       this.wake = null;
     }
   }

@@ -32,7 +32,10 @@ export class EventLog {
     private readonly appendHooks: readonly AppendHook[],
   ) {
     this.insert = prepare(database, ['type', 'timestamp', 'payload'], (db, param) =>
-      db.insertInto('events').values({ event_type: param('type'), timestamp: param('timestamp'), payload: param('payload') }).returning('seq'),
+      db
+        .insertInto('events')
+        .values({ event_type: param('type'), timestamp: param('timestamp'), payload: param('payload') })
+        .returning('seq'),
     );
   }
 
@@ -110,7 +113,10 @@ export class EventLog {
 
   /** The highest sequence number in the log (0 when empty). */
   async lastSeq(): Promise<number> {
-    const row = await this.database.db.selectFrom('events').select((eb) => eb.fn.max('seq').as('seq')).executeTakeFirst();
+    const row = await this.database.db
+      .selectFrom('events')
+      .select((eb) => eb.fn.max('seq').as('seq'))
+      .executeTakeFirst();
     return Number(row?.seq ?? 0);
   }
 

@@ -14,7 +14,12 @@ const historyQuery = {
     after: { ...sequenceCursor, default: 0, description: 'Return events with a sequence number above this one' },
     limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
     order: { type: 'string', enum: ['asc', 'desc'], default: 'asc', description: 'desc: newest first (the most recent `limit` events)' },
-    type: { type: 'array', items: { type: 'string', enum: EVENT_TYPES }, maxItems: EVENT_TYPES.length, description: 'Only events of these types (repeat the parameter: ?type=fall.detected&type=fall.cleared)' },
+    type: {
+      type: 'array',
+      items: { type: 'string', enum: EVENT_TYPES },
+      maxItems: EVENT_TYPES.length,
+      description: 'Only events of these types (repeat the parameter: ?type=fall.detected&type=fall.cleared)',
+    },
   },
 } as const;
 

@@ -194,17 +194,28 @@ export class RouteAuth {
       },
     );
 
-    app.delete('/api/session', { config: { auth: 'public' }, schema: { tags: ['session'], summary: 'Sign out: ends this session on the server and clears the cookie', response: noContent('Signed out') } }, async (request, reply) => {
-      const session = request.cookies[SESSION_COOKIE];
-      if (session) await this.sessions.close(session);
-      reply.clearCookie(SESSION_COOKIE, SESSION_COOKIE_OPTIONS);
-      return reply.code(204).send();
-    });
+    app.delete(
+      '/api/session',
+      {
+        config: { auth: 'public' },
+        schema: { tags: ['session'], summary: 'Sign out: ends this session on the server and clears the cookie', response: noContent('Signed out') },
+      },
+      async (request, reply) => {
+        const session = request.cookies[SESSION_COOKIE];
+        if (session) await this.sessions.close(session);
+        reply.clearCookie(SESSION_COOKIE, SESSION_COOKIE_OPTIONS);
+        return reply.code(204).send();
+      },
+    );
 
-    app.delete('/api/sessions', { schema: { tags: ['session'], summary: 'Sign out everywhere: ends every dashboard session', response: noContent('Every session ended') } }, async (_request, reply) => {
-      await this.sessions.closeAll();
-      reply.clearCookie(SESSION_COOKIE, SESSION_COOKIE_OPTIONS);
-      return reply.code(204).send();
-    });
+    app.delete(
+      '/api/sessions',
+      { schema: { tags: ['session'], summary: 'Sign out everywhere: ends every dashboard session', response: noContent('Every session ended') } },
+      async (_request, reply) => {
+        await this.sessions.closeAll();
+        reply.clearCookie(SESSION_COOKIE, SESSION_COOKIE_OPTIONS);
+        return reply.code(204).send();
+      },
+    );
   }
 }

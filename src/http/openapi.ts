@@ -28,7 +28,11 @@ export const PROBLEM_SCHEMA = {
       description: 'One entry per invalid field: a JSON Pointer into the body, or querystring:/... and params:/...',
       items: { type: 'object', required: ['path', 'message'], properties: { path: { type: 'string' }, message: { type: 'string' } } },
     },
-    'violated-policies': { type: 'array', items: { type: 'string' }, description: 'On a 429: the RateLimit policies exceeded (draft-ietf-httpapi-ratelimit-headers-10)' },
+    'violated-policies': {
+      type: 'array',
+      items: { type: 'string' },
+      description: 'On a 429: the RateLimit policies exceeded (draft-ietf-httpapi-ratelimit-headers-10)',
+    },
   },
 } as const;
 

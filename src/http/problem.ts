@@ -23,26 +23,68 @@ export interface Problem {
  * come from here.
  */
 export const PROBLEMS = {
-  validation_failed: { status: 400, title: 'Validation failed', description: 'The request body, query string or a path parameter broke a rule; `errors` lists each field as a JSON Pointer (`path`) with what is wrong (`message`).' },
+  validation_failed: {
+    status: 400,
+    title: 'Validation failed',
+    description:
+      'The request body, query string or a path parameter broke a rule; `errors` lists each field as a JSON Pointer (`path`) with what is wrong (`message`).',
+  },
   bad_request: { status: 400, title: 'Bad request', description: 'The request could not be read: malformed HTTP, JSON or URL encoding.' },
-  unauthorized: { status: 401, title: 'Unauthorized', description: 'Credentials are missing or wrong. Admin routes take `Authorization: Bearer <token>` or the dashboard session; bot routes take the four X-Bot headers (docs/enrichment.md). `WWW-Authenticate` names the scheme.' },
-  forbidden: { status: 403, title: 'Forbidden', description: 'The credentials are valid but the request is refused, e.g. a cross-site request carrying the dashboard cookie.' },
+  unauthorized: {
+    status: 401,
+    title: 'Unauthorized',
+    description:
+      'Credentials are missing or wrong. Admin routes take `Authorization: Bearer <token>` or the dashboard session; bot routes take the four X-Bot headers (docs/enrichment.md). `WWW-Authenticate` names the scheme.',
+  },
+  forbidden: {
+    status: 403,
+    title: 'Forbidden',
+    description: 'The credentials are valid but the request is refused, e.g. a cross-site request carrying the dashboard cookie.',
+  },
   not_found: { status: 404, title: 'Not found', description: 'No route for this path, or the named resource does not exist.' },
   match_not_found: { status: 404, title: 'Match not found', description: 'The match named in an enrichment request does not exist.' },
   method_not_allowed: { status: 405, title: 'Method not allowed', description: 'The path exists but not for this method; `Allow` lists the methods it takes.' },
   request_timeout: { status: 408, title: 'Request timeout', description: 'The request did not arrive in time.' },
-  conflict: { status: 409, title: 'Conflict', description: 'The request conflicts with the current state: an id already taken, MQTT not connected for a discovery publish, no webhook URL for a redelivery.' },
+  conflict: {
+    status: 409,
+    title: 'Conflict',
+    description:
+      'The request conflicts with the current state: an id already taken, MQTT not connected for a discovery publish, no webhook URL for a redelivery.',
+  },
   match_not_completed: { status: 409, title: 'Match not completed', description: 'Commentary is only requested for completed matches.' },
-  replay_unusable: { status: 409, title: 'Replay unusable', description: 'Commentary is written from the match\'s replay document and this match has none the worker can read; set one with `PATCH /api/matches/{id}` first. The refused request does not count against the daily quota.' },
+  replay_unusable: {
+    status: 409,
+    title: 'Replay unusable',
+    description:
+      "Commentary is written from the match's replay document and this match has none the worker can read; set one with `PATCH /api/matches/{id}` first. The refused request does not count against the daily quota.",
+  },
   payload_too_large: { status: 413, title: 'Payload too large', description: 'The body exceeds 1 MiB.' },
   uri_too_long: { status: 414, title: 'URI too long', description: 'The request target is too long.' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type', description: 'Bodies are `application/json`.' },
-  rate_limited: { status: 429, title: 'Too many requests', description: 'The token bucket of this route group is empty. Wait `Retry-After` seconds; the `RateLimit` and `RateLimit-Policy` fields (draft-ietf-httpapi-ratelimit-headers-10) say how much is left. `violated-policies` names the exceeded policy, as the draft\'s registered problem type https://iana.org/assignments/http-problem-types#quota-exceeded does.' },
-  quota_exceeded: { status: 429, title: 'Quota exceeded', description: 'The bot has used its 5 enrichment requests of the last 24 hours. `Retry-After` says when the oldest leaves the window; `violated-policies` is ["daily"] (the registered problem type https://iana.org/assignments/http-problem-types#quota-exceeded has the same meaning).' },
+  rate_limited: {
+    status: 429,
+    title: 'Too many requests',
+    description:
+      "The token bucket of this route group is empty. Wait `Retry-After` seconds; the `RateLimit` and `RateLimit-Policy` fields (draft-ietf-httpapi-ratelimit-headers-10) say how much is left. `violated-policies` names the exceeded policy, as the draft's registered problem type https://iana.org/assignments/http-problem-types#quota-exceeded does.",
+  },
+  quota_exceeded: {
+    status: 429,
+    title: 'Quota exceeded',
+    description:
+      'The bot has used its 5 enrichment requests of the last 24 hours. `Retry-After` says when the oldest leaves the window; `violated-policies` is ["daily"] (the registered problem type https://iana.org/assignments/http-problem-types#quota-exceeded has the same meaning).',
+  },
   headers_too_large: { status: 431, title: 'Request header fields too large', description: 'The request headers exceed 16 KiB.' },
-  internal_error: { status: 500, title: 'Internal error', description: 'The server failed; the log has the cause. Not your request\'s fault.' },
-  bad_gateway: { status: 502, title: 'Upstream failure', description: 'A service the request had to reach (the MQTT broker) could not be reached or refused; `detail` says why.' },
-  service_unavailable: { status: 503, title: 'Service unavailable', description: 'A backing service (database, Redis) is briefly away or the server is shutting down. Retry after `Retry-After` seconds.' },
+  internal_error: { status: 500, title: 'Internal error', description: "The server failed; the log has the cause. Not your request's fault." },
+  bad_gateway: {
+    status: 502,
+    title: 'Upstream failure',
+    description: 'A service the request had to reach (the MQTT broker) could not be reached or refused; `detail` says why.',
+  },
+  service_unavailable: {
+    status: 503,
+    title: 'Service unavailable',
+    description: 'A backing service (database, Redis) is briefly away or the server is shutting down. Retry after `Retry-After` seconds.',
+  },
 } as const satisfies Record<string, { status: number; title: string; description: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

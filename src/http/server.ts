@@ -28,7 +28,10 @@ export const BODY_LIMIT = 1024 * 1024;
  * install on plain HTTP must keep working.
  */
 const HEADER_POLICY: FastifyHelmetOptions = {
-  contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"], baseUri: ["'none'"], formAction: ["'none'"] } },
+  contentSecurityPolicy: {
+    useDefaults: false,
+    directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"], baseUri: ["'none'"], formAction: ["'none'"] },
+  },
   frameguard: { action: 'deny' },
   referrerPolicy: { policy: 'no-referrer' },
   strictTransportSecurity: false,
@@ -47,9 +50,11 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex): vo
     return;
   }
   const [reason, code] =
-    error.code === 'HPE_HEADER_OVERFLOW' ? ['Request Header Fields Too Large', 'headers_too_large' as const]
-    : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? ['Request Timeout', 'request_timeout' as const]
-    : ['Bad Request', 'bad_request' as const];
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? ['Request Header Fields Too Large', 'headers_too_large' as const]
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? ['Request Timeout', 'request_timeout' as const]
+        : ['Bad Request', 'bad_request' as const];
   const body = problem(code, 'The request could not be read as HTTP');
   const status = body.status;
   const text = JSON.stringify(body);
@@ -60,9 +65,26 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex): vo
 }
 
 /** Errors that mean a backing service is briefly away (database restarting, lock timeout): 503, not 500. */
-const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006', 'SQLITE_BUSY']);
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  '57P01',
+  '57P02',
+  '57P03',
+  '08000',
+  '08001',
+  '08003',
+  '08004',
+  '08006',
+  'SQLITE_BUSY',
+]);
 export function isUnavailable(error: { code?: unknown; message?: string }): boolean {
-  return UNAVAILABLE_CODES.has(String(error.code)) || /Connection terminated|connection timeout|timeout exceeded when trying to connect|is not queryable/i.test(error.message ?? '');
+  return (
+    UNAVAILABLE_CODES.has(String(error.code)) ||
+    /Connection terminated|connection timeout|timeout exceeded when trying to connect|is not queryable/i.test(error.message ?? '')
+  );
 }
 
 /**
@@ -95,7 +117,11 @@ const REDACTED_PATHS = [
  * The one logger setup of every process: secrets redacted; JSON for log collectors, or readable
  * lines (pino-pretty) for a person at a terminal.
  */
-export function loggerOptions(level: string, format: 'auto' | 'json' | 'pretty' = 'json', terminal = Boolean(process.stdout.isTTY)): FastifyServerOptions['logger'] {
+export function loggerOptions(
+  level: string,
+  format: 'auto' | 'json' | 'pretty' = 'json',
+  terminal = Boolean(process.stdout.isTTY),
+): FastifyServerOptions['logger'] {
   const pretty = format === 'pretty' || (format === 'auto' && terminal);
   return {
     level,
@@ -115,7 +141,12 @@ const SHUTDOWN_DRAIN_MS = 8000;
  * every violation reported), problem+json for every failure, the raw body kept for signatures,
  * and the OpenAPI 3.1 document generated from the route schemas.
  */
-export async function createHttpServer(options: { logLevel: string; logFormat?: 'auto' | 'json' | 'pretty'; trustProxy: string | false; version: string }): Promise<FastifyInstance> {
+export async function createHttpServer(options: {
+  logLevel: string;
+  logFormat?: 'auto' | 'json' | 'pretty';
+  trustProxy: string | false;
+  version: string;
+}): Promise<FastifyInstance> {
   const app = Fastify({
     logger: loggerOptions(options.logLevel, options.logFormat),
     bodyLimit: BODY_LIMIT,
@@ -151,9 +182,7 @@ export async function createHttpServer(options: { logLevel: string; logFormat?: 
     if (closing) reply.header('connection', 'close');
   });
 
-  app.setValidatorCompiler(({ schema, httpPart }) =>
-    (httpPart === 'body' ? bodyValidator : textValidator).compile(schema as object),
-  );
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyValidator : textValidator).compile(schema as object));
 
   // The API speaks JSON only: any other body is a 415, not a string that fails validation later.
   app.removeContentTypeParser('text/plain');
@@ -162,7 +191,8 @@ export async function createHttpServer(options: { logLevel: string; logFormat?: 
     request.rawBody = body as Buffer;
     // JSON is UTF-8 (RFC 8259): a body declared in another charset would be read as something else.
     const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase();
-    if (charset && charset !== 'utf-8' && charset !== 'utf8') return done(new ProblemError('unsupported_media_type', `JSON bodies are UTF-8; charset=${charset.slice(0, 40)} is not accepted`));
+    if (charset && charset !== 'utf-8' && charset !== 'utf8')
+      return done(new ProblemError('unsupported_media_type', `JSON bodies are UTF-8; charset=${charset.slice(0, 40)} is not accepted`));
     // Generic clients send `Content-Type: application/json` on every request, a bodyless DELETE too:
     // an empty body where the route takes none is no body, not malformed JSON.
     if ((body as Buffer).length === 0 && !request.routeOptions.schema?.body) return done(null, undefined);
@@ -186,15 +216,25 @@ export async function createHttpServer(options: { logLevel: string; logFormat?: 
       const where = error.validationContext === 'body' ? '' : `${error.validationContext}:`;
       const errors = fieldErrors(error.validation as Parameters<typeof fieldErrors>[0], where);
       const detail = errors.map((entry) => `${entry.path} ${entry.message}`).join('; ');
-      return reply.code(400).type('application/problem+json').send(problem('validation_failed', detail, errors));
+      return reply
+        .code(400)
+        .type('application/problem+json')
+        .send(problem('validation_failed', detail, errors));
     }
     if (isUnavailable(error)) {
       request.log.warn({ err: error }, 'backing service unavailable');
-      return reply.code(503).header('retry-after', '5').type('application/problem+json').send(problem('service_unavailable', 'A backing service is unavailable; try again shortly'));
+      return reply
+        .code(503)
+        .header('retry-after', '5')
+        .type('application/problem+json')
+        .send(problem('service_unavailable', 'A backing service is unavailable; try again shortly'));
     }
     if (UNIQUE_VIOLATION_CODES.has(String(error.code))) {
       request.log.warn({ err: error }, 'unique key taken by a concurrent write');
-      return reply.code(409).type('application/problem+json').send(problem('conflict', 'A record with the same key was written at the same time; read the current state and retry'));
+      return reply
+        .code(409)
+        .type('application/problem+json')
+        .send(problem('conflict', 'A record with the same key was written at the same time; read the current state and retry'));
     }
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
     if (status >= 500) {
@@ -209,16 +249,24 @@ export async function createHttpServer(options: { logLevel: string; logFormat?: 
   // 15.5.6), not a 404. A second router holds every route's path, matched the way Fastify matches.
   const knownPaths = FindMyWay({ maxParamLength: 2048 });
   app.addHook('onRoute', (route) => {
-    for (const method of [route.method].flat()) if (!knownPaths.hasRoute(method as HTTPMethod, route.url)) knownPaths.on(method as HTTPMethod, route.url, () => {});
+    for (const method of [route.method].flat())
+      if (!knownPaths.hasRoute(method as HTTPMethod, route.url)) knownPaths.on(method as HTTPMethod, route.url, () => {});
   });
   app.setNotFoundHandler((request, reply) => {
     const allowed = ALLOW_CANDIDATES.filter((method) => knownPaths.find(method, request.url) !== null);
     // A route of this very method that found nothing (a static file that is not there) is a 404.
     if (allowed.length && !allowed.includes(request.method as HTTPMethod)) {
-      reply.code(405).header('allow', allowed.join(', ')).type('application/problem+json').send(problem('method_not_allowed', `${request.method} is not allowed here; allowed: ${allowed.join(', ')}`));
+      reply
+        .code(405)
+        .header('allow', allowed.join(', '))
+        .type('application/problem+json')
+        .send(problem('method_not_allowed', `${request.method} is not allowed here; allowed: ${allowed.join(', ')}`));
       return;
     }
-    reply.code(404).type('application/problem+json').send(problem('not_found', `No route for ${request.method} ${request.url.split('?')[0]}`));
+    reply
+      .code(404)
+      .type('application/problem+json')
+      .send(problem('not_found', `No route for ${request.method} ${request.url.split('?')[0]}`));
   });
 
   // Before any route (and before swagger collects them): each route's auth is fixed at registration.
@@ -236,7 +284,12 @@ export async function createHttpServer(options: { logLevel: string; logFormat?: 
       components: {
         securitySchemes: {
           admin: { type: 'http', scheme: 'bearer', description: 'The admin token (ADMIN_TOKEN or DATA_DIR/admin-token)' },
-          session: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: 'The dashboard session from POST /api/session; honoured on same-origin requests only' },
+          session: {
+            type: 'apiKey',
+            in: 'cookie',
+            name: SESSION_COOKIE,
+            description: 'The dashboard session from POST /api/session; honoured on same-origin requests only',
+          },
           // A bot request carries four headers, all required: one requirement naming the four schemes.
           botId: { type: 'apiKey', in: 'header', name: 'X-Bot-Id', description: 'The bot id' },
           botTimestamp: { type: 'apiKey', in: 'header', name: 'X-Bot-Timestamp', description: 'Unix seconds, within 300 s of the server clock' },
@@ -265,7 +318,8 @@ export async function createHttpServer(options: { logLevel: string; logFormat?: 
   // Swagger UI's own scripts and styles; it sets element styles at run time, hence 'unsafe-inline' for styles only.
   await app.register(swaggerUi, {
     routePrefix: '/docs',
-    staticCSP: "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; object-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    staticCSP:
+      "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; object-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
@@ -275,12 +329,23 @@ export async function createHttpServer(options: { logLevel: string; logFormat?: 
     {
       schema: {
         tags: ['operations'],
-        summary: 'What a problem type means: the target of every error body\'s `type` (JSON, or a short page for a browser)',
+        summary: "What a problem type means: the target of every error body's `type` (JSON, or a short page for a browser)",
         params: { type: 'object', required: ['code'], properties: { code: { type: 'string', maxLength: 64 } } },
         response: {
           200: {
             content: {
-              'application/json': { schema: { type: 'object', properties: { type: { type: 'string' }, code: { type: 'string' }, status: { type: 'integer' }, title: { type: 'string' }, description: { type: 'string' } } } },
+              'application/json': {
+                schema: {
+                  type: 'object',
+                  properties: {
+                    type: { type: 'string' },
+                    code: { type: 'string' },
+                    status: { type: 'integer' },
+                    title: { type: 'string' },
+                    description: { type: 'string' },
+                  },
+                },
+              },
               'text/html': { schema: { type: 'string' } },
             },
           },
@@ -295,7 +360,11 @@ export async function createHttpServer(options: { logLevel: string; logFormat?: 
       // A browser following the `type` link asks for HTML; anything else gets JSON.
       if (!/\btext\/html\b/.test(request.headers.accept ?? '')) return page;
       const escape = (text: string) => text.replace(/[&<>"]/g, (char) => `&#${char.charCodeAt(0)};`);
-      return reply.type('text/html; charset=utf-8').send(`<!doctype html><meta charset="utf-8"><title>${escape(title)}</title><h1>${status} ${escape(title)}</h1><p><code>${code}</code></p><p>${escape(description)}</p><p><a href="/docs">API reference</a></p>\n`);
+      return reply
+        .type('text/html; charset=utf-8')
+        .send(
+          `<!doctype html><meta charset="utf-8"><title>${escape(title)}</title><h1>${status} ${escape(title)}</h1><p><code>${code}</code></p><p>${escape(description)}</p><p><a href="/docs">API reference</a></p>\n`,
+        );
     },
   );
 

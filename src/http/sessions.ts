@@ -34,7 +34,9 @@ export class SessionStore {
     adminToken: string,
     secretsKey: Buffer,
   ) {
-    this.tokenCheck = createHmac('sha256', secretsKey).update('session-token:' + adminToken).digest('base64url');
+    this.tokenCheck = createHmac('sha256', secretsKey)
+      .update('session-token:' + adminToken)
+      .digest('base64url');
   }
 
   private static key(sessionId: string): string {
@@ -48,7 +50,13 @@ export class SessionStore {
     await this.database.write((db) =>
       db
         .insertInto('admin_sessions')
-        .values({ id_hash: SessionStore.key(id), created_at: new Date(now).toISOString(), last_seen_at: new Date(now).toISOString(), expires_at: new Date(now + SESSION_TTL_MS).toISOString(), token_check: this.tokenCheck })
+        .values({
+          id_hash: SessionStore.key(id),
+          created_at: new Date(now).toISOString(),
+          last_seen_at: new Date(now).toISOString(),
+          expires_at: new Date(now + SESSION_TTL_MS).toISOString(),
+          token_check: this.tokenCheck,
+        })
         .execute(),
     );
     return id;
@@ -61,7 +69,13 @@ export class SessionStore {
     const now = Date.now();
     if (!row || row.token_check !== this.tokenCheck || !sessionValid(row, now)) return false;
     if (Date.parse(row.last_seen_at) + TOUCH_EVERY_MS <= now) {
-      await this.database.write((db) => db.updateTable('admin_sessions').set({ last_seen_at: new Date(now).toISOString() }).where('id_hash', '=', key).execute());
+      await this.database.write((db) =>
+        db
+          .updateTable('admin_sessions')
+          .set({ last_seen_at: new Date(now).toISOString() })
+          .where('id_hash', '=', key)
+          .execute(),
+      );
     }
     return true;
   }

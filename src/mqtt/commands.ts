@@ -8,7 +8,11 @@ export type Command =
   | { kind: 'clear-ghost' } // a retained config of this installation for an entity that no longer exists
   | { kind: 'ignore'; reason?: string };
 
-export function interpretMessage(message: { topic: string; payload: string; retained: boolean }, topics: Topics, expectedConfigs: ReadonlySet<string>): Command {
+export function interpretMessage(
+  message: { topic: string; payload: string; retained: boolean },
+  topics: Topics,
+  expectedConfigs: ReadonlySet<string>,
+): Command {
   const { topic, payload, retained } = message;
   if (topic === topics.haStatus) return payload === 'online' ? { kind: 'full-sync' } : { kind: 'ignore' };
   if (topic === topics.modeCommand) {

@@ -55,7 +55,8 @@ export function connectBroker(target: { url: string; options: IClientOptions }):
       return refused;
     }
     if (url.protocol === 'mqtt:') return netConnect({ host, port, lookup: guardedLookup });
-    if (url.protocol === 'mqtts:') return tlsConnect({ host, port, lookup: guardedLookup, ...(isIP(host) ? {} : { servername: host }), ca, rejectUnauthorized });
+    if (url.protocol === 'mqtts:')
+      return tlsConnect({ host, port, lookup: guardedLookup, ...(isIP(host) ? {} : { servername: host }), ca, rejectUnauthorized });
     const socket = new WebSocket(url, ['mqtt'], { lookup: guardedLookup, ca, rejectUnauthorized });
     const stream = createWebSocketStream(socket);
     socket.on('close', () => stream.destroy());
@@ -85,8 +86,10 @@ export function describeMqttError(error: Error & { code?: string | number }, det
   if (!detailed) return 'no MQTT broker answered at that host and port';
   if (code === 'ECONNREFUSED') return 'connection refused: is the broker running on that host and port?';
   if (code === 'ETIMEDOUT') return 'timed out';
-  if (error.message === 'connack timeout') return 'no MQTT answer: something accepted the connection but never answered as a broker (is this the broker\'s MQTT port?)';
-  if (code === undefined && MQTT_PARSER_ERROR.test(error.message)) return 'that port does not speak MQTT (an HTTP server?): brokers usually listen on 1883, or 8883 with TLS';
+  if (error.message === 'connack timeout')
+    return "no MQTT answer: something accepted the connection but never answered as a broker (is this the broker's MQTT port?)";
+  if (code === undefined && MQTT_PARSER_ERROR.test(error.message))
+    return 'that port does not speak MQTT (an HTTP server?): brokers usually listen on 1883, or 8883 with TLS';
   return error.message || String(error);
 }
 
@@ -187,7 +190,11 @@ export function connected(client: MqttClient, timeoutMs: number): Promise<void> 
 }
 
 /** Connects once with candidate settings and reports how it went; never keeps the connection. */
-export async function testConnection(settings: MqttSettings, clientId: string, { detailed = true, timeoutMs = 8000 } = {}): Promise<{ ok: boolean; latency_ms: number | null; error: string | null }> {
+export async function testConnection(
+  settings: MqttSettings,
+  clientId: string,
+  { detailed = true, timeoutMs = 8000 } = {},
+): Promise<{ ok: boolean; latency_ms: number | null; error: string | null }> {
   let target: ReturnType<typeof clientOptions>;
   try {
     target = clientOptions(settings, clientId);

@@ -32,7 +32,11 @@ const device = ({ topics, version }: DiscoveryContext) => ({
  * single underscores, none at either end), since an invalid one makes HA refuse the whole config.
  */
 export function defaultEntityId(component: string, ...words: string[]): string {
-  const objectId = ['mothership', ...words].join('_').toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '');
+  const objectId = ['mothership', ...words]
+    .join('_')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .replace(/^_+|_+$/g, '');
   return `${component}.${objectId}`;
 }
 

@@ -101,7 +101,9 @@ export class MqttIntegration {
     const old = this.topics && this.settings ? { topics: this.topics, mode: this.settings.discovery_mode } : null;
     const topics = new Topics(settings.topic_root, this.deps.mothershipId, settings.discovery_prefix, settings.birth_topic);
     const next = { topics, mode: settings.discovery_mode };
-    const moving = Boolean(settings.enabled && settings.broker_url && old && (old.topics.base !== topics.base || old.topics.prefix !== topics.prefix || old.mode !== next.mode));
+    const moving = Boolean(
+      settings.enabled && settings.broker_url && old && (old.topics.base !== topics.base || old.topics.prefix !== topics.prefix || old.mode !== next.mode),
+    );
     this.connection = null;
     if (previous) await previous.close(() => (moving ? this.leave(previous, old!, next) : this.publishAvailability(previous, 'offline')));
     this.settings = settings;
@@ -123,7 +125,13 @@ export class MqttIntegration {
         onReconnectAttempt: () => this.deps.metrics?.mqttReconnects.inc(),
       },
     );
-    connection.client.on('message', (topic, payload, packet) => void this.onMessage(topic, payload.toString('utf8'), packet.retain).catch((error: Error) => this.deps.log.warn({ err: error, topic }, 'MQTT message handling failed')));
+    connection.client.on(
+      'message',
+      (topic, payload, packet) =>
+        void this.onMessage(topic, payload.toString('utf8'), packet.retain).catch((error: Error) =>
+          this.deps.log.warn({ err: error, topic }, 'MQTT message handling failed'),
+        ),
+    );
     this.connection = connection;
   }
 
@@ -255,11 +263,15 @@ export class MqttIntegration {
       for (const person of persons) cleared.push(...personState(old.topics, person, null).map(([topic]) => topic));
       for (const zone of zones) cleared.push(zoneState(old.topics, zone)[0]);
     }
-    const oldForm = old.mode === 'device' ? [old.topics.deviceDiscovery] : allConfigs({ topics: old.topics, version: VERSION }, persons, zones).map((config) => config.topic);
+    const oldForm =
+      old.mode === 'device' ? [old.topics.deviceDiscovery] : allConfigs({ topics: old.topics, version: VERSION }, persons, zones).map((config) => config.topic);
     const moved = old.topics.prefix !== next.topics.prefix;
     const migrated = !moved && old.mode !== next.mode ? oldForm : [];
     if (moved) cleared.push(...oldForm);
-    await Promise.all([...cleared.map((topic) => this.publish(connection, topic, '')), ...migrated.map((topic) => this.publish(connection, topic, MIGRATE_DISCOVERY))]);
+    await Promise.all([
+      ...cleared.map((topic) => this.publish(connection, topic, '')),
+      ...migrated.map((topic) => this.publish(connection, topic, MIGRATE_DISCOVERY)),
+    ]);
   }
 
   private publishAvailability(connection: MqttConnection, state: 'online' | 'offline'): Promise<void> {

@@ -14,10 +14,25 @@ export interface Pending {
   mode: boolean;
 }
 
-export const emptyPending = (): Pending => ({ all: false, persons: new Set(), zones: new Set(), configs: { persons: new Set(), zones: new Set() }, removed: [], clearTopics: new Set(), fall: false, mode: false });
+export const emptyPending = (): Pending => ({
+  all: false,
+  persons: new Set(),
+  zones: new Set(),
+  configs: { persons: new Set(), zones: new Set() },
+  removed: [],
+  clearTopics: new Set(),
+  fall: false,
+  mode: false,
+});
 
 export const hasWork = (pending: Pending) =>
-  pending.all || pending.persons.size > 0 || pending.zones.size > 0 || pending.removed.length > 0 || pending.clearTopics.size > 0 || pending.fall || pending.mode;
+  pending.all ||
+  pending.persons.size > 0 ||
+  pending.zones.size > 0 ||
+  pending.removed.length > 0 ||
+  pending.clearTopics.size > 0 ||
+  pending.fall ||
+  pending.mode;
 
 /**
  * Notes in `pending` what an event changes on the broker (the flush reads the new values from the

@@ -31,7 +31,7 @@ export async function checkInstallation(database: Database, box: SecretBox, moth
   const sealed = keyCheck ?? (await database.db.selectFrom('bots').select('secret_encrypted').limit(1).executeTakeFirst())?.secret_encrypted;
   if (sealed !== undefined && !opens(sealed)) {
     throw new ConfigError(
-      'SECRETS_KEY does not match the key this database\'s secrets were sealed with (another instance, or an earlier DATA_DIR, created them). ' +
+      "SECRETS_KEY does not match the key this database's secrets were sealed with (another instance, or an earlier DATA_DIR, created them). " +
         'Give every instance on this database the same SECRETS_KEY: the base64 key in DATA_DIR/secrets-key of the instance that created them. ' +
         'See docs/operations.md, "Several instances".',
     );
@@ -56,12 +56,12 @@ export async function checkInstallation(database: Database, box: SecretBox, moth
   // Only a serving process checks bot signatures; a worker or a CLI command keeps no nonces.
   if (nonceStore !== undefined) {
     await remember(
-    NONCE_STORE,
-    nonceStore,
-    (previous) =>
-      `Bot nonces are kept in ${nonceStore}, but this database was last used with them in ${previous}. Several instances on one database must share ` +
-      'REDIS_URL and REDIS_PREFIX (or all run without Redis): instances that keep nonces apart accept a signed request once each.',
-  );
+      NONCE_STORE,
+      nonceStore,
+      (previous) =>
+        `Bot nonces are kept in ${nonceStore}, but this database was last used with them in ${previous}. Several instances on one database must share ` +
+        'REDIS_URL and REDIS_PREFIX (or all run without Redis): instances that keep nonces apart accept a signed request once each.',
+    );
   }
   return warnings;
 }

@@ -3,7 +3,12 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 /** Every Prometheus metric of one service instance (a registry per instance keeps tests independent). */
 export class Metrics {
   readonly registry = new Registry();
-  readonly events = new Counter({ name: 'mothership_events_total', help: 'Events appended to the log', labelNames: ['event_type'], registers: [this.registry] });
+  readonly events = new Counter({
+    name: 'mothership_events_total',
+    help: 'Events appended to the log',
+    labelNames: ['event_type'],
+    registers: [this.registry],
+  });
   readonly webhookDeliveries = new Counter({
     name: 'mothership_webhook_deliveries_total',
     help: 'Webhook delivery attempts by outcome',

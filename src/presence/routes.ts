@@ -85,9 +85,7 @@ function crudRoutes<View>(
   app.post(path, { config: { problems: ['conflict'] }, schema: { tags, body: createBody, response: { 201: schema } } }, async (request, reply) =>
     reply.code(201).send(await options.create(request.body)),
   );
-  app.get(`${path}/:id`, { schema: { tags, params: idParams, response: { 200: schema } } }, (request) =>
-    options.get(request.params.id),
-  );
+  app.get(`${path}/:id`, { schema: { tags, params: idParams, response: { 200: schema } } }, (request) => options.get(request.params.id));
   app.patch(`${path}/:id`, { schema: { tags, params: idParams, body: patchBody, response: { 200: schema } } }, (request) =>
     options.update(request.params.id, request.body),
   );
@@ -142,7 +140,13 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
   } as const;
   app.get(
     '/api/nodes',
-    { schema: { tags: ['system'], summary: 'Every node that sent a heartbeat: its last one, its quality, and whether it is online (a heartbeat within NODE_TIMEOUT_MS)', response: { 200: { type: 'array', items: nodeSchema } } } },
+    {
+      schema: {
+        tags: ['system'],
+        summary: 'Every node that sent a heartbeat: its last one, its quality, and whether it is online (a heartbeat within NODE_TIMEOUT_MS)',
+        response: { 200: { type: 'array', items: nodeSchema } },
+      },
+    },
     () => presence.listNodes(),
   );
 
@@ -159,7 +163,12 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
       schema: {
         tags: ['system'],
         summary: 'The fall state: ON from a fall.detected until a fall.cleared (who, where, since when)',
-        response: { 200: { type: 'object', properties: { state: { type: 'string', enum: ['ON', 'OFF'] }, person: nullableString, zone: nullableString, timestamp: nullableString } } },
+        response: {
+          200: {
+            type: 'object',
+            properties: { state: { type: 'string', enum: ['ON', 'OFF'] }, person: nullableString, zone: nullableString, timestamp: nullableString },
+          },
+        },
       },
     },
     () => presence.fallState(),

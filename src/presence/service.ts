@@ -85,7 +85,15 @@ export class PresenceService {
   createPerson(input: { id?: string; name: string }): Promise<PersonView> {
     return this.events.write(async (trx, emit) => {
       const createdAt = now();
-      const newPerson = (id: string): PersonsTable => ({ id, name: input.name, presence: 'not_home', zone_id: null, last_seen: null, left_at: null, created_at: createdAt });
+      const newPerson = (id: string): PersonsTable => ({
+        id,
+        name: input.name,
+        presence: 'not_home',
+        zone_id: null,
+        last_seen: null,
+        left_at: null,
+        created_at: createdAt,
+      });
       const id = await insertWithNewId(trx, 'persons', input.id, () => uniqueId(trx, 'persons', input.name, 'person'), newPerson);
       if (id === null) throw conflict(`Person "${input.id}" already exists`);
       emit('person.created', { person: id, detail: { name: input.name } });
@@ -128,10 +136,15 @@ export class PresenceService {
     return readZone(this.db, id);
   }
 
-
   createZone(input: { id?: string; name: string }): Promise<ZoneView> {
     return this.events.write(async (trx, emit) => {
-      const id = await insertWithNewId(trx, 'zones', input.id, () => uniqueId(trx, 'zones', input.name, 'zone'), (id) => ({ id, name: input.name, created_at: now() }));
+      const id = await insertWithNewId(
+        trx,
+        'zones',
+        input.id,
+        () => uniqueId(trx, 'zones', input.name, 'zone'),
+        (id) => ({ id, name: input.name, created_at: now() }),
+      );
       if (id === null) throw conflict(`Zone "${input.id}" already exists`);
       emit('zone.created', { zone: id, detail: { name: input.name } });
       return zoneView({ id, name: input.name }, []);
@@ -170,15 +183,18 @@ export class PresenceService {
       const blob = input.blob_id ?? null;
       // Lock order, as in deleteZone: the zone, then the person. A deletion at the same time comes
       // wholly before this event (the row is gone: 404) or wholly after it (it sees what it did).
-      if (input.zone !== undefined) await requireRow(this.database.forShare(trx.selectFrom('zones').select('id').where('id', '=', input.zone)), 'Zone', input.zone);
-      const person = input.person === undefined ? undefined : await requireRow(this.database.forUpdate(trx.selectFrom('persons').selectAll().where('id', '=', input.person)), 'Person', input.person);
+      if (input.zone !== undefined)
+        await requireRow(this.database.forShare(trx.selectFrom('zones').select('id').where('id', '=', input.zone)), 'Zone', input.zone);
+      const person =
+        input.person === undefined
+          ? undefined
+          : await requireRow(this.database.forUpdate(trx.selectFrom('persons').selectAll().where('id', '=', input.person)), 'Person', input.person);
       switch (input.type) {
         case 'zone.entry':
         case 'zone.exit': {
           const row = person!; // entry and exit always name their person
           const at = now();
-          const transition =
-            input.type === 'zone.entry' ? enterZone(row, input.zone, at) : exitZone(row, input.zone, at, this.options.awayDelayMs);
+          const transition = input.type === 'zone.entry' ? enterZone(row, input.zone, at) : exitZone(row, input.zone, at, this.options.awayDelayMs);
           return this.applyTransition(trx, emit, input.person, transition, blob, input.type);
         }
         case 'fall.detected':
@@ -235,7 +251,13 @@ export class PresenceService {
   /** Marks every person whose away delay has run out as `not_home`; returns how many changed. */
   async sweepAway(nowMs = Date.now()): Promise<number> {
     const cutoff = new Date(nowMs - this.options.awayDelayMs).toISOString();
-    const due = await this.db.selectFrom('persons').select('id').where('presence', '=', 'home').where('zone_id', 'is', null).where('left_at', '<=', cutoff).execute();
+    const due = await this.db
+      .selectFrom('persons')
+      .select('id')
+      .where('presence', '=', 'home')
+      .where('zone_id', 'is', null)
+      .where('left_at', '<=', cutoff)
+      .execute();
     let changed = 0;
     for (const { id } of due) {
       await this.events.write(async (trx, emit) => {
@@ -258,7 +280,9 @@ export class PresenceService {
   async heartbeat(nodeId: string, reported: number): Promise<void> {
     const quality = storedQuality(reported);
     const at = now();
-    const known = await this.database.write((db) => db.updateTable('nodes').set({ quality, last_seen: at }).where('id', '=', nodeId).where('online', '=', 1).executeTakeFirst());
+    const known = await this.database.write((db) =>
+      db.updateTable('nodes').set({ quality, last_seen: at }).where('id', '=', nodeId).where('online', '=', 1).executeTakeFirst(),
+    );
     if (Number(known.numUpdatedRows) === 1) return;
     await this.events.write(async (trx, emit) => {
       // Only the heartbeat that flips the row announces it: a concurrent one finds `online` already set.
@@ -284,7 +308,13 @@ export class PresenceService {
     if (!due) return 0;
     return this.events.write(async (trx, emit) => {
       // One statement picks and flips the rows: of two instances sweeping at once, each row goes to one.
-      const silent = await trx.updateTable('nodes').set({ online: 0 }).where('online', '=', 1).where('last_seen', '<', since).returning(['id', 'quality', 'last_seen']).execute();
+      const silent = await trx
+        .updateTable('nodes')
+        .set({ online: 0 })
+        .where('online', '=', 1)
+        .where('last_seen', '<', since)
+        .returning(['id', 'quality', 'last_seen'])
+        .execute();
       for (const node of silent) emit('node.offline', { detail: { node: node.id, quality: Number(node.quality), last_seen: node.last_seen } });
       if (silent.length) emit('system.health', { detail: await readHealth(trx, since) });
       return silent.length;
@@ -351,7 +381,10 @@ async function readPerson(trx: Db, id: string): Promise<PersonView> {
 async function readZone(trx: Db, id: string): Promise<ZoneView> {
   const zone = await requireRow(trx.selectFrom('zones').select(['id', 'name']).where('id', '=', id), 'Zone', id);
   const occupants = await trx.selectFrom('persons').select('id').where('zone_id', '=', id).orderBy('id').execute();
-  return zoneView(zone, occupants.map((row) => row.id));
+  return zoneView(
+    zone,
+    occupants.map((row) => row.id),
+  );
 }
 
 async function readHealth(trx: Db, onlineSince: string): Promise<HealthView> {

@@ -113,7 +113,13 @@ export class RateLimitGuard {
     if (!decision.allowed) {
       this.metrics.rateLimited.inc({ group: route.group });
       const retryAfter = Math.max(1, Math.ceil((decision.retry_after_ms ?? 0) / 1000));
-      throw new ProblemError('rate_limited', `Too many requests; retry in ${retryAfter} s`, undefined, { 'retry-after': String(retryAfter) }, { 'violated-policies': [route.group] });
+      throw new ProblemError(
+        'rate_limited',
+        `Too many requests; retry in ${retryAfter} s`,
+        undefined,
+        { 'retry-after': String(retryAfter) },
+        { 'violated-policies': [route.group] },
+      );
     }
   }
 }

@@ -41,7 +41,19 @@ export interface IntegrationPatch {
 }
 
 export const DEFAULT_SETTINGS: IntegrationSettings = {
-  mqtt: { enabled: false, broker_url: '', username: '', password: '', tls: false, tls_insecure: false, ca_cert: '', discovery_prefix: 'homeassistant', discovery_mode: 'entity', topic_root: 'mothership', birth_topic: 'homeassistant/status' },
+  mqtt: {
+    enabled: false,
+    broker_url: '',
+    username: '',
+    password: '',
+    tls: false,
+    tls_insecure: false,
+    ca_cert: '',
+    discovery_prefix: 'homeassistant',
+    discovery_mode: 'entity',
+    topic_root: 'mothership',
+    birth_topic: 'homeassistant/status',
+  },
   webhook: { enabled: false, url: '', secret: '', previous_secret: '', previous_secret_expires_at: '', disabled_reason: '' },
 };
 

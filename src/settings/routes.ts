@@ -6,7 +6,8 @@ import type { SettingsStore } from './store.js';
 import { brokerEndpoint, integrationErrors, storedPasswordError, webhookOrigin } from './validate.js';
 
 const text = (maxLength: number) => ({ type: 'string', maxLength }) as const;
-const writeOnly = (maxLength: number, description: string) => ({ type: ['string', 'null'], maxLength, description: `${description} Write-only: absent keeps the stored value, null or "" clears it.` }) as const;
+const writeOnly = (maxLength: number, description: string) =>
+  ({ type: ['string', 'null'], maxLength, description: `${description} Write-only: absent keeps the stored value, null or "" clears it.` }) as const;
 
 const mqttInput = {
   type: 'object',
@@ -20,7 +21,12 @@ const mqttInput = {
     tls_insecure: { type: 'boolean', description: 'Skip verification of the broker certificate' },
     ca_cert: writeOnly(65536, 'PEM CA certificate to trust.'),
     discovery_prefix: text(128),
-    discovery_mode: { type: 'string', enum: DISCOVERY_MODES, description: 'entity: one retained config per entity (every Home Assistant version); device: one per installation (HA 2024.11+). Switching migrates the entities (docs/mqtt.md)' },
+    discovery_mode: {
+      type: 'string',
+      enum: DISCOVERY_MODES,
+      description:
+        'entity: one retained config per entity (every Home Assistant version); device: one per installation (HA 2024.11+). Switching migrates the entities (docs/mqtt.md)',
+    },
     topic_root: text(128),
     birth_topic: { ...text(256), description: "Home Assistant's birth message topic (its MQTT setting, default homeassistant/status)" },
   },
@@ -71,12 +77,18 @@ const viewSchema = {
         enabled: { type: 'boolean' },
         url: { type: 'string' },
         secret_set: { type: 'boolean' },
-        previous_secret_expires_at: { ...nullableString, description: 'Until then deliveries also carry a signature with the secret replaced last (rotation grace)' },
+        previous_secret_expires_at: {
+          ...nullableString,
+          description: 'Until then deliveries also carry a signature with the secret replaced last (rotation grace)',
+        },
         status: statusSchema({
           last_delivery_at: nullableString,
           last_status_code: { type: ['integer', 'null'] },
           last_error: nullableString,
-          disabled_reason: { ...nullableString, description: 'Why the service switched the webhook off (the receiver answered 410 Gone); null once enabled again' },
+          disabled_reason: {
+            ...nullableString,
+            description: 'Why the service switched the webhook off (the receiver answered 410 Gone); null once enabled again',
+          },
         }),
       },
     },
@@ -89,14 +101,25 @@ const viewSchema = {
  */
 export interface IntegrationControls {
   mqtt: {
-    status(): { enabled: boolean; connected: boolean; last_error: string | null; last_connected_at: string | null; next_reconnect_at: string | null; role: 'leader' | 'standby'; leader_since: string | null };
+    status(): {
+      enabled: boolean;
+      connected: boolean;
+      last_error: string | null;
+      last_connected_at: string | null;
+      next_reconnect_at: string | null;
+      role: 'leader' | 'standby';
+      leader_since: string | null;
+    };
     test(settings: IntegrationSettings['mqtt'], options: { detailed: boolean }): Promise<{ ok: boolean; latency_ms: number | null; error: string | null }>;
     publishDiscovery(): Promise<number>;
     cleanupInstallation(installation: string): Promise<number>;
   };
   webhook: {
     status(): Promise<{ last_delivery_at: string | null; last_status_code: number | null; last_error: string | null }>;
-    test(candidate: { url: string; secret: string }, options: { detailed: boolean }): Promise<{ ok: boolean; statusCode: number | null; durationMs: number; error: string | null }>;
+    test(
+      candidate: { url: string; secret: string },
+      options: { detailed: boolean },
+    ): Promise<{ ok: boolean; statusCode: number | null; durationMs: number; error: string | null }>;
   };
 }
 
@@ -122,8 +145,10 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
   const { store, mqtt, webhook } = deps;
   const tags = ['settings'];
 
-  app.get('/api/settings/integration', { schema: { tags, summary: 'MQTT and webhook settings with live status (secrets never returned)', response: { 200: viewSchema } } }, async () =>
-    view(await store.get(), deps),
+  app.get(
+    '/api/settings/integration',
+    { schema: { tags, summary: 'MQTT and webhook settings with live status (secrets never returned)', response: { 200: viewSchema } } },
+    async () => view(await store.get(), deps),
   );
 
   app.post(
@@ -152,7 +177,15 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
             description: 'Only the targets tested',
             properties: {
               mqtt: { type: 'object', properties: { ok: { type: 'boolean' }, latency_ms: { type: ['integer', 'null'] }, error: nullableString } },
-              webhook: { type: 'object', properties: { ok: { type: 'boolean' }, status_code: { type: ['integer', 'null'] }, latency_ms: { type: ['integer', 'null'] }, error: nullableString } },
+              webhook: {
+                type: 'object',
+                properties: {
+                  ok: { type: 'boolean' },
+                  status_code: { type: ['integer', 'null'] },
+                  latency_ms: { type: ['integer', 'null'] },
+                  error: nullableString,
+                },
+              },
             },
           },
         },
@@ -169,9 +202,12 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
       const stored = await store.get();
       const candidate = applyPatch(stored, body);
       const passwordError = storedPasswordError(stored.mqtt, candidate.mqtt, body.mqtt);
-      const errors = [...integrationErrors(candidate), ...(passwordError ? [passwordError] : [])].filter((error) => target === 'all' || error.path.startsWith(`/${target}/`));
+      const errors = [...integrationErrors(candidate), ...(passwordError ? [passwordError] : [])].filter(
+        (error) => target === 'all' || error.path.startsWith(`/${target}/`),
+      );
       if ((target === 'mqtt' || target === 'all') && !candidate.mqtt.broker_url) errors.push({ path: '/mqtt/broker_url', message: 'is required to test MQTT' });
-      if ((target === 'webhook' || target === 'all') && !candidate.webhook.url) errors.push({ path: '/webhook/url', message: 'is required to test the webhook' });
+      if ((target === 'webhook' || target === 'all') && !candidate.webhook.url)
+        errors.push({ path: '/webhook/url', message: 'is required to test the webhook' });
       const unique = errors.filter((error, index) => errors.findIndex((other) => other.path === error.path) === index);
       if (unique.length) throw new ProblemError('validation_failed', unique.map((error) => `${error.path} ${error.message}`).join('; '), unique);
 
@@ -179,9 +215,12 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
       // ports from closed ones, a port scanner run from the service's network position.
       const result: Record<string, unknown> = {};
       await Promise.all([
-        (target === 'mqtt' || target === 'all') && mqtt.test(candidate.mqtt, { detailed: brokerEndpoint(candidate.mqtt) === brokerEndpoint(stored.mqtt) }).then((outcome) => (result.mqtt = outcome)),
+        (target === 'mqtt' || target === 'all') &&
+          mqtt.test(candidate.mqtt, { detailed: brokerEndpoint(candidate.mqtt) === brokerEndpoint(stored.mqtt) }).then((outcome) => (result.mqtt = outcome)),
         (target === 'webhook' || target === 'all') &&
-          webhook.test(candidate.webhook, { detailed: webhookOrigin(candidate.webhook.url) === webhookOrigin(stored.webhook.url) }).then(({ ok, statusCode, durationMs, error }) => (result.webhook = { ok, status_code: statusCode, latency_ms: durationMs, error })),
+          webhook
+            .test(candidate.webhook, { detailed: webhookOrigin(candidate.webhook.url) === webhookOrigin(stored.webhook.url) })
+            .then(({ ok, statusCode, durationMs, error }) => (result.webhook = { ok, status_code: statusCode, latency_ms: durationMs, error })),
       ]);
       return result;
     },
@@ -194,7 +233,9 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
       schema: {
         tags,
         summary: 'Republish every Home Assistant discovery config (409 when MQTT is not connected)',
-        response: { 200: { type: 'object', properties: { published: { type: 'integer', description: 'Retained config messages published (1 in device mode)' } } } },
+        response: {
+          200: { type: 'object', properties: { published: { type: 'integer', description: 'Retained config messages published (1 in device mode)' } } },
+        },
       },
     },
     async () => ({ published: await mqtt.publishDiscovery() }),
@@ -207,8 +248,15 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
       schema: {
         tags,
         summary: 'Clear the retained configs and state a previous installation id left on the saved broker',
-        body: { type: 'object', additionalProperties: false, required: ['installation'], properties: { installation: { ...idString, description: 'The previous installation id (the device name in Home Assistant is "Mothership <id>")' } } },
-        response: { 200: { type: 'object', properties: { installation: { type: 'string' }, cleared: { type: 'integer', description: 'Retained messages cleared' } } } },
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['installation'],
+          properties: { installation: { ...idString, description: 'The previous installation id (the device name in Home Assistant is "Mothership <id>")' } },
+        },
+        response: {
+          200: { type: 'object', properties: { installation: { type: 'string' }, cleared: { type: 'integer', description: 'Retained messages cleared' } } },
+        },
       },
     },
     async (request) => {
@@ -223,7 +271,12 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
       schema: {
         tags,
         summary: 'Generate and save a new webhook signing secret; returned once. The replaced one keeps signing for 24 h',
-        response: { 200: { type: 'object', properties: { secret: { type: 'string', description: 'whsec_ + base64; shown this once' }, previous_secret_expires_at: nullableString } } },
+        response: {
+          200: {
+            type: 'object',
+            properties: { secret: { type: 'string', description: 'whsec_ + base64; shown this once' }, previous_secret_expires_at: nullableString },
+          },
+        },
       },
     },
     async () => {

@@ -132,7 +132,9 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
    * that attempt (the new URL has not said anything yet). Whether it did.
    */
   async disableWebhook(url: string, reason: string): Promise<boolean> {
-    const next = await this.save((stored) => (stored.webhook.enabled && stored.webhook.url === url ? { ...stored, webhook: { ...stored.webhook, enabled: false, disabled_reason: reason } } : null));
+    const next = await this.save((stored) =>
+      stored.webhook.enabled && stored.webhook.url === url ? { ...stored, webhook: { ...stored.webhook, enabled: false, disabled_reason: reason } } : null,
+    );
     return next !== null;
   }
 

@@ -9,7 +9,8 @@ export function topicPrefixError(value: string): string | null {
   if (value.startsWith('/') || value.endsWith('/')) return 'must not start or end with /';
   if (value.split('/').some((level) => level === '')) return 'must not contain an empty level (//)';
   // A level of spaces or invisible characters looks empty in every MQTT tool and in Home Assistant.
-  if (value.split('/').some((level) => !/[^\s\u200b-\u200d\u2060\ufeff]/.test(level))) return 'must not contain a blank level (only spaces or invisible characters)';
+  if (value.split('/').some((level) => !/[^\s\u200b-\u200d\u2060\ufeff]/.test(level)))
+    return 'must not contain a blank level (only spaces or invisible characters)';
   // eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
   if (/[\u0000-\u001f]/.test(value)) return 'must not contain control characters';
   return null;
@@ -88,13 +89,18 @@ export function webhookOrigin(url: string): string | null {
  * anyone who can call the settings API could read it from a CONNECT packet sent to their own host.
  * Weaker TLS: TLS switched off, certificate verification switched off, or a different CA trusted.
  */
-export function storedPasswordError(stored: IntegrationSettings['mqtt'], candidate: IntegrationSettings['mqtt'], patch: IntegrationPatch['mqtt']): FieldError | null {
+export function storedPasswordError(
+  stored: IntegrationSettings['mqtt'],
+  candidate: IntegrationSettings['mqtt'],
+  patch: IntegrationPatch['mqtt'],
+): FieldError | null {
   const reusesStoredPassword = Boolean(candidate.password) && patch?.password === undefined && candidate.password === stored.password;
   if (!reusesStoredPassword) return null;
   const endpoint = brokerEndpoint(candidate);
   const storedEndpoint = brokerEndpoint(stored);
   const moved = endpoint !== storedEndpoint;
-  const tlsWeakened = endpoint !== null && /^(mqtts|wss):/.test(endpoint) && ((candidate.tls_insecure && !stored.tls_insecure) || candidate.ca_cert !== stored.ca_cert);
+  const tlsWeakened =
+    endpoint !== null && /^(mqtts|wss):/.test(endpoint) && ((candidate.tls_insecure && !stored.tls_insecure) || candidate.ca_cert !== stored.ca_cert);
   if (!moved && !tlsWeakened) return null;
   return {
     path: '/mqtt/password',

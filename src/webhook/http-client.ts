@@ -15,9 +15,21 @@ export interface PostResult extends AttemptResult {
  * `detailed` false (a URL that is not the saved one) folds socket-level reasons into one, so a test
  * cannot tell a closed port from a filtered one.
  */
-export function postJson(url: string, body: string, headers: Record<string, string>, timeoutMs: number, detailed = true, signal?: AbortSignal): Promise<PostResult> {
+export function postJson(
+  url: string,
+  body: string,
+  headers: Record<string, string>,
+  timeoutMs: number,
+  detailed = true,
+  signal?: AbortSignal,
+): Promise<PostResult> {
   const started = performance.now();
-  const done = (statusCode: number | null, error: string | null, retryAfterMs: number | null = null): PostResult => ({ statusCode, error, retryAfterMs, durationMs: Math.round(performance.now() - started) });
+  const done = (statusCode: number | null, error: string | null, retryAfterMs: number | null = null): PostResult => ({
+    statusCode,
+    error,
+    retryAfterMs,
+    durationMs: Math.round(performance.now() - started),
+  });
   return new Promise((resolve) => {
     // The policy the URL was saved under, again: a URL stored before it changed is not sent to.
     const refusal = webhookTargetError(url);

@@ -47,7 +47,14 @@ export class WebhookOutbox implements AppendHook {
     if (!webhook.enabled || !webhook.url) return;
     const at = now();
     for (const event of events) {
-      await this.insertPending.execute(trx, { webhookId: newWebhookId(), seq: event.seq, type: event.payload.event_type, url: webhook.url, payload: event.json, at });
+      await this.insertPending.execute(trx, {
+        webhookId: newWebhookId(),
+        seq: event.seq,
+        type: event.payload.event_type,
+        url: webhook.url,
+        payload: event.json,
+        at,
+      });
     }
     this.enqueued = true;
   }

@@ -94,7 +94,8 @@ export class WebhookService {
     private readonly metrics: Metrics | null,
     private readonly options: { timeoutMs: number; retryDelayMs: number },
   ) {
-    const due = (db: Db, param: Param<'state' | 'at'>) => db.selectFrom('webhook_deliveries').select('id').where('state', '=', param('state')).where('due_at', '<=', param('at'));
+    const due = (db: Db, param: Param<'state' | 'at'>) =>
+      db.selectFrom('webhook_deliveries').select('id').where('state', '=', param('state')).where('due_at', '<=', param('at'));
     this.anyDue = prepare(database, ['state', 'at'], (db, param) => due(db, param).limit(1));
     this.claimDueRows = prepare(database, ['state', 'at', 'deadline', 'limit'], (db, param) =>
       db
@@ -109,7 +110,13 @@ export class WebhookService {
     this.recordAttempt = prepare(database, ['id', 'state', 'statusCode', 'error', 'durationMs', 'attemptedAt'], (db, param) =>
       db
         .updateTable('webhook_deliveries')
-        .set({ state: param('state'), status_code: param('statusCode'), error: param('error'), duration_ms: param('durationMs'), attempted_at: param('attemptedAt') })
+        .set({
+          state: param('state'),
+          status_code: param('statusCode'),
+          error: param('error'),
+          duration_ms: param('durationMs'),
+          attempted_at: param('attemptedAt'),
+        })
         .where('id', '=', param('id')),
     );
   }
@@ -205,7 +212,9 @@ export class WebhookService {
    */
   private async release(rows: DeliveryRow[]): Promise<void> {
     const ids = rows.map((row) => row.id);
-    await this.database.write((db) => db.updateTable('webhook_deliveries').set({ state: 'pending', due_at: now() }).where('id', 'in', ids).where('state', '=', 'sending').execute());
+    await this.database.write((db) =>
+      db.updateTable('webhook_deliveries').set({ state: 'pending', due_at: now() }).where('id', 'in', ids).where('state', '=', 'sending').execute(),
+    );
   }
 
   /** A row in `sending` is reclaimed after this: by then its attempt cannot still run anywhere. */
@@ -236,7 +245,10 @@ export class WebhookService {
         if (outcome === 'retry') {
           const delayMs = retryDelayOf(result, this.options.retryDelayMs);
           nextRetryMs = Math.min(nextRetryMs, delayMs);
-          await trx.insertInto('webhook_deliveries').values(resendOf(row, row.attempt + 1, new Date(Date.now() + delayMs).toISOString())).execute();
+          await trx
+            .insertInto('webhook_deliveries')
+            .values(resendOf(row, row.attempt + 1, new Date(Date.now() + delayMs).toISOString()))
+            .execute();
           this.log.info({ delivery: row.id, status: result.statusCode, error: result.error, retryInMs: delayMs }, 'webhook attempt failed; retry scheduled');
         }
         if (outcome === 'gone') gone.add(row.url);
@@ -287,7 +299,21 @@ export class WebhookService {
         .insertInto('webhook_deliveries')
         // In `sending` until answered, with the deadline a claimed row gets: the dispatcher must not take
         // it for an abandoned attempt and send it a second time.
-        .values({ webhook_id: webhookId, event_seq: null, event_type: 'webhook.test', url: candidate.url, payload, attempt: 1, state: 'sending', due_at: this.sendingDeadline(), status_code: null, error: null, duration_ms: null, created_at: at, attempted_at: null })
+        .values({
+          webhook_id: webhookId,
+          event_seq: null,
+          event_type: 'webhook.test',
+          url: candidate.url,
+          payload,
+          attempt: 1,
+          state: 'sending',
+          due_at: this.sendingDeadline(),
+          status_code: null,
+          error: null,
+          duration_ms: null,
+          created_at: at,
+          attempted_at: null,
+        })
         .returning('id')
         .executeTakeFirstOrThrow(),
     );
@@ -313,7 +339,13 @@ export class WebhookService {
     if (!row) throw notFound('Delivery', String(id));
     const { url } = (await this.settings.get()).webhook;
     if (!url) throw conflict('No webhook URL is configured: save one before redelivering');
-    const { id: newId } = await this.database.write((db) => db.insertInto('webhook_deliveries').values(resendOf(row, 1, now(), url)).returning('id').executeTakeFirstOrThrow());
+    const { id: newId } = await this.database.write((db) =>
+      db
+        .insertInto('webhook_deliveries')
+        .values(resendOf(row, 1, now(), url))
+        .returning('id')
+        .executeTakeFirstOrThrow(),
+    );
     this.kick();
     return this.get(Number(newId));
   }
@@ -330,7 +362,8 @@ export class WebhookService {
    */
   async prune(cutoff: string): Promise<number> {
     let deleted = 0;
-    for (const state of FINISHED_STATES) deleted += await pruneOlderThan(this.database, { table: 'webhook_deliveries', key: 'id', time: 'created_at', state }, cutoff);
+    for (const state of FINISHED_STATES)
+      deleted += await pruneOlderThan(this.database, { table: 'webhook_deliveries', key: 'id', time: 'created_at', state }, cutoff);
     return deleted;
   }
 

@@ -27,13 +27,28 @@ export function requestTargets(path: string, authority: string): Record<string, 
 }
 
 /** A raw request: node's client sends `target` exactly as written (absolute-form included). */
-export function rawRequest(port: number, method: string, target: string, headers: Record<string, string>, body?: string): Promise<{ status: number; body: string; headers: http.IncomingHttpHeaders }> {
+export function rawRequest(
+  port: number,
+  method: string,
+  target: string,
+  headers: Record<string, string>,
+  body?: string,
+): Promise<{ status: number; body: string; headers: http.IncomingHttpHeaders }> {
   return new Promise((resolve, reject) => {
-    const request = http.request({ host: '127.0.0.1', port, method, path: target, headers: { ...headers, ...(body !== undefined ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } : {}) } }, (response) => {
-      const chunks: Buffer[] = [];
-      response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), headers: response.headers }));
-    });
+    const request = http.request(
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path: target,
+        headers: { ...headers, ...(body !== undefined ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } : {}) },
+      },
+      (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => chunks.push(chunk));
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), headers: response.headers }));
+      },
+    );
     request.on('error', reject);
     request.end(body);
   });
@@ -71,7 +86,9 @@ describe('no request without the admin credential reaches an admin handler', () 
   after(() => app.cleanup());
 
   it('the only /api operations without a security requirement are the sign-in and sign-out', () => {
-    const open = operations.filter((operation) => operation.path.startsWith('/api/') && !operation.secured).map((operation) => `${operation.method} ${operation.path}`);
+    const open = operations
+      .filter((operation) => operation.path.startsWith('/api/') && !operation.secured)
+      .map((operation) => `${operation.method} ${operation.path}`);
     assert.deepEqual(open.sort(), [...PUBLIC_API_OPERATIONS].sort());
     assert.ok(operations.filter((operation) => operation.secured).length >= 50, 'the document lists the admin operations');
   });
@@ -116,7 +133,16 @@ describe('no request without the admin credential reaches an admin handler', () 
   it('other spellings of an admin path never reach a handler either', async () => {
     for (const operation of operations.filter((candidate) => candidate.secured && candidate.method !== 'HEAD')) {
       const rest = operation.path.slice('/api'.length);
-      for (const target of [`/API${rest}`, `//api${rest}`, `/api${rest}/`, `/api/.${rest}`, `/api/..${operation.path}`, `/%2561pi${rest}`, `/api${rest.replace(/\//g, '%2F')}`, `/api${rest};x`]) {
+      for (const target of [
+        `/API${rest}`,
+        `//api${rest}`,
+        `/api${rest}/`,
+        `/api/.${rest}`,
+        `/api/..${operation.path}`,
+        `/%2561pi${rest}`,
+        `/api${rest.replace(/\//g, '%2F')}`,
+        `/api${rest};x`,
+      ]) {
         const response = await rawRequest(port, operation.method, target, {}, operation.method === 'GET' || operation.method === 'DELETE' ? undefined : '{}');
         assert.ok(response.status >= 400 && response.status < 500, `${operation.method} ${target} answered ${response.status}`);
         assert.ok(response.status !== 200 && response.status !== 201 && response.status !== 204, `${operation.method} ${target} reached a handler`);

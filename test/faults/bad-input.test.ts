@@ -6,12 +6,47 @@ import { ADMIN_TOKEN, startTestApp, type TestApp } from '../helpers/app.js';
 /** Anything JSON can carry, plus the shapes that break naive code: deep nesting, huge strings, odd keys. */
 const anyJson = fc.oneof(
   fc.jsonValue({ maxDepth: 4 }),
-  fc.dictionary(fc.constantFrom('name', 'id', 'type', 'person', 'zone', 'mode', 'quality', 'match_id', 'status', 'mqtt', 'webhook', 'commit_sha', 'timestamp', '__proto__', 'constructor'), fc.jsonValue({ maxDepth: 3 })),
-  fc.record({ mqtt: fc.dictionary(fc.constantFrom('enabled', 'broker_url', 'password', 'ca_cert', 'topic_root', 'discovery_prefix', 'tls'), fc.jsonValue({ maxDepth: 2 })) }),
-  fc.record({ type: fc.constantFrom('zone.entry', 'zone.exit', 'fall.detected', 'fall.cleared', 'anomaly.detected'), person: fc.string(), zone: fc.string(), detail: fc.jsonValue() }),
+  fc.dictionary(
+    fc.constantFrom(
+      'name',
+      'id',
+      'type',
+      'person',
+      'zone',
+      'mode',
+      'quality',
+      'match_id',
+      'status',
+      'mqtt',
+      'webhook',
+      'commit_sha',
+      'timestamp',
+      '__proto__',
+      'constructor',
+    ),
+    fc.jsonValue({ maxDepth: 3 }),
+  ),
+  fc.record({
+    mqtt: fc.dictionary(
+      fc.constantFrom('enabled', 'broker_url', 'password', 'ca_cert', 'topic_root', 'discovery_prefix', 'tls'),
+      fc.jsonValue({ maxDepth: 2 }),
+    ),
+  }),
+  fc.record({
+    type: fc.constantFrom('zone.entry', 'zone.exit', 'fall.detected', 'fall.cleared', 'anomaly.detected'),
+    person: fc.string(),
+    zone: fc.string(),
+    detail: fc.jsonValue(),
+  }),
 );
-const pathSegment = fc.oneof(fc.string({ maxLength: 80 }), fc.constantFrom('a+b', '#', 'a/b', '..', '%00', '%E0%A4%A', 'x'.repeat(300), 'x'.repeat(5000), 'ümlaut', '1', 'latest', '-1', '0'));
-const query = fc.dictionary(fc.constantFrom('limit', 'after', 'before', 'base', 'head', 'threshold', 'order', 'x'), fc.oneof(fc.string({ maxLength: 20 }), fc.integer().map(String)));
+const pathSegment = fc.oneof(
+  fc.string({ maxLength: 80 }),
+  fc.constantFrom('a+b', '#', 'a/b', '..', '%00', '%E0%A4%A', 'x'.repeat(300), 'x'.repeat(5000), 'ümlaut', '1', 'latest', '-1', '0'),
+);
+const query = fc.dictionary(
+  fc.constantFrom('limit', 'after', 'before', 'base', 'head', 'threshold', 'order', 'x'),
+  fc.oneof(fc.string({ maxLength: 20 }), fc.integer().map(String)),
+);
 
 describe('bad input never gets a 5xx and never changes state', () => {
   let app: TestApp;
@@ -40,14 +75,24 @@ describe('bad input never gets a 5xx and never changes state', () => {
       app.api('GET', '/api/matches'),
       app.api('GET', '/api/settings/integration'),
     ]);
-    return JSON.stringify([persons.body, zones.body, mode.body, events.body.events.map((event: { seq: number }) => event.seq), baselines.body, bots.body, matches.body, settings.body]);
+    return JSON.stringify([
+      persons.body,
+      zones.body,
+      mode.body,
+      events.body.events.map((event: { seq: number }) => event.seq),
+      baselines.body,
+      bots.body,
+      matches.body,
+      settings.body,
+    ]);
   };
 
   it('generated bodies, path parameters and query strings on every route', async () => {
     await fc.assert(
       fc.asyncProperty(fc.integer({ min: 0, max: 10_000 }), pathSegment, query, fc.option(anyJson, { nil: undefined }), async (pick, segment, params, body) => {
         const route = routes[pick % routes.length]!;
-        const url = route.path.replace(/\{[^}]+\}/g, encodeURIComponent(segment)) + (Object.keys(params).length ? '?' + new URLSearchParams(params).toString() : '');
+        const url =
+          route.path.replace(/\{[^}]+\}/g, encodeURIComponent(segment)) + (Object.keys(params).length ? '?' + new URLSearchParams(params).toString() : '');
         const payload = body === undefined || route.method === 'GET' || route.method === 'DELETE' ? undefined : JSON.stringify(body);
         const before = await snapshot();
         const response = await app.http.inject({
@@ -103,6 +148,9 @@ describe('bad input never gets a 5xx and never changes state', () => {
     const after = JSON.parse(await snapshot());
     const expected = JSON.parse(before);
     // The person created and deleted by the non-UTF-8 case moved the event log on; nothing else changed.
-    assert.deepEqual([after[0], after[1], after[2], after[4], after[5], after[6], after[7]], [expected[0], expected[1], expected[2], expected[4], expected[5], expected[6], expected[7]]);
+    assert.deepEqual(
+      [after[0], after[1], after[2], after[4], after[5], after[6], after[7]],
+      [expected[0], expected[1], expected[2], expected[4], expected[5], expected[6], expected[7]],
+    );
   });
 });

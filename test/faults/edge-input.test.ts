@@ -33,7 +33,10 @@ for (const dialect of DIALECTS) {
     const expect400 = (response: { status: number; body: { code?: string; errors?: Array<{ path: string }> } }, path: string, what: string) => {
       assert.equal(response.status, 400, `${what}: ${JSON.stringify(response.body)}`);
       assert.equal(response.body.code, 'validation_failed', what);
-      assert.ok(response.body.errors?.some((error) => error.path === path), `${what}: names ${path}, got ${JSON.stringify(response.body.errors)}`);
+      assert.ok(
+        response.body.errors?.some((error) => error.path === path),
+        `${what}: names ${path}, got ${JSON.stringify(response.body.errors)}`,
+      );
     };
 
     it('integers beyond what the database stores, in query strings and paths', async () => {
@@ -60,20 +63,39 @@ for (const dialect of DIALECTS) {
       expect400(await app.api('POST', '/api/bots', { name: 'b\u0000' }), '/name', 'bot name');
       expect400(await app.api('POST', '/api/events', { type: 'anomaly.detected', zone: 'hall', detail: { note: 'x\u0000y' } }), '/detail/note', 'event detail');
       expect400(await app.api('POST', '/api/events', { type: 'anomaly.detected', zone: 'hall', detail: { 'k\u0000': 1 } }), '/detail', 'a key with NUL');
-      expect400(await app.api('POST', '/api/matches', { id: 'm1', status: 'completed', replay: { players: ['a\u0000'] } }), '/replay/players/0', 'match replay');
+      expect400(
+        await app.api('POST', '/api/matches', { id: 'm1', status: 'completed', replay: { players: ['a\u0000'] } }),
+        '/replay/players/0',
+        'match replay',
+      );
       expect400(await app.api('GET', '/api/baselines/compare?head=a%00b'), 'querystring:/head', 'compare reference');
       const persons = (await app.api('GET', '/api/persons')).body as Array<{ id: string }>;
-      assert.deepEqual(persons.map((person) => person.id), ['ada'], 'nothing was stored');
+      assert.deepEqual(
+        persons.map((person) => person.id),
+        ['ada'],
+        'nothing was stored',
+      );
     });
 
     it('unpaired surrogates in a body are refused (no UTF-8 form: each database would store something else); a real pair is fine', async () => {
-      const raw = (payload: string) => app.http.inject({ method: 'POST', url: '/api/persons', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, payload });
+      const raw = (payload: string) =>
+        app.http.inject({
+          method: 'POST',
+          url: '/api/persons',
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+          payload,
+        });
       for (const name of ['\\ud800', 'a\\udfffb', '\\ude00\\ud83d']) {
         const response = await raw(`{"name":"${name}"}`);
         expect400({ status: response.statusCode, body: response.json() }, '/name', `name ${name}`);
         assert.match(response.json().errors[0].message, /unpaired surrogate/);
       }
-      const key = await app.http.inject({ method: 'POST', url: '/api/events', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, payload: '{"type":"anomaly.detected","zone":"hall","detail":{"\\udc00":1}}' });
+      const key = await app.http.inject({
+        method: 'POST',
+        url: '/api/events',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        payload: '{"type":"anomaly.detected","zone":"hall","detail":{"\\udc00":1}}',
+      });
       expect400({ status: key.statusCode, body: key.json() }, '/detail', 'a key with a lone surrogate');
       const emoji = await raw('{"name":"Ada \\ud83d\\ude00"}');
       assert.equal(emoji.statusCode, 201);
@@ -98,13 +120,37 @@ for (const dialect of DIALECTS) {
     });
 
     it('JSON nested deeper than 64 levels', async () => {
-      const deep = (await app.http.inject({ method: 'POST', url: '/api/events', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, payload: `{"type":"anomaly.detected","zone":"hall","detail":${nested(5000)}}` }));
-      expect400({ status: deep.statusCode, body: deep.json() }, '/detail/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a', 'event detail 5,000 deep');
-      const replay = await app.http.inject({ method: 'POST', url: '/api/matches', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, payload: `{"id":"m2","status":"completed","replay":${nested(5000)}}` });
+      const deep = await app.http.inject({
+        method: 'POST',
+        url: '/api/events',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        payload: `{"type":"anomaly.detected","zone":"hall","detail":${nested(5000)}}`,
+      });
+      expect400(
+        { status: deep.statusCode, body: deep.json() },
+        '/detail/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a/a',
+        'event detail 5,000 deep',
+      );
+      const replay = await app.http.inject({
+        method: 'POST',
+        url: '/api/matches',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        payload: `{"id":"m2","status":"completed","replay":${nested(5000)}}`,
+      });
       assert.equal(replay.statusCode, 400);
       assert.match(replay.json().errors[0].path, /^\/replay\/a\//);
       // 60 levels are fine.
-      assert.equal((await app.http.inject({ method: 'POST', url: '/api/events', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, payload: `{"type":"anomaly.detected","zone":"hall","detail":${nested(60)}}` })).statusCode, 202);
+      assert.equal(
+        (
+          await app.http.inject({
+            method: 'POST',
+            url: '/api/events',
+            headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+            payload: `{"type":"anomaly.detected","zone":"hall","detail":${nested(60)}}`,
+          })
+        ).statusCode,
+        202,
+      );
     });
   });
 }
@@ -122,11 +168,19 @@ describe('answers given before any route runs are problem+json too', () => {
   it('a Last-Event-ID that is not decimal digits (blank, hex, exponent) starts the stream live instead of replaying the log', async () => {
     await app.api('POST', '/api/zones', { id: 'den', name: 'Den' });
     for (const id of [' ', '0x0', '0e0']) {
-      const answer = await rawExchange(port, `GET /api/events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nLast-Event-ID: ${id}\r\nConnection: close\r\n\r\n`, 400);
+      const answer = await rawExchange(
+        port,
+        `GET /api/events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nLast-Event-ID: ${id}\r\nConnection: close\r\n\r\n`,
+        400,
+      );
       assert.match(answer, /: connected/, JSON.stringify(id));
       assert.doesNotMatch(answer, /^id: /m, `Last-Event-ID ${JSON.stringify(id)} replayed the log`);
     }
-    const resumed = await rawExchange(port, `GET /api/events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nLast-Event-ID: 0\r\nConnection: close\r\n\r\n`, 400);
+    const resumed = await rawExchange(
+      port,
+      `GET /api/events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nLast-Event-ID: 0\r\nConnection: close\r\n\r\n`,
+      400,
+    );
     assert.match(resumed, /^id: 1$/m, 'a decimal id still resumes');
   });
 

@@ -15,22 +15,37 @@ const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'applica
 
 describe(`sustained load for ${SECONDS} s with MQTT and webhook output`, () => {
   it('answers every request without error and keeps memory flat', async () => {
-    const env = await createTestEnv('sqlite', { WORKER: 'embedded', RATE_LIMIT_CAPACITY: '10000000', RATE_LIMIT_REFILL_PER_SEC: '10000000', MOTHERSHIP_ID: `load${randomBytes(3).toString('hex')}` });
+    const env = await createTestEnv('sqlite', {
+      WORKER: 'embedded',
+      RATE_LIMIT_CAPACITY: '10000000',
+      RATE_LIMIT_REFILL_PER_SEC: '10000000',
+      MOTHERSHIP_ID: `load${randomBytes(3).toString('hex')}`,
+    });
     const receiver = await startReceiver();
     // A private broker: the retained state of a load run must not reach anyone's Home Assistant.
     const broker = await startBroker();
     const port = await freePort();
     const service = await startService(env.env, port);
-    const call = (method: string, path: string, body?: unknown) => fetch(service.base + path, { method, headers: admin, body: body === undefined ? undefined : JSON.stringify(body) });
+    const call = (method: string, path: string, body?: unknown) =>
+      fetch(service.base + path, { method, headers: admin, body: body === undefined ? undefined : JSON.stringify(body) });
     try {
-      assert.equal((await call('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: `load${randomBytes(3).toString('hex')}` }, webhook: { enabled: true, url: receiver.url } })).status, 200);
+      assert.equal(
+        (
+          await call('POST', '/api/settings/integration', {
+            mqtt: { enabled: true, broker_url: broker.url, topic_root: `load${randomBytes(3).toString('hex')}` },
+            webhook: { enabled: true, url: receiver.url },
+          })
+        ).status,
+        200,
+      );
       await call('POST', '/api/persons', { id: 'ada', name: 'Ada' });
       for (const zone of ['kitchen', 'hall']) await call('POST', '/api/zones', { id: zone, name: zone });
       const requests = SECONDS * ENRICHMENT_RATE;
       const bots: { id: string; shared_secret: string }[] = [];
       for (let b = 0; b < Math.ceil(requests / 5); b++) {
         bots.push((await (await call('POST', '/api/bots', { id: `b${b}`, name: `B${b}` })).json()) as { id: string; shared_secret: string });
-        for (let m = 0; m < 5; m++) await call('POST', '/api/matches', { id: `m${b * 5 + m}`, status: 'completed', replay: { players: [{ id: 'a', name: 'Ann' }] } });
+        for (let m = 0; m < 5; m++)
+          await call('POST', '/api/matches', { id: `m${b * 5 + m}`, status: 'completed', replay: { players: [{ id: 'a', name: 'Ann' }] } });
       }
 
       // A dashboard that stopped reading (a stalled tab, a dead network path): its stream must not
@@ -76,7 +91,17 @@ describe(`sustained load for ${SECONDS} s with MQTT and webhook output`, () => {
                 const timestamp = String(Math.floor(Date.now() / 1000));
                 const nonce = randomBytes(16).toString('hex');
                 const signature = signatureHeader(bot.shared_secret, { method: 'POST', pathAndQuery: '/api/request-enrichment', timestamp, nonce, body });
-                return { ...request, body, headers: { 'content-type': 'application/json', 'x-bot-id': bot.id, 'x-bot-timestamp': timestamp, 'x-bot-nonce': nonce, 'x-bot-signature': signature } };
+                return {
+                  ...request,
+                  body,
+                  headers: {
+                    'content-type': 'application/json',
+                    'x-bot-id': bot.id,
+                    'x-bot-timestamp': timestamp,
+                    'x-bot-nonce': nonce,
+                    'x-bot-signature': signature,
+                  },
+                };
               },
             },
           ],
@@ -85,11 +110,18 @@ describe(`sustained load for ${SECONDS} s with MQTT and webhook output`, () => {
       clearInterval(sampler);
       await sample();
 
-      console.log(`# events: ${Math.round(events.requests.average)} req/s, p50 ${events.latency.p50} ms, p99 ${events.latency.p99} ms, ${events.requests.total} requests`);
-      console.log(`# enrichment: ${enrichment.requests.total} requests at ${ENRICHMENT_RATE}/s, p50 ${enrichment.latency.p50} ms, p99 ${enrichment.latency.p99} ms`);
+      console.log(
+        `# events: ${Math.round(events.requests.average)} req/s, p50 ${events.latency.p50} ms, p99 ${events.latency.p99} ms, ${events.requests.total} requests`,
+      );
+      console.log(
+        `# enrichment: ${enrichment.requests.total} requests at ${ENRICHMENT_RATE}/s, p50 ${enrichment.latency.p50} ms, p99 ${enrichment.latency.p99} ms`,
+      );
       console.log(`# RSS MiB every 5 s: ${rss.map((bytes) => (bytes / 2 ** 20).toFixed(0)).join(' ')}`);
       console.log(`# stalled stream: KiB buffered every 5 s: ${buffered.map((bytes) => (bytes / 1024).toFixed(0)).join(' ')}`);
-      for (const [name, result] of [['events', events], ['enrichment', enrichment]] as const) {
+      for (const [name, result] of [
+        ['events', events],
+        ['enrichment', enrichment],
+      ] as const) {
         assert.equal(result.errors + result.timeouts, 0, `${name}: ${result.errors} errors, ${result.timeouts} timeouts`);
         assert.equal(result.non2xx, 0, `${name}: ${result.non2xx} non-2xx answers`);
       }
@@ -102,10 +134,14 @@ describe(`sustained load for ${SECONDS} s with MQTT and webhook output`, () => {
       const warm = Math.max(...rss.slice(0, Math.max(1, Math.floor(rss.length / 4))));
       assert.ok(rss.at(-1)! <= warm * 1.5, `RSS grew from ${warm} to ${rss.at(-1)}`);
       // The enrichment jobs are all worked off by the embedded worker.
-      await eventually(async () => {
-        const metrics = await (await fetch(`${service.base}/metrics`)).text();
-        return /^mothership_enrichment_queue_depth 0$/m.test(metrics);
-      }, 30_000, 'enrichment queue drained');
+      await eventually(
+        async () => {
+          const metrics = await (await fetch(`${service.base}/metrics`)).text();
+          return /^mothership_enrichment_queue_depth 0$/m.test(metrics);
+        },
+        30_000,
+        'enrichment queue drained',
+      );
       stalled.destroy();
     } finally {
       await stopProcess(service.child);

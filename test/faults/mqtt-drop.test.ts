@@ -37,7 +37,8 @@ describe('MQTT state after the broker drops the connection mid-publish', () => {
       for (const id of PERSONS) await app.api('POST', '/api/persons', { id, name: id });
       for (const id of ZONES) await app.api('POST', '/api/zones', { id, name: id });
       await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root } });
-      const connected = () => eventually(async () => (await app.api('GET', '/api/settings/integration')).body.mqtt.status.connected === true, 10_000, 'MQTT connected');
+      const connected = () =>
+        eventually(async () => (await app.api('GET', '/api/settings/integration')).body.mqtt.status.connected === true, 10_000, 'MQTT connected');
       await connected();
 
       for (let trial = 0; trial < 3; trial++) {
@@ -67,18 +68,29 @@ describe('MQTT state after the broker drops the connection mid-publish', () => {
           const stored = (await app.api('GET', `/api/persons/${person}`)).body;
           const wanted = JSON.stringify({ zone: stored.zone, last_seen: stored.last_seen });
           assert.equal(stored.zone, zone);
-          await eventually(() => view!.last(topic('person', person, 'attributes')) === wanted, 1000, `trial ${trial}: ${person} in ${zone} published within 1 s`);
+          await eventually(
+            () => view!.last(topic('person', person, 'attributes')) === wanted,
+            1000,
+            `trial ${trial}: ${person} in ${zone} published within 1 s`,
+          );
           assert.ok(Date.now() - since <= 1000);
         }
         // And what the broker retains is what the database holds, for every entity.
         const expected = await expectedState(app, topic);
-        await eventually(async () => {
-          const retained = await observer(broker.url, [`${root}/${mid}/person/#`, `${root}/${mid}/zone/#`]);
-          await new Promise((resolve) => setTimeout(resolve, 200));
-          await retained.close();
-          const wrong = [...expected].filter(([key, value]) => retained.last(key) !== value);
-          return wrong.length === 0 || (assert.fail(`trial ${trial}: ${wrong.length} of ${expected.size} retained states differ from the database, e.g. ${wrong[0]![0]}`) as never);
-        }, 3000, 'retained state equals the database');
+        await eventually(
+          async () => {
+            const retained = await observer(broker.url, [`${root}/${mid}/person/#`, `${root}/${mid}/zone/#`]);
+            await new Promise((resolve) => setTimeout(resolve, 200));
+            await retained.close();
+            const wrong = [...expected].filter(([key, value]) => retained.last(key) !== value);
+            return (
+              wrong.length === 0 ||
+              (assert.fail(`trial ${trial}: ${wrong.length} of ${expected.size} retained states differ from the database, e.g. ${wrong[0]![0]}`) as never)
+            );
+          },
+          3000,
+          'retained state equals the database',
+        );
       }
     } finally {
       await view?.close();
@@ -92,7 +104,11 @@ describe('shutdown never waits on a publish', () => {
   for (const when of ['during a broker outage', 'right after a broker drop mid-publish'] as const) {
     it(`SIGTERM ${when}: the process exits within 5 s`, async () => {
       const broker = await startBroker();
-      const env = await createTestEnv('sqlite', { MOTHERSHIP_ID: `ms${randomBytes(4).toString('hex')}`, MQTT_BACKOFF_INITIAL_MS: '100', MQTT_BACKOFF_MAX_MS: '300' });
+      const env = await createTestEnv('sqlite', {
+        MOTHERSHIP_ID: `ms${randomBytes(4).toString('hex')}`,
+        MQTT_BACKOFF_INITIAL_MS: '100',
+        MQTT_BACKOFF_MAX_MS: '300',
+      });
       const setup = await startTestApp('sqlite', {}, { testEnv: env });
       for (const id of PERSONS) await setup.api('POST', '/api/persons', { id, name: id });
       for (const id of ZONES) await setup.api('POST', '/api/zones', { id, name: id });
@@ -101,12 +117,24 @@ describe('shutdown never waits on a publish', () => {
       const { child: service, base } = await startService(env.env, await freePort());
       try {
         const headers = { authorization: `Bearer ${env.env.ADMIN_TOKEN}`, 'content-type': 'application/json' };
-        await eventually(async () => ((await (await fetch(`${base}/api/settings/integration`, { headers })).json()) as { mqtt: { status: { connected: boolean } } }).mqtt.status.connected === true, 10_000, 'MQTT connected');
+        await eventually(
+          async () =>
+            ((await (await fetch(`${base}/api/settings/integration`, { headers })).json()) as { mqtt: { status: { connected: boolean } } }).mqtt.status
+              .connected === true,
+          10_000,
+          'MQTT connected',
+        );
         let flowing = true;
         const load = (async () => {
           while (flowing) {
             await Promise.all(
-              Array.from({ length: 10 }, () => fetch(`${base}/api/events`, { method: 'POST', headers, body: JSON.stringify({ type: 'zone.entry', person: pick(PERSONS), zone: pick(ZONES) }) }).catch(() => null)),
+              Array.from({ length: 10 }, () =>
+                fetch(`${base}/api/events`, {
+                  method: 'POST',
+                  headers,
+                  body: JSON.stringify({ type: 'zone.entry', person: pick(PERSONS), zone: pick(ZONES) }),
+                }).catch(() => null),
+              ),
             );
           }
         })();

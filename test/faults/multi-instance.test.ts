@@ -32,7 +32,10 @@ function connectionsOf(log: string, clientId: string) {
       open--;
     }
   }
-  const lines = log.split('\n').filter((line) => new RegExp(`as ${id} |Client ${id} |client ${id},`).test(line)).join('\n');
+  const lines = log
+    .split('\n')
+    .filter((line) => new RegExp(`as ${id} |Client ${id} |client ${id},`).test(line))
+    .join('\n');
   return { connects, most, kicked: new RegExp(`Client ${id} already connected, closing old connection`).test(log), lines };
 }
 
@@ -55,11 +58,15 @@ describe('three instances on one PostgreSQL, Redis and broker', () => {
   const roles = () => Promise.all(services.map(async (service) => ((await (await fetch(`${service.base}/readyz`)).json()) as { mqtt: MqttRole }).mqtt));
   /** The instances once exactly one of them leads (connected) and the others stand by. */
   const settledRoles = () =>
-    eventually(async () => {
-      const now = await roles();
-      const leaders = now.filter((entry) => entry.role === 'leader' && entry.connected);
-      return leaders.length === 1 && now.filter((entry) => entry.role === 'standby' && !entry.connected).length === services.length - 1 ? now : null;
-    }, 10_000, 'one leader connected, the others standing by');
+    eventually(
+      async () => {
+        const now = await roles();
+        const leaders = now.filter((entry) => entry.role === 'leader' && entry.connected);
+        return leaders.length === 1 && now.filter((entry) => entry.role === 'standby' && !entry.connected).length === services.length - 1 ? now : null;
+      },
+      10_000,
+      'one leader connected, the others standing by',
+    );
 
   before(async () => {
     broker = await startBroker();
@@ -105,18 +112,30 @@ describe('three instances on one PostgreSQL, Redis and broker', () => {
       const standby = services[(await roles()).findIndex((entry) => entry.role === 'standby')]!;
       assert.equal((await post(standby.base, '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
       // Events accepted right after the save, on every instance, are all delivered.
-      for (const [index, service] of services.entries()) assert.equal((await post(service.base, '/api/events', { type: 'anomaly.detected', detail: { via: index } })).status, 202);
-      await eventually(() => {
-        const via = receiver.received.map((request) => JSON.parse(request.body)).filter((body) => body.event_type === 'anomaly.detected').map((body) => body.detail.via);
-        return [0, 1, 2].every((index) => via.includes(index));
-      }, 10_000, 'the events of all three instances delivered');
+      for (const [index, service] of services.entries())
+        assert.equal((await post(service.base, '/api/events', { type: 'anomaly.detected', detail: { via: index } })).status, 202);
+      await eventually(
+        () => {
+          const via = receiver.received
+            .map((request) => JSON.parse(request.body))
+            .filter((body) => body.event_type === 'anomaly.detected')
+            .map((body) => body.detail.via);
+          return [0, 1, 2].every((index) => via.includes(index));
+        },
+        10_000,
+        'the events of all three instances delivered',
+      );
 
       // A discovery prefix saved on a standby: the leader republishes discovery under it.
       const prefix = `disc${randomBytes(3).toString('hex')}`;
       const discovery = await observer(broker.url, [`${prefix}/#`]);
       try {
         assert.equal((await post(standby.base, '/api/settings/integration', { mqtt: { discovery_prefix: prefix } })).status, 200);
-        await eventually(() => discovery.messages.some((message) => message.topic.startsWith(`${prefix}/`) && message.topic.endsWith('/config')), 5000, 'discovery under the new prefix');
+        await eventually(
+          () => discovery.messages.some((message) => message.topic.startsWith(`${prefix}/`) && message.topic.endsWith('/config')),
+          5000,
+          'discovery under the new prefix',
+        );
       } finally {
         await discovery.close();
       }
@@ -141,7 +160,11 @@ describe('three instances on one PostgreSQL, Redis and broker', () => {
   it('presence and health happen once for the installation, not once per instance', async () => {
     assert.equal((await post(services[1]!.base, '/api/events', { type: 'zone.entry', person: 'ada', zone: 'kitchen' })).status, 202);
     assert.equal((await post(services[2]!.base, '/api/events', { type: 'zone.exit', person: 'ada', zone: 'kitchen' })).status, 202);
-    await eventually(async () => ((await (await fetch(`${services[0]!.base}/api/persons/ada`, { headers: admin })).json()) as { presence: string }).presence === 'not_home', 5000, 'not_home');
+    await eventually(
+      async () => ((await (await fetch(`${services[0]!.base}/api/persons/ada`, { headers: admin })).json()) as { presence: string }).presence === 'not_home',
+      5000,
+      'not_home',
+    );
     // Past several away sweeps of every instance.
     await new Promise((resolve) => setTimeout(resolve, 1500));
     const changes = (await allEvents(services[0]!.base, 'presence.changed')).filter((event) => event.person === 'ada').map((event) => event.detail.to);
@@ -152,29 +175,40 @@ describe('three instances on one PostgreSQL, Redis and broker', () => {
     // Once per interval (a claim waits at least 0.9 of it): three instances each reporting would be three times as many.
     assert.ok(health.length >= 2 && health.length <= Math.floor(elapsed / (0.9 * HEALTH_INTERVAL_MS)) + 1, `${health.length} reports in ${elapsed} ms`);
     const gaps = health.slice(1).map((event, index) => Date.parse(event.timestamp) - Date.parse(health[index]!.timestamp));
-    assert.ok(gaps.every((gap) => gap >= HEALTH_INTERVAL_MS / 2), `gaps ${gaps.join(', ')} ms`);
+    assert.ok(
+      gaps.every((gap) => gap >= HEALTH_INTERVAL_MS / 2),
+      `gaps ${gaps.join(', ')} ms`,
+    );
   });
 
   it('enrichment: 60 concurrent requests of one bot over three instances enqueue 5 jobs, each processed once', async () => {
     const responses = await Promise.all(
-      Array.from({ length: 60 }, (_, i) =>
-        botRequest(services[i % 3]!.base, bot, 'POST', '/api/request-enrichment', { match_id: `s-${i % 10}` }),
-      ),
+      Array.from({ length: 60 }, (_, i) => botRequest(services[i % 3]!.base, bot, 'POST', '/api/request-enrichment', { match_id: `s-${i % 10}` })),
     );
     const statuses = responses.map((response) => response.status);
-    assert.ok(statuses.every((status) => status === 202 || status === 429), String(statuses));
+    assert.ok(
+      statuses.every((status) => status === 202 || status === 429),
+      String(statuses),
+    );
     const fresh = responses.filter((response) => response.status === 202 && !response.body.duplicate).map((response) => response.body.match_id as string);
     assert.equal(fresh.length, 5);
     assert.equal(new Set(fresh).size, 5);
-    const completed = await eventually(async () => {
-      const events = await allEvents(services[0]!.base, 'enrichment.completed');
-      return events.length >= 5 ? events : null;
-    }, 20_000, 'five jobs completed');
+    const completed = await eventually(
+      async () => {
+        const events = await allEvents(services[0]!.base, 'enrichment.completed');
+        return events.length >= 5 ? events : null;
+      },
+      20_000,
+      'five jobs completed',
+    );
     await new Promise((resolve) => setTimeout(resolve, 500));
     const again = await allEvents(services[0]!.base, 'enrichment.completed');
     assert.equal(again.length, 5, 'each job completed once');
     assert.deepEqual(completed.map((event) => event.detail.match_id).sort(), [...fresh].sort());
-    assert.ok(again.every((event) => event.detail.attempts === 1), 'no job was claimed twice');
+    assert.ok(
+      again.every((event) => event.detail.attempts === 1),
+      'no job was claimed twice',
+    );
   });
 
   it('the leader killed with SIGKILL: another instance takes over within 10 s with the retained state intact, one connection at a time', async () => {
@@ -187,7 +221,13 @@ describe('three instances on one PostgreSQL, Redis and broker', () => {
     const killedAt = Date.now();
     services = services.filter((service) => service !== leader);
     await settledRoles();
-    await eventually(() => view.last(`${root}/${mid}/availability`) === 'online' && view.messages.filter((message) => message.topic === `${root}/${mid}/availability`).at(-2)?.payload === 'offline', 10_000, 'the Last Will, then online again');
+    await eventually(
+      () =>
+        view.last(`${root}/${mid}/availability`) === 'online' &&
+        view.messages.filter((message) => message.topic === `${root}/${mid}/availability`).at(-2)?.payload === 'offline',
+      10_000,
+      'the Last Will, then online again',
+    );
     assert.ok(Date.now() - killedAt < 10_000, `took over in ${Date.now() - killedAt} ms`);
     const retainedAfter = await retainedSet(broker.url, [`${root}/#`]);
     const health = `${root}/${mid}/system/health`;

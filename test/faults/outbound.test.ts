@@ -29,7 +29,8 @@ const paths = (body: { errors?: { path: string }[] }) => (body.errors ?? []).map
 
 describe('the stored MQTT password is bound to the broker it was saved for', () => {
   const base: IntegrationSettings['mqtt'] = { ...DEFAULT_SETTINGS.mqtt, broker_url: 'mqtts://broker.lan:8883', username: 'hub', password: 'stored' };
-  const check = (change: Partial<IntegrationSettings['mqtt']>, patch: Record<string, unknown> = change) => storedPasswordError(base, { ...base, ...change }, patch)?.path ?? null;
+  const check = (change: Partial<IntegrationSettings['mqtt']>, patch: Record<string, unknown> = change) =>
+    storedPasswordError(base, { ...base, ...change }, patch)?.path ?? null;
 
   it('asks for the password again when the endpoint moves or TLS gets weaker', () => {
     assert.equal(check({ broker_url: 'mqtts://attacker.example:8883' }), '/mqtt/password', 'other host');
@@ -41,7 +42,11 @@ describe('the stored MQTT password is bound to the broker it was saved for', () 
     // TLS by the flag on an mqtt:// URL counts the same as mqtts://.
     const flagged = { ...base, broker_url: 'mqtt://broker.lan:8883', tls: true };
     assert.equal(storedPasswordError(flagged, { ...flagged, tls: false }, { tls: false })?.path, '/mqtt/password', 'TLS flag switched off');
-    assert.equal(storedPasswordError(flagged, { ...flagged, broker_url: 'mqtts://broker.lan:8883' }, { broker_url: 'mqtts://broker.lan:8883' }), null, 'the same connection spelled mqtts://');
+    assert.equal(
+      storedPasswordError(flagged, { ...flagged, broker_url: 'mqtts://broker.lan:8883' }, { broker_url: 'mqtts://broker.lan:8883' }),
+      null,
+      'the same connection spelled mqtts://',
+    );
   });
 
   it('keeps it for the same broker, a re-entered password, or no password at all', () => {
@@ -50,7 +55,11 @@ describe('the stored MQTT password is bound to the broker it was saved for', () 
     assert.equal(check({ username: 'other', topic_root: 'x' }), null);
     assert.equal(check({ broker_url: 'mqtts://attacker.example:8883', password: 'typed' }), null, 'a typed password goes where the user says');
     assert.equal(check({ broker_url: 'mqtts://attacker.example:8883', password: '' }, { broker_url: 'x', password: null }), null, 'cleared');
-    assert.equal(check({ broker_url: 'mqtts://attacker.example:8883', password: 'stored' }, { broker_url: 'x', password: 'stored' }), null, 'sent again by the user');
+    assert.equal(
+      check({ broker_url: 'mqtts://attacker.example:8883', password: 'stored' }, { broker_url: 'x', password: 'stored' }),
+      null,
+      'sent again by the user',
+    );
   });
 
   it('end to end: neither a test nor a save sends the stored password to another host', async () => {
@@ -58,7 +67,9 @@ describe('the stored MQTT password is bound to the broker it was saved for', () 
     const attacker = await attackerListener();
     const app = await startTestApp('sqlite');
     try {
-      const saved = await app.api('POST', '/api/settings/integration', { mqtt: { enabled: false, broker_url: broker.url, username: 'hub', password: 's3cret-pass' } });
+      const saved = await app.api('POST', '/api/settings/integration', {
+        mqtt: { enabled: false, broker_url: broker.url, username: 'hub', password: 's3cret-pass' },
+      });
       assert.equal(saved.status, 200);
       for (const mqtt of [{ broker_url: attacker.url }, { broker_url: `mqtt://localhost:${broker.port}` }]) {
         const test = await app.api('POST', '/api/settings/integration/test', { target: 'mqtt', mqtt });
@@ -95,7 +106,15 @@ for (const dialect of DIALECTS) {
     after(() => app.cleanup());
 
     it('refuses to save or test a URL that points at link-local, unspecified or multicast space, in any address form', async () => {
-      const webhookUrls = ['http://169.254.169.254/hook', 'http://[::ffff:169.254.169.254]/', 'http://[0:0:0:0:0:ffff:a9fe:a9fe]/', 'http://0xa9fea9fe/', 'http://0/', 'http://[fe80::1]/', 'https://[64:ff9b::a9fe:a9fe]/'];
+      const webhookUrls = [
+        'http://169.254.169.254/hook',
+        'http://[::ffff:169.254.169.254]/',
+        'http://[0:0:0:0:0:ffff:a9fe:a9fe]/',
+        'http://0xa9fea9fe/',
+        'http://0/',
+        'http://[fe80::1]/',
+        'https://[64:ff9b::a9fe:a9fe]/',
+      ];
       for (const url of webhookUrls) {
         for (const route of ['/api/settings/integration', '/api/settings/integration/test']) {
           const response = await app.api('POST', route, { ...(route.endsWith('test') ? { target: 'webhook' } : {}), webhook: { url } });
@@ -103,13 +122,32 @@ for (const dialect of DIALECTS) {
           assert.deepEqual(paths(response.body), ['/webhook/url'], url);
         }
       }
-      const brokerUrls = ['mqtt://169.254.169.254%00:1883', 'mqtt://%31%36%39.254.169.254:1883', 'mqtt://169.254.169.254:1883', 'mqtt://0xa9fea9fe:1883', 'mqtt://169.254.43518:1883', 'mqtts://[::ffff:a9fe:a9fe]:8883', 'ws://[fe80::1]:9001', 'wss://0.0.0.0:443', 'mqtt://224.0.0.1:1883'];
+      const brokerUrls = [
+        'mqtt://169.254.169.254%00:1883',
+        'mqtt://%31%36%39.254.169.254:1883',
+        'mqtt://169.254.169.254:1883',
+        'mqtt://0xa9fea9fe:1883',
+        'mqtt://169.254.43518:1883',
+        'mqtts://[::ffff:a9fe:a9fe]:8883',
+        'ws://[fe80::1]:9001',
+        'wss://0.0.0.0:443',
+        'mqtt://224.0.0.1:1883',
+      ];
       for (const url of brokerUrls) {
         const response = await app.api('POST', '/api/settings/integration', { mqtt: { broker_url: url } });
         assert.equal(response.status, 400, url);
         assert.deepEqual(paths(response.body), ['/mqtt/broker_url'], url);
       }
-      assert.equal((await app.api('POST', '/api/settings/integration', { mqtt: { broker_url: 'mqtt://192.168.1.10:1883' }, webhook: { url: 'http://127.0.0.1:1880/hook' } })).status, 200, 'LAN and loopback stay allowed');
+      assert.equal(
+        (
+          await app.api('POST', '/api/settings/integration', {
+            mqtt: { broker_url: 'mqtt://192.168.1.10:1883' },
+            webhook: { url: 'http://127.0.0.1:1880/hook' },
+          })
+        ).status,
+        200,
+        'LAN and loopback stay allowed',
+      );
     });
 
     it('a URL stored before the policy is refused when connecting, not delivered to', async () => {
@@ -117,12 +155,24 @@ for (const dialect of DIALECTS) {
         mqtt: { ...DEFAULT_SETTINGS.mqtt, enabled: true, broker_url: 'mqtt://[::ffff:169.254.169.254]:1883', password_sealed: '', ca_cert_sealed: '' },
         webhook: { enabled: true, url: 'http://[::ffff:a9fe:a9fe]/hook', secret_sealed: '' },
       });
-      await app.mqtt.configure((await eventually(async () => {
-        const settings = await app.settings.get();
-        return settings.webhook.enabled ? settings : null;
-      }, 4000, 'stored settings read')).mqtt);
+      await app.mqtt.configure(
+        (
+          await eventually(
+            async () => {
+              const settings = await app.settings.get();
+              return settings.webhook.enabled ? settings : null;
+            },
+            4000,
+            'stored settings read',
+          )
+        ).mqtt,
+      );
       await app.api('PUT', '/api/system/mode', { mode: 'away' });
-      const delivery = await eventually(async () => (await app.api('GET', '/api/webhook/deliveries')).body.find((item: { state: string }) => item.state === 'failed'), 4000, 'delivery failed');
+      const delivery = await eventually(
+        async () => (await app.api('GET', '/api/webhook/deliveries')).body.find((item: { state: string }) => item.state === 'failed'),
+        4000,
+        'delivery failed',
+      );
       assert.match(delivery.error, /may not reach/);
       const status = await eventually(async () => (await app.api('GET', '/api/settings/integration')).body.mqtt.status.last_error, 4000, 'MQTT error');
       assert.match(status, /may not reach/);
@@ -143,7 +193,10 @@ describe('settings tests do not scan ports for a caller', () => {
       const nothing = await app.api('POST', '/api/settings/integration/test', { target: 'mqtt', mqtt: { broker_url: 'mqtt://no-such-host.invalid:1883' } });
       assert.equal(nothing.body.mqtt.error, 'host not found', 'a name that does not resolve is said as such');
 
-      await app.api('POST', '/api/settings/integration', { mqtt: { broker_url: `mqtt://127.0.0.1:${closed}` }, webhook: { url: `http://127.0.0.1:${closed}/` } });
+      await app.api('POST', '/api/settings/integration', {
+        mqtt: { broker_url: `mqtt://127.0.0.1:${closed}` },
+        webhook: { url: `http://127.0.0.1:${closed}/` },
+      });
       const mqttSaved = await app.api('POST', '/api/settings/integration/test', { target: 'mqtt' });
       assert.match(mqttSaved.body.mqtt.error, /^connection refused/);
       const webhookSaved = await app.api('POST', '/api/settings/integration/test', { target: 'webhook' });

@@ -40,12 +40,24 @@ describe('the service killed with SIGKILL', () => {
       const counts = new Map<number, number>();
       for (const n of logged) counts.set(n, (counts.get(n) ?? 0) + 1);
       for (const n of acknowledged) assert.equal(counts.get(n), 1, `acknowledged event ${n} appears ${counts.get(n) ?? 0} times`);
-      assert.ok([...counts.values()].every((count) => count === 1), 'no event is doubled');
+      assert.ok(
+        [...counts.values()].every((count) => count === 1),
+        'no event is doubled',
+      );
       // Every logged event reaches the webhook at least once (the outbox survived the kill).
-      await eventually(() => {
-        const delivered = new Set(receiver.received.map((request) => JSON.parse(request.body)).filter((body) => body.event_type === 'anomaly.detected').map((body) => body.detail.n));
-        return logged.every((n) => delivered.has(n));
-      }, 20_000, 'all logged events delivered');
+      await eventually(
+        () => {
+          const delivered = new Set(
+            receiver.received
+              .map((request) => JSON.parse(request.body))
+              .filter((body) => body.event_type === 'anomaly.detected')
+              .map((body) => body.detail.n),
+          );
+          return logged.every((n) => delivered.has(n));
+        },
+        20_000,
+        'all logged events delivered',
+      );
     } finally {
       await stopProcess(service.child);
       await receiver.close();
@@ -64,10 +76,14 @@ describe('the service killed with SIGKILL', () => {
       await eventually(() => receiver.received.some((request) => request.headers['x-service-event'] === 'zone.created'), 5000, 'first attempt');
       await stopProcess(service.child, 'SIGKILL');
       service = await startService(env.env, port);
-      const attempts = await eventually(() => {
-        const matching = receiver.received.filter((request) => request.headers['x-service-event'] === 'zone.created');
-        return matching.length >= 2 ? matching : null;
-      }, 10_000, 'retry after restart');
+      const attempts = await eventually(
+        () => {
+          const matching = receiver.received.filter((request) => request.headers['x-service-event'] === 'zone.created');
+          return matching.length >= 2 ? matching : null;
+        },
+        10_000,
+        'retry after restart',
+      );
       assert.equal(attempts[0]!.headers['webhook-id'], attempts[1]!.headers['webhook-id']);
     } finally {
       await stopProcess(service.child);
@@ -102,7 +118,13 @@ describe('graceful shutdown on SIGTERM', () => {
       // Said by the service itself, then a clean DISCONNECT: not the Last Will of a process that just died.
       assert.match(broker.output(), new RegExp(`Client mothership-${env.env.MOTHERSHIP_ID} disconnected\\.`), 'a clean MQTT disconnect');
       await view.close();
-      assert.equal(await fetch(`${service.base}/healthz`).then(() => 'answered', () => 'refused'), 'refused');
+      assert.equal(
+        await fetch(`${service.base}/healthz`).then(
+          () => 'answered',
+          () => 'refused',
+        ),
+        'refused',
+      );
     } finally {
       await slow.close();
       await env.cleanup();
@@ -164,10 +186,14 @@ describe('graceful shutdown on SIGTERM', () => {
     const agent = new http.Agent({ keepAlive: true, keepAliveMsecs: 60_000 });
     try {
       const answered = new Promise<http.IncomingMessage>((resolve, reject) => {
-        const request = http.request(`${base}/api/settings/integration/test`, { method: 'POST', agent, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' } }, (response) => {
-          response.resume();
-          response.on('end', () => resolve(response));
-        });
+        const request = http.request(
+          `${base}/api/settings/integration/test`,
+          { method: 'POST', agent, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' } },
+          (response) => {
+            response.resume();
+            response.on('end', () => resolve(response));
+          },
+        );
         request.on('error', reject);
         request.end(JSON.stringify({ target: 'webhook', webhook: { url: slow.url } }));
       });

@@ -70,7 +70,10 @@ describe('a start that cannot succeed says why in one sentence, without a stack 
 
   it('the port is in use', async () => {
     const port = (taken.address() as AddressInfo).port;
-    assertOneSentence(await start({ PORT: String(port) }), new RegExp(`Port ${port} on 127.0.0.1 is already in use: stop the other process or set PORT to a free port\\.`));
+    assertOneSentence(
+      await start({ PORT: String(port) }),
+      new RegExp(`Port ${port} on 127.0.0.1 is already in use: stop the other process or set PORT to a free port\\.`),
+    );
   });
 
   it('PostgreSQL is not there', async () => {
@@ -78,11 +81,17 @@ describe('a start that cannot succeed says why in one sentence, without a stack 
     await once(closed, 'listening');
     const port = (closed.address() as AddressInfo).port;
     closed.close();
-    assertOneSentence(await start({ PORT: '0', DATABASE_URL: `postgres://app:s3cret@127.0.0.1:${port}/mothership` }), new RegExp(`Cannot use the PostgreSQL database 127\\.0\\.0\\.1:${port}/mothership \\(DATABASE_URL\\): connection refused`));
+    assertOneSentence(
+      await start({ PORT: '0', DATABASE_URL: `postgres://app:s3cret@127.0.0.1:${port}/mothership` }),
+      new RegExp(`Cannot use the PostgreSQL database 127\\.0\\.0\\.1:${port}/mothership \\(DATABASE_URL\\): connection refused`),
+    );
   });
 
   it('the database does not exist', async () => {
-    assertOneSentence(await start({ PORT: '0', DATABASE_URL: 'postgres://postgres:s3cret@127.0.0.1:5432/mothership_never_created' }), /the database does not exist; create it first/);
+    assertOneSentence(
+      await start({ PORT: '0', DATABASE_URL: 'postgres://postgres:s3cret@127.0.0.1:5432/mothership_never_created' }),
+      /the database does not exist; create it first/,
+    );
   });
 });
 
@@ -97,7 +106,12 @@ describe('the first start, read by a person at a terminal', () => {
       const output = first.child.output();
       assert.doesNotMatch(output, /^\{"level"/m, 'pretty lines, not JSON');
       const token = readFileSync(path.join(dataDir, 'admin-token'), 'utf8').trim();
-      assert.match(output, new RegExp(`WARN: First start: open http://127\\.0\\.0\\.1:${port}/ in a browser and sign in with the admin token ${token} \\(kept in ${dataDir}/admin-token; it is not shown again\\)`));
+      assert.match(
+        output,
+        new RegExp(
+          `WARN: First start: open http://127\\.0\\.0\\.1:${port}/ in a browser and sign in with the admin token ${token} \\(kept in ${dataDir}/admin-token; it is not shown again\\)`,
+        ),
+      );
       const second = await startService({ DATA_DIR: dataDir, LOG_FORMAT: 'json' }, port);
       await stopProcess(second.child);
       assert.match(second.child.output(), /^\{"level":30/m, 'JSON for a log collector');

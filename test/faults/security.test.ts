@@ -41,7 +41,8 @@ describe('brute force of the admin token', () => {
     const app = await startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '60', RATE_LIMIT_REFILL_PER_SEC: '1' });
     try {
       const statuses: number[] = [];
-      for (let attempt = 0; attempt < 8; attempt++) statuses.push((await app.api('POST', '/api/session', { token: `guess-${attempt}` }, { authorization: '' })).status);
+      for (let attempt = 0; attempt < 8; attempt++)
+        statuses.push((await app.api('POST', '/api/session', { token: `guess-${attempt}` }, { authorization: '' })).status);
       assert.deepEqual(statuses, [401, 401, 401, 401, 401, 401, 429, 429]);
       const limited = await app.api('POST', '/api/session', { token: ADMIN_TOKEN }, { authorization: '' });
       assert.equal(limited.status, 429, 'even the right token waits: the bucket is empty');
@@ -67,7 +68,11 @@ describe('secrets never reach the logs or responses', () => {
     const base = `http://127.0.0.1:${port}`;
     const secrets: string[] = [ADMIN_TOKEN];
     const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = { authorization: `Bearer ${ADMIN_TOKEN}` }) => {
-      const response = await fetch(base + path, { method, headers: { ...headers, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
+      const response = await fetch(base + path, {
+        method,
+        headers: { ...headers, ...(body ? { 'content-type': 'application/json' } : {}) },
+        body: body ? JSON.stringify(body) : undefined,
+      });
       const text = await response.text();
       return { status: response.status, text, json: text ? JSON.parse(text) : null };
     };
@@ -97,7 +102,11 @@ describe('secrets never reach the logs or responses', () => {
       const timestamp = String(Math.floor(Date.now() / 1000));
       const nonce = randomBytes(16).toString('hex');
       const signature = signatureHeader(bot.shared_secret, { method: 'POST', pathAndQuery: '/api/request-enrichment', timestamp, nonce, body });
-      const signed = await fetch(base + '/api/request-enrichment', { method: 'POST', headers: { 'content-type': 'application/json', 'x-bot-id': bot.id, 'x-bot-timestamp': timestamp, 'x-bot-nonce': nonce, 'x-bot-signature': signature }, body });
+      const signed = await fetch(base + '/api/request-enrichment', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-bot-id': bot.id, 'x-bot-timestamp': timestamp, 'x-bot-nonce': nonce, 'x-bot-signature': signature },
+        body,
+      });
       assert.equal(signed.status, 202);
       await call('GET', '/api/persons', undefined, { authorization: 'Bearer wrong-token-but-logged?' });
       await eventually(() => receiver.received.length > 0, 5000, 'a webhook delivery');

@@ -15,13 +15,25 @@ describe('the server log says why', () => {
   let broker: Awaited<ReturnType<typeof startBroker>>;
   let token: string;
   const api = (method: string, url: string, body?: unknown) =>
-    fetch(service.base + url, { method, headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined }).then(async (response) => ({ status: response.status, body: await response.json().catch(() => null) }));
-  const lines = () => service.child.output().split('\n').filter(Boolean).map((line) => JSON.parse(line) as { level: number; msg: string; reason?: string; bot_id?: string });
+    fetch(service.base + url, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    }).then(async (response) => ({ status: response.status, body: await response.json().catch(() => null) }));
+  const lines = () =>
+    service.child
+      .output()
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as { level: number; msg: string; reason?: string; bot_id?: string });
 
   before(async () => {
     dataDir = mkdtempSync(path.join(tmpdir(), 'ms-log-'));
     broker = await startBroker();
-    service = await startService({ DATA_DIR: dataDir, LOG_LEVEL: 'info', MQTT_BACKOFF_INITIAL_MS: '100', MQTT_BACKOFF_MAX_MS: '200', MQTT_BIRTH_DELAY_MAX_MS: '0' }, await freePort());
+    service = await startService(
+      { DATA_DIR: dataDir, LOG_LEVEL: 'info', MQTT_BACKOFF_INITIAL_MS: '100', MQTT_BACKOFF_MAX_MS: '200', MQTT_BIRTH_DELAY_MAX_MS: '0' },
+      await freePort(),
+    );
     token = readFileSync(path.join(dataDir, 'admin-token'), 'utf8').trim();
   });
   after(async () => {
@@ -49,8 +61,20 @@ describe('the server log says why', () => {
     const bot = (await api('POST', '/api/bots', { name: 'Log Bot' })).body as { id: string; shared_secret: string };
     const send = async (secret: string, timestamp = Math.floor(Date.now() / 1000)) => {
       const body = JSON.stringify({ match_id: 'm1' });
-      const parts = { method: 'POST', pathAndQuery: '/api/request-enrichment', timestamp: String(timestamp), nonce: `nonce-${Math.random().toString(36).slice(2)}-0123456789`, body };
-      const headers = { 'content-type': 'application/json', 'x-bot-id': bot.id, 'x-bot-timestamp': parts.timestamp, 'x-bot-nonce': parts.nonce, 'x-bot-signature': signatureHeader(secret, parts) };
+      const parts = {
+        method: 'POST',
+        pathAndQuery: '/api/request-enrichment',
+        timestamp: String(timestamp),
+        nonce: `nonce-${Math.random().toString(36).slice(2)}-0123456789`,
+        body,
+      };
+      const headers = {
+        'content-type': 'application/json',
+        'x-bot-id': bot.id,
+        'x-bot-timestamp': parts.timestamp,
+        'x-bot-nonce': parts.nonce,
+        'x-bot-signature': signatureHeader(secret, parts),
+      };
       const response = await fetch(`${service.base}/api/request-enrichment`, { method: 'POST', headers, body });
       return { status: response.status, body: (await response.json()) as { detail: string } };
     };
@@ -62,7 +86,10 @@ describe('the server log says why', () => {
     }
     await eventually(async () => lines().filter((line) => line.msg.startsWith('bot request refused')).length >= 2, 5000, 'refusals logged');
     const refusals = lines().filter((line) => line.msg.startsWith('bot request refused'));
-    assert.deepEqual(refusals.map((line) => line.bot_id), [bot.id, bot.id]);
+    assert.deepEqual(
+      refusals.map((line) => line.bot_id),
+      [bot.id, bot.id],
+    );
     assert.equal(refusals[0]!.reason, 'signature does not match');
     assert.match(refusals[1]!.reason!, /^timestamp \d+ is more than 300 s from the server clock$/);
     assert.equal(service.child.output().includes(bot.shared_secret.slice(4)), false, 'no secret in the log');

@@ -73,9 +73,16 @@ describe('PostgreSQL restarted under load', () => {
       await eventually(() => acknowledged.length >= before + 50, 15_000, 'load after the restart');
       running = false;
       await Promise.all(workers);
-      assert.deepEqual([...statuses.keys()].filter((status) => status !== 201 && status !== 503), [], JSON.stringify([...statuses]));
+      assert.deepEqual(
+        [...statuses.keys()].filter((status) => status !== 201 && status !== 503),
+        [],
+        JSON.stringify([...statuses]),
+      );
       const stored = new Set((await app.api('GET', '/api/persons')).body.map((person: { id: string }) => person.id));
-      assert.ok(acknowledged.every((id) => stored.has(id)), 'an acknowledged person is missing');
+      assert.ok(
+        acknowledged.every((id) => stored.has(id)),
+        'an acknowledged person is missing',
+      );
     } finally {
       await app.cleanup();
       await postgres.destroy();
@@ -116,11 +123,20 @@ describe('two standalone workers racing on PostgreSQL', () => {
           assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: id })).status, 202);
         }
       }
-      await eventually(async () => (await app.database.db.selectFrom('enrichment_jobs').select('state').where('state', '!=', 'completed').execute()).length === 0, 20_000, 'all jobs completed');
+      await eventually(
+        async () => (await app.database.db.selectFrom('enrichment_jobs').select('state').where('state', '!=', 'completed').execute()).length === 0,
+        20_000,
+        'all jobs completed',
+      );
       const rows = await app.database.db.selectFrom('enrichment_jobs').select(['attempts']).execute();
       assert.equal(rows.length, jobs);
-      assert.ok(rows.every((row) => row.attempts === 1), 'no job ran twice');
-      const completed = (await app.api('GET', '/api/events?limit=1000')).body.events.filter((event: { event_type: string }) => event.event_type === 'enrichment.completed');
+      assert.ok(
+        rows.every((row) => row.attempts === 1),
+        'no job ran twice',
+      );
+      const completed = (await app.api('GET', '/api/events?limit=1000')).body.events.filter(
+        (event: { event_type: string }) => event.event_type === 'enrichment.completed',
+      );
       assert.equal(completed.length, jobs);
     } finally {
       for (const worker of workers) await stopProcess(worker);

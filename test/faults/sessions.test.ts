@@ -71,7 +71,10 @@ for (const dialect of DIALECTS) {
 
     it('a session idle past the idle time is refused', async () => {
       const { cookie } = await signIn(app);
-      await app.database.db.updateTable('admin_sessions').set({ last_seen_at: new Date(Date.now() - SESSION_IDLE_MS - 1000).toISOString() }).execute();
+      await app.database.db
+        .updateTable('admin_sessions')
+        .set({ last_seen_at: new Date(Date.now() - SESSION_IDLE_MS - 1000).toISOString() })
+        .execute();
       assert.equal((await app.api('GET', '/api/persons', undefined, asDashboard(cookie))).status, 401);
     });
 
@@ -110,7 +113,14 @@ for (const dialect of DIALECTS) {
       const { cookie } = await signIn(app);
       const sameData = {
         dataDir: app.config.dataDir,
-        env: { DATA_DIR: app.config.dataDir, ADMIN_TOKEN: 'another-admin-token-0123456789', LOG_LEVEL: 'silent', MOTHERSHIP_ID: 'test-ms', WORKER: 'off', ...(app.config.databaseUrl ? { DATABASE_URL: app.config.databaseUrl } : {}) },
+        env: {
+          DATA_DIR: app.config.dataDir,
+          ADMIN_TOKEN: 'another-admin-token-0123456789',
+          LOG_LEVEL: 'silent',
+          MOTHERSHIP_ID: 'test-ms',
+          WORKER: 'off',
+          ...(app.config.databaseUrl ? { DATABASE_URL: app.config.databaseUrl } : {}),
+        },
         cleanup: async () => {},
       };
       const other = await startTestApp(dialect, {}, { testEnv: sameData });
@@ -129,7 +139,13 @@ describe('cookie attributes', () => {
     try {
       const plain = await signIn(app);
       assert.doesNotMatch(plain.header, /Secure/);
-      const response = await app.http.inject({ method: 'POST', url: '/api/session', remoteAddress: '127.0.0.1', headers: { 'content-type': 'application/json', 'x-forwarded-proto': 'https' }, payload: JSON.stringify({ token: ADMIN_TOKEN }) });
+      const response = await app.http.inject({
+        method: 'POST',
+        url: '/api/session',
+        remoteAddress: '127.0.0.1',
+        headers: { 'content-type': 'application/json', 'x-forwarded-proto': 'https' },
+        payload: JSON.stringify({ token: ADMIN_TOKEN }),
+      });
       assert.equal(response.statusCode, 204);
       assert.match(String(response.headers['set-cookie']), /; Secure/);
     } finally {

@@ -38,7 +38,7 @@ for (const dialect of DIALECTS) {
         };
         await Promise.all(Array.from({ length: writers }, writer));
         const committed: number[] = [];
-        for (let after = start; ; ) {
+        for (let after = start; ;) {
           const page = (await app.api('GET', `/api/events?after=${after}&limit=1000`)).body;
           if (page.events.length === 0) break;
           committed.push(...page.events.map((event: { seq: number }) => event.seq));
@@ -46,9 +46,17 @@ for (const dialect of DIALECTS) {
         }
         assert.equal(committed.length, total);
         try {
-          await eventually(() => live.ids.length >= total && second.stream!.ids.length >= committed.filter((seq) => seq > resumedFrom).length, 10_000, 'streams caught up').catch(() => {});
+          await eventually(
+            () => live.ids.length >= total && second.stream!.ids.length >= committed.filter((seq) => seq > resumedFrom).length,
+            10_000,
+            'streams caught up',
+          ).catch(() => {});
           assert.ok(increasing(live.ids), 'the live stream is in sequence order');
-          assert.deepEqual(live.ids, committed, `live stream: ${committed.length - new Set(live.ids).size} of ${committed.length} committed events missing or repeated`);
+          assert.deepEqual(
+            live.ids,
+            committed,
+            `live stream: ${committed.length - new Set(live.ids).size} of ${committed.length} committed events missing or repeated`,
+          );
           const expectedResume = committed.filter((seq) => seq > resumedFrom);
           assert.deepEqual(second.stream!.ids, expectedResume, 'the resumed stream holds every event after its Last-Event-ID, once, in order');
         } finally {

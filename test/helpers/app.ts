@@ -73,7 +73,11 @@ export interface TestApp extends App {
   cleanup(): Promise<void>;
 }
 
-export async function startTestApp(dialect: DialectName, extra: Record<string, string> = {}, options: { start?: boolean; testEnv?: TestEnv } = {}): Promise<TestApp> {
+export async function startTestApp(
+  dialect: DialectName,
+  extra: Record<string, string> = {},
+  options: { start?: boolean; testEnv?: TestEnv } = {},
+): Promise<TestApp> {
   const testEnv = options.testEnv ?? (await createTestEnv(dialect, extra));
   const config = prepareDataDir(loadConfig({ ...testEnv.env, ...extra }));
   const app = await buildApp(config);
@@ -105,7 +109,7 @@ export async function startTestApp(dialect: DialectName, extra: Record<string, s
 }
 
 /** Polls `check` until it returns a truthy value or `timeoutMs` passes. */
-export async function eventually<T>(check: () => Promise<T> | T, timeoutMs = 5000, what = "condition"): Promise<NonNullable<T>> {
+export async function eventually<T>(check: () => Promise<T> | T, timeoutMs = 5000, what = 'condition'): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {

@@ -16,7 +16,14 @@ export interface SignOptions {
  * Signs and sends a bot request exactly as a bot author would (docs/enrichment.md): injected into
  * `target`, or over HTTP when it is a running service's base URL.
  */
-export async function botRequest(target: FastifyInstance | string, bot: { id: string; shared_secret: string }, method: string, url: string, body?: unknown, options: SignOptions = {}) {
+export async function botRequest(
+  target: FastifyInstance | string,
+  bot: { id: string; shared_secret: string },
+  method: string,
+  url: string,
+  body?: unknown,
+  options: SignOptions = {},
+) {
   const raw = body === undefined ? '' : JSON.stringify(body);
   const timestamp = String(options.timestamp ?? Math.floor(Date.now() / 1000));
   const nonce = options.nonce ?? randomBytes(16).toString('base64url');
@@ -40,6 +47,11 @@ export async function botRequest(target: FastifyInstance | string, bot: { id: st
     const text = await response.text();
     return { status: response.status, body: text ? JSON.parse(text) : undefined, headers: Object.fromEntries(response.headers) };
   }
-  const response = await target.inject({ method: request.method as 'POST', url: request.url, headers: request.headers, ...(request.payload !== undefined ? { payload: request.payload } : {}) });
+  const response = await target.inject({
+    method: request.method as 'POST',
+    url: request.url,
+    headers: request.headers,
+    ...(request.payload !== undefined ? { payload: request.payload } : {}),
+  });
   return { status: response.statusCode, body: response.body ? JSON.parse(response.body) : undefined, headers: response.headers };
 }

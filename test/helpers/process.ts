@@ -25,7 +25,10 @@ export async function startService(env: Record<string, string>, port: number) {
   const base = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 15_000;
   for (;;) {
-    const ok = await fetch(`${base}/healthz`).then((response) => response.ok, () => false);
+    const ok = await fetch(`${base}/healthz`).then(
+      (response) => response.ok,
+      () => false,
+    );
     if (ok) break;
     if (Date.now() > deadline || child.exitCode !== null) throw new Error(`service did not start: ${child.output()}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -42,8 +45,11 @@ export type LoggedEvent = { seq: number; event_type: string; person: string | nu
 /** Every event in the service's log, in order (`type`: only those). */
 export async function allEvents(base: string, type?: string): Promise<LoggedEvent[]> {
   const events = [];
-  for (let after = 0; ; ) {
-    const page = (await (await fetch(`${base}/api/events?after=${after}&limit=1000${type ? `&type=${type}` : ''}`, { headers: admin })).json()) as { events: LoggedEvent[]; last_seq: number };
+  for (let after = 0; ;) {
+    const page = (await (await fetch(`${base}/api/events?after=${after}&limit=1000${type ? `&type=${type}` : ''}`, { headers: admin })).json()) as {
+      events: LoggedEvent[];
+      last_seq: number;
+    };
     events.push(...page.events);
     if (page.events.length < 1000) return events;
     after = page.last_seq;

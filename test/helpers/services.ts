@@ -41,7 +41,8 @@ export async function startPostgres() {
   const port = await freePort();
   const asPostgres = (command: string) => execFileSync('su', ['postgres', '-s', '/bin/sh', '-c', command], { stdio: 'pipe' });
   asPostgres(`${PG_BIN}/initdb -D ${data} -A trust -U postgres >/dev/null`);
-  const pgctl = (action: string) => asPostgres(`${PG_BIN}/pg_ctl -D ${data} -o "-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off" -l ${dir}/log -w ${action} >/dev/null`);
+  const pgctl = (action: string) =>
+    asPostgres(`${PG_BIN}/pg_ctl -D ${data} -o "-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off" -l ${dir}/log -w ${action} >/dev/null`);
   pgctl('start');
   await waitForPort(port, true);
   return {

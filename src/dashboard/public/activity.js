@@ -33,7 +33,11 @@ export function describe(event) {
     case 'anomaly.detected':
       return ['Anomaly', ...where(event), event.person ? [' (', person(event.person), ')'] : [], summarize(detail) ? `: ${summarize(detail)}` : ''];
     case 'system.health':
-      return [`${detail.node_count} node${detail.node_count === 1 ? '' : 's'} online`, detail.quality === null ? '' : `, quality ${detail.quality}%`, `, mode ${detail.mode}`];
+      return [
+        `${detail.node_count} node${detail.node_count === 1 ? '' : 's'} online`,
+        detail.quality === null ? '' : `, quality ${detail.quality}%`,
+        `, mode ${detail.mode}`,
+      ];
     case 'node.online':
       return ['Node ', node(detail.node), ` online (quality ${detail.quality}%)`];
     case 'node.offline':
@@ -67,7 +71,10 @@ export function describe(event) {
 }
 
 function summarize(detail) {
-  const text = Object.entries(detail ?? {}).slice(0, 3).map(([key, value]) => `${key}: ${typeof value === 'object' ? JSON.stringify(value) : value}`).join(', ');
+  const text = Object.entries(detail ?? {})
+    .slice(0, 3)
+    .map(([key, value]) => `${key}: ${typeof value === 'object' ? JSON.stringify(value) : value}`)
+    .join(', ');
   return text.length > 90 ? text.slice(0, 89) + '…' : text;
 }
 
@@ -79,7 +86,10 @@ let loaded = false;
 
 export async function loadActivity() {
   if (loaded) return;
-  const [history, falls] = await Promise.all([api('GET', '/api/events?order=desc&limit=30'), api('GET', '/api/events?type=fall.detected&type=fall.cleared&order=desc&limit=10')]);
+  const [history, falls] = await Promise.all([
+    api('GET', '/api/events?order=desc&limit=30'),
+    api('GET', '/api/events?type=fall.detected&type=fall.cleared&order=desc&limit=10'),
+  ]);
   // Events the stream delivered while the history loaded are already in the list.
   for (const event of history.events) if (!recent.some((known) => known.seq === event.seq)) recent.push(event);
   recent.sort((a, b) => b.seq - a.seq);
@@ -98,10 +108,13 @@ export function applyToActivity(event) {
 }
 
 function eventItem(event, when = time) {
-  return el('li', { 'data-seq': event.seq, class: event.severity },
+  return el(
+    'li',
+    { 'data-seq': event.seq, class: event.severity },
     el('time', { datetime: event.timestamp, title: dateTime(event.timestamp) }, when(event.timestamp)),
     el('span', { class: 'what' }, describe(event)),
-    el('span', { class: 'type' }, event.event_type));
+    el('span', { class: 'type' }, event.event_type),
+  );
 }
 
 /** Renders the events `filter` keeps into `list`. */
@@ -113,6 +126,9 @@ export function renderEvents(list, filter = () => true, empty = 'No events yet. 
 
 export function renderFalls(list) {
   if (!loaded) return;
-  list.replaceChildren(...(fallHistory.length ? fallHistory.map((event) => eventItem(event, dateTime)) : [emptyState('li', 'No falls recorded. A fall reported by a sensing node shows here and as a red banner on every page.')]));
+  list.replaceChildren(
+    ...(fallHistory.length
+      ? fallHistory.map((event) => eventItem(event, dateTime))
+      : [emptyState('li', 'No falls recorded. A fall reported by a sensing node shows here and as a red banner on every page.')]),
+  );
 }
-

@@ -44,7 +44,11 @@ function drawCharts() {
   const titles = (field, unit) =>
     runs.map((run) => {
       const judged = verdict(run, field);
-      return [`${run.record.commit_sha} · ${dateTime(run.record.timestamp)}`, `${field}: ${run.record[field]} ${unit}`, judged && judged.method !== 'none' ? `${judged.regression ? 'REGRESSION: ' : ''}${judged.reason}` : 'no history yet'].join('\n');
+      return [
+        `${run.record.commit_sha} · ${dateTime(run.record.timestamp)}`,
+        `${field}: ${run.record[field]} ${unit}`,
+        judged && judged.method !== 'none' ? `${judged.regression ? 'REGRESSION: ' : ''}${judged.reason}` : 'no history yet',
+      ].join('\n');
     });
   lineChart($('#chart-geomean'), {
     labels,
@@ -56,9 +60,28 @@ function drawCharts() {
       ...(tool === 'subject' ? { band: band('subject_geomean'), marks: marks('subject_geomean'), titles: titles('subject_geomean', 's') } : {}),
     })),
   });
-  lineChart($('#chart-grep'), { labels, unit: 'ms', series: [{ name: 'grep 1000', color: '#4a78a8', values: values('grep_1000_mean_ms'), band: band('grep_1000_mean_ms'), marks: marks('grep_1000_mean_ms'), titles: titles('grep_1000_mean_ms', 'ms') }] });
+  lineChart($('#chart-grep'), {
+    labels,
+    unit: 'ms',
+    series: [
+      {
+        name: 'grep 1000',
+        color: '#4a78a8',
+        values: values('grep_1000_mean_ms'),
+        band: band('grep_1000_mean_ms'),
+        marks: marks('grep_1000_mean_ms'),
+        titles: titles('grep_1000_mean_ms', 'ms'),
+      },
+    ],
+  });
   const latest = runs.at(-1)?.detection;
-  $('#detection-verdict').textContent = !latest || latest.method === 'none' ? '' : latest.regressed ? `Latest run regressed against its history: ${latest.regressions.join(', ')}` : latest.note ?? `Latest run within its history's noise band (${latest.runs_considered} earlier commits, ±${latest.z_threshold} standard deviations, threshold ${latest.threshold_pct}%).`;
+  $('#detection-verdict').textContent =
+    !latest || latest.method === 'none'
+      ? ''
+      : latest.regressed
+        ? `Latest run regressed against its history: ${latest.regressions.join(', ')}`
+        : (latest.note ??
+          `Latest run within its history's noise band (${latest.runs_considered} earlier commits, ±${latest.z_threshold} standard deviations, threshold ${latest.threshold_pct}%).`);
 }
 
 const runLabel = (run) => `${run.record.commit_sha.slice(0, 7)} · ${dateTime(run.record.timestamp)}`;
@@ -82,9 +105,17 @@ async function compare() {
   const comparison = await api('GET', `/api/baselines/compare?base=${base}&head=${head}`);
   const latestPair = base === runs.at(-2).id && head === runs.at(-1).id;
   const against = latestPair ? 'Against the previous run' : `${comparison.base.commit_sha.slice(0, 7)} → ${comparison.head.commit_sha.slice(0, 7)}`;
-  $('#comparison-verdict').textContent = comparison.regressed ? `${against}: beyond ${comparison.threshold_pct}% on ${comparison.regressions.join(', ')}` : `${against}: nothing beyond ${comparison.threshold_pct}% (${comparison.base.commit_sha} → ${comparison.head.commit_sha})`;
+  $('#comparison-verdict').textContent = comparison.regressed
+    ? `${against}: beyond ${comparison.threshold_pct}% on ${comparison.regressions.join(', ')}`
+    : `${against}: nothing beyond ${comparison.threshold_pct}% (${comparison.base.commit_sha} → ${comparison.head.commit_sha})`;
   const pct = (value) => (value === null ? '-' : `${value > 0 ? '+' : ''}${value.toFixed(1)}%`);
-  const line = (entry, label) => row({ class: entry.regression ? 'regression' : undefined }, [['Metric', label], ['Base', entry.base, 'num'], ['Head', entry.head, 'num'], ['Change', pct(entry.change_pct), 'num']]);
+  const line = (entry, label) =>
+    row({ class: entry.regression ? 'regression' : undefined }, [
+      ['Metric', label],
+      ['Base', entry.base, 'num'],
+      ['Head', entry.head, 'num'],
+      ['Change', pct(entry.change_pct), 'num'],
+    ]);
   // One replacement after the await: two loads overlapping (a view switch and an event) must not both append.
   body.replaceChildren(
     ...comparison.metrics.filter((entry) => entry.status !== 'missing').map((metric) => line(metric, `${metric.field} (${metric.unit})`)),

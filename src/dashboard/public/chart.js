@@ -35,18 +35,23 @@ export function lineChart(container, { labels, series, unit }) {
   const pad = { left: 56, right: 12, top: 26, bottom: 28 };
   const plotWidth = width - pad.left - pad.right;
   const plotHeight = height - pad.top - pad.bottom;
-  const max = niceMax(Math.max(...visible.flatMap((line) => [...line.values, ...(line.band ?? []).map((band) => band?.[1] ?? null)].filter((value) => value !== null))));
+  const max = niceMax(
+    Math.max(...visible.flatMap((line) => [...line.values, ...(line.band ?? []).map((band) => band?.[1] ?? null)].filter((value) => value !== null))),
+  );
   const x = (index) => pad.left + (labels.length === 1 ? plotWidth / 2 : (index / (labels.length - 1)) * plotWidth);
   const y = (value) => pad.top + plotHeight - (value / max) * plotHeight;
 
   for (let step = 0; step <= 4; step++) {
     const value = (max / 4) * step;
     svg.append(node('line', { x1: pad.left, x2: width - pad.right, y1: y(value), y2: y(value), class: 'axis' }));
-    svg.append(node('text', { x: pad.left - 6, y: y(value) + 4, 'text-anchor': 'end', class: 'tick' }, `${+value.toPrecision(3)}${step === 4 ? ' ' + unit : ''}`));
+    svg.append(
+      node('text', { x: pad.left - 6, y: y(value) + 4, 'text-anchor': 'end', class: 'tick' }, `${+value.toPrecision(3)}${step === 4 ? ' ' + unit : ''}`),
+    );
   }
   const every = Math.max(1, Math.ceil(labels.length / Math.max(1, Math.floor(plotWidth / 70))));
   labels.forEach((label, index) => {
-    if (index % every === 0 || index === labels.length - 1) svg.append(node('text', { x: x(index), y: height - 8, 'text-anchor': 'middle', class: 'tick' }, label));
+    if (index % every === 0 || index === labels.length - 1)
+      svg.append(node('text', { x: x(index), y: height - 8, 'text-anchor': 'middle', class: 'tick' }, label));
   });
 
   let legendX = pad.left;
@@ -54,7 +59,10 @@ export function lineChart(container, { labels, series, unit }) {
     // The noise band first, under the line: the upper edge left to right, the lower edge back.
     const banded = (line.band ?? []).map((band, index) => (band ? { index, band } : null)).filter(Boolean);
     if (banded.length > 1) {
-      const outline = [...banded.map(({ index, band }) => `${x(index).toFixed(1)},${y(band[1]).toFixed(1)}`), ...banded.reverse().map(({ index, band }) => `${x(index).toFixed(1)},${y(Math.max(0, band[0])).toFixed(1)}`)];
+      const outline = [
+        ...banded.map(({ index, band }) => `${x(index).toFixed(1)},${y(band[1]).toFixed(1)}`),
+        ...banded.reverse().map(({ index, band }) => `${x(index).toFixed(1)},${y(Math.max(0, band[0])).toFixed(1)}`),
+      ];
       svg.append(node('polygon', { points: outline.join(' '), fill: line.color, 'fill-opacity': 0.12, stroke: 'none', 'data-band': line.name }));
     }
     const points = line.values.map((value, index) => (value === null ? null : [x(index), y(value)]));
@@ -62,7 +70,8 @@ export function lineChart(container, { labels, series, unit }) {
     svg.append(node('path', { d: path, fill: 'none', stroke: line.color, 'stroke-width': 2, 'data-series': line.name }));
     points.forEach((point, index) => {
       if (!point) return;
-      if (line.marks?.[index]) svg.append(node('circle', { cx: point[0], cy: point[1], r: 7, fill: 'none', stroke: 'var(--bad)', 'stroke-width': 2, 'data-regression': line.name }));
+      if (line.marks?.[index])
+        svg.append(node('circle', { cx: point[0], cy: point[1], r: 7, fill: 'none', stroke: 'var(--bad)', 'stroke-width': 2, 'data-regression': line.name }));
       // A wide transparent stroke makes the dot easy to hit with a finger.
       const dot = node('circle', { cx: point[0], cy: point[1], r: 4, fill: line.color, stroke: 'transparent', 'stroke-width': 12 });
       if (line.titles?.[index]) {

@@ -22,7 +22,11 @@ export function el(tag, attributes = {}, ...children) {
 /** A table row whose cells carry their column's name, shown as a label when a phone stacks the row. */
 export function row(attributes, cells) {
   // An empty cell stays empty (no text node), so a phone can leave it out.
-  return el('tr', attributes, ...cells.map(([label, content, cellClass]) => el('td', { 'data-label': label, class: cellClass }, content === '' ? null : content)));
+  return el(
+    'tr',
+    attributes,
+    ...cells.map(([label, content, cellClass]) => el('td', { 'data-label': label, class: cellClass }, content === '' ? null : content)),
+  );
 }
 
 /** What a list or table shows when it has nothing: a sentence that says what would appear and how. */
@@ -56,11 +60,14 @@ export function debounce(task, waitMs, maxWaitMs = waitMs * 4) {
     if (!timer) first = at;
     clearTimeout(timer);
     const due = Math.max(Math.min(at + waitMs, first + maxWaitMs), lastRun + maxWaitMs);
-    timer = setTimeout(() => {
-      timer = null;
-      lastRun = Date.now();
-      task();
-    }, Math.max(0, due - at));
+    timer = setTimeout(
+      () => {
+        timer = null;
+        lastRun = Date.now();
+        task();
+      },
+      Math.max(0, due - at),
+    );
   };
 }
 

@@ -24,7 +24,8 @@ export const enrichment = {
     if (event.event_type === 'enrichment.requested') {
       const bot = bots.find((known) => known.id === botId);
       if (bot) bot.quota.used += 1;
-      if (match) Object.assign(match, { enrichment_requested_at: event.timestamp, enrichment: { status: 'queued', commentary: null, error: null, completed_at: null } });
+      if (match)
+        Object.assign(match, { enrichment_requested_at: event.timestamp, enrichment: { status: 'queued', commentary: null, error: null, completed_at: null } });
     }
     // A match created since the list was read, or a result the event does not carry: read that match.
     if (!match || event.event_type !== 'enrichment.requested') {
@@ -36,17 +37,21 @@ export const enrichment = {
   },
 };
 
-const refetchMatches = debounce(async () => {
-  const ids = [...refetch];
-  refetch.clear();
-  const fresh = await Promise.all(ids.map((id) => api('GET', `/api/matches/${encodeURIComponent(id)}`).catch(() => null)));
-  for (const match of fresh.filter(Boolean)) {
-    const index = matches.findIndex((known) => known.id === match.id);
-    if (index === -1) matches.unshift(match);
-    else matches[index] = match;
-  }
-  render();
-}, 300, 2000);
+const refetchMatches = debounce(
+  async () => {
+    const ids = [...refetch];
+    refetch.clear();
+    const fresh = await Promise.all(ids.map((id) => api('GET', `/api/matches/${encodeURIComponent(id)}`).catch(() => null)));
+    for (const match of fresh.filter(Boolean)) {
+      const index = matches.findIndex((known) => known.id === match.id);
+      if (index === -1) matches.unshift(match);
+      else matches[index] = match;
+    }
+    render();
+  },
+  300,
+  2000,
+);
 
 async function load() {
   [bots, matches] = await Promise.all([api('GET', '/api/bots'), api('GET', '/api/matches?limit=50')]);
@@ -61,15 +66,31 @@ function render() {
   if (!matches) return;
   $('#bots').replaceChildren(
     ...bots.map((bot) =>
-      el('li', { 'data-bot': bot.id, class: selected?.[0] === 'bots' && selected[1] === bot.id ? 'selected' : undefined },
-        el('span', {}, el('a', { href: `#/enrichment/bots/${encodeURIComponent(bot.id)}` }, bot.name), ` (${bot.id})`,
-          el('small', { class: 'hint' }, ` · ${bot.quota.used} of ${bot.quota.limit} requests in 24 h${bot.previous_secret_expires_at && Date.parse(bot.previous_secret_expires_at) > Date.now() ? ` · old secret valid until ${dateTime(bot.previous_secret_expires_at)}` : ''}`)),
-        el('span', { class: 'row-actions' },
+      el(
+        'li',
+        { 'data-bot': bot.id, class: selected?.[0] === 'bots' && selected[1] === bot.id ? 'selected' : undefined },
+        el(
+          'span',
+          {},
+          el('a', { href: `#/enrichment/bots/${encodeURIComponent(bot.id)}` }, bot.name),
+          ` (${bot.id})`,
+          el(
+            'small',
+            { class: 'hint' },
+            ` · ${bot.quota.used} of ${bot.quota.limit} requests in 24 h${bot.previous_secret_expires_at && Date.parse(bot.previous_secret_expires_at) > Date.now() ? ` · old secret valid until ${dateTime(bot.previous_secret_expires_at)}` : ''}`,
+          ),
+        ),
+        el(
+          'span',
+          { class: 'row-actions' },
           el('button', { type: 'button', class: 'link', onclick: () => rotateBot(bot) }, 'Rotate secret'),
-          el('button', { type: 'button', class: 'link danger', onclick: () => deleteBot(bot) }, 'Delete'))),
+          el('button', { type: 'button', class: 'link danger', onclick: () => deleteBot(bot) }, 'Delete'),
+        ),
+      ),
     ),
   );
-  if (!bots.length) $('#bots').append(emptyState('li', 'No bots yet. Create one for each program that requests commentary; it signs its requests with the secret shown once.'));
+  if (!bots.length)
+    $('#bots').append(emptyState('li', 'No bots yet. Create one for each program that requests commentary; it signs its requests with the secret shown once.'));
 
   const open = selected?.[0] === 'matches' ? selected[1] : null;
   const body = $('#matches tbody');
@@ -80,12 +101,18 @@ function render() {
       return row({ 'data-match': match.id, class: match.id === open ? 'selected' : undefined }, [
         ['Match', el('a', { href: `#/enrichment/matches/${encodeURIComponent(match.id)}` }, match.id)],
         ['Status', match.status],
-        ['Enrichment', commentary || error ? el('details', { open: match.id === open }, el('summary', {}, badge), el('p', { class: error ? 'error-text' : 'commentary' }, commentary ?? error)) : badge],
+        [
+          'Enrichment',
+          commentary || error
+            ? el('details', { open: match.id === open }, el('summary', {}, badge), el('p', { class: error ? 'error-text' : 'commentary' }, commentary ?? error))
+            : badge,
+        ],
         ['Requested', dateTime(match.enrichment_requested_at)],
       ]);
     }),
   );
-  if (!matches.length) body.append(emptyState('tr', 'No matches yet. Your game server posts each match; a bot then asks for its commentary, which appears here.', 4));
+  if (!matches.length)
+    body.append(emptyState('tr', 'No matches yet. Your game server posts each match; a bot then asks for its commentary, which appears here.', 4));
   $('.selected', $('#view-enrichment'))?.scrollIntoView({ block: 'nearest' });
 }
 

@@ -24,16 +24,24 @@ export function renderFall() {
   document.title = active ? 'Fall detected · Mothership' : 'Mothership';
   clearInterval(ticker);
   if (!active) return;
-  const describe = () => `${fall.person ? personName(fall.person) : 'Someone'}${fall.zone ? ` in ${zoneName(fall.zone)}` : ''}, since ${dateTime(fall.timestamp)} (${ago(fall.timestamp)})`;
+  const describe = () =>
+    `${fall.person ? personName(fall.person) : 'Someone'}${fall.zone ? ` in ${zoneName(fall.zone)}` : ''}, since ${dateTime(fall.timestamp)} (${ago(fall.timestamp)})`;
   $('#fall-what').textContent = describe();
   ticker = setInterval(() => ($('#fall-what').textContent = describe()), 30_000);
 }
 
 $('#fall-clear').addEventListener('click', async (event) => {
   const { person, zone } = fall;
-  if (!confirm(`Mark the fall of ${person ? personName(person) : 'someone'} as cleared? Home Assistant's fall sensor turns off and a fall.cleared event goes to the webhook.`)) return;
+  if (
+    !confirm(
+      `Mark the fall of ${person ? personName(person) : 'someone'} as cleared? Home Assistant's fall sensor turns off and a fall.cleared event goes to the webhook.`,
+    )
+  )
+    return;
   try {
-    const answer = await busy(event.currentTarget, () => api('POST', '/api/events', { type: 'fall.cleared', ...(person ? { person } : {}), ...(zone ? { zone } : {}) }));
+    const answer = await busy(event.currentTarget, () =>
+      api('POST', '/api/events', { type: 'fall.cleared', ...(person ? { person } : {}), ...(zone ? { zone } : {}) }),
+    );
     applyToFall(answer.event); // at once, not only when the stream brings it back
   } catch (error) {
     alert(error.message);

@@ -48,7 +48,8 @@ export function applyToHousehold({ event_type: type, person: personId, zone: zon
       household.persons.delete(personId);
       // The deletion carries no occupancy: the person simply leaves the zone's list.
       const zone = zoneId ? household.zones.get(zoneId) : undefined;
-      if (zone) setOccupancy(zoneId, { count: zone.occupants.filter((id) => id !== personId).length, occupants: zone.occupants.filter((id) => id !== personId) });
+      if (zone)
+        setOccupancy(zoneId, { count: zone.occupants.filter((id) => id !== personId).length, occupants: zone.occupants.filter((id) => id !== personId) });
       return true;
     }
     case 'zone.created':

@@ -80,7 +80,9 @@ async function loadSettings() {
   $('#webhook-disabled-reason').textContent = hook.disabled_reason ? `Switched off: ${hook.disabled_reason}` : '';
   const grace = settings.webhook.previous_secret_expires_at;
   $('#webhook-grace').hidden = !grace;
-  $('#webhook-grace').textContent = grace ? `The previous secret still signs every delivery until ${new Date(grace).toLocaleString()}: update your receiver before then.` : '';
+  $('#webhook-grace').textContent = grace
+    ? `The previous secret still signs every delivery until ${new Date(grace).toLocaleString()}: update your receiver before then.`
+    : '';
   return settings;
 }
 
@@ -103,11 +105,27 @@ async function loadDeliveries() {
         ['Status', delivery.status_code ?? '-', 'num'],
         ['Error', delivery.error ?? ''],
         ['ms', delivery.duration_ms ?? '-', 'num'],
-        ['', el('button', { type: 'button', onclick: () => api('POST', `/api/webhook/deliveries/${delivery.id}/redeliver`).then(loadDeliveries).catch(report) }, 'Redeliver')],
+        [
+          '',
+          el(
+            'button',
+            { type: 'button', onclick: () => api('POST', `/api/webhook/deliveries/${delivery.id}/redeliver`).then(loadDeliveries).catch(report) },
+            'Redeliver',
+          ),
+        ],
       ]),
     ),
   );
-  if (!deliveries.length) body.append(emptyState('tr', query.size > 1 ? 'No deliveries match these filters.' : 'No deliveries yet. Once the webhook is enabled, every event is delivered to its URL and listed here.', 8));
+  if (!deliveries.length)
+    body.append(
+      emptyState(
+        'tr',
+        query.size > 1
+          ? 'No deliveries match these filters.'
+          : 'No deliveries yet. Once the webhook is enabled, every event is delivered to its URL and listed here.',
+        8,
+      ),
+    );
 }
 
 function mqttValues(form) {
@@ -173,7 +191,12 @@ async function runTest(button, target, form, values, output) {
     const outcome = await busy(button, () => api('POST', '/api/settings/integration/test', { target, [target]: values(form) }));
     const entry = outcome[target];
     clearErrors(form);
-    if (entry.ok) result(output, true, target === 'mqtt' ? `Connected to the broker in ${entry.latency_ms} ms.` : `Test delivery answered ${entry.status_code} in ${entry.latency_ms} ms.`);
+    if (entry.ok)
+      result(
+        output,
+        true,
+        target === 'mqtt' ? `Connected to the broker in ${entry.latency_ms} ms.` : `Test delivery answered ${entry.status_code} in ${entry.latency_ms} ms.`,
+      );
     else result(output, false, `${target === 'mqtt' ? 'Could not connect' : 'Test delivery failed'}: ${entry.error ?? 'HTTP ' + entry.status_code}`);
     if (target === 'webhook') await loadDeliveries();
   } catch (error) {
@@ -198,7 +221,13 @@ $('#mqtt-cleanup').addEventListener('submit', async (event) => {
   event.preventDefault();
   const form = event.currentTarget;
   const installation = form.installation.value.trim();
-  if (!installation || !confirm(`Clear every retained Home Assistant config and state of installation "${installation}" on the broker? Home Assistant removes that device and its entities.`)) return;
+  if (
+    !installation ||
+    !confirm(
+      `Clear every retained Home Assistant config and state of installation "${installation}" on the broker? Home Assistant removes that device and its entities.`,
+    )
+  )
+    return;
   try {
     const { cleared } = await busy(form.querySelector('button'), () => api('POST', '/api/settings/integration/mqtt-cleanup', { installation }));
     result($('#mqtt-cleanup-result'), true, `Cleared ${cleared} retained message${cleared === 1 ? '' : 's'} of ${installation}.`);
@@ -218,4 +247,3 @@ $('#webhook-generate').addEventListener('click', async (event) => {
     result($('#webhook-result'), false, error.message);
   }
 });
-

@@ -52,6 +52,13 @@ function render() {
       ]),
     ),
   );
-  if (!nodes.length) body.append(emptyState('tr', 'No nodes yet. A sensing node appears here with its first heartbeat, and turns offline when it has been silent for the node timeout (30 s by default).', 4));
+  if (!nodes.length)
+    body.append(
+      emptyState(
+        'tr',
+        'No nodes yet. A sensing node appears here with its first heartbeat, and turns offline when it has been silent for the node timeout (30 s by default).',
+        4,
+      ),
+    );
   $('tr.selected', body)?.scrollIntoView({ block: 'nearest' });
 }

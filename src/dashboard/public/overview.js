@@ -5,16 +5,22 @@ import { household, loadHousehold, personName, zoneName } from './household.js';
 import { loadActivity, renderEvents, renderFalls } from './activity.js';
 
 /** The object id part of an entity id, as the server builds it (src/mqtt/discovery.ts, defaultEntityId). */
-const entitySlug = (id) => id.toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '');
+const entitySlug = (id) =>
+  id
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .replace(/^_+|_+$/g, '');
 
 const COLLECTIONS = {
   zones: {
     map: () => household.zones,
-    loses: (zone) => `Home Assistant loses sensor.mothership_${entitySlug(zone.id)}_occupancy_count and binary_sensor.mothership_${entitySlug(zone.id)}_occupied${zone.count ? `, and ${zone.count} occupant${zone.count === 1 ? ' is' : 's are'} moved out` : ''}.`,
+    loses: (zone) =>
+      `Home Assistant loses sensor.mothership_${entitySlug(zone.id)}_occupancy_count and binary_sensor.mothership_${entitySlug(zone.id)}_occupied${zone.count ? `, and ${zone.count} occupant${zone.count === 1 ? ' is' : 's are'} moved out` : ''}.`,
   },
   persons: {
     map: () => household.persons,
-    loses: (person) => `Home Assistant loses device_tracker.mothership_${entitySlug(person.id)} and binary_sensor.mothership_${entitySlug(person.id)}_presence; a Home Assistant person that tracks them loses that source.`,
+    loses: (person) =>
+      `Home Assistant loses device_tracker.mothership_${entitySlug(person.id)} and binary_sensor.mothership_${entitySlug(person.id)}_presence; a Home Assistant person that tracks them loses that source.`,
   },
 };
 
@@ -55,37 +61,59 @@ function renderSystem() {
 const byName = (a, b) => a.name.localeCompare(b.name);
 
 function actions(collection, item) {
-  return el('span', { class: 'row-actions' },
+  return el(
+    'span',
+    { class: 'row-actions' },
     el('button', { type: 'button', class: 'link', onclick: () => rename(collection, item) }, 'Rename'),
-    el('button', { type: 'button', class: 'link danger', onclick: () => remove(collection, item) }, 'Delete'));
+    el('button', { type: 'button', class: 'link danger', onclick: () => remove(collection, item) }, 'Delete'),
+  );
 }
 
 function renderZones() {
   const zones = [...household.zones.values()].sort(byName);
   $('#zones').replaceChildren(
     ...zones.map((zone) =>
-      el('div', { class: `zone${zone.occupied ? ' occupied' : ''}`, 'data-zone': zone.id },
+      el(
+        'div',
+        { class: `zone${zone.occupied ? ' occupied' : ''}`, 'data-zone': zone.id },
         el('a', { class: 'name', href: `#/zones/${encodeURIComponent(zone.id)}` }, zone.name),
         el('div', { class: 'count' }, zone.count),
         el('div', { class: 'who' }, zone.occupants.map(personName).join(', ')),
-        actions('zones', zone))),
+        actions('zones', zone),
+      ),
+    ),
   );
-  if (!zones.length) $('#zones').append(emptyState('p', 'No zones yet. Add the rooms your sensing nodes cover; each becomes an occupancy sensor in Home Assistant.'));
+  if (!zones.length)
+    $('#zones').append(emptyState('p', 'No zones yet. Add the rooms your sensing nodes cover; each becomes an occupancy sensor in Home Assistant.'));
 }
 
 function presenceBadge(person) {
-  return el('span', { class: `badge ${person.presence === 'home' ? 'ok' : ''}` }, person.presence === 'home' ? `home${person.zone ? ' · ' + zoneName(person.zone) : ''}` : 'away');
+  return el(
+    'span',
+    { class: `badge ${person.presence === 'home' ? 'ok' : ''}` },
+    person.presence === 'home' ? `home${person.zone ? ' · ' + zoneName(person.zone) : ''}` : 'away',
+  );
 }
 
 function renderPersons() {
   const persons = [...household.persons.values()].sort(byName);
   $('#persons').replaceChildren(
     ...persons.map((person) =>
-      el('li', { 'data-person': person.id },
-        el('span', {}, el('a', { href: `#/people/${encodeURIComponent(person.id)}` }, person.name), el('small', { class: 'hint' }, person.last_seen ? ` · seen ${ago(person.last_seen)}` : '')),
-        el('span', { class: 'row-actions' }, presenceBadge(person), actions('persons', person)))),
+      el(
+        'li',
+        { 'data-person': person.id },
+        el(
+          'span',
+          {},
+          el('a', { href: `#/people/${encodeURIComponent(person.id)}` }, person.name),
+          el('small', { class: 'hint' }, person.last_seen ? ` · seen ${ago(person.last_seen)}` : ''),
+        ),
+        el('span', { class: 'row-actions' }, presenceBadge(person), actions('persons', person)),
+      ),
+    ),
   );
-  if (!persons.length) $('#persons').append(emptyState('li', 'No people yet. Add the people who live here; each gets a presence sensor and a device tracker in Home Assistant.'));
+  if (!persons.length)
+    $('#persons').append(emptyState('li', 'No people yet. Add the people who live here; each gets a presence sensor and a device tracker in Home Assistant.'));
 }
 
 function renderRecord() {
@@ -96,11 +124,29 @@ function renderRecord() {
   if (!household.loaded) return card.replaceChildren(el('p', { class: 'hint loading-text' }, 'Loading…'));
   const collection = record.kind === 'people' ? 'persons' : 'zones';
   const item = COLLECTIONS[collection].map().get(record.id);
-  if (!item) return card.replaceChildren(el('h2', {}, record.id, close), el('p', { class: 'hint' }, `There is no ${record.kind === 'people' ? 'person' : 'zone'} "${record.id}" (any more).`));
+  if (!item)
+    return card.replaceChildren(
+      el('h2', {}, record.id, close),
+      el('p', { class: 'hint' }, `There is no ${record.kind === 'people' ? 'person' : 'zone'} "${record.id}" (any more).`),
+    );
   const facts =
     collection === 'persons'
-      ? [['Presence', presenceBadge(item)], ['Zone', item.zone ? el('a', { href: `#/zones/${encodeURIComponent(item.zone)}` }, zoneName(item.zone)) : '-'], ['Last seen', item.last_seen ? `${dateTime(item.last_seen)} (${ago(item.last_seen)})` : 'never'], ['Id', item.id]]
-      : [['Occupants', item.count], ['Who', item.occupants.length ? item.occupants.flatMap((id, index) => [index ? ', ' : '', el('a', { href: `#/people/${encodeURIComponent(id)}` }, personName(id))]) : 'nobody'], ['Id', item.id]];
+      ? [
+          ['Presence', presenceBadge(item)],
+          ['Zone', item.zone ? el('a', { href: `#/zones/${encodeURIComponent(item.zone)}` }, zoneName(item.zone)) : '-'],
+          ['Last seen', item.last_seen ? `${dateTime(item.last_seen)} (${ago(item.last_seen)})` : 'never'],
+          ['Id', item.id],
+        ]
+      : [
+          ['Occupants', item.count],
+          [
+            'Who',
+            item.occupants.length
+              ? item.occupants.flatMap((id, index) => [index ? ', ' : '', el('a', { href: `#/people/${encodeURIComponent(id)}` }, personName(id))])
+              : 'nobody',
+          ],
+          ['Id', item.id],
+        ];
   const list = el('ol', { class: 'events' });
   card.replaceChildren(
     el('h2', {}, item.name, el('span', { class: 'row-actions' }, actions(collection, item), close)),
@@ -140,7 +186,10 @@ async function remove(collection, item) {
   }
 }
 
-for (const [selector, collection] of [['#zone-form', 'zones'], ['#person-form', 'persons']]) {
+for (const [selector, collection] of [
+  ['#zone-form', 'zones'],
+  ['#person-form', 'persons'],
+]) {
   $(selector).addEventListener('submit', async (event) => {
     event.preventDefault();
     const form = event.currentTarget;
