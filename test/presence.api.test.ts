@@ -273,7 +273,10 @@ for (const dialect of DIALECTS) {
       const bad = await app.api('PATCH', '/api/zones/garden', { id: 'other' });
       assert.equal(bad.status, 400);
       assert.equal(bad.body.errors[0].path, '/id');
-      const types = (await app.api('GET', '/api/events?order=desc&limit=2')).body.events.map((event: { event_type: string }) => event.event_type);
+      // Only the renames: nodes of earlier tests going offline announce themselves in between.
+      const types = (await app.api('GET', '/api/events?order=desc&limit=2&type=zone.updated&type=person.updated')).body.events.map(
+        (event: { event_type: string }) => event.event_type,
+      );
       assert.deepEqual(types, ['zone.updated', 'person.updated']);
     });
 

@@ -6,6 +6,7 @@ import { Redis } from 'ioredis';
 import { MICRO, PolicyError, takeTokens, validatePolicy, type BucketState } from '../src/ratelimit/bucket.js';
 import { addressKey, MemoryStore, RateLimiter, RedisStore, type RateLimitStore } from '../src/ratelimit/index.js';
 import { REDIS_URL, startTestApp, type TestApp } from './helpers/app.js';
+import { REPLAY } from './helpers/fixtures.js';
 import { botRequest } from './helpers/bot.js';
 
 const policy = { capacity: 10, refillPerSecond: 2 };
@@ -218,7 +219,7 @@ describe('rate limiting over HTTP', () => {
     const answers = [];
     try {
       const bot = await app.enrichment.bots.create({ id: 'eager', name: 'Eager' });
-      await app.enrichment.matches.create({ id: 'once', status: 'completed' });
+      await app.enrichment.matches.create({ id: 'once', status: 'completed', replay: REPLAY });
       for (let i = 0; i < 24; i++) {
         const nonce = `eager-nonce-${String(i).padStart(8, '0')}`;
         const response = await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'once' }, { nonce });
