@@ -10,7 +10,7 @@ type Subscriber = (event: StoredEvent) => void;
 export interface AppendHook {
   /** Runs inside the appending transaction. */
   append(trx: Db, events: StoredEvent[]): Promise<void>;
-  /** After the commit of a database function that appended events and wrote this hook's rows itself (PostgreSQL, migration 009). */
+  /** After the commit of a database function that appended events and wrote this hook's rows itself (PostgreSQL, migration 010). */
   appendedInSql(): void;
 }
 export type Emit = <T extends EventType>(type: T, fields: EventFields<T>) => EventPayload<T>;
