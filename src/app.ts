@@ -15,7 +15,8 @@ import { createEnrichment, type Enrichment, nonceStoreName } from './enrichment/
 import { MqttIntegration, MqttLeadership } from './mqtt/index.js';
 import { settingsRoutes, type SettingsChange, type SettingsStore } from './settings/index.js';
 import { WebhookService, webhookRoutes } from './webhook/index.js';
-import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, type RateLimitStore } from './ratelimit/index.js';
+import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, TOKEN_POLICY, type RateLimitStore } from './ratelimit/index.js';
+import { ApiTokenStore, tokenRoutes } from './tokens/index.js';
 
 export interface App {
   http: FastifyInstance;
@@ -73,7 +74,11 @@ export async function buildApp(config: Config): Promise<App> {
   if (redis) await waitForRedis(redis);
   const store: RateLimitStore = redis ? new RedisStore(redis, config.redisPrefix + 'rl:') : new MemoryStore();
   const limiter = new RateLimiter(store, { capacity: config.rateLimit.capacity, refillPerSecond: config.rateLimit.refillPerSecond });
-  const rateLimit = new RateLimitGuard(limiter, metrics, { failOpen: config.rateLimit.failOpen, costs: config.rateLimit.costs });
+  const tokenLimiter = new RateLimiter(store, {
+    capacity: Math.max(TOKEN_POLICY.capacity, config.rateLimit.capacity),
+    refillPerSecond: Math.max(TOKEN_POLICY.refillPerSecond, config.rateLimit.refillPerSecond),
+  });
+  const rateLimit = new RateLimitGuard(limiter, tokenLimiter, metrics, { failOpen: config.rateLimit.failOpen, costs: config.rateLimit.costs });
 
   const http = await createHttpServer({ logLevel: config.logLevel, logFormat: config.logFormat, trustProxy: config.trustProxy, version: VERSION });
   rateLimit.register(http);
@@ -99,9 +104,13 @@ export async function buildApp(config: Config): Promise<App> {
   }
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
   const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: http.log });
+  const tokens = new ApiTokenStore(database);
   await new RouteAuth(config.adminToken, sessions, {
     chargeSignIn: rateLimit.addressCharge(SIGN_IN_LIMIT),
+    chargeAddress: rateLimit.chargeAddress,
+    chargeToken: rateLimit.chargeToken,
     authenticateBot: enrichment.botCheck(rateLimit),
+    resolveToken: (token) => tokens.resolve(token),
   }).register(http);
   const webhook = new WebhookService(database, events, outbox, settings, http.log, metrics, {
     timeoutMs: config.webhookTimeoutMs,
@@ -136,6 +145,7 @@ export async function buildApp(config: Config): Promise<App> {
   baselineRoutes(http, new BaselineService(database, events));
   settingsRoutes(http, { store: settings, mqtt, webhook });
   webhookRoutes(http, webhook);
+  tokenRoutes(http, tokens);
   dashboardRoutes(http);
   enrichment.register(http);
 

@@ -396,6 +396,55 @@ describe('dashboard in Chromium', () => {
     );
   });
 
+  it('creates an API token shown once with a Copy button, shows its last use, and revokes it after a confirmation', async () => {
+    await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
+    await page.click('#nav a[data-view="tokens"]');
+    await page.waitForSelector('#tokens tbody tr.empty:has-text("No API tokens yet")');
+    await page.fill('#token-form [name=name]', 'Kitchen node');
+    await page.selectOption('#token-form [name=scope]', 'ingest');
+    await page.click('#token-form button[type=submit]');
+    const input = await page.waitForSelector('#token-new:not([hidden]) input');
+    const token = await input.inputValue();
+    assert.match(token, /^mst_[A-Za-z0-9_-]{43}$/);
+    await page.click('#token-new button:has-text("Copy")');
+    await page.waitForSelector('#token-new button:has-text("Copied")');
+    assert.equal(await page.evaluate('navigator.clipboard.readText()'), token);
+    await page.waitForSelector('#tokens tr[data-token="kitchen-node"]:has-text("never")');
+    assert.equal(await page.textContent('#tokens tr[data-token="kitchen-node"] .badge'), 'ingest');
+    // The node uses it; the list shows the use, and never the token.
+    assert.equal((await app.api('POST', '/api/nodes/kitchen-node/heartbeat', { quality: 90 }, { authorization: `Bearer ${token}` })).status, 204);
+    await app.api('POST', '/api/tokens', { name: 'Grafana', scope: 'read' });
+    await page.click('#nav a[data-view="overview"]');
+    await page.click('#nav a[data-view="tokens"]');
+    await page.waitForSelector('#tokens tr[data-token="kitchen-node"]:has-text("just now")');
+    await page.waitForSelector('#tokens tr[data-token="grafana"]');
+    assert.equal(await page.isVisible('#token-new'), false, 'the token is not shown again');
+    assert.ok(!(await page.content()).includes(token.slice(4)), 'no trace of the token in the page');
+    await page.fill('#token-form [name=name]', 'Import script');
+    await page.selectOption('#token-form [name=scope]', 'admin');
+    await page.click('#token-form button[type=submit]');
+    await page.waitForSelector('#tokens tr[data-token="import-script"]');
+    await shot('tokens');
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await shot('tokens-dark');
+    await page.setViewportSize({ width: 390, height: 844 });
+    assert.ok(((await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number) <= 0, 'fits a phone');
+    await shot('phone-tokens-dark');
+    await page.emulateMedia({ colorScheme: 'light' });
+    await shot('phone-tokens');
+    await page.setViewportSize({ width: 1280, height: 900 });
+    let question = '';
+    page.once('dialog', (dialog) => {
+      question = dialog.message();
+      void dialog.accept();
+    });
+    await page.click('#tokens tr[data-token="kitchen-node"] button:has-text("Revoke")');
+    await page.waitForSelector('#tokens tr[data-token="kitchen-node"]', { state: 'detached' });
+    assert.match(question, /Revoke "Kitchen node"\? Whatever uses it \(posts events and heartbeats\) is refused from now on/);
+    assert.equal((await app.api('POST', '/api/nodes/kitchen-node/heartbeat', { quality: 90 }, { authorization: `Bearer ${token}` })).status, 401);
+    for (const id of ['grafana', 'import-script']) await app.api('DELETE', `/api/tokens/${id}`);
+  });
+
   it('fits a phone screen: a menu instead of a wrapped header, tables as cards', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await page.goto(`${base}/#/overview`);

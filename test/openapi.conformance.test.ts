@@ -175,6 +175,9 @@ describe('OpenAPI document conformance', () => {
       validCase('PATCH', '/api/matches/{id}', 200, { url: '/api/matches/m2', body: { status: 'in_progress' } }),
       validCase('POST', '/api/request-enrichment', 202, { bot: true, body: { match_id: 'm1' } }),
       validCase('GET', '/api/matches/{id}/enrichment', 200, { url: '/api/matches/m1/enrichment' }),
+      validCase('POST', '/api/tokens', 201, { body: { name: 'Grafana', scope: 'read' } }),
+      validCase('GET', '/api/tokens', 200),
+      validCase('DELETE', '/api/tokens/{id}', 204, { url: '/api/tokens/grafana' }),
       validCase('DELETE', '/api/sessions', 204),
     ];
     await checkAll(cases);

@@ -197,13 +197,17 @@ describe('rate limiting over HTTP', () => {
   });
   after(() => app.cleanup());
 
+  // Requests without credentials: a valid token has its own, larger bucket (below).
+  const anonymous = { authorization: '' };
+
   it('sends RateLimit headers and a 429 problem with Retry-After once the bucket is empty', async () => {
-    const first = await app.api('GET', '/api/persons');
+    const first = await app.api('GET', '/api/persons', undefined, anonymous);
+    assert.equal(first.status, 401);
     assert.equal(first.headers['ratelimit-policy'], '"default";q=20;w=2000');
     // draft-ietf-httpapi-ratelimit-headers-10: t is the time until more quota is available, 0 while r > 0.
     assert.equal(first.headers['ratelimit'], '"default";r=19;t=0');
-    for (let i = 0; i < 19; i++) assert.equal((await app.api('GET', '/api/persons')).status, 200);
-    const limited = await app.api('GET', '/api/persons');
+    for (let i = 0; i < 19; i++) assert.equal((await app.api('GET', '/api/persons', undefined, anonymous)).status, 401);
+    const limited = await app.api('GET', '/api/persons', undefined, anonymous);
     assert.equal(limited.status, 429);
     assert.equal(limited.body.code, 'rate_limited');
     assert.deepEqual(limited.body['violated-policies'], ['default'], "the draft's problem member names the policy of RateLimit-Policy");
@@ -238,6 +242,19 @@ describe('rate limiting over HTTP', () => {
     );
   });
 
+  it('charges a valid token to its own bucket (1000, 100 a second), not the address', async () => {
+    const first = await app.api('GET', '/api/persons');
+    assert.equal(first.status, 200, "the address bucket is empty, the admin token's is not");
+    assert.equal(first.headers['ratelimit-policy'], '"default";q=1000;w=10');
+    assert.equal(first.headers['ratelimit'], '"default";r=999;t=0');
+    const token = (await app.api('POST', '/api/tokens', { name: 'Limited', scope: 'read' })).body.token as string;
+    assert.equal(
+      (await app.api('GET', '/api/persons', undefined, { authorization: `Bearer ${token}` })).headers['ratelimit'],
+      '"default";r=999;t=0',
+      'each token has its own bucket',
+    );
+  });
+
   it('headers an independent structured-field parser (RFC 9651) reads as the draft defines them', async () => {
     const response = await app.api('GET', '/api/zones', undefined, {});
     const members = (field: unknown) => parseList(String(field)).map(([value, params]) => [value, Object.fromEntries(params)]);
@@ -255,7 +272,7 @@ describe('rate limiting over HTTP', () => {
       'POST',
       '/api/settings/integration/test',
       { target: 'webhook', webhook: { url: 'http://127.0.0.1:1/' } },
-      { 'x-forwarded-for': '198.51.100.7' },
+      { ...anonymous, 'x-forwarded-for': '198.51.100.7' },
     );
     assert.match(String(tested.headers['ratelimit-policy']), /^"integration_test";q=2;w=2000$/);
     assert.match(String(tested.headers['ratelimit']), /^"integration_test";r=1;t=0$/);
@@ -277,7 +294,7 @@ describe('rate limiting over HTTP', () => {
     const proxied = await startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '20', RATE_LIMIT_REFILL_PER_SEC: '0.01', TRUST_PROXY: '127.0.0.1' });
     try {
       const remaining = async (target: TestApp, forwardedFor: string) =>
-        String((await target.api('GET', '/api/persons', undefined, { 'x-forwarded-for': forwardedFor })).headers['ratelimit']);
+        String((await target.api('GET', '/api/persons', undefined, { ...anonymous, 'x-forwarded-for': forwardedFor })).headers['ratelimit']);
       // Without a trusted proxy the header is ignored: both "clients" share the socket's bucket.
       assert.match(await remaining(direct, '203.0.113.1'), /r=19;/);
       assert.match(await remaining(direct, '203.0.113.2'), /r=18;/);

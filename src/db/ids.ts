@@ -3,7 +3,7 @@ import type { Db } from './database.js';
 import type { Schema } from './schema.js';
 import { slugify } from '../ids.js';
 
-type IdTable = 'persons' | 'zones' | 'bots' | 'matches';
+type IdTable = 'persons' | 'zones' | 'bots' | 'matches' | 'api_tokens';
 
 /** A new id for `table`: the slug of `name`, with `-2`, `-3`... appended until it is free. */
 export async function uniqueId(trx: Db, table: IdTable, name: string, fallback: string): Promise<string> {

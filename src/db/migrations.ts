@@ -290,5 +290,19 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           end $$`.execute(db);
       },
     },
+    '011_api_tokens': {
+      // Scoped API tokens: only the SHA-256 of each token is kept, looked up by that hash.
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('api_tokens')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('name', 'text', (c) => c.notNull())
+          .addColumn('scope', 'text', (c) => c.notNull())
+          .addColumn('token_hash', 'text', (c) => c.notNull().unique())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('last_used_at', 'text')
+          .execute();
+      },
+    },
   };
 }

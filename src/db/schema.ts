@@ -137,6 +137,18 @@ export interface AdminSessionsTable {
  */
 export const EVENT_APPEND_LOCK = 0x6d5f6576; // "m_ev"
 
+export interface ApiTokensTable {
+  id: string;
+  name: string;
+  /** `ingest`, `read` or `admin` (TokenScope in http/auth.ts). */
+  scope: string;
+  /** SHA-256 (base64url) of the token; the token itself is never stored. */
+  token_hash: string;
+  created_at: string;
+  /** Written at most once a minute per token. */
+  last_used_at: string | null;
+}
+
 export interface Schema {
   persons: PersonsTable;
   zones: ZonesTable;
@@ -151,4 +163,5 @@ export interface Schema {
   workers: WorkersTable;
   nonces: NoncesTable;
   admin_sessions: AdminSessionsTable;
+  api_tokens: ApiTokensTable;
 }

@@ -7,31 +7,51 @@ import { SESSION_TTL_MS, type SessionStore } from './sessions.js';
 
 /**
  * Who may call a route: its `config.auth`, the one declaration per route. Everything under /api/ is
- * `admin` unless it says otherwise.
+ * `admin` unless it says otherwise; `ingest` marks the routes sensor nodes post to.
  */
-export type AuthMode = 'admin' | 'public' | 'bot' | 'admin_or_bot';
+export type AuthMode = 'admin' | 'ingest' | 'public' | 'bot' | 'admin_or_bot';
+
+/** What an API token may do: `ingest` post events and heartbeats, `read` GET (and HEAD) admin routes, `admin` everything. */
+export const TOKEN_SCOPES = ['ingest', 'read', 'admin'] as const;
+export type TokenScope = (typeof TOKEN_SCOPES)[number];
 
 /**
  * The credentials each mode accepts: the table the hooks of RouteAuth decide with, and from which
  * the OpenAPI document derives each operation's `security` (`openApiSecurity`) and its 401 and 403
- * (`errorCodes` in openapi.ts).
+ * (`errorCodes` in openapi.ts). `admin` accepts the admin credentials (the bootstrap token, the
+ * dashboard session, an API token of a scope `tokenScopes` allows); `ingest` routes also take
+ * `ingest` tokens.
  */
-export const ROUTE_ACCESS: Record<AuthMode, { admin: boolean; bot: boolean }> = {
-  public: { admin: false, bot: false },
-  admin: { admin: true, bot: false },
-  bot: { admin: false, bot: true },
-  admin_or_bot: { admin: true, bot: true },
+export const ROUTE_ACCESS: Record<AuthMode, { admin: boolean; bot: boolean; ingest: boolean }> = {
+  public: { admin: false, bot: false, ingest: false },
+  admin: { admin: true, bot: false, ingest: false },
+  ingest: { admin: true, bot: false, ingest: true },
+  bot: { admin: false, bot: true, ingest: false },
+  admin_or_bot: { admin: true, bot: true, ingest: false },
 };
 
-/** The admin token, or the dashboard session; a bot's four signature headers, all required. */
+const READ_METHODS = new Set(['GET', 'HEAD']);
+
+/** The API-token scopes that may call a route of `mode` with `method`: none on a route without admin access. */
+export function tokenScopes(mode: AuthMode, method: string): TokenScope[] {
+  const access = ROUTE_ACCESS[mode];
+  if (!access.admin) return [];
+  if (access.ingest) return ['ingest', 'admin'];
+  return READ_METHODS.has(method) ? ['read', 'admin'] : ['admin'];
+}
+
+/**
+ * The admin credentials (a bearer token, with the scopes it must have, or the dashboard session); a
+ * bot's four signature headers, all required. OpenAPI 3.1 lets a non-OAuth requirement list roles:
+ * the `admin` entry names the token scopes the operation accepts.
+ */
 type SecurityRequirement = Record<string, string[]>;
-const ADMIN_SECURITY: SecurityRequirement[] = [{ admin: [] }, { session: [] }];
 const BOT_SECURITY: SecurityRequirement = { botId: [], botTimestamp: [], botNonce: [], botSignature: [] };
 
 /** A route's OpenAPI `security` (any one entry suffices), or undefined for a public route. */
-export function openApiSecurity(mode: AuthMode): SecurityRequirement[] | undefined {
+export function openApiSecurity(mode: AuthMode, method: string): SecurityRequirement[] | undefined {
   const { admin, bot } = ROUTE_ACCESS[mode];
-  const security = [...(admin ? ADMIN_SECURITY : []), ...(bot ? [BOT_SECURITY] : [])];
+  const security = [...(admin ? [{ admin: tokenScopes(mode, method) }, { session: [] }] : []), ...(bot ? [BOT_SECURITY] : [])];
   return security.length ? security : undefined;
 }
 
@@ -57,7 +77,7 @@ declare module 'fastify' {
     auth?: AuthMode;
   }
   interface FastifyRequest {
-    /** Set when the request was authenticated as admin (bearer token or session cookie). */
+    /** Set when the request was authenticated with admin credentials this route accepts (a bearer token of a scope it allows, or the session cookie). */
     isAdmin?: boolean;
     /** Set when the request carried a valid bot signature. */
     botId?: string;
@@ -120,35 +140,63 @@ export function crossSiteRefusal(method: string, fetchSite: string | undefined, 
   return safe ? null : 'A change made with the dashboard session must come from the dashboard; scripts use the Bearer token';
 }
 
-type Verdict = 'admin' | 'none' | 'wrong_token';
+/** A bearer token that checked out: the rate-limit client it is charged to, and what it may do. */
+export interface ApiCredential {
+  client: string;
+  scope: TokenScope;
+}
+
+/** The bootstrap admin token: every scope, its own generous bucket. */
+const BOOTSTRAP: ApiCredential = { client: 'token:~admin', scope: 'admin' };
 
 /** A check run on a request that throws (a 401, a 429) to refuse it. */
 export type RequestCheck = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
 
+export interface RouteAuthChecks {
+  /** The sign-in bucket, charged for a wrong bearer token. */
+  chargeSignIn: RequestCheck;
+  /** The route's own limit, charged to the client address (no valid token). */
+  chargeAddress: RequestCheck;
+  /** The route's own limit, charged to a valid token's bucket. */
+  chargeToken: (request: FastifyRequest, reply: FastifyReply, client: string) => Promise<void>;
+  authenticateBot: RequestCheck;
+  /** An API token's credential, or null when it is unknown or revoked. */
+  resolveToken: (token: string) => Promise<ApiCredential | null>;
+}
+
 /**
- * Enforces each route's `config.auth` (ROUTE_ACCESS). Admin: `Authorization: Bearer <token>` or the
- * dashboard's session cookie (a server-side session, see sessions.ts); a wrong token is charged to
- * the sign-in bucket on every route; a cookie is only honoured on same-origin requests. Bot: the
- * signature check the enrichment module provides, once the body is read (it signs the raw bytes),
- * skipped for an admin on an `admin_or_bot` route.
+ * Enforces each route's `config.auth` (ROUTE_ACCESS). Admin: `Authorization: Bearer <token>` (the
+ * bootstrap admin token, or an API token whose scope `tokenScopes` allows here, else 403) or the
+ * dashboard's session cookie (a server-side session, see sessions.ts), only honoured on same-origin
+ * requests. It also charges the route's rate limit once it knows who is calling: a valid token to its
+ * own bucket, anything else to the client address, a wrong token to the sign-in bucket as well.
+ * Bot: the signature check the enrichment module provides, once the body is read (it signs the raw
+ * bytes), skipped for an admin on an `admin_or_bot` route.
  */
 export class RouteAuth {
   constructor(
     private readonly adminToken: string,
     private readonly sessions: SessionStore,
-    private readonly checks: { chargeSignIn: RequestCheck; authenticateBot: RequestCheck },
+    private readonly checks: RouteAuthChecks,
   ) {}
 
-  /** Who the request is; throws 403 for the session cookie on a cross-origin request. */
-  private async authenticate(request: FastifyRequest): Promise<Verdict> {
+  /** The bearer token's credential; 'wrong_token' for one that is not valid, null without one. */
+  private async bearer(request: FastifyRequest): Promise<ApiCredential | 'wrong_token' | null> {
     const bearer = /^Bearer[ \t]+(.*)$/i.exec(request.headers.authorization ?? '');
-    if (bearer) return safeEqual(bearer[1]!.trim(), this.adminToken) ? 'admin' : 'wrong_token';
+    if (!bearer) return null;
+    const token = bearer[1]!.trim();
+    if (safeEqual(token, this.adminToken)) return BOOTSTRAP;
+    return (await this.checks.resolveToken(token)) ?? 'wrong_token';
+  }
+
+  /** Whether the session cookie names a live session; throws 403 for it on a cross-origin request. */
+  private async session(request: FastifyRequest): Promise<boolean> {
     const session = request.cookies[SESSION_COOKIE];
-    if (!session) return 'none';
+    if (!session) return false;
     const fetchSite = request.headers['sec-fetch-site'];
     const refusal = crossSiteRefusal(request.method, typeof fetchSite === 'string' ? fetchSite : undefined, request.headers.origin, request.host);
     if (refusal) throw new ProblemError('forbidden', refusal);
-    return (await this.sessions.check(session)) ? 'admin' : 'none';
+    return this.sessions.check(session);
   }
 
   /** Registers the cookie parser first: the auth hook reads the session cookie it parsed. */
@@ -159,11 +207,24 @@ export class RouteAuth {
     app.addHook('onRequest', async (request, reply) => {
       // An unmatched request has nothing to protect: the not-found handler answers it.
       if (request.is404) return;
-      const access = accessOf(request);
+      const mode = request.routeOptions.config.auth ?? 'admin';
+      const access = ROUTE_ACCESS[mode];
       if (!access.admin) return;
-      const verdict = await this.authenticate(request);
-      request.isAdmin = verdict === 'admin';
-      if (verdict === 'wrong_token') await this.checks.chargeSignIn(request, reply);
+      const credential = await this.bearer(request);
+      if (credential !== null && credential !== 'wrong_token') {
+        await this.checks.chargeToken(request, reply, credential.client);
+        const scopes = tokenScopes(mode, request.method);
+        if (!scopes.includes(credential.scope))
+          throw new ProblemError(
+            'forbidden',
+            `This token has the scope "${credential.scope}"; ${request.method} ${request.routeOptions.url} needs a token with the scope ${scopes.map((scope) => `"${scope}"`).join(' or ')}`,
+          );
+        request.isAdmin = true;
+        return;
+      }
+      await this.checks.chargeAddress(request, reply);
+      if (credential === 'wrong_token') await this.checks.chargeSignIn(request, reply);
+      request.isAdmin = credential === null && (await this.session(request));
       if (!access.bot && !request.isAdmin) throw unauthorized();
     });
     app.addHook('preValidation', async (request, reply) => {

@@ -283,7 +283,12 @@ export async function createHttpServer(options: {
       },
       components: {
         securitySchemes: {
-          admin: { type: 'http', scheme: 'bearer', description: 'The admin token (ADMIN_TOKEN or DATA_DIR/admin-token)' },
+          admin: {
+            type: 'http',
+            scheme: 'bearer',
+            description:
+              'The admin token (ADMIN_TOKEN or DATA_DIR/admin-token), or an API token (mst_..., POST /api/tokens) of one of the scopes the operation lists: `ingest` (events and heartbeats), `read` (GET and HEAD), `admin` (everything). A token without the scope gets 403 naming the scope needed.',
+          },
           session: {
             type: 'apiKey',
             in: 'cookie',
@@ -309,7 +314,7 @@ export async function createHttpServer(options: {
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, index) => String(json.$id ?? `def-${index}`) },
     transform: ({ schema, url, route }) => {
-      const security = route.config?.auth && openApiSecurity(route.config.auth);
+      const security = route.config?.auth && openApiSecurity(route.config.auth, [route.method].flat()[0]!);
       // Error responses are added to the document only: a route's own response schemas also drive serialization.
       const response = { ...problemResponses(errorCodes(url, schema, route.config)), ...((schema?.response as object) ?? {}) };
       return { schema: { ...(schema ?? {}), response, ...(security ? { security } : {}) } as typeof schema, url };

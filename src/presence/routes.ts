@@ -121,6 +121,7 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
   app.post(
     '/api/nodes/:id/heartbeat',
     {
+      config: { auth: 'ingest' },
       schema: {
         tags: ['system'],
         params: idParams,
@@ -181,6 +182,7 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
   app.post(
     '/api/events',
     {
+      config: { auth: 'ingest' },
       schema: {
         tags: ['events'],
         summary: 'Ingest a sensing event (zone entry/exit, fall, anomaly)',

@@ -37,14 +37,23 @@ declare module 'fastify' {
 const DEFAULT_GROUP = 'default';
 
 /**
- * Applies the limiter to every route: keyed by client (`ip:<address>`, an IPv6 client by its /64, or `bot:<id>` on bot-signed
- * routes, checked by the enrichment module once the signature is verified) and route group, with the
- * route's cost. Emits the IETF RateLimit-Policy / RateLimit headers, and a 429 problem with
- * Retry-After when the bucket is empty.
+ * The bucket of a request authenticated by a valid token (the admin token or an API token), keyed
+ * `<group>:token:<id>`: a script importing 500 persons is not an anonymous client. It is never
+ * tighter than the address bucket RATE_LIMIT_CAPACITY and RATE_LIMIT_REFILL_PER_SEC configure.
+ */
+export const TOKEN_POLICY = { capacity: 1000, refillPerSecond: 100 } as const;
+
+/**
+ * Applies the limiter to every route: keyed by client and route group, with the route's cost. The
+ * client is `ip:<address>` (an IPv6 client by its /64) on public routes; a route that takes credentials is charged by its check
+ * once the caller is known (RouteAuth: `token:<id>` for a valid token, on the token limiter, else the
+ * address; the enrichment module: `bot:<id>` once the signature is verified). Emits the IETF
+ * RateLimit-Policy / RateLimit headers, and a 429 problem with Retry-After when the bucket is empty.
  */
 export class RateLimitGuard {
   constructor(
     private readonly limiter: RateLimiter,
+    private readonly tokenLimiter: RateLimiter,
     private readonly metrics: Metrics,
     private readonly options: { failOpen: boolean; costs: Record<string, number> },
   ) {}
@@ -78,22 +87,35 @@ export class RateLimitGuard {
       }
     });
     app.addHook('onRequest', async (request, reply) => {
-      // A route only bots may call is charged to the bot, once its signature is checked (RouteAuth).
+      // A route that takes credentials is charged by RouteAuth, once it knows who is calling.
       const access = ROUTE_ACCESS[request.routeOptions.config?.auth ?? 'admin'];
-      if (access.bot && !access.admin) return;
+      if (access.admin || access.bot) return;
       await this.enforce(request, reply, addressKey(request.ip));
     });
   }
+
+  /** The route's limit, charged to the client address. */
+  readonly chargeAddress = (request: FastifyRequest, reply: FastifyReply): Promise<void> => this.enforce(request, reply, addressKey(request.ip));
+
+  /** The route's limit, charged to a valid token's own bucket (`client` is `token:<id>`). */
+  readonly chargeToken = (request: FastifyRequest, reply: FastifyReply, client: string): Promise<void> =>
+    this.enforce(request, reply, client, this.route(request), this.tokenLimiter);
 
   /**
    * Charges a limit (the route's, unless another is named) to `client`; sets the headers; throws 429
    * when the bucket is short.
    */
-  async enforce(request: FastifyRequest, reply: FastifyReply, client: string, route: Limit | null = this.route(request)): Promise<void> {
+  async enforce(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    client: string,
+    route: Limit | null = this.route(request),
+    limiter = this.limiter,
+  ): Promise<void> {
     if (!route) return;
     let decision: Decision;
     try {
-      decision = await this.limiter.allowN(`${route.group}:${client}`, route.cost);
+      decision = await limiter.allowN(`${route.group}:${client}`, route.cost);
     } catch (error) {
       this.metrics.rateLimitStoreErrors.inc();
       const failOpen = this.options.failOpen && !route.failClosed;
@@ -101,7 +123,7 @@ export class RateLimitGuard {
       if (failOpen) return;
       throw new ProblemError('service_unavailable', 'Rate limiting is unavailable; try again shortly', undefined, { 'retry-after': '5' });
     }
-    const { capacity, refillPerSecond } = this.limiter.policy;
+    const { capacity, refillPerSecond } = limiter.policy;
     const items = rateLimitItems(route.group, {
       quota: Math.floor(capacity / route.cost),
       windowSeconds: Math.ceil(capacity / refillPerSecond),

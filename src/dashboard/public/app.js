@@ -12,8 +12,9 @@ import { nodesView } from './nodes.js';
 import { integrations } from './integrations.js';
 import { enrichment } from './enrichment.js';
 import { baselines } from './baselines.js';
+import { tokensView } from './tokens.js';
 
-const VIEWS = [overview, nodesView, integrations, enrichment, baselines];
+const VIEWS = [overview, nodesView, integrations, enrichment, baselines, tokensView];
 // Record pages of the overview: #/people/<id>, #/zones/<id>.
 const ALIASES = { people: 'overview', zones: 'overview' };
 
