@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { isIP } from 'node:net';
 import path from 'node:path';
 import envSchema from 'env-schema';
 import type { ErrorObject } from 'ajv';
@@ -67,6 +68,11 @@ const wholeNumber = (fallback: number, minimum = 0, maximum?: number) =>
     default: fallback,
     description: `a whole number >= ${minimum}${maximum === undefined ? '' : ` and <= ${maximum}`}`,
   }) as const;
+/** Node's timers hold at most 2^31 - 1 ms (about 24.8 days); a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+const milliseconds = (fallback: number, minimum = 0) => wholeNumber(fallback, minimum, MAX_TIMER_MS);
+/** Retention beyond this many days would put the cutoff before the dates JavaScript can hold. */
+const days = (fallback: number) => wholeNumber(fallback, 0, 100_000);
 const oneOf = <T extends string>(options: readonly T[], fallback: T) =>
   ({ type: 'string', enum: options, default: fallback, description: `one of ${options.join(', ')}` }) as const;
 const text = <E extends { pattern?: string; minLength?: number; default?: string }>(description: string, extra = {} as E) =>
@@ -90,26 +96,28 @@ const ENV_SCHEMA = {
     MOTHERSHIP_ID: text(`an id matching ${ID_PATTERN}`, { pattern: ID_PATTERN.source }),
     SECRETS_KEY: text('32 bytes, base64-encoded'),
     WORKER: oneOf(WORKERS, 'embedded'),
-    WEBHOOK_TIMEOUT_MS: wholeNumber(15_000, 1),
-    WEBHOOK_RETRY_DELAY_MS: wholeNumber(30_000),
-    MQTT_BACKOFF_INITIAL_MS: wholeNumber(5_000, 1),
-    MQTT_BACKOFF_MAX_MS: wholeNumber(120_000, 1),
-    MQTT_BIRTH_DELAY_MAX_MS: wholeNumber(3_000),
-    HEALTH_INTERVAL_MS: wholeNumber(60_000, 1),
-    NODE_TIMEOUT_MS: wholeNumber(30_000, 1),
-    PRESENCE_AWAY_DELAY_MS: wholeNumber(60_000),
-    ENRICHMENT_LEASE_MS: wholeNumber(300_000, 1),
-    ENRICHMENT_RETRY_BASE_MS: wholeNumber(1_000),
+    WEBHOOK_TIMEOUT_MS: milliseconds(15_000, 1),
+    WEBHOOK_RETRY_DELAY_MS: milliseconds(30_000),
+    MQTT_BACKOFF_INITIAL_MS: milliseconds(5_000, 1),
+    MQTT_BACKOFF_MAX_MS: milliseconds(120_000, 1),
+    MQTT_BIRTH_DELAY_MAX_MS: milliseconds(3_000),
+    HEALTH_INTERVAL_MS: milliseconds(60_000, 1),
+    NODE_TIMEOUT_MS: milliseconds(30_000, 1),
+    PRESENCE_AWAY_DELAY_MS: milliseconds(60_000),
+    ENRICHMENT_LEASE_MS: milliseconds(300_000, 1),
+    ENRICHMENT_RETRY_BASE_MS: milliseconds(1_000),
     ENRICHMENT_LLM_URL: text('an http(s) URL', { pattern: '^https?://' }),
     ENRICHMENT_LLM_MODEL: text('a model name', { default: 'gpt-4o-mini' }),
     ENRICHMENT_LLM_API_KEY: text('an API key'),
     RATE_LIMIT_CAPACITY: wholeNumber(60, 1, MAX_CAPACITY),
     // The bucket counts micro-tokens per millisecond: a slower refill would be zero.
-    RATE_LIMIT_REFILL_PER_SEC: { type: 'number', minimum: 0.001, default: 1, description: 'a number >= 0.001' },
-    RATE_LIMIT_COSTS: text('a list of group=cost entries separated by commas', { pattern: '^\\s*([a-z0-9_]+=\\d+)?(\\s*,\\s*([a-z0-9_]+=\\d+)?)*\\s*$' }),
+    RATE_LIMIT_REFILL_PER_SEC: { type: 'number', minimum: 0.001, maximum: 1_000_000, default: 1, description: 'a number >= 0.001 and <= 1000000' },
+    RATE_LIMIT_COSTS: text('a list of group=cost entries (cost 1 or more) separated by commas', {
+      pattern: '^\\s*([a-z0-9_]+=[1-9]\\d*)?(\\s*,\\s*([a-z0-9_]+=[1-9]\\d*)?)*\\s*$',
+    }),
     RATE_LIMIT_REDIS_FAILURE: oneOf(['open', 'closed'] as const, 'open'),
-    EVENT_RETENTION_DAYS: wholeNumber(30),
-    WEBHOOK_LOG_RETENTION_DAYS: wholeNumber(30),
+    EVENT_RETENTION_DAYS: days(30),
+    WEBHOOK_LOG_RETENTION_DAYS: days(30),
     TRUST_PROXY: text('a comma-separated list of addresses or CIDRs'),
     LOG_LEVEL: oneOf(LOG_LEVELS, 'info'),
     LOG_FORMAT: oneOf(['auto', 'json', 'pretty'] as const, 'auto'),
@@ -134,6 +142,15 @@ function invalid(name: Variable, raw: string | undefined): ConfigError {
   return new ConfigError(`${name} must be ${ENV_SCHEMA.properties[name].description}${got}`);
 }
 
+/** An address, a CIDR or one of proxy-addr's names (what Fastify's trustProxy takes). */
+function isProxyEntry(entry: string): boolean {
+  if (['loopback', 'linklocal', 'uniquelocal'].includes(entry)) return true;
+  const [address, prefix, extra] = entry.split('/');
+  const family = isIP(address ?? '');
+  if (!family || extra !== undefined) return false;
+  return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
+}
+
 /** `group=cost,group=cost` -> {group: cost} (RATE_LIMIT_COSTS, already validated). */
 function costs(raw: string | undefined): Record<string, number> {
   const entries = (raw ?? '')
@@ -156,6 +173,13 @@ function secretsKeyFrom(text: string, source: string): Buffer {
  */
 export function loadConfig(env: Env = process.env): EnvConfig {
   const data = Object.fromEntries(Object.entries(env).filter(([name, value]) => value !== undefined && (value !== '' || EMPTY_IS_A_VALUE.has(name))));
+  // The validator would read `1e3`, `0x10` or `Infinity` as numbers; the documented form is digits.
+  for (const [name, rule] of Object.entries(ENV_SCHEMA.properties) as [Variable, { type: string }][]) {
+    const raw = data[name];
+    if (raw === undefined) continue;
+    if (rule.type === 'integer' && !/^\s*\d{1,16}\s*$/.test(raw)) throw invalid(name, raw);
+    if (rule.type === 'number' && !/^\s*\d{1,16}(\.\d{1,16})?\s*$/.test(raw)) throw invalid(name, raw);
+  }
   let values: EnvValues;
   try {
     values = envSchema<EnvValues>({ schema: ENV_SCHEMA, data, env: false });
@@ -166,6 +190,10 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     throw invalid(name, env[name]);
   }
   if (values.MQTT_BACKOFF_MAX_MS < values.MQTT_BACKOFF_INITIAL_MS) throw new ConfigError('MQTT_BACKOFF_MAX_MS must be at least MQTT_BACKOFF_INITIAL_MS');
+  for (const name of ['DATABASE_URL', 'REDIS_URL', 'ENRICHMENT_LLM_URL'] as const)
+    if (values[name] !== undefined && !URL.canParse(values[name])) throw invalid(name, undefined);
+  if (values.TRUST_PROXY !== undefined && !values.TRUST_PROXY.split(',').every((entry) => isProxyEntry(entry.trim())))
+    throw invalid('TRUST_PROXY', values.TRUST_PROXY);
 
   return {
     port: values.PORT,
@@ -223,7 +251,14 @@ function persisted(dataDir: string, name: string, generate: () => string): { val
  */
 export function prepareDataDir(config: EnvConfig): Config {
   const { given, ...rest } = config;
-  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  try {
+    mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new ConfigError(
+      `DATA_DIR ${config.dataDir} cannot be used as a directory (${code === 'EEXIST' || code === 'ENOTDIR' ? 'a file is in the way' : code === 'EACCES' || code === 'EROFS' ? 'not writable' : (code ?? 'unknown error')})`,
+    );
+  }
   const storedToken = given.adminToken === null ? persisted(config.dataDir, 'admin-token', () => randomBytes(24).toString('base64url')) : null;
   let mothershipId = given.mothershipId;
   if (mothershipId === null) {

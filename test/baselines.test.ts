@@ -105,6 +105,14 @@ describe('baseline schema', () => {
     });
   }
 
+  it('refuses a run stamped in year 9999 (it would stay "latest" for good) or before 1970 (outside attack)', () => {
+    for (const timestamp of ['9999-12-31T23:59:60Z', '2100-01-01T00:00:00Z', '0000-01-01T00:00:00+23:59', '1969-12-31T23:59:59Z']) {
+      assert.deepEqual(baselineErrors({ ...valid, timestamp }), [{ path: '/timestamp', message: 'must be a time from 1970 up to 2100' }], timestamp);
+    }
+    for (const timestamp of ['2099-12-31T23:59:59Z', '2016-12-31T23:59:60Z', '1970-01-01T00:00:00Z'])
+      assert.deepEqual(baselineErrors({ ...valid, timestamp }), [], timestamp);
+  });
+
   it('reports every violation, not only the first', () => {
     const errors = baselineErrors({ commit_sha: 'nope', subject_geomean: -1, extra: true });
     const paths = errors.map((error) => error.path).sort();

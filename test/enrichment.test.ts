@@ -78,6 +78,23 @@ describe('commentary', () => {
       () => parseReplay({ players: ['a'], final_score: { a: '2' } }),
       (error: ReplayError) => error.path === '/final_score/a',
     );
+    // Bounds an outside attack found missing: "At 1.66e+306:56", "with Infinity points", 647 KB of lineup.
+    assert.throws(
+      () => parseReplay({ players: ['a'], events: [{ t: 1e308, type: 'goal', player: 'a' }] }),
+      (error: ReplayError) => error.path === '/events/0/t',
+    );
+    assert.throws(
+      () => parseReplay({ players: ['a'], events: [{ t: 1, type: 'goal', player: 'a', points: 1e308 }] }),
+      (error: ReplayError) => error.path === '/events/0/points',
+    );
+    assert.throws(
+      () => parseReplay({ players: ['a'], final_score: { a: 1e308 } }),
+      (error: ReplayError) => error.path === '/final_score/a',
+    );
+    assert.throws(
+      () => parseReplay({ players: Array.from({ length: 1001 }, (_, index) => `p${index}`) }),
+      (error: ReplayError) => error.path === '/players',
+    );
   });
 
   it('reads the shapes games export: players as ids or objects, numbers as ids, scores as a map or a list', () => {
@@ -355,6 +372,13 @@ for (const dialect of DIALECTS) {
       const byAdmin = await app.api('GET', '/api/matches/m2/enrichment');
       assert.equal(byAdmin.status, 200);
       assert.equal((await app.api('GET', '/api/matches/m2/enrichment', undefined, { authorization: '' })).status, 401);
+      // Another bot sees neither this bot's match nor whether an unrequested match exists (outside attack).
+      const other = (await app.api('POST', '/api/bots', { name: 'Nosy Bot' })).body;
+      for (const match of ['m2', 'm12', 'no-such-match']) {
+        const nosy = await botRequest(app.http, other, 'GET', `/api/matches/${match}/enrichment`);
+        assert.deepEqual([nosy.status, nosy.body.code, nosy.body.commentary], [404, 'match_not_found', undefined], match);
+      }
+      assert.equal((await botRequest(app.http, bot, 'GET', '/api/matches/m12/enrichment')).status, 404, 'a match it never requested');
     });
   });
 
@@ -365,6 +389,8 @@ for (const dialect of DIALECTS) {
       app = await startTestApp(dialect);
       bot = (await app.api('POST', '/api/bots', { id: 'auth-bot', name: 'Auth' })).body;
       await app.api('POST', '/api/matches', { id: 'done', status: 'completed', replay: REPLAY });
+      // A bot reads the enrichment of matches it requested.
+      assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'done' })).status, 202);
     });
     after(() => app.cleanup());
 
@@ -396,7 +422,7 @@ for (const dialect of DIALECTS) {
       await expect401('nonce too short', send({ nonce: 'short' }));
       await expect401('nonce with bad characters', send({ nonce: 'abcdefghijklmnop!' }));
       await expect401('not v1', send({ headers: { 'x-bot-signature': 'v2=' + 'a'.repeat(64) } }));
-      assert.equal((await app.database.db.selectFrom('enrichment_jobs').selectAll().execute()).length, 0);
+      assert.equal((await app.database.db.selectFrom('enrichment_jobs').selectAll().execute()).length, 1, 'only the job of the request made before');
     });
 
     it('tampered method is refused', async () => {

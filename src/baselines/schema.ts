@@ -30,9 +30,19 @@ export const validateBaseline = ajv.compile<BaselineRecord>(baselineSchema);
 
 const VALID: readonly FieldError[] = Object.freeze([]);
 
+/**
+ * The years a run may be stamped in: a run of year 9999 would stay "latest" for good, and year 0000
+ * reads as nonsense in every chart. (Runs are ordered by their own timestamps, which may lie ahead of
+ * this server's clock, so the bound is a calendar one.)
+ */
+const RUN_TIME_RANGE = { from: Date.parse('1970-01-01T00:00:00Z'), to: Date.parse('2100-01-01T00:00:00Z') };
+
 /** Every violation of the record, as JSON pointer + reason (empty when valid). */
 export function baselineErrors(record: unknown): readonly FieldError[] {
-  return validateBaseline(record) ? VALID : fieldErrors(validateBaseline.errors ?? []);
+  if (!validateBaseline(record)) return fieldErrors(validateBaseline.errors ?? []);
+  const at = Date.parse(runAt(record.timestamp));
+  if (!(at >= RUN_TIME_RANGE.from && at < RUN_TIME_RANGE.to)) return [{ path: '/timestamp', message: 'must be a time from 1970 up to 2100' }];
+  return VALID;
 }
 
 /** The schema without the meta keywords, for embedding in the OpenAPI document. */

@@ -61,12 +61,17 @@ function readPlayer(raw: unknown, index: number): Player {
   return { id, name: text(raw.name) ?? id, ...(team === undefined ? {} : { team }) };
 }
 
+/** Bounds that keep the commentary readable and its size sane: a match is hours, not centuries. */
+export const REPLAY_LIMITS = { players: 1000, events: 10_000, seconds: 1_000_000, points: 1_000_000 } as const;
+
 function readEvent(raw: unknown, index: number): ReplayEvent {
   if (!isObject(raw) || typeof raw.t !== 'number' || !Number.isFinite(raw.t) || typeof raw.type !== 'string') {
     throw new ReplayError(`/events/${index}`, 'needs a numeric "t" and a string "type"');
   }
-  if (raw.points !== undefined && (typeof raw.points !== 'number' || !Number.isFinite(raw.points)))
-    throw new ReplayError(`/events/${index}/points`, 'must be a number');
+  if (raw.t < 0 || raw.t > REPLAY_LIMITS.seconds) throw new ReplayError(`/events/${index}/t`, `must be 0 to ${REPLAY_LIMITS.seconds} seconds`);
+  if (raw.points !== undefined && (typeof raw.points !== 'number' || !(Math.abs(raw.points) <= REPLAY_LIMITS.points))) {
+    throw new ReplayError(`/events/${index}/points`, `must be a number from -${REPLAY_LIMITS.points} to ${REPLAY_LIMITS.points}`);
+  }
   const event: ReplayEvent = { t: raw.t, type: raw.type };
   const player = text(raw.player);
   const target = text(raw.target);
@@ -90,7 +95,7 @@ function readFinalScore(raw: unknown): Record<string, number> {
       : [];
   if (!Array.isArray(raw) && !isObject(raw)) throw new ReplayError('/final_score', 'must map sides to numbers');
   for (const [side, value] of entries) {
-    if (typeof value !== 'number' || !Number.isFinite(value))
+    if (typeof value !== 'number' || !(Math.abs(value) <= REPLAY_LIMITS.points))
       throw new ReplayError(`/final_score/${side.replaceAll('~', '~0').replaceAll('/', '~1')}`, 'must be a number');
   }
   return Object.fromEntries(entries) as Record<string, number>;
@@ -100,11 +105,15 @@ function readFinalScore(raw: unknown): Record<string, number> {
 export function parseReplay(input: unknown): Replay {
   if (!isObject(input)) throw new ReplayError('', 'must be a JSON object (the match has no replay document)');
   if (!Array.isArray(input.players) || input.players.length === 0) throw new ReplayError('/players', 'must be a non-empty array');
+  if (input.players.length > REPLAY_LIMITS.players) throw new ReplayError('/players', `must list at most ${REPLAY_LIMITS.players} players`);
+  if (Array.isArray(input.events) && input.events.length > REPLAY_LIMITS.events)
+    throw new ReplayError('/events', `must list at most ${REPLAY_LIMITS.events} events`);
   const players = input.players.map(readPlayer);
   if (input.events !== undefined && !Array.isArray(input.events)) throw new ReplayError('/events', 'must be an array');
   const replay: Replay = { players, events: ((input.events as unknown[] | undefined) ?? []).map(readEvent) };
   if (typeof input.title === 'string') replay.title = input.title;
-  if (typeof input.duration_seconds === 'number' && Number.isFinite(input.duration_seconds)) replay.duration_seconds = input.duration_seconds;
+  if (typeof input.duration_seconds === 'number' && input.duration_seconds >= 0 && input.duration_seconds <= REPLAY_LIMITS.seconds)
+    replay.duration_seconds = input.duration_seconds;
   if (input.final_score !== undefined) replay.final_score = readFinalScore(input.final_score);
   const winner = text(input.winner);
   if (winner !== undefined) replay.winner = winner;

@@ -233,6 +233,6 @@ export function enrichmentRoutes(
         },
       },
     },
-    (request) => queue.status(request.params.id),
+    (request) => queue.status(request.params.id, request.isAdmin ? undefined : request.botId),
   );
 }

@@ -21,7 +21,7 @@ export const withSchemaTypes = (app: FastifyInstance) => app.withTypeProvider<Re
 
 export const idString = { type: 'string', pattern: ID_PATTERN_SOURCE, description: 'Lowercase id: letters, digits, _ and -; at most 64 characters' } as const;
 /** Names need one visible character: a name of spaces reads as nothing in a list or in Home Assistant. */
-export const NOT_BLANK = '\\S';
+export const NOT_BLANK = '[^\\s\\u200b-\\u200d\\u2060\\ufeff]';
 export const nameString = { type: 'string', minLength: 1, maxLength: 200, pattern: NOT_BLANK } as const;
 
 export const idParams = {

@@ -6,6 +6,10 @@ import type { Config } from '../config.js';
  */
 export function startupFailure(error: unknown, config: Pick<Config, 'databaseUrl' | 'dataDir' | 'host' | 'port'>): string | null {
   const { code, syscall } = (error ?? {}) as { code?: string; syscall?: string };
+  // Listening on a HOST that is neither an address nor a name the resolver knows.
+  if (syscall === 'getaddrinfo' && (error as { hostname?: string }).hostname === config.host) {
+    return `HOST ${config.host} is not an address of this machine: set HOST to one of its addresses (or 0.0.0.0).`;
+  }
   if (syscall === 'listen') {
     if (code === 'EADDRINUSE') return `Port ${config.port} on ${config.host} is already in use: stop the other process or set PORT to a free port.`;
     if (code === 'EACCES') return `Not allowed to listen on port ${config.port}: ports below 1024 need privileges; set PORT to 1024 or above.`;

@@ -104,7 +104,7 @@ for (const dialect of DIALECTS) {
     });
 
     it('names of only white space are refused, naming the field; letters without an ASCII decomposition keep their spelling in ids', async () => {
-      for (const blank of [' ', '\t\n', '\u00a0\u3000']) {
+      for (const blank of [' ', '\t\n', '\u00a0\u3000', '\u200b', '\u200b\u2060\ufeff']) {
         const person = await app.api('POST', '/api/persons', { name: blank });
         expect400(person, '/name', `person name ${JSON.stringify(blank)}`);
         assert.equal(person.body.errors[0].message, 'must not be blank');

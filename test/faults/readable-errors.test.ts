@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -84,6 +84,19 @@ describe('a start that cannot succeed says why in one sentence, without a stack 
     assertOneSentence(
       await start({ PORT: '0', DATABASE_URL: `postgres://app:s3cret@127.0.0.1:${port}/mothership` }),
       new RegExp(`Cannot use the PostgreSQL database 127\\.0\\.0\\.1:${port}/mothership \\(DATABASE_URL\\): connection refused`),
+    );
+  });
+
+  it('HOST is not an address or a known name', async () => {
+    assertOneSentence(await start({ PORT: '0', HOST: '999.1.1.1' }), /HOST 999\.1\.1\.1 is not an address of this machine: set HOST to one of its addresses/);
+  });
+
+  it('DATA_DIR is a file', async () => {
+    const file = path.join(dataDir, 'a-file');
+    writeFileSync(file, 'x');
+    assertOneSentence(
+      await start({ PORT: '0', DATA_DIR: file }),
+      /Configuration error: DATA_DIR .*a-file cannot be used as a directory \(a file is in the way\)/,
     );
   });
 
