@@ -111,7 +111,7 @@ const ENV_SCHEMA = {
     ENRICHMENT_LLM_API_KEY: text('an API key'),
     RATE_LIMIT_CAPACITY: wholeNumber(60, 1, MAX_CAPACITY),
     // The bucket counts micro-tokens per millisecond: a slower refill would be zero.
-    RATE_LIMIT_REFILL_PER_SEC: { type: 'number', minimum: 0.001, maximum: 1_000_000, default: 1, description: 'a number >= 0.001 and <= 1000000' },
+    RATE_LIMIT_REFILL_PER_SEC: { type: 'number', minimum: 0.001, maximum: 10_000_000, default: 1, description: 'a number >= 0.001 and <= 10000000' },
     RATE_LIMIT_COSTS: text('a list of group=cost entries (cost 1 or more) separated by commas', {
       pattern: '^\\s*([a-z0-9_]+=[1-9]\\d*)?(\\s*,\\s*([a-z0-9_]+=[1-9]\\d*)?)*\\s*$',
     }),

@@ -64,7 +64,7 @@ describe('configuration', () => {
       [{ MQTT_BACKOFF_INITIAL_MS: '10', MQTT_BACKOFF_MAX_MS: '5' }, /^MQTT_BACKOFF_MAX_MS must be at least MQTT_BACKOFF_INITIAL_MS$/],
       [{ ENRICHMENT_LLM_URL: 'ftp://llm' }, /^ENRICHMENT_LLM_URL must be an http\(s\) URL$/],
       [{ RATE_LIMIT_CAPACITY: '20000000' }, /^RATE_LIMIT_CAPACITY must be a whole number >= 1 and <= 10000000, got "20000000"$/],
-      [{ RATE_LIMIT_REFILL_PER_SEC: '0' }, /^RATE_LIMIT_REFILL_PER_SEC must be a number >= 0.001 and <= 1000000, got "0"$/],
+      [{ RATE_LIMIT_REFILL_PER_SEC: '0' }, /^RATE_LIMIT_REFILL_PER_SEC must be a number >= 0.001 and <= 10000000, got "0"$/],
       [{ RATE_LIMIT_REFILL_PER_SEC: 'fast' }, /^RATE_LIMIT_REFILL_PER_SEC must be .*, got "fast"$/],
       [
         { RATE_LIMIT_COSTS: 'session=5,settings:10' },
