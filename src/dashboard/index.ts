@@ -15,7 +15,7 @@ const TYPES: Record<string, string> = {
 // The page's override of the server-wide header policy (http/server.ts): everything it loads comes
 // from this server; no inline script, no third party, never framed.
 const DASHBOARD_CSP = {
-  useDefaults: false,
+  useDefaults: false as const,
   directives: {
     defaultSrc: ["'self'"],
     scriptSrc: ["'self'"],
@@ -37,7 +37,10 @@ export function dashboardRoutes(server: FastifyInstance): void {
   }
   // Generated from the one list (events/types.ts): the page subscribes to every type the stream sends.
   files.set('event-types.js', { body: Buffer.from(`export const EVENT_TYPES = ${JSON.stringify(EVENT_TYPES)};\n`), type: TYPES['.js']! });
-  const options = { config: { auth: 'public' as const, rateLimit: false as const }, helmet: { contentSecurityPolicy: DASHBOARD_CSP }, schema: { hide: true } };
+  const options = {
+    config: { auth: 'public' as const, rateLimit: false as const, headerPolicy: { contentSecurityPolicy: DASHBOARD_CSP } },
+    schema: { hide: true },
+  };
   const fileParams = { type: 'object', required: ['file'], properties: { file: { type: 'string' } } } as const;
 
   app.get('/', options, async (_request, reply) => {

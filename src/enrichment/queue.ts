@@ -6,6 +6,7 @@ import type { EnrichmentJobsTable, Schema } from '../db/schema.js';
 import { makeEvent, type EventLog, type EventPayload, type StoredEvent } from '../events/index.js';
 import { BOT_CHALLENGE, unauthorized } from '../http/auth.js';
 import { ProblemError } from '../http/problem.js';
+import { LRUCache } from 'lru-cache';
 import { memo } from '../memo.js';
 import { newWebhookId } from '../webhook/outbox.js';
 import type { DatabaseNonceStore } from './bot-auth.js';
@@ -150,22 +151,29 @@ function requestQueries(database: Database) {
   };
 }
 
+/** Bots remembered at their quota, at most (least recently refused forgotten first). */
+const AT_QUOTA_BOTS = 10_000;
+
 /** Seconds until the oldest job counted against the quota leaves the window (0 when none is counted). */
 const quotaResetSeconds = (oldest: string | null, nowMs: number) =>
   oldest ? Math.max(1, Math.ceil((Date.parse(oldest) + QUOTA_WINDOW_MS - nowMs) / 1000)) : 0;
 
-function quotaExceeded(botId: string, retryAfter: number): ProblemError {
-  return new ProblemError(
-    'quota_exceeded',
-    `Bot "${botId}" has used its ${DAILY_QUOTA} enrichment requests of the last 24 hours`,
-    undefined,
-    {
-      'retry-after': String(retryAfter),
-      'x-quota-remaining': '0',
-      'x-quota-reset': String(retryAfter),
-    },
-    { 'violated-policies': [QUOTA_POLICY] },
-  );
+/** A refusal for the quota, carrying when the oldest counted job was enqueued (the refusal holds until it leaves the window). */
+class QuotaExceeded extends ProblemError {
+  constructor(
+    botId: string,
+    readonly oldest: string,
+    nowMs: number,
+  ) {
+    const retryAfter = quotaResetSeconds(oldest, nowMs);
+    super(
+      'quota_exceeded',
+      `Bot "${botId}" has used its ${DAILY_QUOTA} enrichment requests of the last 24 hours`,
+      undefined,
+      { 'retry-after': String(retryAfter), 'x-quota-remaining': '0', 'x-quota-reset': String(retryAfter) },
+      { 'violated-policies': [QUOTA_POLICY] },
+    );
+  }
 }
 
 const matchNotFound = (matchId: string) => new ProblemError('match_not_found', `Match "${matchId}" does not exist`);
@@ -210,6 +218,12 @@ export class EnrichmentQueue {
   }));
 
   private readonly queries: ReturnType<typeof requestQueries>;
+  /**
+   * Bots found at their quota, with the time their oldest counted job leaves the window. Until then
+   * they stay at quota on every instance (a job's enqueued_at never changes and jobs are never
+   * deleted), so their requests are refused from memory, with no database read.
+   */
+  private readonly atQuota = new LRUCache<string, number>({ max: AT_QUOTA_BOTS });
 
   constructor(
     private readonly database: Database,
@@ -237,8 +251,21 @@ export class EnrichmentQueue {
    * live in the database) is recorded in the same transaction, after the quota check: a refused
    * request writes nothing.
    */
-  request(botId: string, matchId: string, nonce?: string): Promise<EnqueueResult> {
-    return this.queries.inSql ? this.requestInSql(botId, matchId, nonce) : this.requestInTransaction(botId, matchId, nonce);
+  async request(botId: string, matchId: string, nonce?: string): Promise<EnqueueResult> {
+    const freeAtMs = this.atQuota.get(botId);
+    const nowMs = Date.now();
+    if (freeAtMs !== undefined && freeAtMs > nowMs) throw new QuotaExceeded(botId, new Date(freeAtMs - QUOTA_WINDOW_MS).toISOString(), nowMs);
+    try {
+      return await (this.queries.inSql ? this.requestInSql(botId, matchId, nonce) : this.requestInTransaction(botId, matchId, nonce));
+    } catch (error) {
+      if (error instanceof QuotaExceeded) this.atQuota.set(botId, Date.parse(error.oldest) + QUOTA_WINDOW_MS);
+      throw error;
+    }
+  }
+
+  /** Forgets the bots remembered at quota: only for jobs changed behind the service's back (tests moving them in time). */
+  forgetQuotas(): void {
+    this.atQuota.clear();
   }
 
   /** SQLite: its write lock (one writer) serializes the requests; the statements join the group commit. */
@@ -248,7 +275,7 @@ export class EnrichmentQueue {
       const nowMs = Date.now();
       const { rows: counted } = await q.quotaUsed.execute(trx, { botId, since: new Date(nowMs - QUOTA_WINDOW_MS).toISOString() });
       const oldest = counted[0]?.enqueued_at ?? null;
-      if (counted.length >= DAILY_QUOTA) throw quotaExceeded(botId, quotaResetSeconds(oldest, nowMs));
+      if (counted.length >= DAILY_QUOTA) throw new QuotaExceeded(botId, oldest!, nowMs);
       if (nonce && !(await this.options.nonces!.firstUseWithin(trx, nonce))) throw unauthorized(BOT_CHALLENGE);
 
       const at = new Date(nowMs).toISOString();
@@ -318,7 +345,7 @@ export class EnrichmentQueue {
     const result = row!;
     switch (result.outcome) {
       case 'quota_exceeded':
-        throw quotaExceeded(botId, quotaResetSeconds(result.oldest, nowMs));
+        throw new QuotaExceeded(botId, result.oldest!, nowMs);
       case 'replay':
         throw unauthorized(BOT_CHALLENGE);
       case 'match_not_found':

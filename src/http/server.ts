@@ -1,7 +1,5 @@
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
-import fastifyHelmet, { type FastifyHelmetOptions } from '@fastify/helmet';
-import helmet from 'helmet';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
@@ -10,6 +8,7 @@ import { openApiSecurity, resolveRouteAuth, SESSION_COOKIE } from './auth.js';
 import { errorCodes, PROBLEM_SCHEMA, problemResponses } from './openapi.js';
 import { jsonShapeError } from './input-shape.js';
 import { withSchemaTypes } from './schemas.js';
+import { policyHeaders, type HeaderPolicy } from './header-policy.js';
 import { codeForStatus, fieldErrors, invalid, isProblemCode, problem, ProblemError, PROBLEMS } from './problem.js';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 
@@ -24,10 +23,10 @@ export const BODY_LIMIT = 1024 * 1024;
 
 /**
  * One header policy on every response. An API answer needs no content at all; the dashboard and
- * /docs widen the CSP for their pages. No HSTS: TLS is a reverse proxy's business here, and a LAN
- * install on plain HTTP must keep working.
+ * /docs widen the CSP for their pages (a route's `config.headerPolicy`). No HSTS: TLS is a reverse
+ * proxy's business here, and a LAN install on plain HTTP must keep working.
  */
-const HEADER_POLICY: FastifyHelmetOptions = {
+const HEADER_POLICY: HeaderPolicy = {
   contentSecurityPolicy: {
     useDefaults: false,
     directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"], baseUri: ["'none'"], formAction: ["'none'"] },
@@ -36,9 +35,16 @@ const HEADER_POLICY: FastifyHelmetOptions = {
   referrerPolicy: { policy: 'no-referrer' },
   strictTransportSecurity: false,
 };
-/** The same policy for answers given before Fastify's hooks run (router errors, Node's own 400s). */
-// (helmet's ESM and CommonJS type declarations describe the same options twice; the cast joins them.)
-export const applyHeaderPolicy = helmet(HEADER_POLICY as Parameters<typeof helmet>[0]);
+const POLICY_HEADERS = policyHeaders(HEADER_POLICY);
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Overrides of the server-wide header policy for this route (the dashboard's page CSP). */
+    headerPolicy?: HeaderPolicy;
+    /** The route's headers, computed once from the policy and its override (set when the route is added). */
+    policyHeaders?: Readonly<Record<string, string>>;
+  }
+}
 
 /**
  * Node's HTTP parser refuses some requests before Fastify sees them (malformed syntax, headers over
@@ -157,16 +163,23 @@ export async function createHttpServer(options: {
     routerOptions: { maxParamLength: 2048 },
     clientErrorHandler: answerClientError,
     // Errors the router raises before any route runs (bad URL encoding, over-long parameters).
-    frameworkErrors: (error, request, reply) => {
+    frameworkErrors: (error, _request, reply) => {
       // The router refused the request before any hook ran: apply the header policy here.
-      applyHeaderPolicy(request.raw, reply.raw, () => {});
+      (reply as FastifyReply).headers(POLICY_HEADERS);
       const body = problem(error.statusCode === 414 ? 'uri_too_long' : 'validation_failed', error.message);
       (reply as FastifyReply).code(body.status).type('application/problem+json').send(body);
     },
   });
 
   // Registered before any hook that can throw, so errors and 404s carry the policy too.
-  await app.register(fastifyHelmet, HEADER_POLICY);
+  app.addHook('onRoute', (route) => {
+    const override = route.config?.headerPolicy;
+    if (override) route.config = { ...route.config, policyHeaders: policyHeaders({ ...HEADER_POLICY, ...override } as HeaderPolicy) };
+  });
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.headers(request.routeOptions.config.policyHeaders ?? POLICY_HEADERS);
+    done();
+  });
 
   // Shutdown: close waits for every connection. Requests still running are answered with
   // `Connection: close`, so their keep-alive connections end with them (a client honouring our
@@ -178,8 +191,10 @@ export async function createHttpServer(options: {
     setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_DRAIN_MS).unref();
     done();
   });
-  app.addHook('onSend', async (_request, reply) => {
+  // Hooks every request passes through take a callback: an async hook costs a promise per request.
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (closing) reply.header('connection', 'close');
+    done(null, payload);
   });
 
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyValidator : textValidator).compile(schema as object));
@@ -203,9 +218,9 @@ export async function createHttpServer(options: {
     });
   });
   // Query strings and path parameters are text: the same NUL rule, before validation coerces them.
-  app.addHook('preValidation', async (request) => {
+  app.addHook('preValidation', (request, _reply, done) => {
     const shapeError = jsonShapeError(request.query, 'querystring:') ?? jsonShapeError(request.params, 'params:');
-    if (shapeError) throw invalid(shapeError.path, shapeError.message);
+    done(shapeError ? invalid(shapeError.path, shapeError.message) : undefined);
   });
 
   app.setErrorHandler((error: FastifyError & { validation?: unknown[]; validationContext?: string }, request, reply) => {

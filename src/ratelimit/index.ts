@@ -86,11 +86,11 @@ export class RateLimitGuard {
         throw new PolicyError(`Route ${route.method} ${route.url} costs ${cost} tokens, more than the bucket capacity ${this.limiter.policy.capacity}`);
       }
     });
-    app.addHook('onRequest', async (request, reply) => {
+    app.addHook('onRequest', (request, reply, done) => {
       // A route that takes credentials is charged by RouteAuth, once it knows who is calling.
       const access = ROUTE_ACCESS[request.routeOptions.config?.auth ?? 'admin'];
-      if (access.admin || access.bot) return;
-      await this.enforce(request, reply, addressKey(request.ip));
+      if (access.admin || access.bot) return done();
+      this.enforce(request, reply, addressKey(request.ip)).then(() => done(), done);
     });
   }
 
