@@ -14,7 +14,8 @@ const pointerSegment = (key: string | number) => String(key).replaceAll('~', '~0
  * The first violation of the shape every JSON body must have, or undefined: no string or key with a
  * NUL character (PostgreSQL's text and jsonb cannot hold one, so a PostgreSQL install would fail
  * where SQLite stored it) or an unpaired surrogate (SQLite would store invalid UTF-8, PostgreSQL a
- * replacement character: not what was acknowledged) and no nesting deeper than MAX_JSON_DEPTH. Only the first is reported:
+ * replacement character: not what was acknowledged), no `__proto__` or `constructor.prototype` key and
+ * no nesting deeper than MAX_JSON_DEPTH. Only the first is reported:
  * one bad value is enough to refuse the body, and a 5,000-level body would otherwise name 5,000.
  */
 export function jsonShapeError(value: unknown, prefix = ''): FieldError | undefined {
@@ -41,6 +42,9 @@ function walk(value: unknown, path: string, depth: number): FieldError | undefin
   for (const [key, item] of Object.entries(value)) {
     const keyError = textError(key);
     if (keyError) return { path: path || '/', message: `has a property name with ${keyError}` };
+    // Prototype poisoning (the JSON parser refuses these; named here so the 400 says where).
+    if (key === '__proto__' || (key === 'constructor' && item !== null && typeof item === 'object' && Object.hasOwn(item, 'prototype')))
+      return { path: `${path}/${key}`, message: 'is a property name that is not accepted (it would reach the prototype of an object)' };
     const error = walk(item, `${path}/${pointerSegment(key)}`, depth + 1);
     if (error) return error;
   }

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
@@ -68,6 +69,33 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex): vo
     `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n` +
       `X-Content-Type-Options: nosniff\r\nContent-Security-Policy: default-src 'none'; frame-ancestors 'none'\r\nConnection: close\r\n\r\n${text}`,
   );
+}
+
+/**
+ * Why a body the JSON parser refused is still well-formed JSON: a prototype-poisoning key, named with
+ * its path (the parser's own error says only "not valid JSON"). Runs on refused bodies only.
+ */
+function poisonedJsonError(body: Buffer): ProblemError | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  const shapeError = jsonShapeError(parsed);
+  return shapeError && invalid(shapeError.path, shapeError.message);
+}
+
+/**
+ * Request lines and headers HTTP/1.1 forbids that Node's parser lets through (RFC 9112): the
+ * asterisk target outside OPTIONS (the router read it as "/"), and a second Host field (Node keeps the
+ * first; a proxy in front may have used the other).
+ */
+function requestFramingError(raw: IncomingMessage): ProblemError | undefined {
+  if (raw.url === '*' && raw.method !== 'OPTIONS') return new ProblemError('bad_request', 'The request target "*" is only valid for OPTIONS');
+  let hosts = 0;
+  for (let index = 0; index < raw.rawHeaders.length; index += 2) if (raw.rawHeaders[index]!.toLowerCase() === 'host') hosts++;
+  return hosts > 1 ? new ProblemError('bad_request', 'The request has more than one Host header field') : undefined;
 }
 
 /** Errors that mean a backing service is briefly away (database restarting, lock timeout): 503, not 500. */
@@ -178,7 +206,7 @@ export async function createHttpServer(options: {
   });
   app.addHook('onRequest', (request, reply, done) => {
     reply.headers(request.routeOptions.config.policyHeaders ?? POLICY_HEADERS);
-    done();
+    done(requestFramingError(request.raw));
   });
 
   // Shutdown: close waits for every connection. Requests still running are answered with
@@ -212,7 +240,7 @@ export async function createHttpServer(options: {
     // an empty body where the route takes none is no body, not malformed JSON.
     if ((body as Buffer).length === 0 && !request.routeOptions.schema?.body) return done(null, undefined);
     void parseJson(request, body as unknown as string, (error, parsed) => {
-      if (error) return done(error);
+      if (error) return done(poisonedJsonError(body as Buffer) ?? error);
       const shapeError = jsonShapeError(parsed);
       done(shapeError ? invalid(shapeError.path, shapeError.message) : null, parsed);
     });

@@ -201,3 +201,46 @@ describe('answers given before any route runs are problem+json too', () => {
     assert.equal(JSON.parse(huge.slice(huge.indexOf('\r\n\r\n') + 4)).code, 'headers_too_large');
   });
 });
+
+describe('request framing HTTP/1.1 forbids, and prototype keys (outside attack)', () => {
+  let app: TestApp;
+  let port: number;
+  before(async () => {
+    app = await startTestApp('sqlite');
+    await app.http.listen({ port: 0, host: '127.0.0.1' });
+    port = (app.http.server.address() as AddressInfo).port;
+  });
+  after(() => app.cleanup());
+
+  const answer = async (bytes: string) => {
+    const text = await rawExchange(port, bytes);
+    return { status: Number(text.slice(9, 12)), text, body: JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4) || 'null') };
+  };
+
+  it('the asterisk target outside OPTIONS is a 400, not the dashboard', async () => {
+    const star = await answer('GET * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    assert.deepEqual([star.status, star.body.code], [400, 'bad_request']);
+    assert.match(star.text, /x-frame-options: DENY/i, 'with the header policy');
+  });
+
+  it('two Host header fields are a 400 (RFC 9112 section 3.2), one is fine', async () => {
+    const twice = await answer('GET /healthz HTTP/1.1\r\nHost: a\r\nhost: b\r\nConnection: close\r\n\r\n');
+    assert.deepEqual([twice.status, twice.body.code], [400, 'bad_request']);
+    assert.equal((await answer('GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n')).status, 200);
+  });
+
+  it('a __proto__ or constructor.prototype key is a 400 naming where it is, not "not valid JSON"', async () => {
+    for (const [body, path] of [
+      ['{"name":"A","__proto__":{"admin":true}}', '/__proto__'],
+      ['{"name":"A","detail":{"constructor":{"prototype":{"x":1}}}}', '/detail/constructor'],
+    ] as const) {
+      const refused = await app.api('POST', '/api/persons', body, { 'content-type': 'application/json' });
+      assert.equal(refused.status, 400, body);
+      assert.deepEqual(
+        refused.body.errors.map((error: { path: string }) => error.path),
+        [path],
+        body,
+      );
+    }
+  });
+});
