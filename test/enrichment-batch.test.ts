@@ -161,4 +161,17 @@ describe('enrichment request batches (postgres)', () => {
       await app.api('POST', '/api/settings/integration', { webhook: { enabled: false } });
     }
   });
+
+  it("the secrets of several bots' first requests in one turn are read in one query", async () => {
+    const bots = [await newBot('secret-a'), await newBot('secret-b'), await newBot('secret-c')];
+    const matches = await newMatches(3);
+    bots.forEach((bot) => app.enrichment.bots.invalidate(bot.id));
+    const before = app.enrichment.bots.secretReads;
+    const responses = await Promise.all(matches.map((id, i) => send(bots[i]!, id)));
+    assert.deepEqual(
+      responses.map((response) => response.status),
+      [202, 202, 202],
+    );
+    assert.equal(app.enrichment.bots.secretReads - before, 1);
+  });
 });
