@@ -431,6 +431,12 @@ export class EnrichmentQueue {
       return;
     }
     const byIndex = new Map(rows.map((row) => [Number(row.idx), row]));
+    // One row per input, or no caller may be left waiting for ever.
+    if (batch.some((_item, i) => !byIndex.has(i + 1))) {
+      const error = new Error(`enrichment batch answered ${rows.length} rows for ${batch.length} requests`);
+      batch.forEach((item) => item.reject(error));
+      return;
+    }
     const accepted = batch.flatMap((item, i) => {
       const row = byIndex.get(i + 1)!;
       return row.outcome === 'queued' ? [{ row, event: item.stored(Number(row.seq), Number(row.job_id)) }] : [];
