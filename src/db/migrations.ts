@@ -304,5 +304,110 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '012_enrichment_requests_in_one_batch': {
+      // PostgreSQL: the requests of one event-loop turn (at most 64) in one call, one transaction, so
+      // one commit flush, and one hold of the event-append lock, serves all of them (enrichment/queue.ts,
+      // EnrichmentQueue.runBatch). The rules per item are 010's; a refused item writes nothing. Lock order: all
+      // bot rows by id, then all match rows by id, then the append lock at the end: the single function
+      // takes one bot, then one match (its update), then the append lock, so batches on any instance
+      // and single calls never wait on each other in a cycle. The match rows are locked before they
+      // are read, so each item is decided before it writes (no write to undo).
+      async up(db: Kysely<any>) {
+        if (dialect !== 'postgres') return;
+        await sql`
+          create function mothership_request_enrichment_batch(
+            p_bots text[], p_matches text[], p_ats text[], p_sinces text[], p_quota integer, p_nonces text[], p_nonce_expires text[],
+            p_event_heads text[], p_event_tails text[], p_webhook_ids text[])
+          returns table (idx integer, outcome text, job_id bigint, job_state text, requested_at text, match_status text, used integer,
+            oldest text, queued bigint, running bigint, seq bigint, delivery boolean)
+          language plpgsql as $$
+          #variable_conflict use_column
+          declare
+            v_n integer := coalesce(array_length(p_bots, 1), 0);
+            v_outcome text[] := array_fill(null::text, array[v_n]);
+            v_job bigint[] := array_fill(null::bigint, array[v_n]);
+            v_state text[] := array_fill(null::text, array[v_n]);
+            v_requested text[] := array_fill(null::text, array[v_n]);
+            v_status text[] := array_fill(null::text, array[v_n]);
+            v_used integer[] := array_fill(null::integer, array[v_n]);
+            v_oldest text[] := array_fill(null::text, array[v_n]);
+            v_seq bigint[] := array_fill(null::bigint, array[v_n]);
+            v_delivery boolean[] := array_fill(null::boolean, array[v_n]);
+            v_used1 integer;
+            v_oldest1 text;
+            v_status1 text;
+            v_requested1 text;
+            v_no_replay boolean;
+            v_job1 bigint;
+            v_state1 text;
+            v_webhook json;
+            v_deliver boolean;
+            v_payload text;
+            v_queued bigint;
+            v_running bigint;
+            i integer;
+          begin
+            perform 1 from bots where id = any(p_bots) order by id for update;
+            perform 1 from matches where id = any(p_matches) order by id for update;
+            for i in 1 .. v_n loop
+              -- A fresh statement after the locks: sees what earlier holders committed, and this batch's own jobs.
+              select count(*)::integer, min(enqueued_at) into v_used1, v_oldest1 from enrichment_jobs
+                where bot_id = p_bots[i] and enqueued_at > p_sinces[i];
+              v_used[i] := v_used1;
+              v_oldest[i] := v_oldest1;
+              if v_used1 >= p_quota then v_outcome[i] := 'quota_exceeded'; continue; end if;
+              select status, enrichment_requested_at, replay is null into v_status1, v_requested1, v_no_replay from matches where id = p_matches[i];
+              if not found then v_outcome[i] := 'match_not_found'; continue; end if;
+              v_status[i] := v_status1;
+              if v_status1 <> 'completed' then v_outcome[i] := 'match_not_completed'; continue; end if;
+              if v_requested1 is null and v_no_replay then v_outcome[i] := 'replay_unusable'; continue; end if;
+              if p_nonces[i] is not null then
+                insert into nonces as n (key, expires_at) values (p_nonces[i], p_nonce_expires[i])
+                  on conflict (key) do update set expires_at = excluded.expires_at where n.expires_at < p_ats[i];
+                if not found then v_outcome[i] := 'replay'; continue; end if;
+              end if;
+              if v_requested1 is null then
+                update matches set enrichment_requested_at = p_ats[i], enrichment_status = 'queued', enrichment_error = null where id = p_matches[i];
+                insert into enrichment_jobs (match_id, bot_id, state, attempts, run_after, enqueued_at)
+                  values (p_matches[i], p_bots[i], 'queued', 0, p_ats[i], p_ats[i]) returning id into v_job1;
+                v_outcome[i] := 'queued';
+                v_job[i] := v_job1;
+                v_state[i] := 'queued';
+                v_requested[i] := p_ats[i];
+              else
+                select id, state into v_job1, v_state1 from enrichment_jobs where match_id = p_matches[i];
+                v_outcome[i] := 'duplicate';
+                v_job[i] := v_job1;
+                v_state[i] := v_state1;
+                v_requested[i] := v_requested1;
+              end if;
+            end loop;
+            select min(id) into v_queued from enrichment_jobs where state = 'queued';
+            select min(id) into v_running from enrichment_jobs where state = 'running';
+            -- The events last, under the append lock held to the commit (seq order is commit order), in input order.
+            if 'queued' = any(v_outcome) then
+              perform pg_advisory_xact_lock(${sql.lit(EVENT_APPEND_LOCK)});
+              select value::json -> 'webhook' into v_webhook from settings where key = 'integration';
+              v_deliver := coalesce((v_webhook ->> 'enabled')::boolean, false) and coalesce(v_webhook ->> 'url', '') <> '';
+              for i in 1 .. v_n loop
+                if v_outcome[i] = 'queued' then
+                  v_payload := p_event_heads[i] || v_job[i] || p_event_tails[i];
+                  insert into events (event_type, "timestamp", payload) values ('enrichment.requested', p_ats[i], v_payload) returning events.seq into v_job1;
+                  v_seq[i] := v_job1;
+                  v_delivery[i] := v_deliver;
+                  if v_deliver then
+                    insert into webhook_deliveries (webhook_id, event_seq, event_type, url, payload, attempt, state, due_at, created_at)
+                    values (p_webhook_ids[i], v_job1, 'enrichment.requested', v_webhook ->> 'url', v_payload, 1, 'pending', p_ats[i], p_ats[i]);
+                  end if;
+                end if;
+              end loop;
+            end if;
+            for i in 1 .. v_n loop
+              return query select i, v_outcome[i], v_job[i], v_state[i], v_requested[i], v_status[i], v_used[i], v_oldest[i],
+                v_queued, v_running, v_seq[i], v_delivery[i];
+            end loop;
+          end $$`.execute(db);
+      },
+    },
   };
 }

@@ -65,7 +65,7 @@ export const estimateWaitSeconds = (ahead: number, meanSeconds: number, workers:
 /** The estimate's slow-moving inputs (mean job duration, live workers) are refreshed at most this often. */
 const ESTIMATE_INPUTS_MS = 1000;
 
-/** What the PostgreSQL request function (db/migrations.ts 009) answers, one row. */
+/** What the PostgreSQL request function (db/migrations.ts 010) answers, one row. */
 interface RequestRow {
   outcome: 'quota_exceeded' | 'replay' | 'match_not_found' | 'match_not_completed' | 'replay_unusable' | 'duplicate' | 'queued';
   job_id: number | null;
@@ -80,6 +80,33 @@ interface RequestRow {
   delivery: boolean | null;
 }
 
+/** The inputs of one PostgreSQL request, as the single and the batch function take them. */
+interface RequestParams {
+  botId: string;
+  matchId: string;
+  at: string;
+  since: string;
+  quota: number;
+  nonce: string | null;
+  nonceExpires: string | null;
+  eventHead: string;
+  eventTail: string;
+  webhookId: string;
+}
+
+/** The batch function's (migration 012) row for the request at `idx` (1-based) of its input. */
+type BatchRow = RequestRow & { idx: number };
+
+interface PendingRequest {
+  params: RequestParams;
+  stored: (seq: number, jobId: number) => StoredEvent;
+  resolve: (row: RequestRow) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Requests per batch call at most, as SQLite's group commit (db/group-commit.ts). */
+const MAX_REQUEST_BATCH = 64;
+
 /**
  * The queries of every enrichment request, compiled once (db/prepared.ts). SQLite: a fresh request is
  * three statements (its write lock serializes one bot's requests), two of them doing two jobs each.
@@ -93,6 +120,19 @@ function requestQueries(database: Database) {
             db
               .selectFrom(
                 sql<RequestRow>`mothership_request_enrichment(${param('botId')}, ${param('matchId')}, ${param('at')}, ${param('since')}, ${param('quota')}, ${param('nonce')}, ${param('nonceExpires')}, ${param('eventHead')}, ${param('eventTail')}, ${param('webhookId')})`.as(
+                  'r',
+                ),
+              )
+              .selectAll(),
+          )
+        : null,
+    // The same for several requests at once (migration 012), one array per input, one row per request.
+    batch:
+      database.dialect === 'postgres'
+        ? prepare(database, ['bots', 'matches', 'ats', 'sinces', 'quota', 'nonces', 'nonceExpires', 'eventHeads', 'eventTails', 'webhookIds'], (db, param) =>
+            db
+              .selectFrom(
+                sql<BatchRow>`mothership_request_enrichment_batch(${param('bots')}::text[], ${param('matches')}::text[], ${param('ats')}::text[], ${param('sinces')}::text[], ${param('quota')}, ${param('nonces')}::text[], ${param('nonceExpires')}::text[], ${param('eventHeads')}::text[], ${param('eventTails')}::text[], ${param('webhookIds')}::text[])`.as(
                   'r',
                 ),
               )
@@ -224,6 +264,11 @@ export class EnrichmentQueue {
    * deleted), so their requests are refused from memory, with no database read.
    */
   private readonly atQuota = new LRUCache<string, number>({ max: AT_QUOTA_BOTS });
+  /** PostgreSQL: requests waiting for the next batch call, and whether one is running. */
+  private pending: PendingRequest[] = [];
+  private draining = false;
+  /** How the PostgreSQL requests went to the database (tests and diagnostics). */
+  readonly batchStats = { batches: 0, items: 0, fallbacks: 0 };
 
   constructor(
     private readonly database: Database,
@@ -319,30 +364,36 @@ export class EnrichmentQueue {
   }
 
   /**
-   * PostgreSQL: the whole request is one call of a database function (db/migrations.ts 009), one round
+   * PostgreSQL: the whole request is one call of a database function (db/migrations.ts 010), one round
    * trip instead of eight: the bot row lock, quota, nonce, match claim, job, and the event append with
    * its webhook outbox row, in the order and with the locks of the SQLite path and `EventLog.write`.
+   * The requests of one event-loop turn share one call of the batch function (012): one commit, whose
+   * disk flush is what a request costs, while the event-append lock is held, serves them all.
    */
   private async requestInSql(botId: string, matchId: string, nonce: string | undefined): Promise<EnqueueResult> {
     const nowMs = Date.now();
     const at = new Date(nowMs).toISOString();
     const event = requestedEvent(matchId, botId, at);
     const entry = nonce ? this.options.nonces!.entry(nonce, nowMs) : null;
-    const [row] = (
-      await this.queries.inSql!.execute(this.database.db, {
-        botId,
-        matchId,
-        at,
-        since: new Date(nowMs - QUOTA_WINDOW_MS).toISOString(),
-        quota: DAILY_QUOTA,
-        nonce: entry?.key ?? null,
-        nonceExpires: entry?.expires ?? null,
-        eventHead: event.head,
-        eventTail: event.tail,
-        webhookId: newWebhookId(),
-      })
-    ).rows;
-    const result = row!;
+    const params: RequestParams = {
+      botId,
+      matchId,
+      at,
+      since: new Date(nowMs - QUOTA_WINDOW_MS).toISOString(),
+      quota: DAILY_QUOTA,
+      nonce: entry?.key ?? null,
+      nonceExpires: entry?.expires ?? null,
+      eventHead: event.head,
+      eventTail: event.tail,
+      webhookId: newWebhookId(),
+    };
+    // The batch publishes the accepted requests' events itself, in seq order.
+    const result = await new Promise<RequestRow>((resolve, reject) => {
+      this.pending.push({ params, stored: event.stored, resolve, reject });
+      if (this.draining) return;
+      this.draining = true;
+      setImmediate(() => void this.drain());
+    });
     switch (result.outcome) {
       case 'quota_exceeded':
         throw new QuotaExceeded(botId, result.oldest!, nowMs);
@@ -357,7 +408,6 @@ export class EnrichmentQueue {
     }
     const jobId = Number(result.job_id);
     const duplicate = result.outcome === 'duplicate';
-    if (!duplicate) this.events.publishAppendedInSql([event.stored(Number(result.seq), jobId)], result.delivery === true);
     return this.answer(this.database.db, {
       matchId,
       jobId,
@@ -369,6 +419,74 @@ export class EnrichmentQueue {
       nowMs,
       head: result,
     });
+  }
+
+  /** One batch call at a time per instance: requests arriving meanwhile join the next one. */
+  private async drain(): Promise<void> {
+    try {
+      while (this.pending.length) await this.runBatch(this.pending.splice(0, MAX_REQUEST_BATCH));
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  private async runBatch(batch: PendingRequest[]): Promise<void> {
+    const column = <K extends keyof RequestParams>(key: K) => batch.map((item) => item.params[key]);
+    let rows: BatchRow[];
+    try {
+      this.batchStats.batches++;
+      this.batchStats.items += batch.length;
+      rows = (
+        await this.queries.batch!.execute(this.database.db, {
+          bots: column('botId'),
+          matches: column('matchId'),
+          ats: column('at'),
+          sinces: column('since'),
+          quota: DAILY_QUOTA,
+          nonces: column('nonce'),
+          nonceExpires: column('nonceExpires'),
+          eventHeads: column('eventHead'),
+          eventTails: column('eventTail'),
+          webhookIds: column('webhookId'),
+        })
+      ).rows;
+    } catch {
+      // A deadlock, a serialization failure, one item's unexpected error: the whole call rolled back.
+      // Each request then goes on its own, so one bad item fails only itself.
+      this.batchStats.fallbacks++;
+      await Promise.all(batch.map((item) => this.requestOne(item)));
+      return;
+    }
+    const byIndex = new Map(rows.map((row) => [Number(row.idx), row]));
+    // One row per input, or no caller may be left waiting for ever.
+    if (batch.some((_item, i) => !byIndex.has(i + 1))) {
+      const error = new Error(`enrichment batch answered ${rows.length} rows for ${batch.length} requests`);
+      batch.forEach((item) => item.reject(error));
+      return;
+    }
+    const accepted = batch.flatMap((item, i) => {
+      const row = byIndex.get(i + 1)!;
+      return row.outcome === 'queued' ? [{ row, event: item.stored(Number(row.seq), Number(row.job_id)) }] : [];
+    });
+    if (accepted.length) {
+      accepted.sort((a, b) => a.event.seq - b.event.seq);
+      this.events.publishAppendedInSql(
+        accepted.map((a) => a.event),
+        accepted.some((a) => a.row.delivery === true),
+      );
+    }
+    batch.forEach((item, i) => item.resolve(byIndex.get(i + 1)!));
+  }
+
+  /** One request through the single-request function (010), publishing its own event. */
+  private async requestOne(item: PendingRequest): Promise<void> {
+    try {
+      const [row] = (await this.queries.inSql!.execute(this.database.db, item.params)).rows;
+      if (row!.outcome === 'queued') this.events.publishAppendedInSql([item.stored(Number(row!.seq), Number(row!.job_id))], row!.delivery === true);
+      item.resolve(row!);
+    } catch (error) {
+      item.reject(error);
+    }
   }
 
   private async answer(
