@@ -89,7 +89,7 @@ describe('enrichment request batches (postgres)', () => {
     assert.equal(nonces.length, 1);
   });
 
-  it('a batch call that fails as a whole answers every item through the single-request function', async () => {
+  it('a batch call that fails as a whole answers every item, each retried as a batch of its own', async () => {
     const bot = await newBot('fallback-batch');
     const [good1, poison, good2] = await newMatches(3);
     // A real failure inside the batch's transaction: any job for the poisoned match raises.
@@ -98,7 +98,7 @@ describe('enrichment request batches (postgres)', () => {
     await sql`create trigger test_poison before insert on enrichment_jobs for each row execute function test_poison()`.execute(app.database.db);
     try {
       const { result, batches, fallbacks } = await counted(() => Promise.all([good1, poison, good2].map((id) => send(bot, id!))));
-      assert.deepEqual({ batches, fallbacks }, { batches: 1, fallbacks: 1 });
+      assert.deepEqual({ batches, fallbacks }, { batches: 1 + 3, fallbacks: 1 }, 'the batch, then each request alone');
       assert.deepEqual(
         result.map((response) => response.status),
         [202, 500, 202],
@@ -173,5 +173,23 @@ describe('enrichment request batches (postgres)', () => {
       [202, 202, 202],
     );
     assert.equal(app.enrichment.bots.secretReads - before, 1);
+  });
+
+  it('a bot deleted while an instance still holds its secret (cached 5 s) gets no job: its row lock would serialize nothing (outside attack)', async () => {
+    const bot = await newBot('deleted-meanwhile');
+    const [warm, ...matches] = await newMatches(7);
+    assert.equal((await send(bot, warm!)).status, 202, 'the secret is cached now');
+    // Deleted on another instance: this one's cache still has the secret.
+    await app.database.db.deleteFrom('bots').where('id', '=', bot.id).execute();
+    const responses = await Promise.all(matches.map((id) => send(bot, id)));
+    assert.deepEqual(
+      responses.map((response) => response.status),
+      [401, 401, 401, 401, 401, 401],
+    );
+    const jobs = await app.database.db.selectFrom('enrichment_jobs').select('match_id').where('bot_id', '=', bot.id).execute();
+    assert.deepEqual(
+      jobs.map((job) => job.match_id),
+      [warm],
+    );
   });
 });

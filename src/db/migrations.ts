@@ -307,11 +307,12 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     '012_enrichment_requests_in_one_batch': {
       // PostgreSQL: the requests of one event-loop turn (at most 64) in one call, one transaction, so
       // one commit flush, and one hold of the event-append lock, serves all of them (enrichment/queue.ts,
-      // EnrichmentQueue.runBatch). The rules per item are 010's; a refused item writes nothing. Lock order: all
-      // bot rows by id, then all match rows by id, then the append lock at the end: the single function
-      // takes one bot, then one match (its update), then the append lock, so batches on any instance
-      // and single calls never wait on each other in a cycle. The match rows are locked before they
-      // are read, so each item is decided before it writes (no write to undo).
+      // EnrichmentQueue.runBatch). The rules per item are 010's, plus: a bot deleted since its secret was
+      // cached is refused. A refused item writes nothing. Lock order: all bot rows by id, then all match
+      // rows by id, then the append lock at the end, so batches on any instance never wait on each other
+      // in a cycle. The match rows are locked before they are read, so each item is decided before it
+      // writes. 010's functions are dropped: a batch that fails is retried request by request, each as a
+      // batch of one.
       async up(db: Kysely<any>) {
         if (dialect !== 'postgres') return;
         await sql`
@@ -346,10 +347,17 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
             v_queued bigint;
             v_running bigint;
             i integer;
+            v_bot text;
+            v_bots text[] := '{}';
           begin
-            perform 1 from bots where id = any(p_bots) order by id for update;
+            -- The bots that still exist (another instance may have served a secret cached for 5 s after a deletion).
+            for v_bot in select id from bots where id = any(p_bots) order by id for update loop
+              v_bots := v_bots || v_bot;
+            end loop;
             perform 1 from matches where id = any(p_matches) order by id for update;
             for i in 1 .. v_n loop
+              -- A deleted bot's row lock would serialize nothing: refused before it can count.
+              if not p_bots[i] = any(v_bots) then v_outcome[i] := 'unknown_bot'; continue; end if;
               -- A fresh statement after the locks: sees what earlier holders committed, and this batch's own jobs.
               select count(*)::integer, min(enqueued_at) into v_used1, v_oldest1 from enrichment_jobs
                 where bot_id = p_bots[i] and enqueued_at > p_sinces[i];
@@ -407,6 +415,9 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
                 v_queued, v_running, v_seq[i], v_delivery[i];
             end loop;
           end $$`.execute(db);
+        // Every request goes through the batch function now (a failed batch retries each request as a batch of one).
+        await sql`drop function mothership_request_enrichment(text, text, text, text, integer, text, text, text, text, text)`.execute(db);
+        await sql`drop function mothership_append_event(text, text, text, text)`.execute(db);
       },
     },
   };

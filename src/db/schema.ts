@@ -133,7 +133,7 @@ export interface AdminSessionsTable {
 
 /**
  * PostgreSQL: the transaction-level advisory lock every event append holds until its commit, so `seq`
- * order is commit order (events/log.ts; the SQL append of migration 010 takes the same one).
+ * order is commit order (events/log.ts; the enrichment batch function of migration 012 takes the same one).
  */
 export const EVENT_APPEND_LOCK = 0x6d5f6576; // "m_ev"
 

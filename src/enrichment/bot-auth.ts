@@ -28,7 +28,7 @@ export class RedisNonceStore implements NonceStore {
 /** Nonces in the database: they survive a restart, and instances sharing the database share them. */
 export class DatabaseNonceStore implements NonceStore {
   // Inserted, or an expired entry taken over: first use. A live entry: replay (no row returned).
-  // PostgreSQL's enrichment request does the same in SQL (db/migrations.ts 009).
+  // PostgreSQL's enrichment request does the same in SQL (db/migrations.ts 012).
   private readonly record: Prepared<{ key: string }, 'key' | 'expires' | 'now'>;
 
   constructor(private readonly database: Database) {
@@ -77,8 +77,8 @@ function refused(request: FastifyRequest, reason: string, botId?: string): Probl
   return unauthorized(BOT_CHALLENGE);
 }
 
-/** A verified request whose nonce was seen before (here, or in the enrichment request's own write). */
-export const refusedReplay = (request: FastifyRequest): ProblemError => refused(request, 'nonce already used', request.botId);
+/** A verified request refused afterwards (its nonce seen before, here or in the enrichment request's own write). */
+export const refusedBot = (request: FastifyRequest, reason: string): ProblemError => refused(request, reason, request.botId);
 
 const header = (request: FastifyRequest, name: string) => {
   const value = request.headers[name];
@@ -135,6 +135,6 @@ export class BotAuthenticator {
       // Without the nonce cache a replay cannot be ruled out: refuse, but say why.
       throw new ProblemError('service_unavailable', 'Replay protection is unavailable; try again shortly', undefined, { 'retry-after': '5' });
     }
-    if (!firstUse) throw refusedReplay(request);
+    if (!firstUse) throw refusedBot(request, 'nonce already used');
   }
 }

@@ -65,9 +65,9 @@ export const estimateWaitSeconds = (ahead: number, meanSeconds: number, workers:
 /** The estimate's slow-moving inputs (mean job duration, live workers) are refreshed at most this often. */
 const ESTIMATE_INPUTS_MS = 1000;
 
-/** What the PostgreSQL request function (db/migrations.ts 010) answers, one row. */
+/** What the PostgreSQL batch function (db/migrations.ts 012) answers for one request. */
 interface RequestRow {
-  outcome: 'quota_exceeded' | 'replay' | 'match_not_found' | 'match_not_completed' | 'replay_unusable' | 'duplicate' | 'queued';
+  outcome: 'quota_exceeded' | 'replay' | 'unknown_bot' | 'match_not_found' | 'match_not_completed' | 'replay_unusable' | 'duplicate' | 'queued';
   job_id: number | null;
   job_state: JobState | null;
   requested_at: string | null;
@@ -114,19 +114,7 @@ const MAX_REQUEST_BATCH = 64;
  */
 function requestQueries(database: Database) {
   return {
-    inSql:
-      database.dialect === 'postgres'
-        ? prepare(database, ['botId', 'matchId', 'at', 'since', 'quota', 'nonce', 'nonceExpires', 'eventHead', 'eventTail', 'webhookId'], (db, param) =>
-            db
-              .selectFrom(
-                sql<RequestRow>`mothership_request_enrichment(${param('botId')}, ${param('matchId')}, ${param('at')}, ${param('since')}, ${param('quota')}, ${param('nonce')}, ${param('nonceExpires')}, ${param('eventHead')}, ${param('eventTail')}, ${param('webhookId')})`.as(
-                  'r',
-                ),
-              )
-              .selectAll(),
-          )
-        : null,
-    // The same for several requests at once (migration 012), one array per input, one row per request.
+    // PostgreSQL: requests in one call of the batch function (migration 012), one array per input, one row per request.
     batch:
       database.dialect === 'postgres'
         ? prepare(database, ['bots', 'matches', 'ats', 'sinces', 'quota', 'nonces', 'nonceExpires', 'eventHeads', 'eventTails', 'webhookIds'], (db, param) =>
@@ -216,6 +204,9 @@ class QuotaExceeded extends ProblemError {
   }
 }
 
+/** The opaque 401 for a signed request the database refused, with the reason for the log (routes.ts). */
+export const refusedInDatabase = (reason: string) => Object.assign(unauthorized(BOT_CHALLENGE), { reason });
+
 const matchNotFound = (matchId: string) => new ProblemError('match_not_found', `Match "${matchId}" does not exist`);
 const matchNotCompleted = (matchId: string, status: string) => new ProblemError('match_not_completed', `Match "${matchId}" is ${status}, not completed`);
 const replayUnusable = (matchId: string) =>
@@ -301,7 +292,7 @@ export class EnrichmentQueue {
     const nowMs = Date.now();
     if (freeAtMs !== undefined && freeAtMs > nowMs) throw new QuotaExceeded(botId, new Date(freeAtMs - QUOTA_WINDOW_MS).toISOString(), nowMs);
     try {
-      return await (this.queries.inSql ? this.requestInSql(botId, matchId, nonce) : this.requestInTransaction(botId, matchId, nonce));
+      return await (this.queries.batch ? this.requestInSql(botId, matchId, nonce) : this.requestInTransaction(botId, matchId, nonce));
     } catch (error) {
       if (error instanceof QuotaExceeded) this.atQuota.set(botId, Date.parse(error.oldest) + QUOTA_WINDOW_MS);
       throw error;
@@ -321,7 +312,7 @@ export class EnrichmentQueue {
       const { rows: counted } = await q.quotaUsed.execute(trx, { botId, since: new Date(nowMs - QUOTA_WINDOW_MS).toISOString() });
       const oldest = counted[0]?.enqueued_at ?? null;
       if (counted.length >= DAILY_QUOTA) throw new QuotaExceeded(botId, oldest!, nowMs);
-      if (nonce && !(await this.options.nonces!.firstUseWithin(trx, nonce))) throw unauthorized(BOT_CHALLENGE);
+      if (nonce && !(await this.options.nonces!.firstUseWithin(trx, nonce))) throw refusedInDatabase('nonce already used');
 
       const at = new Date(nowMs).toISOString();
       const claimed = (await q.claimMatch.execute(trx, { matchId, at })).rows.length > 0;
@@ -364,11 +355,10 @@ export class EnrichmentQueue {
   }
 
   /**
-   * PostgreSQL: the whole request is one call of a database function (db/migrations.ts 010), one round
-   * trip instead of eight: the bot row lock, quota, nonce, match claim, job, and the event append with
+   * PostgreSQL: the requests of one event-loop turn share one call of a database function
+   * (db/migrations.ts 012): the bot row locks, quota, nonce, match claim, job, and the event append with
    * its webhook outbox row, in the order and with the locks of the SQLite path and `EventLog.write`.
-   * The requests of one event-loop turn share one call of the batch function (012): one commit, whose
-   * disk flush is what a request costs, while the event-append lock is held, serves them all.
+   * One commit, whose disk flush is what a request costs while the event-append lock is held, serves them all.
    */
   private async requestInSql(botId: string, matchId: string, nonce: string | undefined): Promise<EnqueueResult> {
     const nowMs = Date.now();
@@ -398,7 +388,10 @@ export class EnrichmentQueue {
       case 'quota_exceeded':
         throw new QuotaExceeded(botId, result.oldest!, nowMs);
       case 'replay':
-        throw unauthorized(BOT_CHALLENGE);
+        throw refusedInDatabase('nonce already used');
+      case 'unknown_bot':
+        // Deleted on another instance while this one still held its secret (cached for 5 s).
+        throw refusedInDatabase('bot deleted');
       case 'match_not_found':
         throw matchNotFound(matchId);
       case 'match_not_completed':
@@ -431,30 +424,17 @@ export class EnrichmentQueue {
   }
 
   private async runBatch(batch: PendingRequest[]): Promise<void> {
-    const column = <K extends keyof RequestParams>(key: K) => batch.map((item) => item.params[key]);
+    this.batchStats.batches++;
+    this.batchStats.items += batch.length;
     let rows: BatchRow[];
     try {
-      this.batchStats.batches++;
-      this.batchStats.items += batch.length;
-      rows = (
-        await this.queries.batch!.execute(this.database.db, {
-          bots: column('botId'),
-          matches: column('matchId'),
-          ats: column('at'),
-          sinces: column('since'),
-          quota: DAILY_QUOTA,
-          nonces: column('nonce'),
-          nonceExpires: column('nonceExpires'),
-          eventHeads: column('eventHead'),
-          eventTails: column('eventTail'),
-          webhookIds: column('webhookId'),
-        })
-      ).rows;
-    } catch {
+      rows = await this.callBatch(batch);
+    } catch (error) {
+      if (batch.length === 1) return batch[0]!.reject(error);
       // A deadlock, a serialization failure, one item's unexpected error: the whole call rolled back.
-      // Each request then goes on its own, so one bad item fails only itself.
+      // Each request then goes as a batch of its own, so one bad item fails only itself.
       this.batchStats.fallbacks++;
-      await Promise.all(batch.map((item) => this.requestOne(item)));
+      await Promise.all(batch.map((item) => this.runBatch([item])));
       return;
     }
     const byIndex = new Map(rows.map((row) => [Number(row.idx), row]));
@@ -478,15 +458,21 @@ export class EnrichmentQueue {
     batch.forEach((item, i) => item.resolve(byIndex.get(i + 1)!));
   }
 
-  /** One request through the single-request function (010), publishing its own event. */
-  private async requestOne(item: PendingRequest): Promise<void> {
-    try {
-      const [row] = (await this.queries.inSql!.execute(this.database.db, item.params)).rows;
-      if (row!.outcome === 'queued') this.events.publishAppendedInSql([item.stored(Number(row!.seq), Number(row!.job_id))], row!.delivery === true);
-      item.resolve(row!);
-    } catch (error) {
-      item.reject(error);
-    }
+  private async callBatch(batch: PendingRequest[]): Promise<BatchRow[]> {
+    const column = <K extends keyof RequestParams>(key: K) => batch.map((item) => item.params[key]);
+    const { rows } = await this.queries.batch!.execute(this.database.db, {
+      bots: column('botId'),
+      matches: column('matchId'),
+      ats: column('at'),
+      sinces: column('since'),
+      quota: DAILY_QUOTA,
+      nonces: column('nonce'),
+      nonceExpires: column('nonceExpires'),
+      eventHeads: column('eventHead'),
+      eventTails: column('eventTail'),
+      webhookIds: column('webhookId'),
+    });
+    return rows;
   }
 
   private async answer(

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { idParams, idString, nameString, noContent, withSchemaTypes } from '../http/schemas.js';
 import { ProblemError } from '../http/problem.js';
 import { addressKey, rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
-import { refusedReplay, type BotAuthenticator } from './bot-auth.js';
+import { refusedBot, type BotAuthenticator } from './bot-auth.js';
 import type { BotService } from './bots.js';
 import { MATCH_STATUSES, type MatchService } from './matches.js';
 import { DAILY_QUOTA, QUOTA_POLICY, QUOTA_WINDOW_MS, type EnrichmentQueue } from './queue.js';
@@ -205,8 +205,8 @@ export function enrichmentRoutes(
         return reply.code(202).header('location', `/api/matches/${matchId}/enrichment`).send(result);
       } catch (error) {
         if (error instanceof ProblemError && error.code === 'quota_exceeded') quotaHeaders(reply, 0, Number(error.headers['retry-after']));
-        // The nonce, recorded with the request's own write, had been seen: log why, as the bot check does.
-        if (error instanceof ProblemError && error.code === 'unauthorized') throw refusedReplay(request);
+        // Refused in the request's own write (a nonce seen before, a bot deleted meanwhile): log why, as the bot check does.
+        if (error instanceof ProblemError && error.code === 'unauthorized') throw refusedBot(request, 'reason' in error ? String(error.reason) : 'refused');
         throw error;
       }
     },

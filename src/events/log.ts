@@ -10,7 +10,7 @@ type Subscriber = (event: StoredEvent) => void;
 export interface AppendHook {
   /** Runs inside the appending transaction. */
   append(trx: Db, events: StoredEvent[]): Promise<void>;
-  /** After the commit of a database function that appended events and wrote this hook's rows itself (PostgreSQL, migration 010). */
+  /** After the commit of a database function that appended events and wrote this hook's rows itself (PostgreSQL, migration 012). */
   appendedInSql(): void;
 }
 export type Emit = <T extends EventType>(type: T, fields: EventFields<T>) => EventPayload<T>;
@@ -82,7 +82,7 @@ export class EventLog {
 
   /**
    * Hands subscribers events a database function appended, after its commit (PostgreSQL, migration
-   * 009: the function took the append lock; `hooksWrote`: it wrote the hooks' rows too).
+   * 012: the function took the append lock; `hooksWrote`: it wrote the hooks' rows too).
    */
   publishAppendedInSql(events: StoredEvent[], hooksWrote: boolean): void {
     if (hooksWrote) for (const hook of this.appendHooks) hook.appendedInSql();

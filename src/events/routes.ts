@@ -1,3 +1,4 @@
+import type { OutgoingHttpHeaders } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { invalid } from '../http/problem.js';
 import type { ServerResponse } from 'node:http';
@@ -102,7 +103,14 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
 
       reply.hijack();
       const out = reply.raw;
-      out.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+      // A hijacked reply sends only what is written here: the headers the hooks set (the header policy, RateLimit) too.
+      out.writeHead(200, {
+        ...(reply.getHeaders() as OutgoingHttpHeaders),
+        'content-type': 'text/event-stream',
+        'cache-control': 'no-store',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+      });
       out.write(': connected\n\n');
 
       const stop = streamEvents(events, out, resumeAfter, request.log);

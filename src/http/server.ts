@@ -37,6 +37,10 @@ const HEADER_POLICY: HeaderPolicy = {
   strictTransportSecurity: false,
 };
 const POLICY_HEADERS = policyHeaders(HEADER_POLICY);
+/** The same, for the answers written to the socket before Fastify sees the request. */
+const POLICY_HEADER_LINES = Object.entries(POLICY_HEADERS)
+  .map(([name, value]) => `${name}: ${value}\r\n`)
+  .join('');
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -67,7 +71,7 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex): vo
   const text = JSON.stringify(body);
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n` +
-      `X-Content-Type-Options: nosniff\r\nContent-Security-Policy: default-src 'none'; frame-ancestors 'none'\r\nConnection: close\r\n\r\n${text}`,
+      `${POLICY_HEADER_LINES}Connection: close\r\n\r\n${text}`,
   );
 }
 
@@ -87,15 +91,23 @@ function poisonedJsonError(body: Buffer): ProblemError | undefined {
 }
 
 /**
- * Request lines and headers HTTP/1.1 forbids that Node's parser lets through (RFC 9112): the
- * asterisk target outside OPTIONS (the router read it as "/"), and a second Host field (Node keeps the
- * first; a proxy in front may have used the other).
+ * Request lines and headers HTTP/1.1 forbids that Node's parser lets through (RFC 9112): an asterisk
+ * target outside a bare `OPTIONS *`, an absolute-form target with userinfo or a path not starting with
+ * "/" (the router read these as paths), and a Host field missing (Node's own 400 would carry no header
+ * policy) or given twice (Node keeps the first; a proxy in front may have used the other).
  */
 function requestFramingError(raw: IncomingMessage): ProblemError | undefined {
-  if (raw.url === '*' && raw.method !== 'OPTIONS') return new ProblemError('bad_request', 'The request target "*" is only valid for OPTIONS');
+  const target = raw.url ?? '';
+  if (target.startsWith('*')) {
+    return target === '*' && raw.method === 'OPTIONS' ? undefined : new ProblemError('bad_request', 'The request target "*" is only valid as "OPTIONS *"');
+  }
+  if (!target.startsWith('/') && !/^[a-z][a-z0-9+.-]*:\/\/[^/?#@]*(?:[/?]|$)/i.test(target))
+    return new ProblemError('bad_request', 'The request target must be a path starting with "/" or an absolute URL');
   let hosts = 0;
   for (let index = 0; index < raw.rawHeaders.length; index += 2) if (raw.rawHeaders[index]!.toLowerCase() === 'host') hosts++;
-  return hosts > 1 ? new ProblemError('bad_request', 'The request has more than one Host header field') : undefined;
+  if (hosts > 1) return new ProblemError('bad_request', 'The request has more than one Host header field');
+  if (hosts === 0 && raw.httpVersion === '1.1') return new ProblemError('bad_request', 'An HTTP/1.1 request needs a Host header field');
+  return undefined;
 }
 
 /** Errors that mean a backing service is briefly away (database restarting, lock timeout): 503, not 500. */
@@ -186,6 +198,8 @@ export async function createHttpServer(options: {
     bodyLimit: BODY_LIMIT,
     trustProxy: options.trustProxy === false ? false : options.trustProxy.split(',').map((entry) => entry.trim()),
     return503OnClosing: true,
+    // A request without Host is refused by requestFramingError, as problem+json with the header policy.
+    http: { requireHostHeader: false },
     forceCloseConnections: 'idle',
     // Long path parameters reach validation, which names the field (ids are at most 64 characters).
     routerOptions: { maxParamLength: 2048 },
@@ -205,8 +219,10 @@ export async function createHttpServer(options: {
     if (override) route.config = { ...route.config, policyHeaders: policyHeaders({ ...HEADER_POLICY, ...override } as HeaderPolicy) };
   });
   app.addHook('onRequest', (request, reply, done) => {
-    reply.headers(request.routeOptions.config.policyHeaders ?? POLICY_HEADERS);
-    done(requestFramingError(request.raw));
+    const framingError = requestFramingError(request.raw);
+    // A refused request target gets the API's policy, not that of the route the router guessed.
+    reply.headers((!framingError && request.routeOptions.config.policyHeaders) || POLICY_HEADERS);
+    done(framingError);
   });
 
   // Shutdown: close waits for every connection. Requests still running are answered with

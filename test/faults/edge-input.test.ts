@@ -217,10 +217,39 @@ describe('request framing HTTP/1.1 forbids, and prototype keys (outside attack)'
     return { status: Number(text.slice(9, 12)), text, body: JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4) || 'null') };
   };
 
-  it('the asterisk target outside OPTIONS is a 400, not the dashboard', async () => {
-    const star = await answer('GET * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
-    assert.deepEqual([star.status, star.body.code], [400, 'bad_request']);
-    assert.match(star.text, /x-frame-options: DENY/i, 'with the header policy');
+  it('an asterisk target outside a bare OPTIONS *, or an absolute URL whose path is not a path, is a 400, not the dashboard', async () => {
+    for (const target of ['*', '*?a=1', '*api/bots', 'http://x@y/api/bots']) {
+      for (const method of ['GET', 'HEAD']) {
+        const refused = await answer(`${method} ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nConnection: close\r\n\r\n`);
+        assert.equal(refused.status, 400, `${method} ${target}`);
+        assert.match(refused.text, /x-frame-options: DENY/i, 'with the header policy');
+        assert.match(refused.text, /content-security-policy: default-src 'none'/i, "the API's policy, not the dashboard's");
+      }
+    }
+    assert.equal((await answer('OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')).status, 405, 'OPTIONS * is HTTP; no route answers it');
+    assert.equal((await answer('GET http://x/healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')).status, 200, 'absolute form with a path');
+  });
+
+  it('a request without Host, and one Node refuses itself, carry the header policy and problem+json', async () => {
+    const hostless = await answer('GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n');
+    assert.deepEqual([hostless.status, hostless.body.code], [400, 'bad_request']);
+    assert.match(hostless.text, /x-frame-options: DENY/i);
+    const malformed = await rawExchange(port, 'GARBAGE\r\n\r\n');
+    assert.match(malformed, /^HTTP\/1.1 400/);
+    for (const header of [/x-frame-options: DENY/i, /x-content-type-options: nosniff/i, /content-security-policy: default-src 'none'/i])
+      assert.match(malformed, header);
+  });
+
+  it('the event stream carries the header policy (its reply is written by hand)', async () => {
+    const head = await rawExchange(port, `GET /api/events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\n\r\n`, 300);
+    assert.match(head, /^HTTP\/1.1 200/);
+    for (const header of [
+      /x-frame-options: DENY/i,
+      /x-content-type-options: nosniff/i,
+      /content-security-policy: default-src 'none'/i,
+      /content-type: text\/event-stream/i,
+    ])
+      assert.match(head, header);
   });
 
   it('two Host header fields are a 400 (RFC 9112 section 3.2), one is fine', async () => {

@@ -19,8 +19,9 @@ export const integrations = {
   },
 };
 
-const refreshDeliveries = debounce(() => loadDeliveries().catch(report), 250, 1000);
-const refreshSettings = debounce(() => loadSettings().catch(report), 1000, 5000);
+// Checked again when the wait ends: the user may have left the page meanwhile (up to 5 s later).
+const refreshDeliveries = debounce(() => isOpen() && loadDeliveries().catch(report), 250, 1000);
+const refreshSettings = debounce(() => isOpen() && loadSettings().catch(report), 1000, 5000);
 
 async function loadIntegrations() {
   await Promise.all([loadSettings(), loadDeliveries()]);
