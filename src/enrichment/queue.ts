@@ -80,13 +80,12 @@ interface RequestRow {
   delivery: boolean | null;
 }
 
-/** The inputs of one PostgreSQL request, as the single and the batch function take them. */
+/** The inputs of one PostgreSQL request: a column each of the batch function's arrays. */
 interface RequestParams {
   botId: string;
   matchId: string;
   at: string;
   since: string;
-  quota: number;
   nonce: string | null;
   nonceExpires: string | null;
   eventHead: string;
@@ -370,7 +369,6 @@ export class EnrichmentQueue {
       matchId,
       at,
       since: new Date(nowMs - QUOTA_WINDOW_MS).toISOString(),
-      quota: DAILY_QUOTA,
       nonce: entry?.key ?? null,
       nonceExpires: entry?.expires ?? null,
       eventHead: event.head,
