@@ -65,25 +65,26 @@ export class BotService {
     this.encryptedSecrets = prepare(database, ['id'], (db, param) =>
       db.selectFrom('bots').select(['secret_encrypted', 'previous_secret_encrypted', 'previous_secret_expires_at']).where('id', '=', param('id')),
     );
-    const sealedOfMany = prepare(database, ['ids'], (db, param) =>
+    this.sealedLoader = database.dialect === 'postgres' ? this.loaderOfSealedSecrets() : null;
+  }
+
+  private loaderOfSealedSecrets(): DataLoader<string, SealedSecrets | null> {
+    const sealedOfMany = prepare(this.database, ['ids'], (db, param) =>
       db
         .selectFrom('bots')
         .select(['id', 'secret_encrypted', 'previous_secret_encrypted', 'previous_secret_expires_at'])
         .where('id', '=', sql<string>`any(${param('ids')}::text[])`),
     );
-    this.sealedLoader =
-      database.dialect === 'postgres'
-        ? new DataLoader(
-            async (ids) => {
-              this.secretReads++;
-              const { rows } = await sealedOfMany.execute(database.db, { ids });
-              const byId = new Map(rows.map((row) => [row.id, row]));
-              return ids.map((id) => byId.get(id) ?? null);
-            },
-            // The whole turn, not only one microtask run: each socket's request arrives in a callback of its own.
-            { cache: false, maxBatchSize: 1000, batchScheduleFn: (run) => setImmediate(run) },
-          )
-        : null;
+    return new DataLoader(
+      async (ids) => {
+        this.secretReads++;
+        const { rows } = await sealedOfMany.execute(this.database.db, { ids });
+        const byId = new Map(rows.map((row) => [row.id, row]));
+        return ids.map((id) => byId.get(id) ?? null);
+      },
+      // The whole turn, not only one microtask run: each socket's request arrives in a callback of its own.
+      { cache: false, maxBatchSize: 1000, batchScheduleFn: (run) => setImmediate(run) },
+    );
   }
 
   async create(input: { id?: string; name: string }): Promise<BotWithSecret> {

@@ -200,18 +200,8 @@ describe('answers given before any route runs are problem+json too', () => {
     assert.match(huge, /content-type: application\/problem\+json/i);
     assert.equal(JSON.parse(huge.slice(huge.indexOf('\r\n\r\n') + 4)).code, 'headers_too_large');
   });
-});
 
-describe('request framing HTTP/1.1 forbids, and prototype keys (outside attack)', () => {
-  let app: TestApp;
-  let port: number;
-  before(async () => {
-    app = await startTestApp('sqlite');
-    await app.http.listen({ port: 0, host: '127.0.0.1' });
-    port = (app.http.server.address() as AddressInfo).port;
-  });
-  after(() => app.cleanup());
-
+  // Request framing HTTP/1.1 forbids, and prototype keys (outside attacks).
   const answer = async (bytes: string) => {
     const text = await rawExchange(port, bytes);
     return { status: Number(text.slice(9, 12)), text, body: JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4) || 'null') };
