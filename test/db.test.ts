@@ -104,6 +104,40 @@ for (const dialect of DIALECTS) {
       assert.ok(((await later!) as unknown[]).length > 0);
     });
 
+    it('the guard holds again after it was idle, and work scheduled by an earlier transaction still runs free', async () => {
+      const idle = () => new Promise((resolve) => setTimeout(resolve, 20));
+      // A timer started inside a transaction that fires while a later transaction holds the scope.
+      let later: Promise<unknown> | null = null;
+      await database.transaction(async (trx) => {
+        later = new Promise((resolve, reject) => setTimeout(() => void database.db.selectFrom('zones').selectAll().execute().then(resolve, reject), 60));
+        await trx.selectFrom('zones').selectAll().execute();
+      });
+      for (let round = 0; round < 2; round++) {
+        await idle(); // no transaction open for a turn of the event loop: the scope is switched off
+        await assert.rejects(
+          database.transaction(async () => {
+            await idle();
+            await database.db.selectFrom('zones').selectAll().execute();
+          }),
+          (error: Error) => error.name === 'TransactionMisuseError',
+          `round ${round}`,
+        );
+      }
+      assert.ok(Array.isArray(await later!));
+      if (dialect !== 'postgres') return; // on SQLite a second transaction waits for the first
+      // Another transaction ending (and a turn passing) while this one is open leaves the guard on.
+      let otherEnded!: () => void;
+      const other = new Promise<void>((resolve) => (otherEnded = resolve));
+      const open = database.transaction(async () => {
+        await other;
+        await idle();
+        await database.db.selectFrom('zones').selectAll().execute();
+      });
+      await database.transaction((trx) => trx.selectFrom('zones').selectAll().execute());
+      otherEnded();
+      await assert.rejects(open, (error: Error) => error.name === 'TransactionMisuseError');
+    });
+
     it('a failing transaction among concurrent ones rolls back only its own writes', async () => {
       const results = await Promise.allSettled(
         ['t1', 't2', 't3', 't4'].map((id) =>
