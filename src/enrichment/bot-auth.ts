@@ -6,7 +6,9 @@ import { prepare, type Prepared } from '../db/prepared.js';
 import { BOT_CHALLENGE, unauthorized } from '../http/auth.js';
 import { ProblemError } from '../http/problem.js';
 import { ID_PATTERN } from '../ids.js';
+import { addressKey } from '../ratelimit/index.js';
 import type { BotService } from './bots.js';
+import type { RefusalLog } from './refusal-log.js';
 import { MAX_CLOCK_SKEW_SECONDS, NONCE_PATTERN, NONCE_TTL_SECONDS, parseSignatures, timestampFresh, verifySignatures } from './signing.js';
 
 /** Remembers nonces for NONCE_TTL_SECONDS; `firstUse` is false for a replay. */
@@ -68,18 +70,6 @@ export class DatabaseNonceStore implements NonceStore {
 
 const BOT_HEADERS = ['x-bot-id', 'x-bot-timestamp', 'x-bot-nonce', 'x-bot-signature'] as const;
 
-/**
- * The caller gets one opaque 401 whatever failed (nothing to learn from it); the reason goes to the
- * server log for whoever runs the bot, without the signature or any secret.
- */
-function refused(request: FastifyRequest, reason: string, botId?: string): ProblemError {
-  request.log.info({ bot_id: botId, reason }, `bot request refused: ${reason}`);
-  return unauthorized(BOT_CHALLENGE);
-}
-
-/** A verified request refused afterwards (its nonce seen before, here or in the enrichment request's own write). */
-export const refusedBot = (request: FastifyRequest, reason: string): ProblemError => refused(request, reason, request.botId);
-
 const header = (request: FastifyRequest, name: string) => {
   const value = request.headers[name];
   return typeof value === 'string' ? value : undefined;
@@ -98,7 +88,22 @@ export class BotAuthenticator {
   constructor(
     private readonly bots: BotService,
     private readonly nonces: NonceStore,
+    private readonly refusals: RefusalLog,
   ) {}
+
+  /**
+   * The caller gets one opaque 401 whatever failed (nothing to learn from it); the reason goes to the
+   * server log for whoever runs the bot, without the signature or any secret. `knownBot` when the
+   * bot exists: its refusals are counted apart from those of other bots on the same host.
+   */
+  private refused(request: FastifyRequest, reason: string, botId?: string, knownBot = false): ProblemError {
+    const client = addressKey(request.ip) + (knownBot ? ` bot:${botId}` : '');
+    this.refusals.refused(request.log, client, { bot_id: botId, reason }, `bot request refused: ${reason}`);
+    return unauthorized(BOT_CHALLENGE);
+  }
+
+  /** A verified request refused afterwards (its nonce seen before, here or in the enrichment request's own write). */
+  readonly refusedBot = (request: FastifyRequest, reason: string): ProblemError => this.refused(request, reason, request.botId, true);
 
   /** The bot that signed the request, and its nonce's key in the store (not yet recorded). */
   async verify(request: FastifyRequest): Promise<{ botId: string; nonce: string }> {
@@ -107,9 +112,9 @@ export class BotAuthenticator {
     const nonce = header(request, 'x-bot-nonce');
     const signatureHeader = header(request, 'x-bot-signature');
     const missing = BOT_HEADERS.filter((name) => !header(request, name));
-    if (missing.length) throw refused(request, `missing ${missing.join(', ')}`);
-    if (!ID_PATTERN.test(botId!)) throw refused(request, 'malformed X-Bot-Id');
-    if (!NONCE_PATTERN.test(nonce!)) throw refused(request, 'malformed X-Bot-Nonce', botId);
+    if (missing.length) throw this.refused(request, `missing ${missing.join(', ')}`);
+    if (!ID_PATTERN.test(botId!)) throw this.refused(request, 'malformed X-Bot-Id');
+    if (!NONCE_PATTERN.test(nonce!)) throw this.refused(request, 'malformed X-Bot-Nonce', botId);
 
     const secrets = (await this.bots.secretsOf(botId!)) ?? [this.dummySecret];
     const known = secrets[0] !== this.dummySecret;
@@ -117,10 +122,11 @@ export class BotAuthenticator {
     const valid = verifySignatures(secrets, parts, parseSignatures(signatureHeader!));
     const fresh = timestampFresh(timestamp!, Date.now());
     if (!known || !valid || !fresh) {
-      throw refused(
+      throw this.refused(
         request,
         !known ? 'unknown bot' : !valid ? 'signature does not match' : `timestamp ${timestamp} is more than ${MAX_CLOCK_SKEW_SECONDS} s from the server clock`,
         botId,
+        known,
       );
     }
     return { botId: botId!, nonce: `${botId}:${nonce}` };
@@ -135,6 +141,6 @@ export class BotAuthenticator {
       // Without the nonce cache a replay cannot be ruled out: refuse, but say why.
       throw new ProblemError('service_unavailable', 'Replay protection is unavailable; try again shortly', undefined, { 'retry-after': '5' });
     }
-    if (!firstUse) throw refusedBot(request, 'nonce already used');
+    if (!firstUse) throw this.refusedBot(request, 'nonce already used');
   }
 }

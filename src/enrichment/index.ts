@@ -10,6 +10,7 @@ import { BotAuthenticator, DatabaseNonceStore, RedisNonceStore } from './bot-aut
 import { BotService } from './bots.js';
 import { builtInCommentary, llmCommentary, replayRule, type CommentaryGenerator } from './commentary.js';
 import { MatchService } from './matches.js';
+import { RefusalLog } from './refusal-log.js';
 import { EnrichmentQueue } from './queue.js';
 import { botCheck, enrichmentRoutes } from './routes.js';
 import { EnrichmentWorker } from './worker.js';
@@ -47,7 +48,8 @@ export function createEnrichment(deps: EnrichmentDeps) {
   const databaseNonces = deps.redis ? null : new DatabaseNonceStore(database);
   const queue = new EnrichmentQueue(database, events, { leaseMs: config.enrichmentLeaseMs, retryBaseMs: config.enrichmentRetryBaseMs, nonces: databaseNonces });
   const nonces = deps.redis ? new RedisNonceStore(deps.redis, nonceKeyPrefix(config)) : databaseNonces!;
-  const auth = new BotAuthenticator(bots, nonces);
+  const refusals = new RefusalLog(deps.log);
+  const auth = new BotAuthenticator(bots, nonces, refusals);
   const newWorker = () => new EnrichmentWorker(queue, commentaryGenerator(config), deps.log, deps.metrics, { leaseMs: config.enrichmentLeaseMs });
   const worker = config.worker === 'embedded' ? newWorker() : null;
   deps.metrics?.gauge('mothership_enrichment_queue_depth', 'Enrichment jobs queued or running', () => queue.depth());
@@ -59,7 +61,11 @@ export function createEnrichment(deps: EnrichmentDeps) {
     worker,
     newWorker,
     register(app: FastifyInstance) {
-      enrichmentRoutes(app, { bots, matches, queue, onEnqueued: () => worker?.notify() });
+      enrichmentRoutes(app, { bots, matches, queue, auth, onEnqueued: () => worker?.notify() });
+      app.addHook('onClose', (_instance, done) => {
+        refusals.flush();
+        done();
+      });
     },
     /** The bot signature check for the routes that accept bots (see http/auth.ts RouteAuth), charging `rateLimit`. */
     botCheck: (rateLimit: RateLimitGuard) => botCheck(auth, rateLimit, { nonceWithRequest: databaseNonces !== null }),

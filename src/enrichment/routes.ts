@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { idParams, idString, nameString, noContent, withSchemaTypes } from '../http/schemas.js';
 import { ProblemError } from '../http/problem.js';
 import { addressKey, rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
-import { refusedBot, type BotAuthenticator } from './bot-auth.js';
+import type { BotAuthenticator } from './bot-auth.js';
 import type { BotService } from './bots.js';
 import { MATCH_STATUSES, type MatchService } from './matches.js';
 import { DAILY_QUOTA, QUOTA_POLICY, QUOTA_WINDOW_MS, type EnrichmentQueue } from './queue.js';
@@ -71,7 +71,7 @@ declare module 'fastify' {
 
 export function enrichmentRoutes(
   server: FastifyInstance,
-  deps: { bots: BotService; matches: MatchService; queue: EnrichmentQueue; onEnqueued: () => void },
+  deps: { bots: BotService; matches: MatchService; queue: EnrichmentQueue; auth: BotAuthenticator; onEnqueued: () => void },
 ): void {
   const app = withSchemaTypes(server);
   const { bots, matches, queue } = deps;
@@ -206,7 +206,8 @@ export function enrichmentRoutes(
       } catch (error) {
         if (error instanceof ProblemError && error.code === 'quota_exceeded') quotaHeaders(reply, 0, Number(error.headers['retry-after']));
         // Refused in the request's own write (a nonce seen before, a bot deleted meanwhile): log why, as the bot check does.
-        if (error instanceof ProblemError && error.code === 'unauthorized') throw refusedBot(request, 'reason' in error ? String(error.reason) : 'refused');
+        if (error instanceof ProblemError && error.code === 'unauthorized')
+          throw deps.auth.refusedBot(request, 'reason' in error ? String(error.reason) : 'refused');
         throw error;
       }
     },

@@ -94,5 +94,16 @@ describe('the server log says why', () => {
     assert.match(refusals[1]!.reason!, /^timestamp \d+ is more than 300 s from the server clock$/);
     assert.equal(service.child.output().includes(bot.shared_secret.slice(4)), false, 'no secret in the log');
     assert.equal(service.child.output().includes('not-the-secret'), false);
+
+    // A flood of the same refusal is one line (the count follows when the minute ends), and at info
+    // level no request is logged line by line (that is LOG_LEVEL=debug's access log).
+    const answers = await Promise.all(Array.from({ length: 50 }, () => send('mss_not-the-secret')));
+    assert.ok(answers.every((answer) => answer.status === 401));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(lines().filter((line) => line.reason === 'signature does not match').length, 1);
+    assert.equal(
+      lines().some((line) => line.msg === 'incoming request' || line.msg === 'request completed'),
+      false,
+    );
   });
 });
