@@ -6,7 +6,7 @@ import { createEventPipeline } from './pipeline.js';
 import { VERSION } from './version.js';
 import { claimInterval, Database } from './db/index.js';
 import { eventRoutes, type EventLog } from './events/index.js';
-import { createHttpServer, RouteAuth, SessionStore, SIGN_IN_LIMIT } from './http/index.js';
+import { createHttpServer, RefusalLog, RouteAuth, SessionStore, SIGN_IN_LIMIT } from './http/index.js';
 import { applyRetention, checkInstallation, Metrics, opsRoutes, RETENTION_INTERVAL_MS } from './ops/index.js';
 import { PresenceService, presenceRoutes } from './presence/index.js';
 import { BaselineService, baselineRoutes } from './baselines/index.js';
@@ -103,15 +103,25 @@ export async function buildApp(config: Config): Promise<App> {
     );
   }
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
-  const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: http.log });
+  const refusals = new RefusalLog(http.log);
+  http.addHook('onClose', (_instance, done) => {
+    refusals.flush();
+    done();
+  });
+  const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: http.log, refusals });
   const tokens = new ApiTokenStore(database);
-  await new RouteAuth(config.adminToken, sessions, {
-    chargeSignIn: rateLimit.addressCharge(SIGN_IN_LIMIT),
-    chargeAddress: rateLimit.chargeAddress,
-    chargeToken: rateLimit.chargeToken,
-    authenticateBot: enrichment.botCheck(rateLimit),
-    resolveToken: (token) => tokens.resolve(token),
-  }).register(http);
+  await new RouteAuth(
+    config.adminToken,
+    sessions,
+    {
+      chargeSignIn: rateLimit.addressCharge(SIGN_IN_LIMIT),
+      chargeAddress: rateLimit.chargeAddress,
+      chargeToken: rateLimit.chargeToken,
+      authenticateBot: enrichment.botCheck(rateLimit),
+      resolveToken: (token) => tokens.resolve(token),
+    },
+    refusals,
+  ).register(http);
   const webhook = new WebhookService(database, events, outbox, settings, http.log, metrics, {
     timeoutMs: config.webhookTimeoutMs,
     retryDelayMs: config.webhookRetryDelayMs,

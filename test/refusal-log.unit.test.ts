@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { FastifyBaseLogger } from 'fastify';
-import { RefusalLog } from '../src/enrichment/refusal-log.js';
+import { RefusalLog } from '../src/http/refusal-log.js';
 
 /** A logger that keeps what was logged at info. */
 function recorder(): { log: FastifyBaseLogger; lines: { fields: Record<string, unknown>; message: string }[] } {

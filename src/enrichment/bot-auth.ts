@@ -8,7 +8,7 @@ import { ProblemError } from '../http/problem.js';
 import { ID_PATTERN } from '../ids.js';
 import { addressKey } from '../ratelimit/index.js';
 import type { BotService } from './bots.js';
-import type { RefusalLog } from './refusal-log.js';
+import type { RefusalLog } from '../http/refusal-log.js';
 import { MAX_CLOCK_SKEW_SECONDS, NONCE_PATTERN, NONCE_TTL_SECONDS, parseSignatures, timestampFresh, verifySignatures } from './signing.js';
 
 /** Remembers nonces for NONCE_TTL_SECONDS; `firstUse` is false for a replay. */
@@ -98,7 +98,8 @@ export class BotAuthenticator {
    */
   private refused(request: FastifyRequest, reason: string, botId?: string, knownBot = false): ProblemError {
     const client = addressKey(request.ip) + (knownBot ? ` bot:${botId}` : '');
-    this.refusals.refused(request.log, client, { bot_id: botId, reason }, `bot request refused: ${reason}`);
+    // The client's address is in no other line at info (the access log is debug's).
+    this.refusals.refused(request.log, client, { bot_id: botId, ip: request.ip, reason }, `bot request refused: ${reason}`);
     return unauthorized(BOT_CHALLENGE);
   }
 

@@ -4,13 +4,13 @@ import type { Config } from '../config.js';
 import type { SecretBox } from '../crypto.js';
 import type { Database } from '../db/index.js';
 import type { EventLog } from '../events/index.js';
+import { RefusalLog } from '../http/index.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { RateLimitGuard } from '../ratelimit/index.js';
 import { BotAuthenticator, DatabaseNonceStore, RedisNonceStore } from './bot-auth.js';
 import { BotService } from './bots.js';
 import { builtInCommentary, llmCommentary, replayRule, type CommentaryGenerator } from './commentary.js';
 import { MatchService } from './matches.js';
-import { RefusalLog } from './refusal-log.js';
 import { EnrichmentQueue } from './queue.js';
 import { botCheck, enrichmentRoutes } from './routes.js';
 import { EnrichmentWorker } from './worker.js';
@@ -25,6 +25,8 @@ export interface EnrichmentDeps {
   redis: Redis | null;
   metrics: Metrics | null;
   log: FastifyBaseLogger;
+  /** Where refused bot requests are logged: the server's, shared with the admin token's refusals (the CLI serves no requests). */
+  refusals?: RefusalLog;
 }
 
 export function commentaryGenerator(config: Config): CommentaryGenerator {
@@ -48,8 +50,7 @@ export function createEnrichment(deps: EnrichmentDeps) {
   const databaseNonces = deps.redis ? null : new DatabaseNonceStore(database);
   const queue = new EnrichmentQueue(database, events, { leaseMs: config.enrichmentLeaseMs, retryBaseMs: config.enrichmentRetryBaseMs, nonces: databaseNonces });
   const nonces = deps.redis ? new RedisNonceStore(deps.redis, nonceKeyPrefix(config)) : databaseNonces!;
-  const refusals = new RefusalLog(deps.log);
-  const auth = new BotAuthenticator(bots, nonces, refusals);
+  const auth = new BotAuthenticator(bots, nonces, deps.refusals ?? new RefusalLog(deps.log));
   const newWorker = () => new EnrichmentWorker(queue, commentaryGenerator(config), deps.log, deps.metrics, { leaseMs: config.enrichmentLeaseMs });
   const worker = config.worker === 'embedded' ? newWorker() : null;
   deps.metrics?.gauge('mothership_enrichment_queue_depth', 'Enrichment jobs queued or running', () => queue.depth());
@@ -62,10 +63,6 @@ export function createEnrichment(deps: EnrichmentDeps) {
     newWorker,
     register(app: FastifyInstance) {
       enrichmentRoutes(app, { bots, matches, queue, auth, onEnqueued: () => worker?.notify() });
-      app.addHook('onClose', (_instance, done) => {
-        refusals.flush();
-        done();
-      });
     },
     /** The bot signature check for the routes that accept bots (see http/auth.ts RouteAuth), charging `rateLimit`. */
     botCheck: (rateLimit: RateLimitGuard) => botCheck(auth, rateLimit, { nonceWithRequest: databaseNonces !== null }),

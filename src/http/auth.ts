@@ -2,6 +2,7 @@ import { hash, timingSafeEqual } from 'node:crypto';
 import fastifyCookie, { type CookieSerializeOptions } from '@fastify/cookie';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ProblemError } from './problem.js';
+import type { RefusalLog } from './refusal-log.js';
 import { noContent, withSchemaTypes } from './schemas.js';
 import { SESSION_TTL_MS, type SessionStore } from './sessions.js';
 
@@ -178,7 +179,16 @@ export class RouteAuth {
     private readonly adminToken: string,
     private readonly sessions: SessionStore,
     private readonly checks: RouteAuthChecks,
+    private readonly refusals: RefusalLog,
   ) {}
+
+  /**
+   * A wrong admin token, for whoever watches the log for guessing: logged once the sign-in bucket has
+   * let the guess through (6 a minute per address), at most a line per address a minute.
+   */
+  private refusedToken(request: FastifyRequest, what: string): void {
+    this.refusals.refused(request.log, request.ip, { ip: request.ip }, `${what} refused: wrong admin token`);
+  }
 
   /** The bearer token's credential; 'wrong_token' for one that is not valid, null without one. */
   private async bearer(request: FastifyRequest): Promise<ApiCredential | 'wrong_token' | null> {
@@ -214,7 +224,10 @@ export class RouteAuth {
       return;
     }
     await this.checks.chargeAddress(request, reply);
-    if (credential === 'wrong_token') await this.checks.chargeSignIn(request, reply);
+    if (credential === 'wrong_token') {
+      await this.checks.chargeSignIn(request, reply);
+      this.refusedToken(request, 'bearer token');
+    }
     request.isAdmin = credential === null && (await this.session(request));
     if (!ROUTE_ACCESS[mode].bot && !request.isAdmin) throw unauthorized();
   }
@@ -255,7 +268,10 @@ export class RouteAuth {
       },
       async (request, reply) => {
         const { token } = request.body;
-        if (!safeEqual(token, this.adminToken)) throw unauthorized();
+        if (!safeEqual(token, this.adminToken)) {
+          this.refusedToken(request, 'sign-in');
+          throw unauthorized();
+        }
         reply.setCookie(SESSION_COOKIE, await this.sessions.open(), { ...SESSION_COOKIE_OPTIONS, maxAge: SESSION_TTL_MS / 1000 });
         return reply.code(204).send();
       },

@@ -25,7 +25,7 @@ describe('the server log says why', () => {
       .output()
       .split('\n')
       .filter(Boolean)
-      .map((line) => JSON.parse(line) as { level: number; msg: string; reason?: string; bot_id?: string });
+      .map((line) => JSON.parse(line) as { level: number; msg: string; reason?: string; bot_id?: string; ip?: string });
 
   before(async () => {
     dataDir = mkdtempSync(path.join(tmpdir(), 'ms-log-'));
@@ -91,6 +91,7 @@ describe('the server log says why', () => {
       [bot.id, bot.id],
     );
     assert.equal(refusals[0]!.reason, 'signature does not match');
+    assert.equal(refusals[0]!.ip, '127.0.0.1', 'the address, which no other line at info carries');
     assert.match(refusals[1]!.reason!, /^timestamp \d+ is more than 300 s from the server clock$/);
     assert.equal(service.child.output().includes(bot.shared_secret.slice(4)), false, 'no secret in the log');
     assert.equal(service.child.output().includes('not-the-secret'), false);
@@ -105,5 +106,28 @@ describe('the server log says why', () => {
       lines().some((line) => line.msg === 'incoming request' || line.msg === 'request completed'),
       false,
     );
+  });
+
+  it('a wrong admin token, as a bearer token or at sign-in, is logged with the address, once a minute', async () => {
+    for (let i = 0; i < 3; i++) {
+      const guess = await fetch(`${service.base}/api/persons`, { headers: { authorization: `Bearer guess-${i}-0123456789abcdef` } });
+      assert.equal(guess.status, 401);
+    }
+    const signIn = await fetch(`${service.base}/api/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ token: 'not-the-admin-token-0123456789' }),
+    });
+    assert.equal(signIn.status, 401);
+    await eventually(async () => lines().some((line) => line.msg === 'sign-in refused: wrong admin token'), 5000, 'sign-in refusal logged');
+    const refused = lines().filter((line) => line.msg.endsWith('refused: wrong admin token'));
+    assert.deepEqual(
+      refused.map((line) => [line.msg, line.ip]),
+      [
+        ['bearer token refused: wrong admin token', '127.0.0.1'],
+        ['sign-in refused: wrong admin token', '127.0.0.1'],
+      ],
+    );
+    assert.equal(/guess-\d|not-the-admin-token/.test(service.child.output()), false, 'no token in the log');
   });
 });

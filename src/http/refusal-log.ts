@@ -12,11 +12,11 @@ interface Counted {
 }
 
 /**
- * The log of refused bot requests, which says why a bot is refused (its caller only gets an opaque
- * 401). The first refusal of a client for a reason is logged at once; the same again within the
- * window is only counted, and the count is logged when the window ends. A flood of refused requests
- * then writes a line per client and reason a minute instead of a line per request, which would cost
- * each refusal more than the refusal itself and could fill the disk.
+ * The log of refused credentials (a bot signature, an admin token), which says why (the caller only
+ * gets an opaque 401) and from where. The first refusal of a client for a reason is logged at once;
+ * the same again within the window is only counted, and the count is logged when the window ends. A
+ * flood of refused requests then writes a line per client and reason a minute instead of a line per
+ * request, which would cost each refusal more than the refusal itself and could fill the disk.
  */
 export class RefusalLog {
   private readonly counting: LRUCache<string, Counted>;
@@ -36,8 +36,8 @@ export class RefusalLog {
   }
 
   /**
-   * Logs (with `log`, the request's logger) or counts a refusal. `client` is who is refused: the
-   * address, with the bot id when the bot exists (several bots may share a host). Numbers in the
+   * Logs (with `log`, the request's logger) or counts a refusal. `client` is who is refused: its
+   * address key, with the bot id when the bot exists (several bots may share a host). Numbers in the
    * message (a stale timestamp) do not make it another reason.
    */
   refused(log: FastifyBaseLogger, client: string, fields: Record<string, unknown>, message: string): void {
