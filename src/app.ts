@@ -6,7 +6,7 @@ import { createEventPipeline } from './pipeline.js';
 import { VERSION } from './version.js';
 import { claimInterval, Database } from './db/index.js';
 import { eventRoutes, type EventLog } from './events/index.js';
-import { createHttpServer, RefusalLog, RouteAuth, SessionStore, SIGN_IN_LIMIT } from './http/index.js';
+import { createHttpServer, RouteAuth, SessionStore, SIGN_IN_LIMIT } from './http/index.js';
 import { applyRetention, checkInstallation, Metrics, opsRoutes, RETENTION_INTERVAL_MS } from './ops/index.js';
 import { PresenceService, presenceRoutes } from './presence/index.js';
 import { BaselineService, baselineRoutes } from './baselines/index.js';
@@ -15,7 +15,7 @@ import { createEnrichment, type Enrichment, nonceStoreName } from './enrichment/
 import { MqttIntegration, MqttLeadership } from './mqtt/index.js';
 import { settingsRoutes, type SettingsChange, type SettingsStore } from './settings/index.js';
 import { WebhookService, webhookRoutes } from './webhook/index.js';
-import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, TOKEN_POLICY, type RateLimitStore } from './ratelimit/index.js';
+import { addressKey, MemoryStore, RateLimitGuard, RateLimiter, RedisStore, TOKEN_POLICY, type RateLimitStore } from './ratelimit/index.js';
 import { ApiTokenStore, tokenRoutes } from './tokens/index.js';
 
 export interface App {
@@ -103,25 +103,16 @@ export async function buildApp(config: Config): Promise<App> {
     );
   }
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
-  const refusals = new RefusalLog(http.log);
-  http.addHook('onClose', (_instance, done) => {
-    refusals.flush();
-    done();
-  });
-  const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: http.log, refusals });
+  const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: http.log });
   const tokens = new ApiTokenStore(database);
-  await new RouteAuth(
-    config.adminToken,
-    sessions,
-    {
-      chargeSignIn: rateLimit.addressCharge(SIGN_IN_LIMIT),
-      chargeAddress: rateLimit.chargeAddress,
-      chargeToken: rateLimit.chargeToken,
-      authenticateBot: enrichment.botCheck(rateLimit),
-      resolveToken: (token) => tokens.resolve(token),
-    },
-    refusals,
-  ).register(http);
+  await new RouteAuth(config.adminToken, sessions, {
+    chargeSignIn: rateLimit.addressCharge(SIGN_IN_LIMIT),
+    chargeAddress: rateLimit.chargeAddress,
+    chargeToken: rateLimit.chargeToken,
+    authenticateBot: enrichment.botCheck(rateLimit),
+    clientKey: (request) => addressKey(request.ip),
+    resolveToken: (token) => tokens.resolve(token),
+  }).register(http);
   const webhook = new WebhookService(database, events, outbox, settings, http.log, metrics, {
     timeoutMs: config.webhookTimeoutMs,
     retryDelayMs: config.webhookRetryDelayMs,

@@ -8,7 +8,6 @@ import { ProblemError } from '../http/problem.js';
 import { ID_PATTERN } from '../ids.js';
 import { addressKey } from '../ratelimit/index.js';
 import type { BotService } from './bots.js';
-import type { RefusalLog } from '../http/refusal-log.js';
 import { MAX_CLOCK_SKEW_SECONDS, NONCE_PATTERN, NONCE_TTL_SECONDS, parseSignatures, timestampFresh, verifySignatures } from './signing.js';
 
 /** Remembers nonces for NONCE_TTL_SECONDS; `firstUse` is false for a replay. */
@@ -88,18 +87,18 @@ export class BotAuthenticator {
   constructor(
     private readonly bots: BotService,
     private readonly nonces: NonceStore,
-    private readonly refusals: RefusalLog,
   ) {}
 
   /**
-   * The caller gets one opaque 401 whatever failed (nothing to learn from it); the reason goes to the
-   * server log for whoever runs the bot, without the signature or any secret. `knownBot` when the
-   * bot exists: its refusals are counted apart from those of other bots on the same host.
+   * The caller gets one opaque 401 whatever failed (nothing to learn from it); the reason (one of a
+   * fixed set: what the caller sent goes in `detail`) goes to the server log for whoever runs the
+   * bot, without the signature or any secret, a line per client and reason a minute. `knownBot` when
+   * the bot exists: its refusals are counted apart from those of other bots on the same host.
    */
-  private refused(request: FastifyRequest, reason: string, botId?: string, knownBot = false): ProblemError {
+  private refused(request: FastifyRequest, reason: string, botId?: string, knownBot = false, detail: Record<string, string> = {}): ProblemError {
     const client = addressKey(request.ip) + (knownBot ? ` bot:${botId}` : '');
     // The client's address is in no other line at info (the access log is debug's).
-    this.refusals.refused(request.log, client, { bot_id: botId, ip: request.ip, reason }, `bot request refused: ${reason}`);
+    request.server.throttledLog.write(request.log, client, 'info', { bot_id: botId, ip: request.ip, reason, ...detail }, `bot request refused: ${reason}`);
     return unauthorized(BOT_CHALLENGE);
   }
 
@@ -125,9 +124,10 @@ export class BotAuthenticator {
     if (!known || !valid || !fresh) {
       throw this.refused(
         request,
-        !known ? 'unknown bot' : !valid ? 'signature does not match' : `timestamp ${timestamp} is more than ${MAX_CLOCK_SKEW_SECONDS} s from the server clock`,
+        !known ? 'unknown bot' : !valid ? 'signature does not match' : `timestamp more than ${MAX_CLOCK_SKEW_SECONDS} s from the server clock`,
         botId,
         known,
+        known && valid ? { timestamp: timestamp!.slice(0, 20) } : {},
       );
     }
     return { botId: botId!, nonce: `${botId}:${nonce}` };
@@ -138,8 +138,9 @@ export class BotAuthenticator {
     let firstUse: boolean;
     try {
       firstUse = await this.nonces.firstUse(nonce);
-    } catch {
+    } catch (error) {
       // Without the nonce cache a replay cannot be ruled out: refuse, but say why.
+      request.server.throttledLog.write(request.log, 'nonces', 'warn', { err: error }, 'nonce store unavailable: bot requests are refused');
       throw new ProblemError('service_unavailable', 'Replay protection is unavailable; try again shortly', undefined, { 'retry-after': '5' });
     }
     if (!firstUse) throw this.refusedBot(request, 'nonce already used');

@@ -4,7 +4,6 @@ import type { Config } from '../config.js';
 import type { SecretBox } from '../crypto.js';
 import type { Database } from '../db/index.js';
 import type { EventLog } from '../events/index.js';
-import { RefusalLog } from '../http/index.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { RateLimitGuard } from '../ratelimit/index.js';
 import { BotAuthenticator, DatabaseNonceStore, RedisNonceStore } from './bot-auth.js';
@@ -25,8 +24,6 @@ export interface EnrichmentDeps {
   redis: Redis | null;
   metrics: Metrics | null;
   log: FastifyBaseLogger;
-  /** Where refused bot requests are logged: the server's, shared with the admin token's refusals (the CLI serves no requests). */
-  refusals?: RefusalLog;
 }
 
 export function commentaryGenerator(config: Config): CommentaryGenerator {
@@ -50,7 +47,7 @@ export function createEnrichment(deps: EnrichmentDeps) {
   const databaseNonces = deps.redis ? null : new DatabaseNonceStore(database);
   const queue = new EnrichmentQueue(database, events, { leaseMs: config.enrichmentLeaseMs, retryBaseMs: config.enrichmentRetryBaseMs, nonces: databaseNonces });
   const nonces = deps.redis ? new RedisNonceStore(deps.redis, nonceKeyPrefix(config)) : databaseNonces!;
-  const auth = new BotAuthenticator(bots, nonces, deps.refusals ?? new RefusalLog(deps.log));
+  const auth = new BotAuthenticator(bots, nonces);
   const newWorker = () => new EnrichmentWorker(queue, commentaryGenerator(config), deps.log, deps.metrics, { leaseMs: config.enrichmentLeaseMs });
   const worker = config.worker === 'embedded' ? newWorker() : null;
   deps.metrics?.gauge('mothership_enrichment_queue_depth', 'Enrichment jobs queued or running', () => queue.depth());

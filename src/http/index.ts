@@ -2,4 +2,4 @@
 export { createHttpServer } from './server.js';
 export { RouteAuth, SIGN_IN_LIMIT } from './auth.js';
 export { SessionStore } from './sessions.js';
-export { RefusalLog } from './refusal-log.js';
+export { ThrottledLog } from './throttled-log.js';

@@ -10,6 +10,7 @@ import { errorCodes, PROBLEM_SCHEMA, problemResponses } from './openapi.js';
 import { jsonShapeError } from './input-shape.js';
 import { withSchemaTypes } from './schemas.js';
 import { policyHeaders, type HeaderPolicy } from './header-policy.js';
+import { ThrottledLog } from './throttled-log.js';
 import { codeForStatus, fieldErrors, invalid, isProblemCode, problem, ProblemError, PROBLEMS } from './problem.js';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 
@@ -17,6 +18,10 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The request body exactly as received; bot signatures are computed over these bytes. */
     rawBody?: Buffer;
+  }
+  interface FastifyInstance {
+    /** For the lines any caller can cause once per request (throttled-log.ts). */
+    throttledLog: ThrottledLog;
   }
 }
 
@@ -182,7 +187,7 @@ const ACCESS_LOG_LEVELS = new Set(['debug', 'trace']);
 /**
  * Fastify's two lines per request (incoming, completed) are the access log of LOG_LEVEL=debug: at
  * info they cost about 20 us per request (a refused one took 57-68 us: bench/README.md), and a flood of requests a flood of
- * lines. Its other lines (a request that errored, a stream cut short) are kept.
+ * lines. Its other lines (a request that errored, a response stream that failed) are kept.
  */
 class AccessLogController extends LogController {
   constructor(private readonly accessLog: boolean) {
@@ -195,6 +200,11 @@ class AccessLogController extends LogController {
 
   override requestCompleted(...args: Parameters<LogController['requestCompleted']>): void {
     if (this.accessLog || args[0]) super.requestCompleted(...args);
+  }
+
+  /** A client that went away mid-download is the access log's business; a stream that failed is not. */
+  override streamError(...args: Parameters<LogController['streamError']>): void {
+    if (this.accessLog || (args[0] as { code?: string }).code !== 'ERR_STREAM_PREMATURE_CLOSE') super.streamError(...args);
   }
 }
 
@@ -234,6 +244,12 @@ export async function createHttpServer(options: {
       const body = problem(error.statusCode === 414 ? 'uri_too_long' : 'validation_failed', error.message);
       (reply as FastifyReply).code(body.status).type('application/problem+json').send(body);
     },
+  });
+
+  app.decorate('throttledLog', new ThrottledLog(app.log));
+  app.addHook('onClose', (_instance, done) => {
+    app.throttledLog.flush();
+    done();
   });
 
   // Registered before any hook that can throw, so errors and 404s carry the policy too.
@@ -304,7 +320,7 @@ export async function createHttpServer(options: {
         .send(problem('validation_failed', detail, errors));
     }
     if (isUnavailable(error)) {
-      request.log.warn({ err: error }, 'backing service unavailable');
+      request.server.throttledLog.write(request.log, 'unavailable', 'warn', { req: request, err: error }, 'backing service unavailable');
       return reply
         .code(503)
         .header('retry-after', '5')
@@ -312,7 +328,7 @@ export async function createHttpServer(options: {
         .send(problem('service_unavailable', 'A backing service is unavailable; try again shortly'));
     }
     if (UNIQUE_VIOLATION_CODES.has(String(error.code))) {
-      request.log.warn({ err: error }, 'unique key taken by a concurrent write');
+      request.log.warn({ req: request, err: error }, 'unique key taken by a concurrent write');
       return reply
         .code(409)
         .type('application/problem+json')
@@ -320,7 +336,8 @@ export async function createHttpServer(options: {
     }
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
     if (status >= 500) {
-      request.log.error({ err: error }, 'request failed');
+      // At info this is the only line of the request (the access log is debug's): it names it.
+      request.log.error({ req: request, err: error }, 'request failed');
       return reply.code(500).type('application/problem+json').send(problem('internal_error', 'The server could not complete the request'));
     }
     const body = problem(codeForStatus(status), status === 413 ? `Request body exceeds ${BODY_LIMIT} bytes` : error.message);

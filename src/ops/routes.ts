@@ -48,7 +48,8 @@ export function opsRoutes(
         await deps.database.ping();
       } catch (error) {
         // The cause goes to the log: this route is public, and a driver's message can name hosts and users.
-        request.log.warn({ err: error }, 'readiness: database unreachable');
+        // It is public and not rate limited too: a line a minute, not one per probe.
+        request.server.throttledLog.write(request.log, 'readyz', 'warn', { err: error }, 'readiness: database unreachable');
         database = 'unreachable';
       }
       const ready = database === 'ok';

@@ -119,7 +119,13 @@ export class RateLimitGuard {
     } catch (error) {
       this.metrics.rateLimitStoreErrors.inc();
       const failOpen = this.options.failOpen && !route.failClosed;
-      request.log.warn({ err: error }, `rate-limit store unavailable; failing ${failOpen ? 'open' : 'closed'}`);
+      request.server.throttledLog.write(
+        request.log,
+        'ratelimit-store',
+        'warn',
+        { err: error },
+        `rate-limit store unavailable; failing ${failOpen ? 'open' : 'closed'}`,
+      );
       if (failOpen) return;
       throw new ProblemError('service_unavailable', 'Rate limiting is unavailable; try again shortly', undefined, { 'retry-after': '5' });
     }

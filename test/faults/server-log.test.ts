@@ -2,6 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { connect } from 'node:net';
 import path from 'node:path';
 import { signatureHeader } from '../../src/enrichment/signing.js';
 import { eventually } from '../helpers/app.js';
@@ -25,13 +26,21 @@ describe('the server log says why', () => {
       .output()
       .split('\n')
       .filter(Boolean)
-      .map((line) => JSON.parse(line) as { level: number; msg: string; reason?: string; bot_id?: string; ip?: string });
+      .map((line) => JSON.parse(line) as { level: number; msg: string; reason?: string; bot_id?: string; ip?: string; timestamp?: string });
 
   before(async () => {
     dataDir = mkdtempSync(path.join(tmpdir(), 'ms-log-'));
     broker = await startBroker();
     service = await startService(
-      { DATA_DIR: dataDir, LOG_LEVEL: 'info', MQTT_BACKOFF_INITIAL_MS: '100', MQTT_BACKOFF_MAX_MS: '200', MQTT_BIRTH_DELAY_MAX_MS: '0' },
+      // Behind a proxy on loopback: X-Forwarded-For names the client (the admin-token test rotates it).
+      {
+        DATA_DIR: dataDir,
+        LOG_LEVEL: 'info',
+        TRUST_PROXY: 'loopback',
+        MQTT_BACKOFF_INITIAL_MS: '100',
+        MQTT_BACKOFF_MAX_MS: '200',
+        MQTT_BIRTH_DELAY_MAX_MS: '0',
+      },
       await freePort(),
     );
     token = readFileSync(path.join(dataDir, 'admin-token'), 'utf8').trim();
@@ -59,7 +68,7 @@ describe('the server log says why', () => {
 
   it('why a bot signature was refused, while the caller only sees the opaque 401', async () => {
     const bot = (await api('POST', '/api/bots', { name: 'Log Bot' })).body as { id: string; shared_secret: string };
-    const send = async (secret: string, timestamp = Math.floor(Date.now() / 1000)) => {
+    const send = async (secret: string, timestamp: number | string = Math.floor(Date.now() / 1000)) => {
       const body = JSON.stringify({ match_id: 'm1' });
       const parts = {
         method: 'POST',
@@ -92,7 +101,8 @@ describe('the server log says why', () => {
     );
     assert.equal(refusals[0]!.reason, 'signature does not match');
     assert.equal(refusals[0]!.ip, '127.0.0.1', 'the address, which no other line at info carries');
-    assert.match(refusals[1]!.reason!, /^timestamp \d+ is more than 300 s from the server clock$/);
+    assert.equal(refusals[1]!.reason, 'timestamp more than 300 s from the server clock');
+    assert.match(String(refusals[1]!.timestamp), /^\d+$/, 'the timestamp sent, beside the reason');
     assert.equal(service.child.output().includes(bot.shared_secret.slice(4)), false, 'no secret in the log');
     assert.equal(service.child.output().includes('not-the-secret'), false);
 
@@ -100,17 +110,23 @@ describe('the server log says why', () => {
     // level no request is logged line by line (that is LOG_LEVEL=debug's access log).
     const answers = await Promise.all(Array.from({ length: 50 }, () => send('mss_not-the-secret')));
     assert.ok(answers.every((answer) => answer.status === 401));
+    // A bot choosing its own timestamp text (signed, so the signature is valid) is still one reason.
+    const chosen = await Promise.all(['uA', 'uB', 'ubC', 'x-1', 'x-2'].map((text) => send(bot.shared_secret, text)));
+    assert.ok(chosen.every((answer) => answer.status === 401));
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.equal(lines().filter((line) => line.reason === 'signature does not match').length, 1);
+    assert.equal(lines().filter((line) => line.reason?.startsWith('timestamp')).length, 1);
     assert.equal(
       lines().some((line) => line.msg === 'incoming request' || line.msg === 'request completed'),
       false,
     );
   });
 
-  it('a wrong admin token, as a bearer token or at sign-in, is logged with the address, once a minute', async () => {
+  it('a wrong admin token, as a bearer token or at sign-in, is logged with the address, once a minute per client (an IPv6 client by its /64)', async () => {
     for (let i = 0; i < 3; i++) {
-      const guess = await fetch(`${service.base}/api/persons`, { headers: { authorization: `Bearer guess-${i}-0123456789abcdef` } });
+      const guess = await fetch(`${service.base}/api/persons`, {
+        headers: { authorization: `Bearer guess-${i}-0123456789abcdef`, 'x-forwarded-for': `2001:db8:1:2::${i + 1}` },
+      });
       assert.equal(guess.status, 401);
     }
     const signIn = await fetch(`${service.base}/api/session`, {
@@ -124,10 +140,23 @@ describe('the server log says why', () => {
     assert.deepEqual(
       refused.map((line) => [line.msg, line.ip]),
       [
-        ['bearer token refused: wrong admin token', '127.0.0.1'],
+        ['bearer token refused: wrong admin token', '2001:db8:1:2::1'],
         ['sign-in refused: wrong admin token', '127.0.0.1'],
       ],
     );
     assert.equal(/guess-\d|not-the-admin-token/.test(service.child.output()), false, 'no token in the log');
+  });
+
+  it('a client leaving in the middle of a download is no line at info (it is in the access log at debug)', async () => {
+    for (let i = 0; i < 5; i++) {
+      const socket = connect(Number(new URL(service.base).port), '127.0.0.1');
+      socket.write('GET /docs/static/swagger-ui-bundle.js HTTP/1.1\r\nHost: localhost\r\n\r\n');
+      await new Promise<void>((resolve) => socket.once('data', () => resolve(socket.resetAndDestroy() && undefined)));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.deepEqual(
+      lines().filter((line) => line.msg === 'stream closed prematurely'),
+      [],
+    );
   });
 });
