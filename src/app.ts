@@ -15,7 +15,7 @@ import { createEnrichment, type Enrichment, nonceStoreName } from './enrichment/
 import { MqttIntegration, MqttLeadership } from './mqtt/index.js';
 import { settingsRoutes, type SettingsChange, type SettingsStore } from './settings/index.js';
 import { WebhookService, webhookRoutes } from './webhook/index.js';
-import { addressKey, MemoryStore, RateLimitGuard, RateLimiter, RedisStore, TOKEN_POLICY, type RateLimitStore } from './ratelimit/index.js';
+import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, TOKEN_POLICY, type RateLimitStore } from './ratelimit/index.js';
 import { ApiTokenStore, tokenRoutes } from './tokens/index.js';
 
 export interface App {
@@ -110,7 +110,6 @@ export async function buildApp(config: Config): Promise<App> {
     chargeAddress: rateLimit.chargeAddress,
     chargeToken: rateLimit.chargeToken,
     authenticateBot: enrichment.botCheck(rateLimit),
-    clientKey: (request) => addressKey(request.ip),
     resolveToken: (token) => tokens.resolve(token),
   }).register(http);
   const webhook = new WebhookService(database, events, outbox, settings, http.log, metrics, {

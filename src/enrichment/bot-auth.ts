@@ -6,7 +6,7 @@ import { prepare, type Prepared } from '../db/prepared.js';
 import { BOT_CHALLENGE, unauthorized } from '../http/auth.js';
 import { ProblemError } from '../http/problem.js';
 import { ID_PATTERN } from '../ids.js';
-import { addressKey } from '../ratelimit/index.js';
+import { addressKey } from '../http/client-key.js';
 import type { BotService } from './bots.js';
 import { MAX_CLOCK_SKEW_SECONDS, NONCE_PATTERN, NONCE_TTL_SECONDS, parseSignatures, timestampFresh, verifySignatures } from './signing.js';
 

@@ -181,18 +181,21 @@ function requestQueries(database: Database) {
 /** Bots remembered at their quota, at most (least recently refused forgotten first). */
 const AT_QUOTA_BOTS = 10_000;
 
-/** Seconds until the oldest job counted against the quota leaves the window (0 when none is counted). */
-const quotaResetSeconds = (oldest: string | null, nowMs: number) =>
-  oldest ? Math.max(1, Math.ceil((Date.parse(oldest) + QUOTA_WINDOW_MS - nowMs) / 1000)) : 0;
+/** When a job enqueued at `enqueuedAt` stops counting against the quota. */
+const leavesWindowAt = (enqueuedAt: string) => Date.parse(enqueuedAt) + QUOTA_WINDOW_MS;
+const secondsUntil = (atMs: number, nowMs: number) => Math.max(1, Math.ceil((atMs - nowMs) / 1000));
 
-/** A refusal for the quota, carrying when the oldest counted job was enqueued (the refusal holds until it leaves the window). */
+/** Seconds until the oldest job counted against the quota leaves the window (0 when none is counted). */
+const quotaResetSeconds = (oldest: string | null, nowMs: number) => (oldest ? secondsUntil(leavesWindowAt(oldest), nowMs) : 0);
+
+/** A refusal for the quota, carrying when the oldest counted job leaves the window (the refusal holds until then). */
 class QuotaExceeded extends ProblemError {
   constructor(
     botId: string,
-    readonly oldest: string,
+    readonly freeAtMs: number,
     nowMs: number,
   ) {
-    const retryAfter = quotaResetSeconds(oldest, nowMs);
+    const retryAfter = secondsUntil(freeAtMs, nowMs);
     super(
       'quota_exceeded',
       `Bot "${botId}" has used its ${DAILY_QUOTA} enrichment requests of the last 24 hours`,
@@ -289,11 +292,11 @@ export class EnrichmentQueue {
   async request(botId: string, matchId: string, nonce?: string): Promise<EnqueueResult> {
     const freeAtMs = this.atQuota.get(botId);
     const nowMs = Date.now();
-    if (freeAtMs !== undefined && freeAtMs > nowMs) throw new QuotaExceeded(botId, new Date(freeAtMs - QUOTA_WINDOW_MS).toISOString(), nowMs);
+    if (freeAtMs !== undefined && freeAtMs > nowMs) throw new QuotaExceeded(botId, freeAtMs, nowMs);
     try {
       return await (this.queries.batch ? this.requestInSql(botId, matchId, nonce) : this.requestInTransaction(botId, matchId, nonce));
     } catch (error) {
-      if (error instanceof QuotaExceeded) this.atQuota.set(botId, Date.parse(error.oldest) + QUOTA_WINDOW_MS);
+      if (error instanceof QuotaExceeded) this.atQuota.set(botId, error.freeAtMs);
       throw error;
     }
   }
@@ -310,7 +313,7 @@ export class EnrichmentQueue {
       const nowMs = Date.now();
       const { rows: counted } = await q.quotaUsed.execute(trx, { botId, since: new Date(nowMs - QUOTA_WINDOW_MS).toISOString() });
       const oldest = counted[0]?.enqueued_at ?? null;
-      if (counted.length >= DAILY_QUOTA) throw new QuotaExceeded(botId, oldest!, nowMs);
+      if (counted.length >= DAILY_QUOTA) throw new QuotaExceeded(botId, leavesWindowAt(oldest!), nowMs);
       if (nonce && !(await this.options.nonces!.firstUseWithin(trx, nonce))) throw refusedInDatabase('nonce already used');
 
       const at = new Date(nowMs).toISOString();
@@ -384,7 +387,7 @@ export class EnrichmentQueue {
     });
     switch (result.outcome) {
       case 'quota_exceeded':
-        throw new QuotaExceeded(botId, result.oldest!, nowMs);
+        throw new QuotaExceeded(botId, leavesWindowAt(result.oldest!), nowMs);
       case 'replay':
         throw refusedInDatabase('nonce already used');
       case 'unknown_bot':

@@ -1,7 +1,6 @@
-import type { OutgoingHttpHeaders } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { invalid } from '../http/problem.js';
-import type { ServerResponse } from 'node:http';
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Metrics } from '../ops/metrics.js';
 import { eventPayloadSchema, sequenceCursor, withSchemaTypes } from '../http/schemas.js';
 import type { EventLog } from './log.js';

@@ -1,6 +1,7 @@
 import { hash, timingSafeEqual } from 'node:crypto';
 import fastifyCookie, { type CookieSerializeOptions } from '@fastify/cookie';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { addressKey } from './client-key.js';
 import { ProblemError } from './problem.js';
 import { noContent, withSchemaTypes } from './schemas.js';
 import { SESSION_TTL_MS, type SessionStore } from './sessions.js';
@@ -160,8 +161,6 @@ export interface RouteAuthChecks {
   /** The route's own limit, charged to a valid token's bucket. */
   chargeToken: (request: FastifyRequest, reply: FastifyReply, client: string) => Promise<void>;
   authenticateBot: RequestCheck;
-  /** Who a refused request is counted against in the log: its address, as the rate limiter keys it (an IPv6 client by its /64). */
-  clientKey: (request: FastifyRequest) => string;
   /** An API token's credential, or null when it is unknown or revoked. */
   resolveToken: (token: string) => Promise<ApiCredential | null>;
 }
@@ -187,7 +186,7 @@ export class RouteAuth {
    * let the guess through (6 a minute per address), at most a line per address a minute.
    */
   private refusedToken(request: FastifyRequest, what: string): void {
-    request.server.throttledLog.write(request.log, this.checks.clientKey(request), 'info', { ip: request.ip }, `${what} refused: wrong admin token`);
+    request.server.throttledLog.write(request.log, addressKey(request.ip), 'info', { ip: request.ip }, `${what} refused: wrong admin token`);
   }
 
   /** The bearer token's credential; 'wrong_token' for one that is not valid, null without one. */

@@ -3,3 +3,4 @@ export { createHttpServer } from './server.js';
 export { RouteAuth, SIGN_IN_LIMIT } from './auth.js';
 export { SessionStore } from './sessions.js';
 export { ThrottledLog } from './throttled-log.js';
+export { addressKey } from './client-key.js';

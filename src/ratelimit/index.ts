@@ -3,11 +3,10 @@ import { ROUTE_ACCESS } from '../http/auth.js';
 import { ProblemError } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
 import { PolicyError, type Decision } from './bucket.js';
-import { addressKey } from './client-key.js';
+import { addressKey } from '../http/client-key.js';
 import { rateLimitItems } from './headers.js';
 import type { RateLimiter } from './limiter.js';
 
-export { addressKey } from './client-key.js';
 export { rateLimitItems } from './headers.js';
 export { RateLimiter } from './limiter.js';
 export { MemoryStore, type RateLimitStore } from './memory-store.js';

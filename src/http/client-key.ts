@@ -1,8 +1,9 @@
 import { isIPv4, isIPv6 } from 'node:net';
 
 /**
- * The rate-limit key of a client address. An IPv6 client is keyed by its /64: one subscriber gets a
- * whole /64 (often more), so keying by full address would let it rotate through 2^64 fresh buckets.
+ * Who a client is, by its address: its rate-limit bucket and its line in the throttled log. An IPv6
+ * client is keyed by its /64: one subscriber gets a whole /64 (often more), so keying by full address
+ * would let it rotate through 2^64 fresh buckets (or log lines).
  * IPv4-mapped IPv6 (`::ffff:192.0.2.1`) is the IPv4 address it carries.
  */
 export function addressKey(ip: string): string {
