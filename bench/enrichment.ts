@@ -1,4 +1,4 @@
-import Fastify from 'fastify';
+import Fastify, { type FastifyReply } from 'fastify';
 import type autocannon from 'autocannon';
 import { randomBytes } from 'node:crypto';
 import { signatureHeader } from '../src/enrichment/signing.js';
@@ -55,9 +55,24 @@ interface Answer {
 async function bareRoute(answer?: Answer) {
   const bare = Fastify();
   bare.post('/api/request-enrichment', async (_request, reply) =>
-    answer ? reply.code(answer.status).headers(answer.headers).send(answer.body) : reply.code(202).send({ status: 'queued', estimated_wait_seconds: 5 }),
+    answer ? reply.code(answer.status).headers(answer.headers).send(answer.body) : accept(reply),
   );
   return { url: await bare.listen({ port: 0, host: '127.0.0.1' }), close: () => bare.close() };
+}
+
+const accept = (reply: FastifyReply) => reply.code(202).send({ status: 'queued', estimated_wait_seconds: 5 });
+
+/** The path of the route `shellRoute` adds, outside the service's API. */
+const SHELL_PATH = '/api/bench-shell';
+
+/**
+ * The other reference for a refusal: a public route of the service that checks nothing and answers
+ * as the bare route does. Every request still passes the service's HTTP shell (header policy, JSON
+ * parser keeping the raw body, input-shape checks, the rate limiter, the redacting request logger),
+ * so no refusal, which passes it too, can be faster.
+ */
+async function shellRoute(dialect: 'sqlite' | 'postgres') {
+  return benchApp(dialect, {}, (app) => void app.http.post(SHELL_PATH, { config: { auth: 'public' } }, async (_request, reply) => accept(reply)));
 }
 
 /** The service's answer to one request of the generator, without the fields Node sets per response. */
@@ -156,12 +171,13 @@ async function compare(
   scenario: Scenario,
   warmup: number,
   measured: number,
-): Promise<{ ours: LoadResult[]; reference: LoadResult[]; replay: LoadResult[] }> {
+): Promise<{ ours: LoadResult[]; reference: LoadResult[]; replay: LoadResult[]; shell: LoadResult[] }> {
   const total = warmup + ROUNDS * measured;
   const service = await seededService(dialect, scenario.bots(total), scenario);
   const bare = await bareRoute();
   const secret = scenario.badSignature ? 'mss_not-the-secret' : undefined;
   let replayed: Awaited<ReturnType<typeof bareRoute>> | null = null;
+  let shellService: Awaited<ReturnType<typeof shellRoute>> | null = null;
   try {
     let sent = 0;
     const oursRun = async (amount: number) => {
@@ -178,15 +194,21 @@ async function compare(
       if (answer.status !== scenario.status) throw new Error(`${scenario.name}: recorded a ${answer.status} to replay, expected ${scenario.status}`);
       replayed = await bareRoute(answer);
       await bareRun(replayed.url, warmup);
+      shellService = await shellRoute(dialect);
     }
+    const shellRun = (url: string, amount: number) =>
+      load({ url, connections: CONNECTIONS, amount, requests: [{ ...signedRequests(service.bots, 0, secret), path: SHELL_PATH }] });
+    if (shellService) await shellRun(shellService.url, warmup);
     const before = { jobs: await count(service, 'enrichment_jobs'), nonces: await count(service, 'nonces') };
     const ours: LoadResult[] = [];
     const reference: LoadResult[] = [];
     const replay: LoadResult[] = [];
+    const shell: LoadResult[] = [];
     for (let round = 0; round < ROUNDS; round++) {
       ours.push(await oursRun(measured));
       reference.push(await bareRun(bare.url, measured));
       if (replayed) replay.push(await bareRun(replayed.url, measured));
+      if (shellService) shell.push(await shellRun(shellService.url, measured));
     }
     const answered = ours.reduce((sum, result) => sum + (result.statuses[String(scenario.status)] ?? 0), 0);
     if (answered !== ROUNDS * measured)
@@ -198,10 +220,13 @@ async function compare(
     // A refused request writes nothing: not a job, not a nonce.
     if (scenario.status !== 202 && (after.jobs !== before.jobs || after.nonces !== before.nonces))
       throw new Error(`${scenario.name}: refused requests wrote ${JSON.stringify({ before, after })}`);
-    return { ours, reference, replay };
+    if (shell.some((result) => result.statuses['202'] !== measured))
+      throw new Error(`${scenario.name}: the shell route answered ${JSON.stringify(shell.map((result) => result.statuses))}`);
+    return { ours, reference, replay, shell };
   } finally {
     await bare.close();
     await replayed?.close();
+    await shellService?.close();
     await service.close();
   }
 }
@@ -225,15 +250,16 @@ export async function benchEnrichment(): Promise<boolean> {
       if (only && !only.includes(`${dialect}:${scenario.name}`)) continue;
       // PostgreSQL accepts fewer requests per second: smaller rounds keep the benchmark inside its time budget.
       const measured = QUICK ? 50 : dialect === 'sqlite' || scenario.status !== 202 ? 12_000 : 6_000;
-      const { ours, reference, replay } = await compare(dialect, scenario, QUICK ? 1_000 : 3_000, measured);
+      const { ours, reference, replay, shell } = await compare(dialect, scenario, QUICK ? 1_000 : 3_000, measured);
       const line = (name: string, r: LoadResult) =>
         console.log(`${name.padEnd(40)} ${fmt(r.rps).padStart(8)} req/s   p50 ${r.p50} ms   p99 ${r.p99} ms   errors ${r.errors}`);
       ours.forEach((result, round) => {
         line(`mothership (${dialect}, ${scenario.name}) #${round + 1}`, result);
         line(`bare Fastify 202 route #${round + 1}`, reference[round]!);
         if (replay[round]) line(`bare route, our answer #${round + 1}`, replay[round]!);
+        if (shell[round]) line(`our shell, a route checking nothing #${round + 1}`, shell[round]!);
       });
-      const failed = [...ours, ...replay].find((result) => result.errors);
+      const failed = [...ours, ...replay, ...shell].find((result) => result.errors);
       if (failed) throw new Error(`${dialect}, ${scenario.name}: ${failed.errors} errors`);
       const label = `${dialect} ${scenario.name} vs bare route (best rounds)`;
       if (dialect === 'postgres') {
@@ -246,6 +272,8 @@ export async function benchEnrichment(): Promise<boolean> {
             best(replay).rps,
             null,
           );
+          ratio(`our HTTP shell, a route checking nothing, vs bare route (what any route of ours reaches)`, best(shell).rps, best(reference).rps, null);
+          ratio(`postgres ${scenario.name} vs our shell's route checking nothing (what the checks cost)`, best(ours).rps, best(shell).rps, null);
         }
         continue;
       }

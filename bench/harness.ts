@@ -9,10 +9,14 @@ import { loadConfig, prepareDataDir } from '../src/config.js';
 
 export const PG_ADMIN_URL = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-/** A service instance for a benchmark: its own data dir (and PostgreSQL database), limits out of the way. */
+/**
+ * A service instance for a benchmark: its own data dir (and PostgreSQL database), limits out of the
+ * way. `extend` may add routes before it starts.
+ */
 export async function benchApp(
   dialect: 'sqlite' | 'postgres',
   env: Record<string, string> = {},
+  extend: (app: App) => void = () => {},
 ): Promise<{ app: App; url: string; close: () => Promise<void> }> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-bench-'));
   let databaseUrl: string | undefined;
@@ -45,6 +49,7 @@ export async function benchApp(
     }),
   );
   const app = await buildApp(config);
+  extend(app);
   await app.start();
   const url = await app.http.listen({ port: 0, host: '127.0.0.1' });
   return {
