@@ -287,6 +287,11 @@ describe('rate limiting over HTTP', () => {
     }
     assert.equal(addressKey('::1'), 'ip6:0:0:0:0::/64');
     assert.equal(addressKey('fe80::1'), 'ip6:fe80:0:0:0::/64');
+    // An embedded IPv4 tail is two groups, inside the /64 only when `::` stands before it.
+    assert.equal(addressKey('64:ff9b::192.0.2.1'), 'ip6:64:ff9b:0:0::/64');
+    assert.equal(addressKey('1:2:3:4:5:6:1.2.3.4'), 'ip6:1:2:3:4::/64');
+    assert.equal(addressKey('1:2::3:4:5:6'), 'ip6:1:2:0:0::/64');
+    assert.equal(addressKey('1:2:3::'), 'ip6:1:2:3:0::/64');
     assert.notEqual(addressKey('2001:db8:a:c::1'), addressKey('2001:db8:a:b::1'));
   });
 
