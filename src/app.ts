@@ -131,6 +131,7 @@ export async function buildApp(config: Config): Promise<App> {
     birthDelayMaxMs: config.mqttBirthDelayMaxMs,
     metrics,
     log: http.log,
+    throttledLog: http.throttledLog,
   });
   // Only a change of MQTT's own fields touches the connection: a webhook save must not make Home
   // Assistant see every entity go unavailable and come back.

@@ -2,3 +2,4 @@
 export * from './types.js';
 export { EventLog, type AppendHook, type Emit } from './log.js';
 export { eventRoutes } from './routes.js';
+export { tailLog } from './tail.js';

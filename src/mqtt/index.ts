@@ -1,7 +1,8 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
-import type { EventDetails, EventLog, StoredEvent } from '../events/index.js';
+import { tailLog, type EventDetails, type EventLog, type StoredEvent } from '../events/index.js';
 import { conflict, invalid, ProblemError } from '../http/problem.js';
+import type { ThrottledLog } from '../http/index.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { PersonView, PresenceService, ZoneView } from '../presence/service.js';
 import type { IntegrationSettings } from '../settings/index.js';
@@ -29,6 +30,11 @@ type DiscoveryMode = IntegrationSettings['mqtt']['discovery_mode'];
 const FLUSH_TIMEOUT_MS = 10_000;
 /** How long stop() lets the last flush finish before it closes the connection anyway. */
 const STOP_GRACE_MS = 2000;
+/**
+ * How often the log is read for events other processes appended (other instances, a standalone
+ * worker): their changes reach the broker within this; this process's own at once.
+ */
+const FOLLOW_POLL_MS = 250;
 
 /**
  * The MQTT integration (one extension per concern, after Zigbee2MQTT's lib/extension): mirrors the
@@ -44,7 +50,7 @@ export class MqttIntegration {
   private flushing: Promise<void> | null = null;
   private expectedConfigs = new Set<string>();
   private lastHealth: (EventDetails['system.health'] & { timestamp: string }) | null = null;
-  private unsubscribe: (() => void) | null = null;
+  private stopFollowing: (() => void) | null = null;
   private birthTimer: NodeJS.Timeout | null = null;
   /** The settings asked for last (null once stopped), and the queue of connection changes. */
   private wanted: MqttSettings | null = null;
@@ -62,6 +68,8 @@ export class MqttIntegration {
       ownership?: { status(): { role: 'leader' | 'standby'; leader_since: string | null } } | null;
       metrics: Metrics | null;
       log: FastifyBaseLogger;
+      /** For what can repeat every FOLLOW_POLL_MS (the database away). */
+      throttledLog: ThrottledLog;
     },
   ) {}
 
@@ -135,9 +143,17 @@ export class MqttIntegration {
     this.connection = connection;
   }
 
-  /** Follows the event log and connects with the saved settings. */
+  /**
+   * Follows the event log, whichever process appends to it, and connects with the saved settings.
+   * Events from before the start need no replay: every connect publishes the current state.
+   */
   async start(settings: IntegrationSettings['mqtt']): Promise<void> {
-    this.unsubscribe ??= this.deps.events.subscribe((event) => this.onEvent(event));
+    this.stopFollowing ??= tailLog(this.deps.events, {
+      pollMs: FOLLOW_POLL_MS,
+      deliver: (page) => page.forEach((event) => this.onEvent(event)),
+      onError: (error) =>
+        this.deps.throttledLog.write(this.deps.log, 'mqtt-follow', 'warn', { err: error }, 'MQTT: reading the event log failed; trying again'),
+    });
     await this.configure(settings);
   }
 
@@ -151,8 +167,8 @@ export class MqttIntegration {
   }
 
   private async disconnect(offline: boolean): Promise<void> {
-    this.unsubscribe?.();
-    this.unsubscribe = null;
+    this.stopFollowing?.();
+    this.stopFollowing = null;
     if (this.birthTimer) clearTimeout(this.birthTimer);
     this.birthTimer = null;
     const connection = this.connection;

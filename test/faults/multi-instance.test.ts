@@ -157,6 +157,32 @@ describe('three instances on one PostgreSQL, Redis and broker', () => {
     }
   });
 
+  it('changes made through a standby reach the broker (the leader follows the shared log, not its own process)', async () => {
+    const states = await roles();
+    const standby = services[states.findIndex((entry) => entry.role === 'standby')]!;
+    assert.equal((await post(standby.base, '/api/persons', { id: 'bo', name: 'Bo' })).status, 201);
+    assert.equal((await post(standby.base, '/api/events', { type: 'zone.entry', person: 'bo', zone: 'kitchen' })).status, 202);
+    const mode = await fetch(`${standby.base}/api/system/mode`, {
+      method: 'PUT',
+      headers: { ...admin, 'content-type': 'application/json' },
+      body: JSON.stringify({ mode: 'sleep' }),
+    });
+    assert.equal(mode.status, 200);
+    await eventually(
+      () =>
+        view.last(`${root}/${mid}/person/bo/presence`) === 'home' &&
+        view.last(`${root}/${mid}/person/bo/tracker`) === 'Kitchen' &&
+        view.last(`${root}/${mid}/system/mode`) === 'sleep',
+      5000,
+      "the standby's changes on the broker",
+    );
+    const configs = await retainedSet(broker.url, [`+/+/${mid}/+/config`]);
+    assert.ok(
+      [...configs.keys()].some((topic) => topic.endsWith(`/device_tracker/${mid}/person_bo/config`)),
+      [...configs.keys()].join('\n'),
+    );
+  });
+
   it('presence and health happen once for the installation, not once per instance', async () => {
     assert.equal((await post(services[1]!.base, '/api/events', { type: 'zone.entry', person: 'ada', zone: 'kitchen' })).status, 202);
     assert.equal((await post(services[2]!.base, '/api/events', { type: 'zone.exit', person: 'ada', zone: 'kitchen' })).status, 202);
