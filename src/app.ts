@@ -131,6 +131,7 @@ export async function buildApp(config: Config): Promise<App> {
     birthDelayMaxMs: config.mqttBirthDelayMaxMs,
     metrics,
     log: http.log,
+    savedSettings: async () => (await settings.get()).mqtt,
     throttledLog: http.throttledLog,
   });
   // Only a change of MQTT's own fields touches the connection: a webhook save must not make Home

@@ -8,7 +8,16 @@ import type { PersonView, PresenceService, ZoneView } from '../presence/service.
 import type { IntegrationSettings } from '../settings/index.js';
 import { VERSION } from '../version.js';
 import { cleanupRefusal, clearInstallation } from './cleanup.js';
-import { describeMqttError, MqttConnection, testConnection, type MqttSettings, type MqttStatus } from './connection.js';
+import {
+  clientOptions,
+  connectBroker,
+  connected,
+  describeMqttError,
+  MqttConnection,
+  testConnection,
+  type MqttSettings,
+  type MqttStatus,
+} from './connection.js';
 import { allConfigs, deviceConfig, personConfigs, zoneConfigs, type DiscoveryContext, type DiscoveryMessage } from './discovery.js';
 import { personState, zoneState, type StateMessage } from './state.js';
 import { Topics } from './topics.js';
@@ -35,6 +44,8 @@ const STOP_GRACE_MS = 2000;
  * worker): their changes reach the broker within this; this process's own at once.
  */
 const FOLLOW_POLL_MS = 250;
+/** A short-lived connection (Publish Discovery on a standby) gives up after this. */
+const ONE_OFF_CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * The MQTT integration (one extension per concern, after Zigbee2MQTT's lib/extension): mirrors the
@@ -68,6 +79,8 @@ export class MqttIntegration {
       ownership?: { status(): { role: 'leader' | 'standby'; leader_since: string | null } } | null;
       metrics: Metrics | null;
       log: FastifyBaseLogger;
+      /** The saved MQTT settings (a standby has no connection of its own to remember them by). */
+      savedSettings: () => Promise<IntegrationSettings['mqtt']>;
       /** For what can repeat every FOLLOW_POLL_MS (the database away). */
       throttledLog: ThrottledLog;
     },
@@ -191,16 +204,27 @@ export class MqttIntegration {
   async cleanupInstallation(installation: string): Promise<number> {
     const refusal = cleanupRefusal(installation, this.deps.mothershipId);
     if (refusal) throw invalid('/installation', refusal);
-    if (!this.settings?.broker_url) throw conflict('No MQTT broker is saved');
+    const settings = await this.deps.savedSettings();
+    if (!settings.broker_url) throw conflict('No MQTT broker is saved');
     try {
-      return (await clearInstallation(this.settings, `${this.clientId}-cleanup-${Math.random().toString(36).slice(2, 8)}`, installation)).cleared;
+      return (await clearInstallation(settings, this.oneOffClientId('cleanup'), installation)).cleared;
     } catch (error) {
-      throw new ProblemError('bad_gateway', `Could not reach the broker: ${describeMqttError(error as Error & { code?: string | number })}`);
+      throw unreachable(error);
     }
   }
 
-  /** Republishes every discovery config (Publish Discovery); 409 when not connected. */
+  /** A client id for a short-lived connection beside the installation's own. */
+  private oneOffClientId(purpose: string): string {
+    return `${this.clientId}-${purpose}-${Math.random().toString(36).slice(2, 8)}`;
+  }
+
+  /**
+   * Republishes every discovery config (Publish Discovery); 409 when not connected. On a standby
+   * (another instance owns the connection), from a short-lived client of its own, as the cleanup
+   * does: the configs are the owner's, read from the same database.
+   */
   async publishDiscovery(): Promise<number> {
+    if (this.deps.ownership?.status().role === 'standby') return this.publishDiscoveryFromStandby();
     const connection = this.connection;
     if (!connection?.client.connected) throw conflict('MQTT is not connected');
     const [persons, zones] = await Promise.all([this.deps.presence.listPersons(), this.deps.presence.listZones()]);
@@ -209,6 +233,27 @@ export class MqttIntegration {
       throw conflict(`MQTT connection lost while publishing: ${error.message}`);
     });
     return messages.length;
+  }
+
+  private async publishDiscoveryFromStandby(): Promise<number> {
+    const settings = await this.deps.savedSettings();
+    if (!settings.enabled || !settings.broker_url) throw conflict('MQTT is not enabled');
+    const context = { topics: new Topics(settings.topic_root, this.deps.mothershipId, settings.discovery_prefix, settings.birth_topic), version: VERSION };
+    const [persons, zones] = await Promise.all([this.deps.presence.listPersons(), this.deps.presence.listZones()]);
+    const configs = allConfigs(context, persons, zones);
+    const messages = settings.discovery_mode === 'device' ? [deviceConfig(context, configs)] : configs;
+    const client = connectBroker(clientOptions(settings, this.oneOffClientId('discovery')));
+    try {
+      await connected(client, ONE_OFF_CONNECT_TIMEOUT_MS);
+      await Promise.all(
+        messages.map((message) => client.publishAsync(message.topic, message.payload === null ? '' : JSON.stringify(message.payload), RETAINED)),
+      );
+      return messages.length;
+    } catch (error) {
+      throw unreachable(error);
+    } finally {
+      await client.endAsync().catch(() => {});
+    }
   }
 
   private context(): DiscoveryContext {
@@ -427,6 +472,11 @@ export class MqttIntegration {
     await Promise.all(publishes);
     if (work.all) await this.fullSync(connection);
   }
+}
+
+/** The broker of a short-lived connection could not be reached (502, with the reason). */
+function unreachable(error: unknown): ProblemError {
+  return new ProblemError('bad_gateway', `Could not reach the broker: ${describeMqttError(error as Error & { code?: string | number })}`);
 }
 
 type LoggedStatus = { connected: boolean; error: string | null; nextAttempt: string | null };

@@ -229,10 +229,11 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
   app.post(
     '/api/settings/integration/discovery',
     {
-      config: { rateLimit: { group: 'discovery', cost: 10 }, problems: ['conflict'] },
+      config: { rateLimit: { group: 'discovery', cost: 10 }, problems: ['conflict', 'bad_gateway'] },
       schema: {
         tags,
-        summary: 'Republish every Home Assistant discovery config (409 when MQTT is not connected)',
+        summary:
+          'Republish every Home Assistant discovery config (409 when MQTT is not connected; on an instance standing by for the MQTT owner, from a short-lived connection: 502 when the broker cannot be reached)',
         response: {
           200: { type: 'object', properties: { published: { type: 'integer', description: 'Retained config messages published (1 in device mode)' } } },
         },

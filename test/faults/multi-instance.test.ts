@@ -181,6 +181,22 @@ describe('three instances on one PostgreSQL, Redis and broker', () => {
       [...configs.keys()].some((topic) => topic.endsWith(`/device_tracker/${mid}/person_bo/config`)),
       [...configs.keys()].join('\n'),
     );
+
+    // The dashboard's MQTT actions answer on a standby as on the owner.
+    const discovery = await observer(broker.url, [`+/+/${mid}/+/config`]);
+    try {
+      const response = await post(standby.base, '/api/settings/integration/discovery', {});
+      const published = (await response.json()) as { published: number };
+      assert.equal(response.status, 200, JSON.stringify(published));
+      assert.ok(published.published >= 4, JSON.stringify(published));
+      await eventually(() => discovery.messages.filter((message) => !message.retain).length >= published.published, 5000, 'the configs republished');
+    } finally {
+      await discovery.close();
+    }
+    const cleanup = await post(standby.base, '/api/settings/integration/mqtt-cleanup', { installation: 'formerid' });
+    assert.equal(cleanup.status, 200, await cleanup.text());
+    const { lines, ...connections } = connectionsOf(broker.output(), clientId);
+    assert.equal(connections.most, 1, lines);
   });
 
   it('presence and health happen once for the installation, not once per instance', async () => {
