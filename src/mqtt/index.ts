@@ -22,6 +22,7 @@ import { allConfigs, deviceConfig, personConfigs, zoneConfigs, type DiscoveryCon
 import { personState, zoneState, type StateMessage } from './state.js';
 import { Topics } from './topics.js';
 import { interpretMessage } from './commands.js';
+import type { OwnerReport } from './leadership.js';
 import { emptyPending, hasWork, recordChange, type Pending } from './pending.js';
 
 export type { MqttStatus } from './connection.js';
@@ -76,7 +77,10 @@ export class MqttIntegration {
       /** Home Assistant's birth message is answered after a random delay up to this (0: at once). */
       birthDelayMaxMs: number;
       /** Who owns MQTT among instances on one PostgreSQL database; none: this process always does. */
-      ownership?: { status(): { role: 'leader' | 'standby'; leader_since: string | null } } | null;
+      ownership?: {
+        status(): { role: 'leader' | 'standby'; leader_since: string | null; owner: OwnerReport | null };
+        report(status: Omit<OwnerReport, 'leader_since'>): void;
+      } | null;
       metrics: Metrics | null;
       log: FastifyBaseLogger;
       /** The saved MQTT settings (a standby has no connection of its own to remember them by). */
@@ -90,9 +94,19 @@ export class MqttIntegration {
     return `mothership-${this.deps.mothershipId}`;
   }
 
+  /**
+   * The installation's connection: this instance's own when it owns MQTT, else as the owner last
+   * reported it (read every 2 s), so every instance behind a load balancer says the same.
+   */
   status(): MqttStatus & { enabled: boolean; role: 'leader' | 'standby'; leader_since: string | null } {
+    const { owner, ...role } = this.deps.ownership?.status() ?? { role: 'leader' as const, leader_since: null, owner: null };
+    if (owner) return { ...owner, role: role.role };
+    return { ...this.ownStatus(), ...role };
+  }
+
+  private ownStatus(): MqttStatus & { enabled: boolean } {
     const status = this.connection?.status ?? { connected: false, last_error: null, last_connected_at: null, next_reconnect_at: null };
-    return { enabled: Boolean(this.settings?.enabled), ...status, ...(this.deps.ownership?.status() ?? { role: 'leader', leader_since: null }) };
+    return { enabled: Boolean(this.settings?.enabled), ...status };
   }
 
   /**
@@ -130,6 +144,7 @@ export class MqttIntegration {
     this.settings = settings;
     this.topics = topics;
     this.deps.metrics?.mqttConnected.set(0);
+    this.deps.ownership?.report(this.ownStatus());
     if (!settings.enabled || !settings.broker_url) return;
     let logged: LoggedStatus = { connected: false, error: null, nextAttempt: null };
     const connection: MqttConnection = new MqttConnection(
@@ -141,6 +156,7 @@ export class MqttIntegration {
         onConnect: () => void this.onConnect(connection).catch((error: Error) => this.deps.log.warn({ err: error }, 'MQTT sync failed')),
         onStatus: (status) => {
           this.deps.metrics?.mqttConnected.set(status.connected ? 1 : 0);
+          this.deps.ownership?.report({ enabled: true, ...status });
           logged = logConnectionChange(this.deps.log, logged, status);
         },
         onReconnectAttempt: () => this.deps.metrics?.mqttReconnects.inc(),

@@ -4,6 +4,18 @@ import pg from 'pg';
 /** The advisory lock class of MQTT ownership (the second key is the installation's hash). */
 const LOCK_CLASS = 0x4d5154; // "MQT"
 const POLL_MS = 2000;
+/** The settings row where the owner reports its connection, for the instances standing by. */
+const REPORT_KEY = 'mqtt.owner';
+
+/** The installation's MQTT connection as its owner last reported it. */
+export interface OwnerReport {
+  enabled: boolean;
+  connected: boolean;
+  last_error: string | null;
+  last_connected_at: string | null;
+  next_reconnect_at: string | null;
+  leader_since: string | null;
+}
 
 /**
  * One MQTT owner per installation when several instances share a PostgreSQL database: the owner
@@ -19,6 +31,8 @@ export class MqttLeadership {
   private checking: Promise<void> | null = null;
   private onChange: (leader: boolean) => Promise<void> = async () => {};
   private leading: { since: string } | null = null;
+  /** On a standby: the owner's last report, read at every poll. */
+  private owner: OwnerReport | null = null;
 
   constructor(
     private readonly databaseUrl: string,
@@ -31,8 +45,21 @@ export class MqttLeadership {
     return this.leading !== null;
   }
 
-  status(): { role: 'leader' | 'standby'; leader_since: string | null } {
-    return { role: this.leading ? 'leader' : 'standby', leader_since: this.leading?.since ?? null };
+  /** This instance's role; on a standby also the owner's last report (every instance then shows the installation's connection). */
+  status(): { role: 'leader' | 'standby'; leader_since: string | null; owner: OwnerReport | null } {
+    return { role: this.leading ? 'leader' : 'standby', leader_since: this.leading?.since ?? null, owner: this.leading ? null : this.owner };
+  }
+
+  /** The owner reports a change of its connection, through the session that holds the lock (a write of a lost session fails with it). */
+  report(status: Omit<OwnerReport, 'leader_since'>): void {
+    if (!this.leading || !this.client) return;
+    const value = JSON.stringify({ ...status, leader_since: this.leading.since });
+    void this.client
+      .query(
+        'insert into settings (key, value, updated_at) values ($1, $2, $3) on conflict (key) do update set value = excluded.value, updated_at = excluded.updated_at',
+        [REPORT_KEY, value, new Date().toISOString()],
+      )
+      .catch(() => {}); // the next poll finds the session lost
   }
 
   async start(onChange: (leader: boolean) => Promise<void>): Promise<void> {
@@ -65,7 +92,12 @@ export class MqttLeadership {
         return;
       }
       const { rows } = await this.client.query<{ won: boolean }>('select pg_try_advisory_lock($1, hashtext($2)) as won', [LOCK_CLASS, this.installation]);
-      if (!rows[0]?.won) return;
+      if (!rows[0]?.won) {
+        const report = await this.client.query<{ value: string }>('select value from settings where key = $1', [REPORT_KEY]);
+        this.owner = report.rows[0] ? (JSON.parse(report.rows[0].value) as OwnerReport) : null;
+        return;
+      }
+      this.owner = null;
       this.leading = { since: new Date().toISOString() };
       this.log.info('this instance now owns the MQTT connection');
       await this.onChange(true);

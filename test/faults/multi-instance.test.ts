@@ -56,16 +56,20 @@ describe('three instances on one PostgreSQL, Redis and broker', () => {
   const startedAt = Date.now();
 
   const roles = () => Promise.all(services.map(async (service) => ((await (await fetch(`${service.base}/readyz`)).json()) as { mqtt: MqttRole }).mqtt));
-  /** The instances once exactly one of them leads (connected) and the others stand by. */
+  /**
+   * The instances once exactly one of them leads (connected) and the others stand by, reporting the
+   * leader's connection as it reported it (every instance says the same to a client).
+   */
   const settledRoles = () =>
     eventually(
       async () => {
         const now = await roles();
         const leaders = now.filter((entry) => entry.role === 'leader' && entry.connected);
-        return leaders.length === 1 && now.filter((entry) => entry.role === 'standby' && !entry.connected).length === services.length - 1 ? now : null;
+        const standing = now.filter((entry) => entry.role === 'standby' && entry.connected && entry.leader_since === leaders[0]?.leader_since);
+        return leaders.length === 1 && standing.length === services.length - 1 ? now : null;
       },
       10_000,
-      'one leader connected, the others standing by',
+      'one leader connected, the others standing by and reporting it',
     );
 
   before(async () => {
@@ -104,6 +108,12 @@ describe('three instances on one PostgreSQL, Redis and broker', () => {
     await eventually(() => view.last(`${root}/${mid}/availability`) === 'online', 5000, 'online');
     const { lines, ...connections } = connectionsOf(broker.output(), clientId);
     assert.deepEqual(connections, { connects: 1, most: 1, kicked: false }, lines);
+    // The dashboard's status, on whichever instance serves it.
+    for (const service of services) {
+      const status = ((await (await fetch(`${service.base}/api/settings/integration`, { headers: admin })).json()) as { mqtt: { status: MqttRole } }).mqtt
+        .status;
+      assert.equal(status.connected, true, service.base);
+    }
   });
 
   it('settings saved on one instance are applied by all: the webhook at once, MQTT by the leader', async () => {

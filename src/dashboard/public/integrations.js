@@ -68,7 +68,6 @@ async function loadSettings() {
   webhookForm.secret.placeholder = settings.webhook.secret_set ? '•••••••• (saved; type to replace)' : 'whsec_...';
   const mqtt = settings.mqtt.status;
   if (!settings.mqtt.enabled) statusBadge($('#mqtt-status'), 'disabled', '');
-  else if (mqtt.role === 'standby') statusBadge($('#mqtt-status'), 'standby: another instance owns MQTT', '');
   else if (mqtt.connected) statusBadge($('#mqtt-status'), 'connected', 'ok');
   else statusBadge($('#mqtt-status'), mqtt.next_reconnect_at ? `retrying ${time(mqtt.next_reconnect_at)}` : 'disconnected', 'bad');
   $('#mqtt-last-error').hidden = !mqtt.last_error || mqtt.connected;
