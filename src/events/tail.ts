@@ -6,8 +6,8 @@ const PAGE = 500;
 export interface TailOptions {
   /** Deliver the events after this sequence number; without it, those appended from now on. A position beyond the log's end (a restored database) starts at its end. */
   after?: number;
-  /** Gets each page in sequence order; the next page is read once it has resolved (a slow reader is never sent more). */
-  deliver: (page: StoredEvent[]) => void | Promise<void>;
+  /** Gets events in sequence order; nothing more is delivered until it has resolved (a slow reader is never sent more). */
+  deliver: (events: StoredEvent[]) => void | Promise<void>;
   /** Reading the log failed; the next wake-up reads again from where it stopped, unless the caller stops. */
   onError: (error: Error) => void;
   /** How often to look for events another process appended (another instance, a standalone worker). */
@@ -16,42 +16,79 @@ export interface TailOptions {
 
 /**
  * Follows the event log as every process sharing its database appends to it: each event once, in
- * sequence order. It reads pages from the log rather than taking events from the bus, which only
- * says that this process appended something; events of other processes are found by looking every
- * `pollMs`. The order is the log's, which is the commit order (EventLog.append): a committed event
- * is never behind the position. Returns the function that stops it.
+ * sequence order. Events this process appends come from its bus and are delivered as they are
+ * while they continue the log from the position; anything else is read from the log: after a gap
+ * (another process appended in between), every `pollMs` (events of other processes are not on
+ * this bus), and when the reader fell behind. The order is the log's, which is the commit order
+ * (EventLog.append): a committed event is never behind the position. Returns the function that
+ * stops it.
  */
 export function tailLog(events: EventLog, options: TailOptions): () => void {
   let position: number | null = null;
   let stopped = false;
-  let pulling = false;
-  let pullAgain = false;
+  let busy = false;
+  let again = false;
+  /** Read the log before the next delivery: at the start, at a poll, after a gap or an overflow. */
+  let read = true;
+  /** This process's events since the last delivery, at most PAGE: a reader that falls behind reads the log instead. */
+  let appended: StoredEvent[] = [];
 
-  const pull = async (): Promise<void> => {
-    if (pulling) {
-      pullAgain = true;
+  /** The queued events that continue the log from the position (older ones were delivered already). */
+  const continuing = (from: number): StoredEvent[] => {
+    const next: StoredEvent[] = [];
+    for (const event of appended) {
+      if (event.seq <= from) continue;
+      if (event.seq !== from + next.length + 1) {
+        read = true; // a gap: another process appended in between
+        break;
+      }
+      next.push(event);
+    }
+    appended = [];
+    return next;
+  };
+
+  const run = async (): Promise<void> => {
+    if (busy) {
+      again = true;
       return;
     }
-    pulling = true;
+    busy = true;
     try {
       do {
-        pullAgain = false;
+        again = false;
         position ??= Math.min(options.after ?? Infinity, await events.lastSeq());
-        for (let page = await events.history(position, PAGE); page.length > 0 && !stopped; page = await events.history(position, PAGE)) {
-          await options.deliver(page);
-          position = page.at(-1)!.seq;
+        const next = continuing(position);
+        if (next.length > 0 && !stopped) {
+          await options.deliver(next);
+          position = next.at(-1)!.seq;
         }
-      } while (pullAgain && !stopped);
+        if (read) {
+          read = false;
+          for (let page = await events.history(position, PAGE); page.length > 0 && !stopped; page = await events.history(position, PAGE)) {
+            await options.deliver(page);
+            position = page.at(-1)!.seq;
+          }
+        }
+      } while ((again || appended.length > 0) && !stopped);
     } catch (error) {
+      read = true;
       if (!stopped) options.onError(error as Error);
     } finally {
-      pulling = false;
+      busy = false;
     }
   };
 
-  const unsubscribe = events.subscribe(() => void pull());
-  const timer = setInterval(() => void pull(), options.pollMs);
-  void pull(); // the position, and what was appended before the first wake-up
+  const unsubscribe = events.subscribe((event) => {
+    if (appended.length < PAGE) appended.push(event);
+    else read = true;
+    void run();
+  });
+  const timer = setInterval(() => {
+    read = true;
+    void run();
+  }, options.pollMs);
+  void run();
   return () => {
     stopped = true;
     clearInterval(timer);
