@@ -156,7 +156,8 @@ export class MqttIntegration {
         onConnect: () => void this.onConnect(connection).catch((error: Error) => this.deps.log.warn({ err: error }, 'MQTT sync failed')),
         onStatus: (status) => {
           this.deps.metrics?.mqttConnected.set(status.connected ? 1 : 0);
-          this.deps.ownership?.report({ enabled: true, ...status });
+          // A closing connection's last word must not overwrite what its successor reported.
+          if (this.connection === connection) this.deps.ownership?.report({ enabled: true, ...status });
           logged = logConnectionChange(this.deps.log, logged, status);
         },
         onReconnectAttempt: () => this.deps.metrics?.mqttReconnects.inc(),
