@@ -290,6 +290,13 @@ describe('what a message from the broker asks for', () => {
     assert.deepEqual(interpret('homeassistant/binary_sensor/mid/person_ada_presence/config', '{}', true), { kind: 'ignore' });
     assert.deepEqual(interpret('homeassistant/binary_sensor/mid/person_old_presence/config', '', true), { kind: 'ignore' }, 'already cleared');
   });
+
+  it("a retained person's or zone's state is checked against the database; a live one (our own echo) is not", () => {
+    assert.deepEqual(interpret('ms/mid/person/old/presence', 'home', true), { kind: 'check-state', entity: 'person', id: 'old' });
+    assert.deepEqual(interpret('ms/mid/zone/attic/occupancy', '{}', true), { kind: 'check-state', entity: 'zone', id: 'attic' });
+    assert.deepEqual(interpret('ms/mid/person/old/presence', 'home'), { kind: 'ignore' });
+    assert.deepEqual(interpret('ms/mid/person/old/presence', '', true), { kind: 'ignore' }, 'already cleared');
+  });
 });
 
 describe('MQTT state payloads', () => {

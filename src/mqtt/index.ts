@@ -45,6 +45,8 @@ const STOP_GRACE_MS = 2000;
  * worker): their changes reach the broker within this; this process's own at once.
  */
 const FOLLOW_POLL_MS = 250;
+/** After a connect, how long the retained state topics are watched for entities deleted meanwhile. */
+const STATE_CHECK_MS = 3000;
 /** A short-lived connection (Publish Discovery on a standby) gives up after this. */
 const ONE_OFF_CONNECT_TIMEOUT_MS = 10_000;
 
@@ -299,8 +301,21 @@ export class MqttIntegration {
     this.pending.all = true;
     await this.scheduleFlush();
     // Subscribing to our discovery topics after the sync delivers every retained config: any that is
-    // not ours any more (an entity deleted while we were away) is a ghost and gets cleared.
-    await Promise.all([commands, connection.client.subscribeAsync(topics.discoveryFilters, { qos: 1 })]);
+    // not ours any more (an entity deleted while we were away) is a ghost and gets cleared. So is the
+    // retained state of such an entity; the state topics are left again once their retained messages
+    // came, or every publish of ours would come back to us.
+    await Promise.all([commands, connection.client.subscribeAsync([...topics.discoveryFilters, ...topics.stateFilters], { qos: 1 })]);
+    setTimeout(() => void connection.client.unsubscribeAsync(topics.stateFilters).catch(() => {}), STATE_CHECK_MS).unref();
+  }
+
+  /** Whether a person or zone still exists; null when the database cannot say (then nothing is cleared). */
+  private async exists(entity: 'person' | 'zone', id: string): Promise<boolean | null> {
+    try {
+      await (entity === 'person' ? this.deps.presence.getPerson(id) : this.deps.presence.getZone(id));
+      return true;
+    } catch (error) {
+      return error instanceof ProblemError && error.code === 'not_found' ? false : null;
+    }
   }
 
   /** Availability, every discovery config, and the current state of every entity. */
@@ -379,6 +394,10 @@ export class MqttIntegration {
         return;
       case 'clear-ghost':
         this.deps.log.info({ topic }, 'clearing a stale discovery config');
+        return this.publish(connection, topic, '');
+      case 'check-state':
+        if ((await this.exists(command.entity, command.id)) !== false) return;
+        this.deps.log.info({ topic }, 'clearing the state of a deleted entity');
         return this.publish(connection, topic, '');
       case 'ignore':
         if (command.reason) this.deps.log.warn({ topic, payload: payload.slice(0, 64) }, `ignored MQTT message: ${command.reason}`);

@@ -57,6 +57,16 @@ export class Topics {
   get discoveryFilters() {
     return [this.allDiscovery, this.deviceDiscovery];
   }
+  /** Every person's and zone's state topic (to find the state of an entity deleted while no one published). */
+  get stateFilters() {
+    return [`${this.base}/person/+/+`, `${this.base}/zone/+/+`];
+  }
+  /** The person or zone a state topic of this installation belongs to; null for any other topic. */
+  entityOfState(topic: string): { kind: 'person' | 'zone'; id: string } | null {
+    if (!topic.startsWith(`${this.base}/`)) return null;
+    const [kind, id, leaf, ...rest] = topic.slice(this.base.length + 1).split('/');
+    return (kind === 'person' || kind === 'zone') && id && leaf && rest.length === 0 ? { kind, id } : null;
+  }
   /** The component and object id of a per-entity config topic of this installation; null for any other topic. */
   entityOf(topic: string): { component: string; objectId: string } | null {
     if (!topic.startsWith(`${this.prefix}/`)) return null;
