@@ -47,6 +47,8 @@ const STOP_GRACE_MS = 2000;
 const FOLLOW_POLL_MS = 250;
 /** After a connect, how long the retained state topics are watched for entities deleted meanwhile. */
 const STATE_CHECK_MS = 3000;
+/** Publish Discovery on a standby corrects what changed while it published at most this often. */
+const STANDBY_DISCOVERY_ROUNDS = 5;
 /** A short-lived connection (Publish Discovery on a standby) gives up after this. */
 const ONE_OFF_CONNECT_TIMEOUT_MS = 10_000;
 
@@ -254,20 +256,37 @@ export class MqttIntegration {
     return messages.length;
   }
 
+  /**
+   * The owner publishes a deletion's cleared configs after its commit, possibly before this standby's
+   * copies of them arrive. So the standby reads the entities again once the broker has taken its
+   * publishes, and corrects what changed meanwhile (a deletion that commits after that read is
+   * cleared by the owner after these publishes), until a read finds nothing new.
+   */
   private async publishDiscoveryFromStandby(): Promise<number> {
     const settings = await this.deps.savedSettings();
     if (!settings.enabled || !settings.broker_url) throw conflict('MQTT is not enabled');
     const context = { topics: new Topics(settings.topic_root, this.deps.mothershipId, settings.discovery_prefix, settings.birth_topic), version: VERSION };
-    const [persons, zones] = await Promise.all([this.deps.presence.listPersons(), this.deps.presence.listZones()]);
-    const configs = allConfigs(context, persons, zones);
-    const messages = settings.discovery_mode === 'device' ? [deviceConfig(context, configs)] : configs;
+    const current = async () => {
+      const [persons, zones] = await Promise.all([this.deps.presence.listPersons(), this.deps.presence.listZones()]);
+      const configs = allConfigs(context, persons, zones);
+      const messages = settings.discovery_mode === 'device' ? [deviceConfig(context, configs)] : configs;
+      return new Map(messages.map((message) => [message.topic, message.payload === null ? '' : JSON.stringify(message.payload)]));
+    };
+    let published = await current();
     const client = connectBroker(clientOptions(settings, this.oneOffClientId('discovery')));
     try {
       await connected(client, ONE_OFF_CONNECT_TIMEOUT_MS);
-      await Promise.all(
-        messages.map((message) => client.publishAsync(message.topic, message.payload === null ? '' : JSON.stringify(message.payload), RETAINED)),
-      );
-      return messages.length;
+      let changes: [topic: string, payload: string][] = [...published];
+      for (let round = 0; changes.length > 0 && round < STANDBY_DISCOVERY_ROUNDS; round++) {
+        await Promise.all(changes.map(([topic, payload]) => client.publishAsync(topic, payload, RETAINED)));
+        const now = await current();
+        changes = [
+          ...[...published.keys()].filter((topic) => !now.has(topic)).map((topic): [string, string] => [topic, '']),
+          ...[...now].filter(([topic, payload]) => published.get(topic) !== payload),
+        ];
+        published = now;
+      }
+      return published.size;
     } catch (error) {
       throw unreachable(error);
     } finally {

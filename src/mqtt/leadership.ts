@@ -4,6 +4,12 @@ import pg from 'pg';
 /** The advisory lock class of MQTT ownership (the second key is the installation's hash). */
 const LOCK_CLASS = 0x4d5154; // "MQT"
 const POLL_MS = 2000;
+/**
+ * PostgreSQL ends the lock's session when it has been idle for this many polls: an owner that is
+ * frozen (SIGSTOP, a VM paused) rather than dead keeps its TCP connection, and with it the lock, for
+ * as long as it stays frozen. Its successor takes over at most a poll later.
+ */
+const IDLE_POLLS = 3;
 /** The settings row where the owner reports its connection, for the instances standing by. */
 const REPORT_KEY = 'mqtt.owner';
 
@@ -85,6 +91,8 @@ export class MqttLeadership {
         const client = new pg.Client({ connectionString: this.databaseUrl });
         client.on('error', () => {}); // a lost session shows in the next query
         await client.connect();
+        // PostgreSQL 14 and later; older servers keep a frozen owner's lock until its connection drops.
+        await client.query(`set idle_session_timeout = ${IDLE_POLLS * this.pollMs}`).catch(() => {});
         this.client = client;
       }
       if (this.leading) {

@@ -306,4 +306,34 @@ describe('three instances on one PostgreSQL, Redis and broker', () => {
     // One new connection, by the new leader; never two at once, never one kicked for another.
     assert.deepEqual(connections, { connects: connectsBefore + 1, most: 1, kicked: false }, lines);
   });
+
+  it('a frozen leader (SIGSTOP) loses MQTT to another instance within 10 s; resumed, it stands by', async () => {
+    await settledRoles();
+    const leader = services[(await roles()).findIndex((entry) => entry.role === 'leader')]!;
+    const others = services.filter((service) => service !== leader);
+    const connectsBefore = connectionsOf(broker.output(), clientId).connects;
+    // Its database session and its broker connection stay open: only PostgreSQL's idle-session timeout ends its lock.
+    leader.child.kill('SIGSTOP');
+    const frozenAt = Date.now();
+    try {
+      await eventually(
+        async () => {
+          const now = await Promise.all(others.map(async (service) => ((await (await fetch(`${service.base}/readyz`)).json()) as { mqtt: MqttRole }).mqtt));
+          return now.some((entry) => entry.role === 'leader' && entry.connected) ? now : null;
+        },
+        15_000,
+        'another instance leads',
+      );
+      assert.ok(Date.now() - frozenAt < 10_000, `took over in ${Date.now() - frozenAt} ms`);
+    } finally {
+      leader.child.kill('SIGCONT');
+    }
+    await settledRoles();
+    await eventually(() => view.last(`${root}/${mid}/availability`) === 'online', 5000, 'online');
+    await new Promise((resolve) => setTimeout(resolve, 2000)); // the resumed instance does not connect again
+    const { lines, ...connections } = connectionsOf(broker.output(), clientId);
+    // The new leader's connection replaced the frozen one's (the broker could not know it was gone), and no other came.
+    assert.equal(connections.connects, connectsBefore + 1, lines);
+    assert.equal((await retainedSet(broker.url, [`${root}/${mid}/availability`])).get(`${root}/${mid}/availability`), 'online');
+  });
 });
