@@ -192,6 +192,21 @@ export function deviceConfig(context: DiscoveryContext, configs: DiscoveryMessag
   return { topic: topics.deviceDiscovery, payload: { ...common, cmps: components } };
 }
 
+/** Every discovery message in the configured form: a config per entity, or the one device config (`removed`: entities it drops). */
+export function discoveryInForm(
+  context: DiscoveryContext,
+  mode: 'entity' | 'device',
+  persons: { id: string; name: string }[],
+  zones: { id: string; name: string }[],
+  removed: DiscoveryMessage[] = [],
+): DiscoveryMessage[] {
+  const configs = allConfigs(context, persons, zones);
+  return mode === 'device' ? [deviceConfig(context, configs, removed)] : configs;
+}
+
+/** A discovery message's retained payload: its JSON, or empty to remove it. */
+export const payloadText = (message: DiscoveryMessage): string => (message.payload === null ? '' : JSON.stringify(message.payload));
+
 /** Empty payloads for a deleted person's or zone's discovery topics (removes the entities). */
 export function removal(messages: DiscoveryMessage[]): DiscoveryMessage[] {
   return messages.map((message) => ({ topic: message.topic, payload: null }));

@@ -18,7 +18,7 @@ import {
   type MqttSettings,
   type MqttStatus,
 } from './connection.js';
-import { allConfigs, deviceConfig, personConfigs, zoneConfigs, type DiscoveryContext, type DiscoveryMessage } from './discovery.js';
+import { discoveryInForm, payloadText, personConfigs, zoneConfigs, type DiscoveryContext, type DiscoveryMessage } from './discovery.js';
 import { personState, zoneState, type StateMessage } from './state.js';
 import { Topics } from './topics.js';
 import { interpretMessage } from './commands.js';
@@ -268,17 +268,20 @@ export class MqttIntegration {
     const context = { topics: new Topics(settings.topic_root, this.deps.mothershipId, settings.discovery_prefix, settings.birth_topic), version: VERSION };
     const current = async () => {
       const [persons, zones] = await Promise.all([this.deps.presence.listPersons(), this.deps.presence.listZones()]);
-      const configs = allConfigs(context, persons, zones);
-      const messages = settings.discovery_mode === 'device' ? [deviceConfig(context, configs)] : configs;
-      return new Map(messages.map((message) => [message.topic, message.payload === null ? '' : JSON.stringify(message.payload)]));
+      return new Map(discoveryInForm(context, settings.discovery_mode, persons, zones).map((message) => [message.topic, payloadText(message)]));
     };
     let published = await current();
     const client = connectBroker(clientOptions(settings, this.oneOffClientId('discovery')));
+    // Only the broker's failures are a 502; the database's keep their own answer.
+    const atBroker = <T>(work: Promise<T>) =>
+      work.catch((error: unknown) => {
+        throw unreachable(error);
+      });
     try {
-      await connected(client, ONE_OFF_CONNECT_TIMEOUT_MS);
+      await atBroker(connected(client, ONE_OFF_CONNECT_TIMEOUT_MS));
       let changes: [topic: string, payload: string][] = [...published];
       for (let round = 0; changes.length > 0 && round < STANDBY_DISCOVERY_ROUNDS; round++) {
-        await Promise.all(changes.map(([topic, payload]) => client.publishAsync(topic, payload, RETAINED)));
+        await atBroker(Promise.all(changes.map(([topic, payload]) => client.publishAsync(topic, payload, RETAINED))));
         const now = await current();
         changes = [
           ...[...published.keys()].filter((topic) => !now.has(topic)).map((topic): [string, string] => [topic, '']),
@@ -287,8 +290,6 @@ export class MqttIntegration {
         published = now;
       }
       return published.size;
-    } catch (error) {
-      throw unreachable(error);
     } finally {
       await client.endAsync().catch(() => {});
     }
@@ -307,8 +308,7 @@ export class MqttIntegration {
    * config), remembered as the set a retained config must belong to (not a ghost).
    */
   private discoveryMessages(persons: PersonView[], zones: ZoneView[], removed: DiscoveryMessage[] = []): DiscoveryMessage[] {
-    const configs = allConfigs(this.context(), persons, zones);
-    const messages = this.deviceMode ? [deviceConfig(this.context(), configs, removed)] : configs;
+    const messages = discoveryInForm(this.context(), this.settings!.discovery_mode, persons, zones, removed);
     this.expectedConfigs = new Set(messages.map((message) => message.topic));
     return messages;
   }
@@ -375,8 +375,7 @@ export class MqttIntegration {
       for (const person of persons) cleared.push(...personState(old.topics, person, null).map(([topic]) => topic));
       for (const zone of zones) cleared.push(zoneState(old.topics, zone)[0]);
     }
-    const oldForm =
-      old.mode === 'device' ? [old.topics.deviceDiscovery] : allConfigs({ topics: old.topics, version: VERSION }, persons, zones).map((config) => config.topic);
+    const oldForm = discoveryInForm({ topics: old.topics, version: VERSION }, old.mode, persons, zones).map((message) => message.topic);
     const moved = old.topics.prefix !== next.topics.prefix;
     const migrated = !moved && old.mode !== next.mode ? oldForm : [];
     if (moved) cleared.push(...oldForm);
@@ -391,7 +390,7 @@ export class MqttIntegration {
   }
 
   private async publishAll(connection: MqttConnection, messages: DiscoveryMessage[]): Promise<void> {
-    await Promise.all(messages.map((message) => this.publish(connection, message.topic, message.payload === null ? '' : JSON.stringify(message.payload))));
+    await Promise.all(messages.map((message) => this.publish(connection, message.topic, payloadText(message))));
   }
 
   private async publish(connection: MqttConnection, topic: string, payload: string, options: { qos: 0 | 1; retain: boolean } = RETAINED): Promise<void> {
