@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { parseList } from 'structured-headers';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { ConfigError } from '../src/config.js';
 import { MICRO, PolicyError, takeTokens, validatePolicy, type BucketState } from '../src/ratelimit/bucket.js';
 import { addressKey } from '../src/http/index.js';
 import { MemoryStore, RateLimiter, RedisStore, type RateLimitStore } from '../src/ratelimit/index.js';
@@ -318,6 +319,10 @@ describe('rate limiting over HTTP', () => {
   });
 
   it('refuses to start when a route costs more than the bucket holds', async () => {
-    await assert.rejects(startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '3', RATE_LIMIT_COSTS: 'session=5' }), PolicyError);
+    await assert.rejects(startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '3', RATE_LIMIT_COSTS: 'session=5' }), (error: unknown) => {
+      assert.ok(error instanceof ConfigError);
+      assert.match(error.message, /^RATE_LIMIT_CAPACITY 3 is below what .* costs \(5 tokens, group session\): raise RATE_LIMIT_CAPACITY to at least 5/);
+      return true;
+    });
   });
 });

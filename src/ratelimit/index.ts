@@ -2,7 +2,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ROUTE_ACCESS } from '../http/auth.js';
 import { ProblemError } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
-import { PolicyError, type Decision } from './bucket.js';
+import { ConfigError } from '../config.js';
+import type { Decision } from './bucket.js';
 import { addressKey } from '../http/client-key.js';
 import { rateLimitItems } from './headers.js';
 import type { RateLimiter } from './limiter.js';
@@ -82,7 +83,10 @@ export class RateLimitGuard {
       const { cost } = this.limitOf(config);
       // A cost the bucket can never hold would answer 429 forever: refuse to start instead.
       if (cost > this.limiter.policy.capacity) {
-        throw new PolicyError(`Route ${route.method} ${route.url} costs ${cost} tokens, more than the bucket capacity ${this.limiter.policy.capacity}`);
+        const group = this.limitOf(config).group;
+        throw new ConfigError(
+          `RATE_LIMIT_CAPACITY ${this.limiter.policy.capacity} is below what ${route.method} ${route.url} costs (${cost} tokens, group ${group}): raise RATE_LIMIT_CAPACITY to at least ${cost} or lower the group's cost in RATE_LIMIT_COSTS (${group}=${this.limiter.policy.capacity})`,
+        );
       }
     });
     app.addHook('onRequest', (request, reply, done) => {

@@ -100,6 +100,13 @@ describe('a start that cannot succeed says why in one sentence, without a stack 
     );
   });
 
+  it('a route costs more than RATE_LIMIT_CAPACITY holds', async () => {
+    assertOneSentence(
+      await start({ PORT: '0', RATE_LIMIT_CAPACITY: '5' }),
+      /Configuration error: RATE_LIMIT_CAPACITY 5 is below what POST \/api\/[^ ]+ costs \(10 tokens, group [a-z-]+\): raise RATE_LIMIT_CAPACITY to at least 10/,
+    );
+  });
+
   it('the database does not exist', async () => {
     assertOneSentence(
       await start({ PORT: '0', DATABASE_URL: 'postgres://postgres:s3cret@127.0.0.1:5432/mothership_never_created' }),
