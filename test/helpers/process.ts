@@ -30,7 +30,11 @@ export async function startService(env: Record<string, string>, port: number) {
       () => false,
     );
     if (ok) break;
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`service did not start: ${child.output()}`);
+    if (Date.now() > deadline || child.exitCode !== null) {
+      // An orphan would stay listening against a database the test drops.
+      await stopProcess(child, 'SIGKILL');
+      throw new Error(`service did not start: ${child.output()}`);
+    }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   return { child, base };
