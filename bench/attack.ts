@@ -1,0 +1,243 @@
+/**
+ * Every low-privilege attack of issue #34 at once, against `mothership serve` in a process of its own,
+ * while a normal client measures its latency (bench/README.md, "Bounded resources under attack").
+ *
+ *   node dist/bench/attack.js [--minutes N] [--database postgres://...]
+ *
+ * Attackers: an `ingest` token (events at the size cap, new node ids, zone entries of many persons),
+ * a `read` token (streams that never read and as many reading ones as it can open), a client of the
+ * broker (mode commands, valid and not), and a webhook receiver that answers 500 to everything, so
+ * retries pile up. Exit 1 when a bound of the issue is missed.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import mqtt from 'mqtt';
+import pg from 'pg';
+import { freePort, startBroker } from '../test/helpers/broker.js';
+import { startReceiver } from '../test/helpers/receiver.js';
+import { spawnMothership, stopProcess } from '../test/helpers/process.js';
+import { fmt, percentile } from './lib.js';
+
+const arg = (name: string) => {
+  const index = process.argv.indexOf(name);
+  return index > 0 ? process.argv[index + 1] : undefined;
+};
+const MINUTES = Number(arg('--minutes') ?? 10);
+const DATABASE_URL = arg('--database');
+const PERSONS = 1000;
+const DETAIL_BYTES = Number(arg('--detail-bytes') ?? 16 * 1024);
+const STREAMS = 800;
+const PAUSED_STREAMS = 5;
+const IDLE_MS = 30_000;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-attack-'));
+const broker = await startBroker();
+const receiver = await startReceiver(500);
+const port = await freePort();
+const base = `http://127.0.0.1:${port}`;
+const child = spawnMothership(['serve'], {
+  DATA_DIR: dataDir,
+  PORT: String(port),
+  HOST: '127.0.0.1',
+  LOG_FORMAT: 'json',
+  MOTHERSHIP_ID: 'ms-attack',
+  ...(DATABASE_URL ? { DATABASE_URL } : {}),
+});
+let logLines = 0;
+child.stdout!.on('data', (chunk: Buffer) => (logLines += chunk.toString().split('\n').length - 1));
+child.stderr!.on('data', (chunk: Buffer) => (logLines += chunk.toString().split('\n').length - 1));
+
+const cleanups: (() => unknown)[] = [];
+async function shutdown(code: number): Promise<never> {
+  for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => {});
+  await stopProcess(child, 'SIGKILL');
+  await broker.destroy();
+  await receiver.close();
+  rmSync(dataDir, { recursive: true, force: true });
+  process.exit(code);
+}
+process.once('SIGINT', () => void shutdown(130));
+
+for (const deadline = Date.now() + 30_000; ;) {
+  if (
+    await fetch(`${base}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    )
+  )
+    break;
+  if (Date.now() > deadline || child.exitCode !== null) {
+    console.error(`the service did not start:\n${child.output()}`);
+    await shutdown(1);
+  }
+  await sleep(100);
+}
+const adminToken = readFileSync(path.join(dataDir, 'admin-token'), 'utf8').trim();
+const call = async (token: string, method: string, url: string, body?: unknown) =>
+  fetch(base + url, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+const tokenOf = async (scope: string) =>
+  ((await (await call(adminToken, 'POST', '/api/tokens', { name: `attack ${scope}`, scope })).json()) as { token: string }).token;
+const ingest = await tokenOf('ingest');
+const read = await tokenOf('read');
+const normal = await tokenOf('ingest');
+
+// A household and its integrations: a broker, and a webhook whose receiver fails every delivery.
+await call(adminToken, 'POST', '/api/settings/integration', {
+  mqtt: { enabled: true, broker_url: broker.url },
+  webhook: { enabled: true, url: receiver.url },
+});
+await call(adminToken, 'POST', '/api/zones', { id: 'hall', name: 'Hall' });
+await call(adminToken, 'POST', '/api/zones', { id: 'kitchen', name: 'Kitchen' });
+for (let i = 0; i < PERSONS; i += 50) {
+  await Promise.all(Array.from({ length: 50 }, (_, j) => call(adminToken, 'POST', '/api/persons', { id: `p${i + j}`, name: `Person ${i + j}` })));
+}
+await call(adminToken, 'POST', '/api/persons', { id: 'resident', name: 'Resident' });
+
+/** The normal client: one zone move and one read every 100 ms; the latencies of a phase. */
+async function normalClient(untilMs: number): Promise<number[]> {
+  const latencies: number[] = [];
+  for (let i = 0; Date.now() < untilMs; i++) {
+    const started = performance.now();
+    const response =
+      i % 2 === 0
+        ? await call(normal, 'POST', '/api/events', { type: 'zone.entry', person: 'resident', zone: i % 4 === 0 ? 'hall' : 'kitchen' })
+        : await call(normal, 'GET', '/api/persons/resident');
+    await response.arrayBuffer();
+    latencies.push(performance.now() - started);
+    await sleep(100);
+  }
+  return latencies.sort((a, b) => a - b);
+}
+
+function rssMb(): number {
+  const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
+}
+const pgClient = DATABASE_URL ? new pg.Client({ connectionString: DATABASE_URL }) : null;
+if (pgClient) {
+  await pgClient.connect();
+  cleanups.push(() => pgClient.end());
+}
+async function databaseMb(): Promise<number> {
+  if (pgClient) return Number((await pgClient.query('select pg_database_size(current_database()) as size')).rows[0].size) / 2 ** 20;
+  return readdirSync(dataDir).reduce((sum, file) => sum + (file.includes('.db') ? statSync(path.join(dataDir, file)).size : 0), 0) / 2 ** 20;
+}
+
+console.log(`# Attack: ${MINUTES} min on ${DATABASE_URL ? 'PostgreSQL' : 'SQLite'}; idle ${IDLE_MS / 1000} s first\n`);
+const idleLatencies = await normalClient(Date.now() + IDLE_MS);
+const idleRss = rssMb();
+const idleDb = await databaseMb();
+const idleP99 = percentile(idleLatencies, 99);
+console.log(`idle: p99 ${fmt(idleP99, 1)} ms, RSS ${fmt(idleRss)} MB, database ${fmt(idleDb, 1)} MB`);
+
+const until = Date.now() + MINUTES * 60_000;
+let running = true;
+const counts: Record<string, Record<number | string, number>> = {};
+const count = (attack: string, status: number | string) => {
+  const byStatus = (counts[attack] ??= {});
+  byStatus[status] = (byStatus[status] ?? 0) + 1;
+};
+/** Runs `step` in `workers` loops until the attack ends; a refusal slows a loop down as a polite attacker would not. */
+const loop = (attack: string, workers: number, step: (i: number) => Promise<Response>) =>
+  Array.from({ length: workers }, async (_, worker) => {
+    for (let i = worker; running; i += workers) {
+      const response = await step(i).catch((error: Error) => error);
+      if (response instanceof Response) {
+        await response.arrayBuffer().catch(() => {});
+        count(attack, response.status);
+      } else count(attack, response.message);
+    }
+  });
+
+// Streams, opened first: some that never read (TCP keeps the server's writes in its buffers), and
+// as many reading ones as the read token may open.
+const sockets: Socket[] = [];
+cleanups.push(() => sockets.forEach((socket) => socket.destroy()));
+const openStream = (paused: boolean) =>
+  new Promise<void>((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    sockets.push(socket);
+    socket.write(`GET /api/events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${read}\r\nAccept: text/event-stream\r\n\r\n`);
+    let answered = false;
+    const done = (status: string) => {
+      if (answered) return;
+      answered = true;
+      count('streams', status);
+      if (paused) socket.pause();
+      resolve();
+    };
+    socket.once('data', (chunk: Buffer) => done(chunk.toString().split(' ')[1] ?? '?'));
+    socket.once('error', (error) => done(error.message));
+    setTimeout(() => done('no answer in 10 s'), 10_000).unref();
+  });
+for (let i = 0; i < STREAMS + PAUSED_STREAMS; i += 50) {
+  await Promise.all(Array.from({ length: Math.min(50, STREAMS + PAUSED_STREAMS - i) }, (_, j) => openStream(i + j < PAUSED_STREAMS)));
+}
+console.log(`streams: ${JSON.stringify(counts.streams)}`);
+
+const detail = { note: 'x'.repeat(DETAIL_BYTES - 20) };
+const attacks = [
+  // Disk and memory: anomaly events as large as the API takes.
+  ...loop('large events', 4, () => call(ingest, 'POST', '/api/events', { type: 'anomaly.detected', severity: 'info', detail })),
+  // Nodes: a new node id per heartbeat.
+  ...loop('new nodes', 2, (i) => call(ingest, 'POST', `/api/nodes/attack-${i}-${randomBytes(3).toString('hex')}/heartbeat`, { quality: 50 })),
+  // Occupancy: many persons in one zone, so every entry would carry the whole list.
+  ...loop('zone entries', 2, (i) => call(ingest, 'POST', '/api/events', { type: 'zone.entry', person: `p${i % PERSONS}`, zone: i % 3 ? 'hall' : 'kitchen' })),
+];
+
+// The broker: a client flooding the mode command topic, valid and unknown modes alternating.
+const flooder = await mqtt.connectAsync(broker.url);
+cleanups.push(() => flooder.endAsync(true));
+const modeTopic = 'mothership/ms-attack/system/mode/set';
+const flood = (async () => {
+  for (let i = 0; running; i++) {
+    flooder.publish(modeTopic, ['home', 'away', 'nonsense', `x${i}`][i % 4]!, { qos: 0 });
+    count('mqtt commands', 'sent');
+    if (i % 200 === 0) await sleep(100);
+  }
+})();
+
+let maxRss = idleRss;
+let maxDb = idleDb;
+let maxLinesPerMinute = 0;
+const minuteMarks: number[] = [logLines];
+const sampler = setInterval(() => {
+  maxRss = Math.max(maxRss, rssMb());
+  void databaseMb().then((mb) => (maxDb = Math.max(maxDb, mb)));
+}, 2_000);
+const minuter = setInterval(() => {
+  minuteMarks.push(logLines);
+  maxLinesPerMinute = Math.max(maxLinesPerMinute, minuteMarks.at(-1)! - minuteMarks.at(-2)!);
+  console.log(
+    `  ${minuteMarks.length - 1} min: RSS ${fmt(rssMb())} MB (max ${fmt(maxRss)}), database max ${fmt(maxDb, 1)} MB, ${minuteMarks.at(-1)! - minuteMarks.at(-2)!} log lines`,
+  );
+}, 60_000);
+
+const attackLatencies = await normalClient(until);
+running = false;
+clearInterval(sampler);
+clearInterval(minuter);
+await Promise.all([...attacks, flood]);
+const attackP99 = percentile(attackLatencies, 99);
+const streamRefused = Object.entries(counts.streams ?? {}).filter(([status]) => status !== '200');
+
+console.log(`\nattacks (responses by status):`);
+for (const [attack, byStatus] of Object.entries(counts)) console.log(`  ${attack}: ${JSON.stringify(byStatus)}`);
+const verdicts = [
+  ['RSS within +150 MB of idle', maxRss - idleRss <= 150, `${fmt(idleRss)} -> max ${fmt(maxRss)} MB`],
+  ['log under 100 lines a minute', maxLinesPerMinute < 100, `max ${maxLinesPerMinute} lines in a minute`],
+  ['normal p99 within 2x of idle', attackP99 <= 2 * Math.max(idleP99, 5), `${fmt(idleP99, 1)} -> ${fmt(attackP99, 1)} ms`],
+  ['streams beyond the cap refused', streamRefused.length > 0, JSON.stringify(counts.streams)],
+] as const;
+console.log(`database: ${fmt(idleDb, 1)} -> max ${fmt(maxDb, 1)} MB (compare with the storage budget)`);
+for (const [what, met, figures] of verdicts) console.log(`${met ? 'met    ' : 'MISSED '} ${what}: ${figures}`);
+await shutdown(verdicts.every(([, met]) => met) ? 0 : 1);
