@@ -123,7 +123,11 @@ for (const dialect of DIALECTS) {
         const other = new EventLog(app.database, []);
         const before = reads;
         await other.emit('anomaly.detected', { detail: { from: 'another process' } });
-        await eventually(() => streams.every((stream) => stream.events.some((seen) => seen.detail.from === 'another process')), 10_000, 'every stream to show it');
+        await eventually(
+          () => streams.every((stream) => stream.events.some((seen) => seen.detail.from === 'another process')),
+          10_000,
+          'every stream to show it',
+        );
         assert.ok(reads - before <= 4, `${reads - before} reads of the log for 20 streams`);
 
         // This process's own events come from its bus: no read at all.

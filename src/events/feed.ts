@@ -44,7 +44,10 @@ export class EventFeed {
     if (--this.users > 0 || !this.following) return;
     const following = this.following;
     this.following = null;
-    void following.then((stop) => stop(), () => {});
+    void following.then(
+      (stop) => stop(),
+      () => {},
+    );
   }
 
   private async follow(): Promise<() => void> {

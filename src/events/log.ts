@@ -142,7 +142,13 @@ export class EventLog {
       if (total > maxBytes) break;
       last = Number(row.seq);
     }
-    const rows = await this.database.db.selectFrom('events').select(['seq', 'payload']).where('seq', '>', after).where('seq', '<=', last).orderBy('seq').execute();
+    const rows = await this.database.db
+      .selectFrom('events')
+      .select(['seq', 'payload'])
+      .where('seq', '>', after)
+      .where('seq', '<=', last)
+      .orderBy('seq')
+      .execute();
     return rows.map(stored);
   }
 

@@ -62,7 +62,8 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
   const feed = new EventFeed(events, {
     pollMs: POLL_MS,
     // The feed reads again at its next poll, from where it stopped: the streams wait and lose nothing.
-    onError: (error) => server.throttledLog.write(server.log, 'event-feed', 'warn', { err: error }, 'event streams: reading the event log failed; trying again'),
+    onError: (error) =>
+      server.throttledLog.write(server.log, 'event-feed', 'warn', { err: error }, 'event streams: reading the event log failed; trying again'),
   });
   app.addHook('preClose', (done) => {
     for (const end of openStreams.keys()) end();
