@@ -121,21 +121,26 @@ for (const dialect of DIALECTS) {
       try {
         // Another process's event is not on this process's bus: only reading the log finds it.
         const other = new EventLog(app.database, []);
+        // The shared feed reads the log once a second (POLL_MS) however many streams are open; under a
+        // loaded machine the wait may span a few polls, but never one read per stream.
+        const polls = (since: number) => Math.ceil((performance.now() - since) / 1000);
         const before = reads;
+        let started = performance.now();
         await other.emit('anomaly.detected', { detail: { from: 'another process' } });
         await eventually(
           () => streams.every((stream) => stream.events.some((seen) => seen.detail.from === 'another process')),
           10_000,
           'every stream to show it',
         );
-        assert.ok(reads - before <= 4, `${reads - before} reads of the log for 20 streams`);
+        assert.ok(reads - before <= 1 + polls(started) && reads - before < streams.length, `${reads - before} reads of the log for 20 streams`);
 
         // This process's own events come from its bus: no read at all.
         const quiet = reads;
+        started = performance.now();
         for (let i = 0; i < 20; i++) await app.events.emit('anomaly.detected', { detail: { i } });
         const last = await app.events.lastSeq();
         await eventually(() => streams.every((stream) => stream.ids.at(-1) === last), 10_000, 'every stream to show them');
-        assert.ok(reads - quiet <= 2, `${reads - quiet} reads of the log for 20 streams and 20 events of this process`);
+        assert.ok(reads - quiet <= polls(started), `${reads - quiet} reads of the log for 20 streams and 20 events of this process`);
       } finally {
         await Promise.all(streams.map((stream) => stream.close()));
         delete (app.events as Partial<EventLog>).page;
