@@ -22,12 +22,86 @@ async function inWindow(count: number, operation: () => Promise<unknown>): Promi
   );
 }
 
+/** The share of one core this process used over `ms` of wall time. */
+async function cpuShare(ms: number): Promise<number> {
+  const before = process.cpuUsage();
+  const started = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  const used = process.cpuUsage(before);
+  return (used.user + used.system) / 1000 / (performance.now() - started);
+}
+
+/**
+ * Dashboards: `count` open event streams (clients in this process, reading every frame). The CPU of
+ * the process while they and the service are idle (the service still looks for other processes'
+ * events), against none open; then a burst of events, timed until every stream has them all.
+ */
+export async function streamPhase(url: string, count: number, seconds: number): Promise<void> {
+  const idleAlone = await cpuShare(seconds * 1000);
+  let frames = 0;
+  const requests: http.ClientRequest[] = [];
+  await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<void>((resolve, reject) => {
+          const request = http.get(`${url}/api/events/stream`, { headers: { authorization: `Bearer ${TOKEN}` } }, (response) => {
+            if (response.statusCode !== 200) reject(new Error(`stream answered ${response.statusCode}`));
+            response.setEncoding('utf8');
+            // Every frame starts a line with `id: `; the last characters carry a start split between chunks.
+            let carry = '';
+            response.on('data', (chunk: string) => {
+              const text = carry + chunk;
+              frames += text.split('\nid: ').length - 1;
+              carry = text.slice(-4);
+            });
+            resolve();
+          });
+          request.on('error', reject);
+          requests.push(request);
+        }),
+    ),
+  );
+  try {
+    const idleStreams = await cpuShare(seconds * 1000);
+    console.log(`${fmt(count)} idle event streams: process CPU ${(idleStreams * 100).toFixed(1)} % of a core (none open: ${(idleAlone * 100).toFixed(1)} %)`);
+    const events = QUICK ? 20 : 200;
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 10 });
+    const started = performance.now();
+    let sent = 0;
+    await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        while (sent++ < events)
+          await new Promise<void>((resolve) => {
+            const request = http.request(
+              `${url}/api/events`,
+              { method: 'POST', agent, headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` } },
+              (response) => response.resume().on('end', resolve),
+            );
+            request.on('error', () => resolve());
+            request.end(JSON.stringify({ type: 'anomaly.detected', detail: { stream: true } }));
+          });
+      }),
+    );
+    const deadline = Date.now() + 60_000;
+    while (frames < events * count && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    const elapsed = (performance.now() - started) / 1000;
+    agent.destroy();
+    console.log(
+      `${fmt(events)} events to ${fmt(count)} streams: ${fmt(frames)}/${fmt(events * count)} frames in ${elapsed.toFixed(2)} s (${fmt(frames / elapsed)} frames/s)`,
+    );
+  } finally {
+    for (const request of requests) request.destroy();
+  }
+}
+
 /**
  * Event fan-out: anomaly events ingested over HTTP, received by an MQTT subscriber on Mosquitto and
- * by a local webhook receiver. Two phases: throughput (events sent as fast as a window of 100 in
+ * by a local webhook receiver. Three phases: throughput (events sent as fast as a window of 100 in
  * flight allows, rate measured where the subscriber receives them) against raw mqtt.js QoS 1
  * publishing to the same broker with the same window; then latency at a steady 1,000 events/s,
- * end to end from the HTTP send, one event every millisecond.
+ * end to end from the HTTP send, one event every millisecond; then 800 open event streams
+ * (`streamPhase`).
  */
 export async function benchFanout(): Promise<boolean> {
   header('Event fan-out: HTTP ingest -> MQTT subscriber and webhook receiver');
@@ -62,7 +136,8 @@ export async function benchFanout(): Promise<boolean> {
   });
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   const root = `bench${randomBytes(4).toString('hex')}`;
-  const { app, url, close } = await benchApp('sqlite');
+  const streams = QUICK ? 50 : 800;
+  const { app, url, close } = await benchApp('sqlite', { EVENT_STREAMS_MAX: String(streams), EVENT_STREAMS_PER_CLIENT: String(streams) });
   const subscriber = await mqtt.connectAsync(BROKER);
   const agent = new http.Agent({ keepAlive: true, maxSockets: WINDOW });
   try {
@@ -144,6 +219,9 @@ export async function benchFanout(): Promise<boolean> {
     const webhookP99 = report('1,000 events/s: webhook receiver', webhookLatency, paced);
     const p99Met = mqttP99 < 10 && mqttLatency.length === paced;
     console.log(`MQTT p99 ${mqttP99.toFixed(1)} ms at 1,000 events/s (target < 10 ms) ${p99Met ? 'MET' : 'NOT MET'}; webhook p99 ${webhookP99.toFixed(1)} ms`);
+
+    // Phase 3: dashboards.
+    await streamPhase(url, streams, QUICK ? 1 : 5);
     return rateMet && p99Met;
   } finally {
     agent.destroy();

@@ -143,7 +143,7 @@ export async function buildApp(config: Config): Promise<App> {
 
   opsRoutes(http, { database, metrics, mqttState: () => mqtt.status() });
   presenceRoutes(http, presence);
-  eventRoutes(http, events, metrics);
+  eventRoutes(http, events, metrics, config.eventStreams);
   baselineRoutes(http, new BaselineService(database, events));
   settingsRoutes(http, { store: settings, mqtt, webhook });
   webhookRoutes(http, webhook);

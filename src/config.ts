@@ -42,6 +42,8 @@ export interface EnvConfig {
   rateLimit: { capacity: number; refillPerSecond: number; failOpen: boolean; costs: Record<string, number> };
   /** Events older than this many days are deleted (0 keeps them all). */
   eventRetentionDays: number;
+  /** Open event streams: at most `max` per instance and `perClient` per token or address; `bufferBytes` queued per stream. */
+  eventStreams: { max: number; perClient: number; bufferBytes: number };
   /** Finished webhook delivery attempts older than this many days are deleted (0 keeps them all). */
   webhookLogRetentionDays: number;
   /** Prefix of every Redis key (rate-limit buckets, nonces), so installations and tests can share a server. */
@@ -117,6 +119,10 @@ const ENV_SCHEMA = {
     }),
     RATE_LIMIT_REDIS_FAILURE: oneOf(['open', 'closed'] as const, 'open'),
     EVENT_RETENTION_DAYS: days(30),
+    EVENT_STREAMS_MAX: wholeNumber(500, 1),
+    EVENT_STREAMS_PER_CLIENT: wholeNumber(20, 1),
+    // Under a socket's 16 KiB high-water mark a full stream would never see 'drain'.
+    EVENT_STREAM_BUFFER_BYTES: wholeNumber(262_144, 65_536, 1_073_741_824),
     WEBHOOK_LOG_RETENTION_DAYS: days(30),
     TRUST_PROXY: text('a comma-separated list of addresses or CIDRs'),
     LOG_LEVEL: oneOf(LOG_LEVELS, 'info'),
@@ -227,6 +233,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
       costs: costs(values.RATE_LIMIT_COSTS),
     },
     eventRetentionDays: values.EVENT_RETENTION_DAYS,
+    eventStreams: { max: values.EVENT_STREAMS_MAX, perClient: values.EVENT_STREAMS_PER_CLIENT, bufferBytes: values.EVENT_STREAM_BUFFER_BYTES },
     webhookLogRetentionDays: values.WEBHOOK_LOG_RETENTION_DAYS,
     redisPrefix: values.REDIS_PREFIX,
     trustProxy: values.TRUST_PROXY ?? false,

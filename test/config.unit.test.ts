@@ -39,6 +39,10 @@ describe('seed defaults', () => {
     assert.equal(config.rateLimit.capacity, 60);
     assert.equal(config.rateLimit.refillPerSecond, 1);
   });
+
+  it('event streams: 500 per instance, 20 per client, 256 KiB queued each', () => {
+    assert.deepEqual(config.eventStreams, { max: 500, perClient: 20, bufferBytes: 262_144 });
+  });
 });
 
 const ADMIN_TOKEN = 'a-long-enough-admin-token';
@@ -53,6 +57,9 @@ describe('configuration', () => {
     const cases: [Record<string, string>, RegExp][] = [
       [{ PORT: 'eighty' }, /^PORT must be a whole number >= 0 and <= 65535, got "eighty"$/],
       [{ PORT: '70000' }, /^PORT must be a whole number >= 0 and <= 65535, got "70000"$/],
+      // Below a socket's high-water mark a full stream would wait for a 'drain' that never comes.
+      [{ EVENT_STREAM_BUFFER_BYTES: '16384' }, /^EVENT_STREAM_BUFFER_BYTES must be a whole number >= 65536 and <= 1073741824, got "16384"$/],
+      [{ EVENT_STREAMS_PER_CLIENT: '0' }, /^EVENT_STREAMS_PER_CLIENT must be a whole number >= 1, got "0"$/],
       [{ DATABASE_URL: 'mysql://root:hunter2@db/x' }, /^DATABASE_URL must be a postgres:\/\/ URL \(unset means SQLite\)$/],
       [{ REDIS_URL: 'http://cache' }, /^REDIS_URL must be a redis:\/\/ URL$/],
       [{ WORKER: 'maybe' }, /^WORKER must be one of embedded, off, got "maybe"$/],

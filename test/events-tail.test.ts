@@ -16,10 +16,10 @@ async function openLogs(dialect: string) {
   const mine = new EventLog(database, []);
   const other = new EventLog(database, []);
   let reads = 0;
-  const history = mine.history.bind(mine);
-  mine.history = (...args) => {
+  const page = mine.page.bind(mine);
+  mine.page = (...args) => {
     reads++;
-    return history(...args);
+    return page(...args);
   };
   return {
     mine,

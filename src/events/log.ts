@@ -120,11 +120,49 @@ export class EventLog {
     return Number(row?.seq ?? 0);
   }
 
+  /**
+   * The events after `after` in sequence order, at most `maxEvents`, bounded in bytes: the first
+   * whatever its size, then as many as keep the page's payloads within `maxBytes`. The sizes are read
+   * first and only the payloads that fit are loaded, so a reader of large events holds one page of
+   * bytes, not one of events.
+   */
+  async page(after: number, maxBytes: number, maxEvents: number): Promise<StoredEvent[]> {
+    const sizes = await this.database.db
+      .selectFrom('events')
+      .select(['seq', sql<number | string>`octet_length(payload)`.as('bytes')])
+      .where('seq', '>', after)
+      .orderBy('seq')
+      .limit(maxEvents)
+      .execute();
+    if (sizes.length === 0) return [];
+    let last = Number(sizes[0]!.seq);
+    let total = Number(sizes[0]!.bytes);
+    for (const row of sizes.slice(1)) {
+      total += Number(row.bytes);
+      if (total > maxBytes) break;
+      last = Number(row.seq);
+    }
+    const rows = await this.database.db
+      .selectFrom('events')
+      .select(['seq', 'payload'])
+      .where('seq', '>', after)
+      .where('seq', '<=', last)
+      .orderBy('seq')
+      .execute();
+    return rows.map(stored);
+  }
+
   /** Events after `after`, in `order`, at most `limit`; only of `types` when given (index events_by_type). */
   async history(after: number, limit: number, order: 'asc' | 'desc' = 'asc', types?: readonly string[]): Promise<StoredEvent[]> {
     let query = this.database.db.selectFrom('events').select(['seq', 'payload']).where('seq', '>', after);
     if (types?.length) query = query.where('event_type', 'in', types);
     const rows = await query.orderBy('seq', order).limit(limit).execute();
-    return rows.map((row) => ({ seq: Number(row.seq), json: row.payload, payload: JSON.parse(row.payload) as EventPayload }));
+    return rows.map(stored);
   }
 }
+
+const stored = (row: { seq: number | string | bigint; payload: string }): StoredEvent => ({
+  seq: Number(row.seq),
+  json: row.payload,
+  payload: JSON.parse(row.payload) as EventPayload,
+});

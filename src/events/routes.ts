@@ -1,11 +1,29 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { invalid } from '../http/problem.js';
+import { invalid, ProblemError } from '../http/problem.js';
+import { addressKey } from '../http/client-key.js';
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Metrics } from '../ops/metrics.js';
 import { eventPayloadSchema, sequenceCursor, withSchemaTypes } from '../http/schemas.js';
 import type { EventLog } from './log.js';
 import { EVENT_TYPES } from './types.js';
-import { streamEvents } from './stream.js';
+import { EventFeed } from './feed.js';
+import { StreamSlots } from './slots.js';
+import { EventStream } from './stream.js';
+
+/**
+ * Events another process appends (a standalone worker, another instance) are not announced on this
+ * process's bus: the shared feed also looks at the log this often.
+ */
+const POLL_MS = 1000;
+/** How long a client refused for a cap is told to wait: streams are long-lived, a slot frees when one closes. */
+const RETRY_AFTER_SECONDS = '10';
+
+/** EVENT_STREAMS_MAX, EVENT_STREAMS_PER_CLIENT, EVENT_STREAM_BUFFER_BYTES (docs/configuration.md). */
+export interface StreamLimits {
+  max: number;
+  perClient: number;
+  bufferBytes: number;
+}
 
 const historyQuery = {
   type: 'object',
@@ -34,12 +52,19 @@ async function decimalCursor(request: FastifyRequest): Promise<void> {
 }
 
 /** Reading the event log: paged history, and a Server-Sent Events stream that resumes from Last-Event-ID. */
-export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: Metrics): void {
+export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: Metrics, limits: StreamLimits): void {
   const app = withSchemaTypes(server);
   // A stream never ends on its own, and the server's close waits for every open connection: end them
   // first, or shutdown would wait for as long as a dashboard stays open. Browsers reconnect with
   // Last-Event-ID to whichever instance serves next.
   const openStreams = new Map<() => void, ServerResponse>();
+  const slots = new StreamSlots({ total: limits.max, perClient: limits.perClient });
+  const feed = new EventFeed(events, {
+    pollMs: POLL_MS,
+    // The feed reads again at its next poll, from where it stopped: the streams wait and lose nothing.
+    onError: (error) =>
+      server.throttledLog.write(server.log, 'event-feed', 'warn', { err: error }, 'event streams: reading the event log failed; trying again'),
+  });
   app.addHook('preClose', (done) => {
     for (const end of openStreams.keys()) end();
     done();
@@ -80,6 +105,7 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
     '/api/events/stream',
     {
       preValidation: decimalCursor,
+      config: { problems: ['too_many_streams'] },
       schema: {
         tags: ['events'],
         summary: 'Server-Sent Events: every new event (id = sequence number); resumes after Last-Event-ID or ?after=',
@@ -100,6 +126,25 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
       // HEAD (Fastify answers it with this handler) gets the stream's headers and no body.
       if (request.method === 'HEAD') return reply.header('cache-control', 'no-store').type('text/event-stream').send();
 
+      // A client is its token (`token:<id>`) or, with the dashboard session, its address.
+      const client = request.tokenClient ?? addressKey(request.ip);
+      const refusal = slots.take(client);
+      if (refusal === 'client')
+        throw new ProblemError('too_many_streams', `This client has ${limits.perClient} event streams open, the most it may; close one first`, undefined, {
+          'retry-after': RETRY_AFTER_SECONDS,
+        });
+      if (refusal === 'total')
+        throw new ProblemError('service_unavailable', `This instance serves ${limits.max} event streams, the most it may; try again later`, undefined, {
+          'retry-after': RETRY_AFTER_SECONDS,
+        });
+      let stream: EventStream;
+      try {
+        stream = await EventStream.open(feed, events, resumeAfter, { budget: limits.bufferBytes, log: request.log });
+      } catch (error) {
+        slots.release(client);
+        throw error;
+      }
+
       reply.hijack();
       const out = reply.raw;
       // A hijacked reply sends only what is written here: the headers the hooks set (the header policy, RateLimit) too.
@@ -112,16 +157,21 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
       });
       out.write(': connected\n\n');
 
-      const stop = streamEvents(events, out, resumeAfter, request.log);
+      let open = true;
+      const close = () => {
+        if (!open) return;
+        open = false;
+        stream.stop();
+        slots.release(client);
+        openStreams.delete(end);
+      };
       const end = () => {
-        stop();
+        close();
         out.end();
       };
       openStreams.set(end, out);
-      request.raw.on('close', () => {
-        stop();
-        openStreams.delete(end);
-      });
+      out.on('close', close);
+      stream.pipe(out);
     },
   );
 }

@@ -1,7 +1,9 @@
 import type { EventLog } from './log.js';
 import type { StoredEvent } from './types.js';
 
-const PAGE = 500;
+/** A page of the log: at most this many events, and this many bytes of payload beyond its first event (EventLog.page). */
+export const PAGE = 500;
+export const PAGE_BYTES = 1024 * 1024;
 
 export interface TailOptions {
   /** Deliver the events after this sequence number; without it, those appended from now on. A position beyond the log's end (a restored database) starts at its end. */
@@ -30,8 +32,9 @@ export function tailLog(events: EventLog, options: TailOptions): () => void {
   let again = false;
   /** Read the log before the next delivery: at the start, at a poll, after a gap or an overflow. */
   let read = true;
-  /** This process's events since the last delivery, at most PAGE: a reader that falls behind reads the log instead. */
+  /** This process's events since the last delivery, at most a page: a reader that falls behind reads the log instead. */
   let appended: StoredEvent[] = [];
+  let appendedBytes = 0;
 
   /** The queued events that continue the log from the position (older ones were delivered already). */
   const continuing = (from: number): StoredEvent[] => {
@@ -45,6 +48,7 @@ export function tailLog(events: EventLog, options: TailOptions): () => void {
       next.push(event);
     }
     appended = [];
+    appendedBytes = 0;
     return next;
   };
 
@@ -65,7 +69,8 @@ export function tailLog(events: EventLog, options: TailOptions): () => void {
         }
         if (read) {
           read = false;
-          for (let page = await events.history(position, PAGE); page.length > 0 && !stopped; page = await events.history(position, PAGE)) {
+          const nextPage = () => events.page(position!, PAGE_BYTES, PAGE);
+          for (let page = await nextPage(); page.length > 0 && !stopped; page = await nextPage()) {
             await options.deliver(page);
             position = page.at(-1)!.seq;
           }
@@ -80,8 +85,10 @@ export function tailLog(events: EventLog, options: TailOptions): () => void {
   };
 
   const unsubscribe = events.subscribe((event) => {
-    if (appended.length < PAGE) appended.push(event);
-    else read = true;
+    if (appended.length < PAGE && appendedBytes < PAGE_BYTES) {
+      appended.push(event);
+      appendedBytes += event.json.length;
+    } else read = true;
     void run();
   });
   const timer = setInterval(() => {

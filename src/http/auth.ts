@@ -80,6 +80,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Set when the request was authenticated with admin credentials this route accepts (a bearer token of a scope it allows, or the session cookie). */
     isAdmin?: boolean;
+    /** A valid bearer token's client (`token:<id>`): whom the request counts against, where not its address. */
+    tokenClient?: string;
     /** Set when the request carried a valid bot signature. */
     botId?: string;
     /** A valid bot request's nonce, when its handler records it with its own write (enrichment/routes.ts). */
@@ -220,6 +222,7 @@ export class RouteAuth {
           `This token has the scope "${credential.scope}"; ${request.method} ${request.routeOptions.url} needs a token with the scope ${scopes.map((scope) => `"${scope}"`).join(' or ')}`,
         );
       request.isAdmin = true;
+      request.tokenClient = credential.client;
       return;
     }
     await this.checks.chargeAddress(request, reply);

@@ -73,6 +73,12 @@ export const PROBLEMS = {
     description:
       'The bot has used its 5 enrichment requests of the last 24 hours. `Retry-After` says when the oldest leaves the window; `violated-policies` is ["daily"] (the registered problem type https://iana.org/assignments/http-problem-types#quota-exceeded has the same meaning).',
   },
+  too_many_streams: {
+    status: 429,
+    title: 'Too many event streams',
+    description:
+      'This client (its token, or its address with the dashboard session) has EVENT_STREAMS_PER_CLIENT event streams open on this instance. Close one, or wait `Retry-After` seconds. (When the instance serves EVENT_STREAMS_MAX streams in all, a new one gets 503 `service_unavailable`.)',
+  },
   headers_too_large: { status: 431, title: 'Request header fields too large', description: 'The request headers exceed 16 KiB.' },
   internal_error: { status: 500, title: 'Internal error', description: "The server failed; the log has the cause. Not your request's fault." },
   bad_gateway: {

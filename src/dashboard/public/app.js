@@ -84,14 +84,27 @@ function applyEvent(event) {
   }
 }
 
-function connectStream() {
+/** The server's wait after refusing a stream (too many open: 429 or 503 with Retry-After: 10). */
+const STREAM_RETRY_MS = 10_000;
+
+/** `after`: the last sequence number applied, so a new stream replays what was missed. */
+function connectStream(after) {
   stream?.close();
-  stream = new EventSource('/api/events/stream');
+  const current = new EventSource(after === undefined ? '/api/events/stream' : `/api/events/stream?after=${after}`);
+  stream = current;
+  let last = after;
   // After a drop the browser reconnects with Last-Event-ID and the server replays what was missed.
-  stream.onopen = () => statusBadge($('#live'), 'live', 'ok');
-  stream.onerror = () => statusBadge($('#live'), 'reconnecting', 'warn');
+  current.onopen = () => statusBadge($('#live'), 'live', 'ok');
+  current.onerror = () => {
+    statusBadge($('#live'), 'reconnecting', 'warn');
+    // A refusal (any answer but 200) ends an EventSource for good: open a new one after the wait.
+    if (current.readyState === EventSource.CLOSED) setTimeout(() => stream === current && connectStream(last), STREAM_RETRY_MS);
+  };
   for (const type of EVENT_TYPES) {
-    stream.addEventListener(type, (message) => applyEvent({ seq: Number(message.lastEventId), ...JSON.parse(message.data) }));
+    current.addEventListener(type, (message) => {
+      last = Number(message.lastEventId);
+      applyEvent({ seq: last, ...JSON.parse(message.data) });
+    });
   }
 }
 
