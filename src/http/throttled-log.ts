@@ -5,7 +5,7 @@ import { LRUCache } from 'lru-cache';
 const COUNTED_KEYS = 10_000;
 export const THROTTLE_WINDOW_MS = 60_000;
 
-type Level = 'info' | 'warn';
+type Level = 'info' | 'warn' | 'error';
 
 interface Counted {
   level: Level;
