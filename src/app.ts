@@ -85,6 +85,7 @@ export async function buildApp(config: Config): Promise<App> {
 
   const http = await createHttpServer({ logLevel: config.logLevel, logFormat: config.logFormat, trustProxy: config.trustProxy, version: VERSION });
   rateLimit.register(http);
+  const backgroundLog = http.throttledLog.background(http.log);
   if (redis) {
     // Where Redis is and why it does not answer (ioredis's own errors never name the address): at
     // start, then a line a minute per reason while it stays away.
@@ -118,7 +119,7 @@ export async function buildApp(config: Config): Promise<App> {
     );
   }
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
-  const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: http.log });
+  const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: backgroundLog });
   const tokens = new ApiTokenStore(database);
   await new RouteAuth(config.adminToken, sessions, {
     chargeSignIn: rateLimit.addressCharge(SIGN_IN_LIMIT),
@@ -127,7 +128,7 @@ export async function buildApp(config: Config): Promise<App> {
     authenticateBot: enrichment.botCheck(rateLimit),
     resolveToken: (token) => tokens.resolve(token),
   }).register(http);
-  const webhook = new WebhookService(database, events, outbox, settings, http.log, metrics, {
+  const webhook = new WebhookService(database, events, outbox, settings, backgroundLog, metrics, {
     timeoutMs: config.webhookTimeoutMs,
     retryDelayMs: config.webhookRetryDelayMs,
   });
@@ -172,7 +173,7 @@ export async function buildApp(config: Config): Promise<App> {
   enrichment.register(http);
 
   const timers: NodeJS.Timeout[] = [];
-  const log = http.log;
+  const log = backgroundLog;
   const every = (ms: number, task: () => Promise<unknown>, what: string, { atOnce = false } = {}) => {
     const run = () => void task().catch((error: Error) => log.warn({ err: error }, `${what} failed`));
     timers.push(setInterval(run, ms).unref());

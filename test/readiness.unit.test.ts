@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { storageFailure } from '../src/db/index.js';
 import { WriteHealth } from '../src/db/errors.js';
 import { redisUnreachable, serviceTarget } from '../src/ops/index.js';
+import pino from 'pino';
+import { ThrottledLog } from '../src/http/index.js';
 
 describe('storageFailure: the database errors that mean its disk or resources', () => {
   it('classifies SQLite and PostgreSQL codes in words', () => {
@@ -59,5 +61,39 @@ describe('redisUnreachable', () => {
 
   it('serviceTarget keeps a URL it cannot read out of the sentence', () => {
     assert.equal(serviceTarget('not a url', 6379, '/0'), '(unreadable URL)');
+  });
+});
+
+/** A real pino logger writing into an array. */
+function capture() {
+  const lines: { level: number; msg: string; more?: number; err?: { message: string } }[] = [];
+  const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+  return { log, lines };
+}
+
+describe('ThrottledLog for background tasks', () => {
+  it('writes storage failures a line per reason a window, whatever the task, and everything else as it comes', () => {
+    const { log, lines } = capture();
+    const throttled = new ThrottledLog(log);
+    const background = throttled.background(log);
+    const full = Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+    for (let attempt = 0; attempt < 50; attempt++) {
+      background.warn({ err: full }, 'webhook dispatch failed');
+      background.error({ err: full }, 'enrichment worker error');
+    }
+    background.warn({ err: new Error('receiver timed out') }, 'webhook dispatch failed');
+    background.warn({ err: new Error('receiver timed out') }, 'webhook dispatch failed');
+    background.info('retention: expired rows deleted');
+    assert.deepEqual(
+      lines.map((line) => [line.level, line.msg]),
+      [
+        [50, 'database cannot write: disk full'],
+        [40, 'webhook dispatch failed'],
+        [40, 'webhook dispatch failed'],
+        [30, 'retention: expired rows deleted'],
+      ],
+    );
+    throttled.flush();
+    assert.deepEqual([lines.at(-1)!.msg, lines.at(-1)!.more], ['database cannot write: disk full (99 more since)', 99]);
   });
 });

@@ -325,7 +325,7 @@ export async function createHttpServer(options: {
     }
     const storage = storageFailure(error);
     if (storage) {
-      request.server.throttledLog.write(request.log, 'storage', 'error', { err: error }, `database cannot write: ${storage}`);
+      request.server.throttledLog.storageFailure(request.log, error);
       return reply
         .code(503)
         .header('retry-after', STORAGE_RETRY_AFTER_SECONDS)

@@ -9,6 +9,7 @@ import { sql } from 'kysely';
 import { createTestEnv, eventually, startTestApp } from '../helpers/app.js';
 import { freePort } from '../helpers/broker.js';
 import { allEvents, post, startService, stopProcess } from '../helpers/process.js';
+import { startReceiver } from '../helpers/receiver.js';
 
 /** A real full disk: DATA_DIR on a tmpfs of its own (root may mount one; the test runs as root here and in CI). */
 function mountSmallDisk(megabytes: number) {
@@ -37,13 +38,17 @@ const logLines = (output: string): Line[] =>
 describe('a full disk on SQLite (DATA_DIR on a 16 MB tmpfs)', () => {
   it('answers writes 503 problem+json with Retry-After, /readyz says "disk full", logs a line per reason, and recovers without a restart', async () => {
     const disk = mountSmallDisk(16);
-    const env = await createTestEnv('sqlite', { DATA_DIR: disk.dir, LOG_LEVEL: 'info', LOG_FORMAT: 'json' });
+    // Background tasks that write every second or so (the worker, the webhook dispatcher, the health
+    // report) must not flood the log either.
+    const env = await createTestEnv('sqlite', { DATA_DIR: disk.dir, LOG_LEVEL: 'info', LOG_FORMAT: 'json', WORKER: 'embedded', HEALTH_INTERVAL_MS: '1000' });
+    const receiver = await startReceiver();
     const port = await freePort();
     const service = await startService(env.env, port);
     const ballast = path.join(disk.dir, 'ballast');
     let running = true;
     let senders: Promise<void>[] = [];
     try {
+      assert.equal((await post(service.base, '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
       // Leave about 3 MB: the write load fills that within seconds.
       writeFileSync(ballast, Buffer.alloc(Math.max(0, disk.freeBytes() - 3 * 1024 * 1024)));
       const pad = 'x'.repeat(2000);
@@ -126,6 +131,7 @@ describe('a full disk on SQLite (DATA_DIR on a 16 MB tmpfs)', () => {
       running = false;
       await Promise.all(senders);
       await stopProcess(service.child);
+      await receiver.close();
       await env.cleanup();
       disk.remove();
     }
