@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTestEnv, eventually, startTestApp } from '../helpers/app.js';
 import { freePort } from '../helpers/broker.js';
-import { startService, stopProcess } from '../helpers/process.js';
+import { spawnMothership, stopProcess } from '../helpers/process.js';
 import { startRedis } from '../helpers/services.js';
 
 const readyz = async (base: string) => {
@@ -56,19 +56,23 @@ describe('an unreachable REDIS_URL at start', () => {
     await Promise.all(
       cases.map(async ({ url, where, reason }) => {
         const env = await createTestEnv('sqlite', { REDIS_URL: url, LOG_LEVEL: 'info', LOG_FORMAT: 'json' });
-        const service = await startService(env.env, await freePort());
+        const port = await freePort();
+        const service = spawnMothership(['serve'], { ...env.env, PORT: String(port) });
         try {
-          const output = service.child.output();
-          const line = output.split('\n').find((text) => text.includes(where) && /REDIS_URL/.test(text));
-          assert.ok(line, `a start-up line names ${where}:\n${output}`);
+          const startLine = () =>
+            service
+              .output()
+              .split('\n')
+              .find((text) => text.includes(where) && /REDIS_URL/.test(text));
+          const line = await eventually(startLine, 30_000, `a start-up line naming ${where}`);
           assert.equal((JSON.parse(line) as { level: number }).level, 40, 'a warning');
           assert.match(line, reason);
-          const away = await readyz(service.base);
+          const away = await eventually(() => readyz(`http://127.0.0.1:${port}`).catch(() => null), 30_000, 'the service answers');
           assert.equal(away.status, 503);
           assert.equal(away.body.checks.redis, 'unreachable');
-          assert.doesNotMatch(service.child.output(), /s3cret-Passw0rd|an0ther-Secret/);
+          assert.doesNotMatch(service.output(), /s3cret-Passw0rd|an0ther-Secret/);
         } finally {
-          await stopProcess(service.child);
+          await stopProcess(service);
           await env.cleanup();
         }
       }),
