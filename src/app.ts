@@ -7,7 +7,7 @@ import { VERSION } from './version.js';
 import { claimInterval, Database } from './db/index.js';
 import { eventRoutes, type EventLog } from './events/index.js';
 import { createHttpServer, RouteAuth, SessionStore, SIGN_IN_LIMIT } from './http/index.js';
-import { applyRetention, checkInstallation, Metrics, opsRoutes, RETENTION_INTERVAL_MS } from './ops/index.js';
+import { applyRetention, checkInstallation, Metrics, opsRoutes, redisUnreachable, RETENTION_INTERVAL_MS, serviceTarget } from './ops/index.js';
 import { PresenceService, presenceRoutes } from './presence/index.js';
 import { BaselineService, baselineRoutes } from './baselines/index.js';
 import { dashboardRoutes } from './dashboard/index.js';
@@ -70,7 +70,10 @@ export async function buildApp(config: Config): Promise<App> {
 
   // Commands fail at once while Redis is away (no offline queue), so the limiter can fail open or closed promptly.
   const redis = config.redisUrl ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false }) : null;
-  redis?.on('error', () => {});
+  // Kept for the start-up line; reported once the logger exists.
+  let redisError: unknown = null;
+  const keepRedisError = (error: unknown) => (redisError = error);
+  redis?.on('error', keepRedisError);
   if (redis) await waitForRedis(redis);
   const store: RateLimitStore = redis ? new RedisStore(redis, config.redisPrefix + 'rl:') : new MemoryStore();
   const limiter = new RateLimiter(store, { capacity: config.rateLimit.capacity, refillPerSecond: config.rateLimit.refillPerSecond });
@@ -82,13 +85,26 @@ export async function buildApp(config: Config): Promise<App> {
 
   const http = await createHttpServer({ logLevel: config.logLevel, logFormat: config.logFormat, trustProxy: config.trustProxy, version: VERSION });
   rateLimit.register(http);
+  const backgroundLog = http.throttledLog.background(http.log);
+  if (redis) {
+    // Where Redis is and why it does not answer (ioredis's own errors never name the address): at
+    // start, then a line a minute per reason while it stays away.
+    const report = (error: unknown) =>
+      http.throttledLog.write(http.log, 'redis', 'warn', { code: (error as { code?: string } | null)?.code }, redisUnreachable(error, config.redisUrl!));
+    redis.off('error', keepRedisError).on('error', report);
+    if (redis.status !== 'ready') report(redisError);
+  }
   for (const warning of installationWarnings) http.log.warn(warning);
   const checkpointer = database.checkpointer;
   if (checkpointer) {
+    // It fails every tick (10 a second) while the disk is full: a line a minute per code.
     checkpointer.onFailure((failure) =>
-      http.log.error(
-        { code: failure.code },
-        `SQLite WAL checkpoint failed: ${failure.message} (the writer checkpoints for itself once the WAL reaches its limit)`,
+      http.throttledLog.write(
+        http.log,
+        `checkpoint:${failure.code}`,
+        'error',
+        { code: failure.code, reason: failure.message },
+        'SQLite WAL checkpoint failed (the writer checkpoints for itself once the WAL reaches its limit)',
       ),
     );
     metrics.counter(
@@ -103,7 +119,7 @@ export async function buildApp(config: Config): Promise<App> {
     );
   }
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
-  const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: http.log });
+  const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: backgroundLog });
   const tokens = new ApiTokenStore(database);
   await new RouteAuth(config.adminToken, sessions, {
     chargeSignIn: rateLimit.addressCharge(SIGN_IN_LIMIT),
@@ -112,7 +128,7 @@ export async function buildApp(config: Config): Promise<App> {
     authenticateBot: enrichment.botCheck(rateLimit),
     resolveToken: (token) => tokens.resolve(token),
   }).register(http);
-  const webhook = new WebhookService(database, events, outbox, settings, http.log, metrics, {
+  const webhook = new WebhookService(database, events, outbox, settings, backgroundLog, metrics, {
     timeoutMs: config.webhookTimeoutMs,
     retryDelayMs: config.webhookRetryDelayMs,
   });
@@ -141,7 +157,12 @@ export async function buildApp(config: Config): Promise<App> {
       void mqtt.configure(next.mqtt).catch((error: Error) => http.log.error({ err: error }, 'MQTT reconfiguration failed'));
   };
 
-  opsRoutes(http, { database, metrics, mqttState: () => mqtt.status() });
+  opsRoutes(http, {
+    database,
+    metrics,
+    mqttState: () => mqtt.status(),
+    dependencies: redis ? [{ name: 'redis', probe: () => redis.ping(), where: serviceTarget(config.redisUrl!, 6379, '/0') }] : [],
+  });
   presenceRoutes(http, presence);
   eventRoutes(http, events, metrics, config.eventStreams);
   baselineRoutes(http, new BaselineService(database, events));
@@ -152,7 +173,7 @@ export async function buildApp(config: Config): Promise<App> {
   enrichment.register(http);
 
   const timers: NodeJS.Timeout[] = [];
-  const log = http.log;
+  const log = backgroundLog;
   const every = (ms: number, task: () => Promise<unknown>, what: string, { atOnce = false } = {}) => {
     const run = () => void task().catch((error: Error) => log.warn({ err: error }, `${what} failed`));
     timers.push(setInterval(run, ms).unref());

@@ -5,6 +5,7 @@ import pg from 'pg';
 import path from 'node:path';
 import { migrations } from './migrations.js';
 import { startCheckpointer, type Checkpointer } from './checkpointer.js';
+import { WriteHealth } from './errors.js';
 import { GroupCommit } from './group-commit.js';
 import { cachingStatements } from './statement-cache.js';
 import { assertOutsideTransaction, guardedDialect, inTransactionScope } from './transaction-scope.js';
@@ -35,6 +36,8 @@ export class Database {
   private readonly statements: SqliteDatabase | null;
   /** SQLite only: the connection itself. */
   private readonly file: BetterSqlite3.Database | null;
+  /** Whether writes fail for lack of disk (readiness). */
+  private readonly writes = new WriteHealth();
 
   private constructor(
     readonly db: Db,
@@ -43,7 +46,7 @@ export class Database {
     /** SQLite only: the checkpointer thread, whose failures the composition logs and counts. */
     readonly checkpointer: Checkpointer | null = null,
   ) {
-    this.groupCommit = sqlite ? new GroupCommit(db, sqlite.file) : null;
+    this.groupCommit = sqlite ? new GroupCommit(db, sqlite.file, (error) => this.writes.observe(error)) : null;
     this.statements = sqlite?.statements ?? null;
     this.file = sqlite?.file ?? null;
   }
@@ -98,7 +101,7 @@ export class Database {
    */
   transaction<T>(work: (trx: Db) => Promise<T>): Promise<T> {
     assertOutsideTransaction('database.transaction()');
-    return this.groupCommit ? this.groupCommit.run(work) : this.db.transaction().execute((trx) => inTransactionScope(() => work(trx)));
+    return this.groupCommit ? this.groupCommit.run(work) : this.observed(this.db.transaction().execute((trx) => inTransactionScope(() => work(trx))));
   }
 
   /**
@@ -107,7 +110,29 @@ export class Database {
    */
   write<T>(work: (db: Db) => Promise<T>): Promise<T> {
     assertOutsideTransaction('database.write()');
-    return this.groupCommit ? this.groupCommit.run(work) : work(this.db);
+    return this.groupCommit ? this.groupCommit.run(work) : this.observed(work(this.db));
+  }
+
+  /** PostgreSQL: a write's outcome for `writeState` (SQLite's group commit reports each batch's). */
+  private observed<T>(write: Promise<T>): Promise<T> {
+    return write.then(
+      (value) => {
+        this.writes.observe();
+        return value;
+      },
+      (error: unknown) => {
+        this.writes.observe(error);
+        throw error;
+      },
+    );
+  }
+
+  /**
+   * "ok", or why the latest write failed for lack of disk or resources ("disk full") while no write
+   * has succeeded since: readiness reports it.
+   */
+  writeState(): ReturnType<WriteHealth['state']> {
+    return this.writes.state();
   }
 
   /**

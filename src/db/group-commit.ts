@@ -32,6 +32,8 @@ export class GroupCommit<D extends Kysely<any>> {
   constructor(
     private readonly db: D,
     private readonly file: BetterSqlite3.Database,
+    /** Told each batch's outcome: undefined when it committed, else the error that failed it. */
+    private readonly observe: (error?: unknown) => void = () => {},
   ) {
     this.control = {
       begin: file.prepare('begin immediate'),
@@ -59,7 +61,13 @@ export class GroupCommit<D extends Kysely<any>> {
         await this.db
           .connection()
           .execute((trx) => this.runBatch(trx as D, batch))
-          .catch((error: unknown) => batch.forEach((item) => item.reject(error)));
+          .then(
+            () => this.observe(),
+            (error: unknown) => {
+              this.observe(error);
+              batch.forEach((item) => item.reject(error));
+            },
+          );
       }
     } finally {
       this.draining = false;

@@ -1,6 +1,7 @@
 /** The data layer's entry point: the Database and the helpers other capabilities write and read with. */
 export { Database, now, type Db } from './database.js';
 export type { Dialect } from './schema.js';
+export { storageFailure, type StorageFailure } from './errors.js';
 export { claimInterval, getSetting, putSetting, settingUpdatedAt } from './kv.js';
 export { uniqueId } from './ids.js';
 export { prepare, type Prepared } from './prepared.js';

@@ -13,6 +13,7 @@ import { policyHeaders, type HeaderPolicy } from './header-policy.js';
 import { ThrottledLog } from './throttled-log.js';
 import { codeForStatus, fieldErrors, invalid, isProblemCode, problem, ProblemError, PROBLEMS } from './problem.js';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
+import { storageFailure } from '../db/index.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -131,6 +132,9 @@ const UNAVAILABLE_CODES = new Set([
   '08006',
   'SQLITE_BUSY',
 ]);
+/** A database that cannot write for lack of disk is not back in 5 s: it waits for someone to free space. */
+const STORAGE_RETRY_AFTER_SECONDS = '30';
+
 export function isUnavailable(error: { code?: unknown; message?: string }): boolean {
   return (
     UNAVAILABLE_CODES.has(String(error.code)) ||
@@ -318,6 +322,15 @@ export async function createHttpServer(options: {
         .code(400)
         .type('application/problem+json')
         .send(problem('validation_failed', detail, errors));
+    }
+    const storage = storageFailure(error);
+    if (storage) {
+      request.server.throttledLog.storageFailure(request.log, error);
+      return reply
+        .code(503)
+        .header('retry-after', STORAGE_RETRY_AFTER_SECONDS)
+        .type('application/problem+json')
+        .send(problem('service_unavailable', `The database cannot write (${storage}); try again later`));
     }
     if (isUnavailable(error)) {
       request.server.throttledLog.write(request.log, 'unavailable', 'warn', { req: request, err: error }, 'backing service unavailable');

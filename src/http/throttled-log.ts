@@ -1,11 +1,12 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { LRUCache } from 'lru-cache';
+import { storageFailure } from '../db/index.js';
 
 /** Keys being counted at most; beyond that the least recently written is reported and forgotten. */
 const COUNTED_KEYS = 10_000;
 export const THROTTLE_WINDOW_MS = 60_000;
 
-type Level = 'info' | 'warn';
+type Level = 'info' | 'warn' | 'error';
 
 interface Counted {
   level: Level;
@@ -53,6 +54,30 @@ export class ThrottledLog {
     }
     this.counting.set(entry, { level, fields, message, more: 0 });
     log[level](fields, message);
+  }
+
+  /**
+   * Writes a database storage failure ("disk full") once a minute per reason, whichever request or
+   * background task met it; false, writing nothing, for any other error.
+   */
+  storageFailure(log: FastifyBaseLogger, error: unknown): boolean {
+    const reason = storageFailure(error);
+    if (!reason) return false;
+    this.write(log, 'storage', 'error', { err: error }, `database cannot write: ${reason}`);
+    return true;
+  }
+
+  /**
+   * `log` for background tasks (sweeps, the webhook dispatcher, the worker), which retry every second
+   * or so and log each failure as `{ err }`: a storage failure goes through `storageFailure` instead.
+   */
+  background(log: FastifyBaseLogger): FastifyBaseLogger {
+    const divert =
+      (level: 'warn' | 'error') =>
+      (fields: unknown, ...rest: unknown[]): void => {
+        if (!this.storageFailure(log, (fields as { err?: unknown } | null)?.err)) (log[level] as (...args: unknown[]) => void)(fields, ...rest);
+      };
+    return Object.assign(Object.create(log) as FastifyBaseLogger, { warn: divert('warn'), error: divert('error') });
   }
 
   /** Writes the counts still open (at shutdown). */

@@ -2,10 +2,39 @@ import type { FastifyInstance } from 'fastify';
 import type { Database } from '../db/index.js';
 import type { Metrics } from './metrics.js';
 
-/** Liveness (process up), readiness (database reachable; MQTT reported, not required) and Prometheus metrics. */
+/** A backing service without which requests fail (Redis when configured): readiness probes it. */
+export interface Dependency {
+  /** Its field in the readiness `checks`. */
+  name: string;
+  /** Resolves when it answers. */
+  probe: () => Promise<unknown>;
+  /** What the log line names when it does not answer (an address, never credentials). */
+  where?: string;
+}
+
+/** A probe that has not answered by then counts as unreachable, so a probe never hangs on a silent host. */
+const PROBE_TIMEOUT_MS = 2000;
+
+function answersInTime(probe: () => Promise<unknown>): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`)), PROBE_TIMEOUT_MS);
+  });
+  return Promise.race([probe(), timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Liveness (process up), readiness (every dependency whose failure fails requests: the database, its
+ * writes, Redis when configured; MQTT reported, not required) and Prometheus metrics.
+ */
 export function opsRoutes(
   app: FastifyInstance,
-  deps: { database: Database; metrics: Metrics; mqttState: () => { connected: boolean; enabled: boolean; last_error: string | null } },
+  deps: {
+    database: Database;
+    metrics: Metrics;
+    mqttState: () => { connected: boolean; enabled: boolean; last_error: string | null };
+    dependencies?: Dependency[];
+  },
 ): void {
   app.get(
     '/healthz',
@@ -25,6 +54,12 @@ export function opsRoutes(
     properties: {
       status: { type: 'string', enum: ['ready', 'not_ready'] },
       database: { type: 'string', description: '"ok", or why the database is not reachable' },
+      checks: {
+        type: 'object',
+        description:
+          'Each dependency whose failure fails requests: "ok" or why not in words. `database` ("unreachable"), `disk` (the database\'s writes: "disk full", "disk I/O error", "out of resources"), `redis` when configured ("unreachable")',
+        additionalProperties: { type: 'string' },
+      },
       mqtt: {
         type: 'object',
         additionalProperties: true,
@@ -38,22 +73,28 @@ export function opsRoutes(
       config: { rateLimit: false },
       schema: {
         tags: ['operations'],
-        summary: 'The database is reachable; MQTT state is reported, not required',
+        summary: 'Every dependency requests need works (database, disk, Redis when configured); MQTT state is reported, not required',
         response: { 200: readiness, 503: readiness },
       },
     },
     async (request, reply) => {
-      let database = 'ok';
-      try {
-        await deps.database.ping();
-      } catch (error) {
-        // The cause goes to the log: this route is public, and a driver's message can name hosts and users.
-        // It is public and not rate limited too: a line a minute, not one per probe.
-        request.server.throttledLog.write(request.log, 'readyz', 'warn', { err: error }, 'readiness: database unreachable');
-        database = 'unreachable';
-      }
-      const ready = database === 'ok';
-      return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', database, mqtt: deps.mqttState() });
+      const probes = [{ name: 'database', probe: () => deps.database.ping() }, ...(deps.dependencies ?? [])];
+      const checks: Record<string, string> = Object.fromEntries(probes.map(({ name }) => [name, 'ok']));
+      await Promise.all(
+        probes.map(async ({ name, probe, where }) => {
+          try {
+            await answersInTime(probe);
+          } catch (error) {
+            // The cause goes to the log: this route is public, and a driver's message can name hosts and users.
+            // It is public and not rate limited too: a line a minute, not one per probe.
+            request.server.throttledLog.write(request.log, `readyz:${name}`, 'warn', { err: error, where }, `readiness: ${name} unreachable`);
+            checks[name] = 'unreachable';
+          }
+        }),
+      );
+      checks.disk = deps.database.writeState();
+      const ready = Object.values(checks).every((state) => state === 'ok');
+      return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', database: checks.database, checks, mqtt: deps.mqttState() });
     },
   );
 

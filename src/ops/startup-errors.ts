@@ -16,7 +16,7 @@ export function startupFailure(error: unknown, config: Pick<Config, 'databaseUrl
     if (code === 'EADDRNOTAVAIL') return `HOST ${config.host} is not an address of this machine: set HOST to one of its addresses (or 0.0.0.0).`;
   }
   if (config.databaseUrl) {
-    const where = databaseTarget(config.databaseUrl);
+    const where = serviceTarget(config.databaseUrl, 5432, '/');
     const reason = POSTGRES_REASONS[code ?? ''];
     if (reason) return `Cannot use the PostgreSQL database ${where} (DATABASE_URL): ${reason}${reason.endsWith('?') ? '' : '.'}`;
   } else if (code === 'EACCES' || code === 'EROFS' || code === 'ENOSPC' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_READONLY' || code === 'SQLITE_FULL') {
@@ -40,11 +40,33 @@ const POSTGRES_REASONS: Record<string, string> = {
 };
 
 /** host:port/database of a connection URL: never its user or password. */
-function databaseTarget(url: string): string {
+export function serviceTarget(url: string, defaultPort: number, defaultPath: string): string {
   try {
     const parsed = new URL(url);
-    return `${parsed.hostname || 'localhost'}:${parsed.port || '5432'}${parsed.pathname || '/'}`;
+    return `${parsed.hostname || 'localhost'}:${parsed.port || defaultPort}${parsed.pathname.length > 1 ? parsed.pathname : defaultPath}`;
   } catch {
     return '(unreadable URL)';
   }
+}
+
+const REDIS_REASONS: Record<string, string> = {
+  ECONNREFUSED: 'connection refused; is Redis running on that host and port?',
+  ENOTFOUND: 'host not found',
+  EAI_AGAIN: 'host not found (DNS did not answer)',
+  ETIMEDOUT: 'the connection timed out',
+  EHOSTUNREACH: 'the host is unreachable',
+  ECONNRESET: 'the connection was reset (TLS expected, or not Redis?)',
+  WRONGPASS: 'the user or password was refused',
+  NOAUTH: 'the server requires a password',
+};
+
+/**
+ * Why Redis (REDIS_URL) does not answer, in one sentence naming its host and port and never the
+ * URL's credentials: what ioredis reports is a stack without the address.
+ */
+export function redisUnreachable(error: unknown, redisUrl: string): string {
+  const { code, message } = (error ?? {}) as { code?: string; message?: string };
+  // ioredis gives a refused AUTH no code: its reply starts with the error name.
+  const reason = REDIS_REASONS[code ?? ''] ?? REDIS_REASONS[/^[A-Z]+/.exec(message ?? '')?.[0] ?? ''] ?? 'no answer';
+  return `Redis ${serviceTarget(redisUrl, 6379, '/0')} (REDIS_URL) is unreachable: ${reason}`;
 }
