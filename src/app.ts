@@ -82,6 +82,8 @@ export async function buildApp(config: Config): Promise<App> {
 
   const http = await createHttpServer({ logLevel: config.logLevel, logFormat: config.logFormat, trustProxy: config.trustProxy, version: VERSION });
   rateLimit.register(http);
+  const migrated = database.migrationReport();
+  if (migrated) http.log.info(migrated);
   for (const warning of installationWarnings) http.log.warn(warning);
   const checkpointer = database.checkpointer;
   if (checkpointer) {

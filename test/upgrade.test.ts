@@ -1,5 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
@@ -7,7 +8,10 @@ import { CompiledQuery, Kysely, Migrator, PostgresDialect, SqliteDialect } from 
 import pg from 'pg';
 import { migrations } from '../src/db/migrations.js';
 import { runAt } from '../src/baselines/schema.js';
+import { SCHEMA_VERSION } from '../src/db/index.js';
 import { createTestEnv, DIALECTS, startTestApp, type DialectName, type TestEnv } from './helpers/app.js';
+import { freePort } from './helpers/broker.js';
+import { spawnMothership, startService, stopProcess } from './helpers/process.js';
 
 /** What the previous release sends to the database (test/fixtures/README.md: how it was recorded). */
 interface Recorded {
@@ -134,6 +138,113 @@ for (const dialect of DIALECTS) {
           { commit_sha: 'ddddddd', run_at: '2026-11-25T00:00:00.000Z' },
         ]);
       } finally {
+        await db.destroy();
+        await env.cleanup();
+      }
+    });
+  });
+}
+
+const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+/** Runs a mothership command to its end: exit code, stderr alone, and everything it printed. */
+async function run(args: string[], env: Record<string, string>) {
+  const child = spawnMothership(args, env);
+  let stderr = '';
+  child.stderr!.on('data', (chunk) => (stderr += chunk));
+  try {
+    const [code] = (await once(child, 'exit')) as [number | null];
+    return { code, stderr, output: child.output() };
+  } finally {
+    await stopProcess(child, 'SIGKILL');
+  }
+}
+
+describe('mothership --version', () => {
+  it("prints the release from package.json and this release's schema", async () => {
+    const { code, output } = await run(['--version'], {});
+    assert.equal(code, 0);
+    assert.equal(output, `mothership ${PACKAGE_VERSION} (schema ${SCHEMA_VERSION})\n`);
+  });
+});
+
+for (const dialect of DIALECTS) {
+  describe(`a schema this release does not know (${dialect})`, () => {
+    /** A database a later release migrated: one more migration, and (when it recorded itself) its version. */
+    async function laterReleasesDatabase(writer: string | null) {
+      const env = await createTestEnv(dialect);
+      const db = connect(dialect, env);
+      await migrateTo(db, dialect);
+      await db.insertInto('kysely_migration').values({ name: '099_from_a_later_release', timestamp: new Date().toISOString() }).execute();
+      if (writer)
+        await db.insertInto('schema_releases').values({ schema: '099_from_a_later_release', version: writer, migrated_at: new Date().toISOString() }).execute();
+      await db.destroy();
+      return env;
+    }
+
+    for (const command of [['serve'], ['worker']]) {
+      it(`${command[0]}: exit 2 and one sentence naming the migration, the release that wrote it and what to do`, async () => {
+        const env = await laterReleasesDatabase('0.9.0');
+        try {
+          const { code, stderr } = await run(command, { ...env.env, LOG_LEVEL: 'info', PORT: String(await freePort()) });
+          assert.equal(code, 2);
+          assert.equal(
+            stderr,
+            `The database has migration 099_from_a_later_release, written by Mothership 0.9.0, which this Mothership ${PACKAGE_VERSION} ` +
+              `(schema ${SCHEMA_VERSION}) does not know: run Mothership 0.9.0 or newer on this database, or restore the backup taken ` +
+              `before upgrading to it (docs/operations.md, "Rollback").\n`,
+          );
+          assert.doesNotMatch(stderr, /^\s+at /m);
+        } finally {
+          await env.cleanup();
+        }
+      });
+    }
+
+    it('without a record of the release that wrote it, says so', async () => {
+      const env = await laterReleasesDatabase(null);
+      try {
+        const { code, stderr } = await run(['serve'], { ...env.env, PORT: String(await freePort()) });
+        assert.equal(code, 2);
+        assert.match(
+          stderr,
+          /^The database has migration 099_from_a_later_release, written by a newer release, .* run that release on this database, or restore the backup/,
+        );
+        assert.equal(stderr.split('\n').length, 2);
+      } finally {
+        await env.cleanup();
+      }
+    });
+  });
+
+  describe(`upgrading from the previous release (${dialect})`, () => {
+    it('logs one line from which schema to which, starts with its version, reports both in /readyz, records itself', async () => {
+      const env = await createTestEnv(dialect);
+      const db = connect(dialect, env);
+      let service: Awaited<ReturnType<typeof startService>> | null = null;
+      try {
+        await migrateTo(db, dialect, PREVIOUS_SCHEMA);
+        service = await startService({ ...env.env, LOG_LEVEL: 'info', LOG_FORMAT: 'json' }, await freePort());
+        const ready = (await (await fetch(`${service.base}/readyz`)).json()) as Record<string, unknown>;
+        assert.equal(ready.version, PACKAGE_VERSION);
+        assert.equal(ready.schema, SCHEMA_VERSION);
+        const messages = service.child
+          .output()
+          .trim()
+          .split('\n')
+          .map((line) => (JSON.parse(line) as { msg: string }).msg);
+        assert.deepEqual(
+          messages.filter((msg) => /schema/.test(msg)),
+          [
+            `database schema migrated from ${PREVIOUS_SCHEMA} to ${SCHEMA_VERSION}`,
+            `Mothership ${PACKAGE_VERSION} (schema ${SCHEMA_VERSION}) listening on ${service.base}`,
+          ],
+        );
+        assert.deepEqual(await db.selectFrom('schema_releases').select(['schema', 'version']).execute(), [
+          { schema: SCHEMA_VERSION, version: PACKAGE_VERSION },
+        ]);
+      } finally {
+        if (service) await stopProcess(service.child);
         await db.destroy();
         await env.cleanup();
       }

@@ -4,7 +4,7 @@ import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type SqliteDatab
 import pg from 'pg';
 import path from 'node:path';
 import { migrations } from './migrations.js';
-import { unknownSchema } from './schema-version.js';
+import { KNOWN_MIGRATIONS, SCHEMA_VERSION, unknownSchema } from './schema-version.js';
 import { VERSION } from '../version.js';
 import { startCheckpointer, type Checkpointer } from './checkpointer.js';
 import { GroupCommit } from './group-commit.js';
@@ -37,10 +37,8 @@ export class Database {
   private readonly statements: SqliteDatabase | null;
   /** SQLite only: the connection itself. */
   private readonly file: BetterSqlite3.Database | null;
-  /** The schema this process found or migrated the database to: the newest migration's name. */
-  schema = '';
-  /** The schema before this process migrated it (null: an empty database); undefined when it was up to date. */
-  migratedFrom: string | null | undefined;
+  /** The schema before this process migrated it to SCHEMA_VERSION (null: an empty database); undefined when it was up to date. */
+  private migratedFrom: string | null | undefined;
 
   private constructor(
     readonly db: Db,
@@ -90,24 +88,30 @@ export class Database {
 
   private async migrate(): Promise<void> {
     const all = migrations(this.dialect);
-    const known = Object.keys(all).sort();
     const applied = (await this.tableExists('kysely_migration'))
       ? (await sql<{ name: string }>`select name from kysely_migration order by name`.execute(this.db)).rows.map((row) => row.name)
       : [];
     const newest = applied.at(-1) ?? null;
-    const refusal = unknownSchema(applied, known, { version: VERSION, writer: newest && (await this.releaseOf(newest)) });
+    const refusal = unknownSchema(applied, KNOWN_MIGRATIONS, { version: VERSION, writer: newest && (await this.releaseOf(newest)) });
     if (refusal) throw refusal;
     const migrator = new Migrator({ db: this.db, provider: { getMigrations: async () => all } });
     const { error, results = [] } = await migrator.migrateToLatest();
     if (error) throw error;
-    this.schema = known.at(-1)!;
     if (results.length === 0) return;
     this.migratedFrom = newest;
     await this.db
       .insertInto('schema_releases')
-      .values({ schema: this.schema, version: VERSION, migrated_at: now() })
+      .values({ schema: SCHEMA_VERSION, version: VERSION, migrated_at: now() })
       .onConflict((oc) => oc.column('schema').doNothing())
       .execute();
+  }
+
+  /** The one log line of a start that migrated the schema; null when it was up to date. */
+  migrationReport(): string | null {
+    if (this.migratedFrom === undefined) return null;
+    return this.migratedFrom === null
+      ? `database schema created at ${SCHEMA_VERSION}`
+      : `database schema migrated from ${this.migratedFrom} to ${SCHEMA_VERSION}`;
   }
 
   /** The release that first migrated the database to `schema`, when it recorded itself (migration 013 on). */

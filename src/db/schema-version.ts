@@ -1,9 +1,16 @@
+import { migrations } from './migrations.js';
+
 /**
  * The schema a database is at: the names of the migrations applied to it, in order (Kysely's
  * kysely_migration table). A release refuses a schema with migrations it does not know, as Kysely
  * would, but in one sentence that says what to do instead of a stack trace.
  */
 export class UnknownSchemaError extends Error {}
+
+/** The migrations this release knows, in the order they apply (Kysely orders them by name). */
+export const KNOWN_MIGRATIONS: readonly string[] = Object.keys(migrations('sqlite')).sort();
+/** This release's schema: its newest migration's name. */
+export const SCHEMA_VERSION = KNOWN_MIGRATIONS.at(-1)!;
 
 /** The refusal for migrations `applied` has and `known` lacks; null when every applied one is known. */
 export function unknownSchema(

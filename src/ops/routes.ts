@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import type { Database } from '../db/index.js';
+import { SCHEMA_VERSION, type Database } from '../db/index.js';
+import { VERSION } from '../version.js';
 import type { Metrics } from './metrics.js';
 
 /** Liveness (process up), readiness (database reachable; MQTT reported, not required) and Prometheus metrics. */
@@ -24,6 +25,8 @@ export function opsRoutes(
     type: 'object',
     properties: {
       status: { type: 'string', enum: ['ready', 'not_ready'] },
+      version: { type: 'string', description: "This instance's release (package.json version)" },
+      schema: { type: 'string', description: 'The database schema this instance runs: the newest migration it applied' },
       database: { type: 'string', description: '"ok", or why the database is not reachable' },
       mqtt: {
         type: 'object',
@@ -53,7 +56,9 @@ export function opsRoutes(
         database = 'unreachable';
       }
       const ready = database === 'ok';
-      return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', database, mqtt: deps.mqttState() });
+      return reply
+        .code(ready ? 200 : 503)
+        .send({ status: ready ? 'ready' : 'not_ready', version: VERSION, schema: SCHEMA_VERSION, database, mqtt: deps.mqttState() });
     },
   );
 
