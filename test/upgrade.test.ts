@@ -2,14 +2,11 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
-import { CompiledQuery, Kysely, Migrator, PostgresDialect, SqliteDialect } from 'kysely';
-import pg from 'pg';
-import { migrations } from '../src/db/migrations.js';
+import { CompiledQuery, type Kysely } from 'kysely';
 import { runAt } from '../src/baselines/schema.js';
 import { SCHEMA_VERSION } from '../src/db/index.js';
-import { createTestEnv, DIALECTS, startTestApp, type DialectName, type TestEnv } from './helpers/app.js';
+import { createTestEnv, DIALECTS, startTestApp, type DialectName } from './helpers/app.js';
+import { connect, migrateTo, PREVIOUS_SCHEMA } from './helpers/previous-release.js';
 import { freePort } from './helpers/broker.js';
 import { spawnMothership, startService, stopProcess } from './helpers/process.js';
 
@@ -23,25 +20,6 @@ const PREVIOUS_RELEASE = readFileSync(new URL('../../test/fixtures/release-df8e1
   .trim()
   .split('\n')
   .map((line) => JSON.parse(line) as Recorded);
-/** The newest migration the previous release knows. */
-const PREVIOUS_SCHEMA = '006_admin_sessions';
-
-/** A plain Kysely on the test environment's database, as the previous release's driver talks to it. */
-function connect(dialect: DialectName, env: TestEnv): Kysely<any> {
-  return new Kysely<any>({
-    dialect:
-      dialect === 'postgres'
-        ? new PostgresDialect({ pool: new pg.Pool({ connectionString: env.env.DATABASE_URL, max: 1 }) })
-        : new SqliteDialect({ database: new BetterSqlite3(path.join(env.dataDir, 'mothership.db')) }),
-  });
-}
-
-const migrateTo = async (db: Kysely<any>, dialect: DialectName, name?: string) => {
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations(dialect) } });
-  const { error } = await (name ? migrator.migrateTo(name) : migrator.migrateToLatest());
-  assert.equal(error, undefined);
-};
-
 const ROLLED_BACK = new Error('rolled back');
 
 /** Runs every recorded statement on its own, rolled back after it; returns the ones that failed, with why. */
