@@ -85,6 +85,8 @@ export async function buildApp(config: Config): Promise<App> {
 
   const http = await createHttpServer({ logLevel: config.logLevel, logFormat: config.logFormat, trustProxy: config.trustProxy, version: VERSION });
   rateLimit.register(http);
+  const migrated = database.migrationReport();
+  if (migrated) http.log.info(migrated);
   const backgroundLog = http.throttledLog.background(http.log);
   if (redis) {
     // Where Redis is and why it does not answer (ioredis's own errors never name the address): at

@@ -5,6 +5,8 @@ import { compareCommand, historyCommand, pushCommand, validateCommand } from './
 import { createBotCommand, workerCommand } from './cli/enrichment.js';
 import { mqttCleanupCommand } from './cli/mqtt.js';
 import { startupFailure } from './ops/startup-errors.js';
+import { SCHEMA_VERSION } from './db/index.js';
+import { VERSION } from './version.js';
 
 /** The longest a shutdown may take; every step of it is bounded well below this (see app.close). */
 const SHUTDOWN_DEADLINE_MS = 20_000;
@@ -24,7 +26,8 @@ const USAGE = `Usage:
                                                      exit 1 when it regressed, 2 on an error
   mothership baseline history --server URL [--limit N] [--format ...]
   mothership bots create NAME                        prints the new bot id and shared secret once
-  mothership mqtt cleanup --installation ID          clears what a previous installation id left retained on the broker`;
+  mothership mqtt cleanup --installation ID          clears what a previous installation id left retained on the broker
+  mothership --version                               the release and the database schema it migrates to`;
 
 async function serve(): Promise<void> {
   const config = configure();
@@ -34,6 +37,7 @@ async function serve(): Promise<void> {
     await app.close();
     return explainStartup(config)(error);
   });
+  app.http.log.info({ version: VERSION, schema: SCHEMA_VERSION }, `Mothership ${VERSION} (schema ${SCHEMA_VERSION}) listening on ${address}`);
   if (config.adminTokenGenerated) app.http.log.warn(firstStartMessage(address, config));
   let stopping = false;
   const stop = async (signal: string) => {
@@ -82,15 +86,23 @@ async function main(argv: string[]): Promise<number> {
     case undefined:
       await serve();
       return -1;
-    case 'worker':
-      await workerCommand(configure());
+    case 'worker': {
+      const config = configure();
+      await workerCommand(config).catch(explainStartup(config));
       return -1;
+    }
     case 'bots':
-      if (argv[1] === 'create' && argv[2]) return createBotCommand(configure(), argv.slice(2).join(' '), io);
+      if (argv[1] === 'create' && argv[2]) {
+        const config = configure();
+        return createBotCommand(config, argv.slice(2).join(' '), io).catch(explainStartup(config));
+      }
       console.error('usage: mothership bots create NAME');
       return 2;
     case 'mqtt':
-      if (argv[1] === 'cleanup' && argv[2] === '--installation' && argv[3]) return mqttCleanupCommand(configure(), argv[3], io);
+      if (argv[1] === 'cleanup' && argv[2] === '--installation' && argv[3]) {
+        const config = configure();
+        return mqttCleanupCommand(config, argv[3], io).catch(explainStartup(config));
+      }
       console.error('usage: mothership mqtt cleanup --installation ID');
       return 2;
     case 'baseline': {
@@ -102,6 +114,11 @@ async function main(argv: string[]): Promise<number> {
       console.error(USAGE);
       return 2;
     }
+    case '--version':
+    case '-v':
+    case 'version':
+      console.log(`mothership ${VERSION} (schema ${SCHEMA_VERSION})`);
+      return 0;
     case '--help':
     case '-h':
     case 'help':

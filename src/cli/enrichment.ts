@@ -1,7 +1,8 @@
 import { pino } from 'pino';
 import type { Config } from '../config.js';
 import { SecretBox } from '../crypto.js';
-import { Database } from '../db/index.js';
+import { Database, SCHEMA_VERSION } from '../db/index.js';
+import { VERSION } from '../version.js';
 import { checkInstallation } from '../ops/installation.js';
 import { createEventPipeline } from '../pipeline.js';
 import { createEnrichment } from '../enrichment/index.js';
@@ -35,13 +36,15 @@ export async function createBotCommand(config: Config, name: string, io: Output)
 export async function workerCommand(config: Config): Promise<void> {
   const log = pino(loggerOptions(config.logLevel, config.logFormat) as object);
   const database = await Database.open(config);
+  const migrated = database.migrationReport();
+  if (migrated) log.info(migrated);
   const box = new SecretBox(config.secretsKey);
   for (const warning of await checkInstallation(database, box, config.mothershipId)) log.warn(warning);
   // The same pipeline as the server's: the worker's events get their webhook outbox rows too.
   const enrichment = createEnrichment({ config, database, events: createEventPipeline(database, box).events, box, redis: null, metrics: null, log });
   const worker = enrichment.newWorker();
   await worker.start();
-  log.info({ worker: worker.id }, 'enrichment worker started');
+  log.info({ worker: worker.id, version: VERSION, schema: SCHEMA_VERSION }, `enrichment worker of Mothership ${VERSION} (schema ${SCHEMA_VERSION}) started`);
   const stop = async () => {
     await worker.stop();
     await database.close();

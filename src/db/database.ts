@@ -4,6 +4,8 @@ import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type SqliteDatab
 import pg from 'pg';
 import path from 'node:path';
 import { migrations } from './migrations.js';
+import { KNOWN_MIGRATIONS, SCHEMA_VERSION, unknownSchema } from './schema-version.js';
+import { VERSION } from '../version.js';
 import { startCheckpointer, type Checkpointer } from './checkpointer.js';
 import { WriteHealth } from './errors.js';
 import { GroupCommit } from './group-commit.js';
@@ -38,6 +40,8 @@ export class Database {
   private readonly file: BetterSqlite3.Database | null;
   /** Whether writes fail for lack of disk (readiness). */
   private readonly writes = new WriteHealth();
+  /** The schema before this process migrated it to SCHEMA_VERSION (null: an empty database); undefined when it was up to date. */
+  private migratedFrom: string | null | undefined;
 
   private constructor(
     readonly db: Db,
@@ -87,9 +91,44 @@ export class Database {
 
   private async migrate(): Promise<void> {
     const all = migrations(this.dialect);
+    const applied = (await this.tableExists('kysely_migration'))
+      ? (await sql<{ name: string }>`select name from kysely_migration order by name`.execute(this.db)).rows.map((row) => row.name)
+      : [];
+    const newest = applied.at(-1) ?? null;
+    const refusal = unknownSchema(applied, KNOWN_MIGRATIONS, { version: VERSION, writer: newest && (await this.releaseOf(newest)) });
+    if (refusal) throw refusal;
     const migrator = new Migrator({ db: this.db, provider: { getMigrations: async () => all } });
-    const { error } = await migrator.migrateToLatest();
+    const { error, results = [] } = await migrator.migrateToLatest();
     if (error) throw error;
+    if (results.length === 0) return;
+    this.migratedFrom = newest;
+    await this.db
+      .insertInto('schema_releases')
+      .values({ schema: SCHEMA_VERSION, version: VERSION, migrated_at: now() })
+      .onConflict((oc) => oc.column('schema').doNothing())
+      .execute();
+  }
+
+  /** The one log line of a start that migrated the schema; null when it was up to date. */
+  migrationReport(): string | null {
+    if (this.migratedFrom === undefined) return null;
+    return this.migratedFrom === null
+      ? `database schema created at ${SCHEMA_VERSION}`
+      : `database schema migrated from ${this.migratedFrom} to ${SCHEMA_VERSION}`;
+  }
+
+  /** The release that first migrated the database to `schema`, when it recorded itself (migration 013 on). */
+  private async releaseOf(schema: string): Promise<string | null> {
+    if (!(await this.tableExists('schema_releases'))) return null;
+    return (await this.db.selectFrom('schema_releases').select('version').where('schema', '=', schema).executeTakeFirst())?.version ?? null;
+  }
+
+  private async tableExists(name: string): Promise<boolean> {
+    const query =
+      this.dialect === 'postgres'
+        ? sql<{ found: unknown }>`select to_regclass(${name}) as found`
+        : sql<{ found: unknown }>`select name as found from sqlite_master where type = 'table' and name = ${name}`;
+    return (await query.execute(this.db)).rows[0]?.found != null;
   }
 
   /**

@@ -7,3 +7,4 @@ export { uniqueId } from './ids.js';
 export { prepare, type Prepared } from './prepared.js';
 export { pruneOlderThan } from './prune.js';
 export { TransactionMisuseError } from './transaction-scope.js';
+export { SCHEMA_VERSION, UnknownSchemaError } from './schema-version.js';

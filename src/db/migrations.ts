@@ -420,5 +420,51 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await sql`drop function mothership_append_event(text, text, text, text)`.execute(db);
       },
     },
+    '013_run_at_by_the_database': {
+      // The previous release inserts baselines without run_at (008 gave it a default of ''), and an
+      // empty run_at sorts as the oldest run. The database fills it on insert from the record, as
+      // 008 did for the rows it found, and repairs the rows written so meanwhile. Also the table in
+      // which each release that migrates the schema records its version (database.ts), so a release
+      // that finds a schema it does not know can say which release wrote it.
+      async up(db: Kysely<any>) {
+        if (dialect === 'postgres') {
+          // An unreadable timestamp falls back to recorded_at rather than refusing the insert.
+          await sql`
+            create function mothership_run_at(p_record text, p_recorded_at text) returns text
+            language plpgsql stable as $$
+            begin
+              return coalesce(to_char((p_record::json->>'timestamp')::timestamptz at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), p_recorded_at);
+            exception when others then
+              return p_recorded_at;
+            end $$`.execute(db);
+          await sql`
+            create function mothership_fill_run_at() returns trigger language plpgsql as $$
+            begin
+              if new.run_at = '' then new.run_at := mothership_run_at(new.record, new.recorded_at); end if;
+              return new;
+            end $$`.execute(db);
+          await sql`create trigger baselines_fill_run_at before insert or update on baselines for each row execute function mothership_fill_run_at()`.execute(
+            db,
+          );
+          await sql`update baselines set run_at = mothership_run_at(record, recorded_at) where run_at = ''`.execute(db);
+        } else {
+          const runAt = (record: string, recordedAt: string) =>
+            `coalesce(strftime('%Y-%m-%dT%H:%M:%fZ', case when json_valid(${record}) then json_extract(${record}, '$.timestamp') end), ${recordedAt})`;
+          await sql
+            .raw(
+              `create trigger baselines_fill_run_at after insert on baselines for each row when new.run_at = '' begin ` +
+                `update baselines set run_at = ${runAt('new.record', 'new.recorded_at')} where id = new.id; end`,
+            )
+            .execute(db);
+          await sql.raw(`update baselines set run_at = ${runAt('record', 'recorded_at')} where run_at = ''`).execute(db);
+        }
+        await db.schema
+          .createTable('schema_releases')
+          .addColumn('schema', 'text', (c) => c.primaryKey())
+          .addColumn('version', 'text', (c) => c.notNull())
+          .addColumn('migrated_at', 'text', (c) => c.notNull())
+          .execute();
+      },
+    },
   };
 }

@@ -149,6 +149,13 @@ export interface ApiTokensTable {
   last_used_at: string | null;
 }
 
+/** Which release (package version) first migrated the database to each schema (newest migration name). */
+export interface SchemaReleasesTable {
+  schema: string;
+  version: string;
+  migrated_at: string;
+}
+
 export interface Schema {
   persons: PersonsTable;
   zones: ZonesTable;
@@ -164,4 +171,5 @@ export interface Schema {
   nonces: NoncesTable;
   admin_sessions: AdminSessionsTable;
   api_tokens: ApiTokensTable;
+  schema_releases: SchemaReleasesTable;
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import type { Database } from '../db/index.js';
+import { SCHEMA_VERSION, type Database } from '../db/index.js';
+import { VERSION } from '../version.js';
 import type { Metrics } from './metrics.js';
 
 /** A backing service without which requests fail (Redis when configured): readiness probes it. */
@@ -53,6 +54,8 @@ export function opsRoutes(
     type: 'object',
     properties: {
       status: { type: 'string', enum: ['ready', 'not_ready'] },
+      version: { type: 'string', description: "This instance's release (package.json version)" },
+      schema: { type: 'string', description: 'The database schema this instance runs: the newest migration it applied' },
       database: { type: 'string', description: '"ok", or why the database is not reachable' },
       checks: {
         type: 'object',
@@ -94,7 +97,9 @@ export function opsRoutes(
       );
       checks.disk = deps.database.writeState();
       const ready = Object.values(checks).every((state) => state === 'ok');
-      return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', database: checks.database, checks, mqtt: deps.mqttState() });
+      return reply
+        .code(ready ? 200 : 503)
+        .send({ status: ready ? 'ready' : 'not_ready', version: VERSION, schema: SCHEMA_VERSION, database: checks.database, checks, mqtt: deps.mqttState() });
     },
   );
 

@@ -1,10 +1,12 @@
 import type { Config } from '../config.js';
+import { UnknownSchemaError } from '../db/index.js';
 
 /**
- * Start-up failures a person can fix, in one sentence each (the port, the database), instead of a
- * stack trace; null for anything else, which is a bug and keeps its stack.
+ * Start-up failures a person can fix, in one sentence each (the port, the database, a schema from
+ * another release), instead of a stack trace; null for anything else, which is a bug and keeps its stack.
  */
 export function startupFailure(error: unknown, config: Pick<Config, 'databaseUrl' | 'dataDir' | 'host' | 'port'>): string | null {
+  if (error instanceof UnknownSchemaError) return error.message;
   const { code, syscall } = (error ?? {}) as { code?: string; syscall?: string };
   // Listening on a HOST that is neither an address nor a name the resolver knows.
   if (syscall === 'getaddrinfo' && (error as { hostname?: string }).hostname === config.host) {

@@ -1,0 +1,231 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { CompiledQuery, type Kysely } from 'kysely';
+import { runAt } from '../src/baselines/schema.js';
+import { SCHEMA_VERSION } from '../src/db/index.js';
+import { createTestEnv, DIALECTS, startTestApp, type DialectName } from './helpers/app.js';
+import { connect, migrateTo, PREVIOUS_SCHEMA } from './helpers/previous-release.js';
+import { freePort } from './helpers/broker.js';
+import { spawnMothership, startService, stopProcess } from './helpers/process.js';
+
+/** What the previous release sends to the database (test/fixtures/README.md: how it was recorded). */
+interface Recorded {
+  dialect: DialectName;
+  sql: string;
+  parameters: unknown[];
+}
+const PREVIOUS_RELEASE = readFileSync(new URL('../../test/fixtures/release-df8e124.statements.jsonl', import.meta.url), 'utf8')
+  .trim()
+  .split('\n')
+  .map((line) => JSON.parse(line) as Recorded);
+const ROLLED_BACK = new Error('rolled back');
+
+/** Runs every recorded statement on its own, rolled back after it; returns the ones that failed, with why. */
+async function replay(db: Kysely<any>, dialect: DialectName): Promise<string[]> {
+  const failures: string[] = [];
+  for (const statement of PREVIOUS_RELEASE.filter((recorded) => recorded.dialect === dialect)) {
+    const error = await db
+      .transaction()
+      .execute(async (trx) => {
+        await trx.executeQuery(CompiledQuery.raw(statement.sql, statement.parameters));
+        throw ROLLED_BACK;
+      })
+      .catch((error: unknown) => error);
+    if (error !== ROLLED_BACK) failures.push(`${statement.sql.slice(0, 120)}: ${(error as Error).message}`);
+  }
+  return failures;
+}
+
+/** The previous release's own insert of a baseline, with its parameters: commit, recorded_at, record. */
+function previousReleaseInsertsBaseline(db: Kysely<any>, dialect: DialectName, record: { commit_sha: string; timestamp: string; grep_1000_mean_ms?: number }) {
+  const insert = PREVIOUS_RELEASE.find((recorded) => recorded.dialect === dialect && /^insert into "baselines"/.test(recorded.sql));
+  assert.ok(insert, 'the fixture has the previous release insert a baseline');
+  const full = { subject_geomean: 0.5, grep_1000_mean_ms: 40, ...record };
+  return db.executeQuery(CompiledQuery.raw(insert.sql, [record.commit_sha, new Date().toISOString(), JSON.stringify(full)]));
+}
+
+for (const dialect of DIALECTS) {
+  describe(`the previous release (df8e124) on a database this release migrated (${dialect})`, () => {
+    it('runs every statement it issues, reads and writes', async () => {
+      const env = await createTestEnv(dialect);
+      const db = connect(dialect, env);
+      try {
+        await migrateTo(db, dialect);
+        assert.deepEqual(await replay(db, dialect), []);
+      } finally {
+        await db.destroy();
+        await env.cleanup();
+      }
+    });
+
+    it('(control: the recording replays cleanly on its own schema)', async () => {
+      const env = await createTestEnv(dialect);
+      const db = connect(dialect, env);
+      try {
+        await migrateTo(db, dialect, PREVIOUS_SCHEMA);
+        assert.deepEqual(await replay(db, dialect), []);
+      } finally {
+        await db.destroy();
+        await env.cleanup();
+      }
+    });
+
+    it('a baseline it stores is ordered by its run time: latest and compare see it', async () => {
+      const env = await createTestEnv(dialect);
+      const app = await startTestApp(dialect, {}, { testEnv: env });
+      const db = connect(dialect, env);
+      try {
+        const posted = await app.api('POST', '/api/baselines', {
+          commit_sha: 'aaaaaaa',
+          timestamp: '2026-11-24T10:00:00Z',
+          subject_geomean: 0.5,
+          grep_1000_mean_ms: 40,
+        });
+        assert.equal(posted.status, 201);
+        // The older instance records the next run: 36 % slower.
+        await previousReleaseInsertsBaseline(db, dialect, { commit_sha: 'bbbbbbb', timestamp: '2026-11-24T12:00:00+01:00', grep_1000_mean_ms: 54.4 });
+        const latest = await app.api('GET', '/api/baselines/latest');
+        assert.equal(latest.body.record.commit_sha, 'bbbbbbb');
+        const compared = await app.api('GET', '/api/baselines/compare?base=aaaaaaa&head=latest');
+        assert.equal(compared.status, 200);
+        assert.equal(compared.body.head.commit_sha, 'bbbbbbb');
+        assert.equal(compared.body.regressed, true);
+        const { run_at } = await db.selectFrom('baselines').select('run_at').where('commit_sha', '=', 'bbbbbbb').executeTakeFirstOrThrow();
+        assert.equal(run_at, runAt('2026-11-24T12:00:00+01:00'));
+      } finally {
+        await db.destroy();
+        await app.cleanup();
+        await env.cleanup();
+      }
+    });
+
+    it('013 repairs the baselines it stored with an empty run time before', async () => {
+      const env = await createTestEnv(dialect);
+      const db = connect(dialect, env);
+      try {
+        await migrateTo(db, dialect, '012_enrichment_requests_in_one_batch');
+        await previousReleaseInsertsBaseline(db, dialect, { commit_sha: 'ccccccc', timestamp: '2026-11-24T09:30:00.250-02:00' });
+        await db.insertInto('baselines').values({ commit_sha: 'ddddddd', recorded_at: '2026-11-25T00:00:00.000Z', run_at: '', record: 'not json' }).execute();
+        await migrateTo(db, dialect);
+        const rows = await db.selectFrom('baselines').select(['commit_sha', 'run_at']).orderBy('id').execute();
+        assert.deepEqual(rows, [
+          { commit_sha: 'ccccccc', run_at: runAt('2026-11-24T09:30:00.250-02:00') },
+          // Not a record the previous release could have written; its posting time stands in.
+          { commit_sha: 'ddddddd', run_at: '2026-11-25T00:00:00.000Z' },
+        ]);
+      } finally {
+        await db.destroy();
+        await env.cleanup();
+      }
+    });
+  });
+}
+
+const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+/** Runs a mothership command to its end: exit code, stderr alone, and everything it printed. */
+async function run(args: string[], env: Record<string, string>) {
+  const child = spawnMothership(args, env);
+  let stderr = '';
+  child.stderr!.on('data', (chunk) => (stderr += chunk));
+  try {
+    const [code] = (await once(child, 'exit')) as [number | null];
+    return { code, stderr, output: child.output() };
+  } finally {
+    await stopProcess(child, 'SIGKILL');
+  }
+}
+
+describe('mothership --version', () => {
+  it("prints the release from package.json and this release's schema", async () => {
+    const { code, output } = await run(['--version'], {});
+    assert.equal(code, 0);
+    assert.equal(output, `mothership ${PACKAGE_VERSION} (schema ${SCHEMA_VERSION})\n`);
+  });
+});
+
+for (const dialect of DIALECTS) {
+  describe(`a schema this release does not know (${dialect})`, () => {
+    /** A database a later release migrated: one more migration, and (when it recorded itself) its version. */
+    async function laterReleasesDatabase(writer: string | null) {
+      const env = await createTestEnv(dialect);
+      const db = connect(dialect, env);
+      await migrateTo(db, dialect);
+      await db.insertInto('kysely_migration').values({ name: '099_from_a_later_release', timestamp: new Date().toISOString() }).execute();
+      if (writer)
+        await db.insertInto('schema_releases').values({ schema: '099_from_a_later_release', version: writer, migrated_at: new Date().toISOString() }).execute();
+      await db.destroy();
+      return env;
+    }
+
+    for (const command of [['serve'], ['worker']]) {
+      it(`${command[0]}: exit 2 and one sentence naming the migration, the release that wrote it and what to do`, async () => {
+        const env = await laterReleasesDatabase('0.9.0');
+        try {
+          const { code, stderr } = await run(command, { ...env.env, LOG_LEVEL: 'info', PORT: String(await freePort()) });
+          assert.equal(code, 2);
+          assert.equal(
+            stderr,
+            `The database has migration 099_from_a_later_release, written by Mothership 0.9.0, which this Mothership ${PACKAGE_VERSION} ` +
+              `(schema ${SCHEMA_VERSION}) does not know: run Mothership 0.9.0 or newer on this database, or restore the backup taken ` +
+              `before upgrading to it (docs/operations.md, "Rollback").\n`,
+          );
+          assert.doesNotMatch(stderr, /^\s+at /m);
+        } finally {
+          await env.cleanup();
+        }
+      });
+    }
+
+    it('without a record of the release that wrote it, says so', async () => {
+      const env = await laterReleasesDatabase(null);
+      try {
+        const { code, stderr } = await run(['serve'], { ...env.env, PORT: String(await freePort()) });
+        assert.equal(code, 2);
+        assert.match(
+          stderr,
+          /^The database has migration 099_from_a_later_release, written by a newer release, .* run that release on this database, or restore the backup/,
+        );
+        assert.equal(stderr.split('\n').length, 2);
+      } finally {
+        await env.cleanup();
+      }
+    });
+  });
+
+  describe(`upgrading from the previous release (${dialect})`, () => {
+    it('logs one line from which schema to which, starts with its version, reports both in /readyz, records itself', async () => {
+      const env = await createTestEnv(dialect);
+      const db = connect(dialect, env);
+      let service: Awaited<ReturnType<typeof startService>> | null = null;
+      try {
+        await migrateTo(db, dialect, PREVIOUS_SCHEMA);
+        service = await startService({ ...env.env, LOG_LEVEL: 'info', LOG_FORMAT: 'json' }, await freePort());
+        const ready = (await (await fetch(`${service.base}/readyz`)).json()) as Record<string, unknown>;
+        assert.equal(ready.version, PACKAGE_VERSION);
+        assert.equal(ready.schema, SCHEMA_VERSION);
+        const messages = service.child
+          .output()
+          .trim()
+          .split('\n')
+          .map((line) => (JSON.parse(line) as { msg: string }).msg);
+        assert.deepEqual(
+          messages.filter((msg) => /schema/.test(msg)),
+          [
+            `database schema migrated from ${PREVIOUS_SCHEMA} to ${SCHEMA_VERSION}`,
+            `Mothership ${PACKAGE_VERSION} (schema ${SCHEMA_VERSION}) listening on ${service.base}`,
+          ],
+        );
+        assert.deepEqual(await db.selectFrom('schema_releases').select(['schema', 'version']).execute(), [
+          { schema: SCHEMA_VERSION, version: PACKAGE_VERSION },
+        ]);
+      } finally {
+        if (service) await stopProcess(service.child);
+        await db.destroy();
+        await env.cleanup();
+      }
+    });
+  });
+}
