@@ -149,6 +149,13 @@ export interface ApiTokensTable {
   last_used_at: string | null;
 }
 
+/** A topic the MQTT owner published retained (019); `payload_hash` null while its content is in doubt. */
+export interface MqttRetainedTable {
+  topic: string;
+  payload_hash: string | null;
+  updated_at: string;
+}
+
 export interface Schema {
   persons: PersonsTable;
   zones: ZonesTable;
@@ -164,4 +171,5 @@ export interface Schema {
   nonces: NoncesTable;
   admin_sessions: AdminSessionsTable;
   api_tokens: ApiTokensTable;
+  mqtt_retained: MqttRetainedTable;
 }
