@@ -309,6 +309,27 @@ describe('MQTT publishing', () => {
     await app.api('DELETE', '/api/zones/study');
   });
 
+  it('corrects, while connected, a retained config under its discovery topics that is not what it published: a fake is replaced, a ghost cleared', async () => {
+    const config = `${prefix}/binary_sensor/${mid}/person_ada_presence/config`;
+    const ghost = `${prefix}/sensor/${mid}/person_nobody_room/config`;
+    const ours = await eventually(async () => (await retainedSet(broker.url, [config])).get(config), 3000, 'our config');
+    const intruder = await observer(broker.url, []);
+    try {
+      await intruder.client.publishAsync(config, JSON.stringify({ name: 'Fake', state_topic: 'elsewhere' }), { qos: 1, retain: true });
+      await intruder.client.publishAsync(ghost, JSON.stringify({ name: 'Nobody' }), { qos: 1, retain: true });
+      await eventually(
+        async () => {
+          const set = await retainedSet(broker.url, [config, ghost]);
+          return set.get(config) === ours && !set.has(ghost);
+        },
+        3000,
+        'the fake replaced by our config and the ghost cleared',
+      );
+    } finally {
+      await intruder.close();
+    }
+  });
+
   it('republishes discovery on request', async () => {
     const response = await app.api('POST', '/api/settings/integration/discovery');
     assert.equal(response.status, 200);
