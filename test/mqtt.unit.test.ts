@@ -339,7 +339,9 @@ describe('what the broker is sent (the record of retained topics)', () => {
       ],
     );
     assert.deepEqual(
-      planPublish(expected, held, { clearUnexpected: true }).map(([topic, payload]) => [topic, payload]).slice(-1),
+      planPublish(expected, held, { clearUnexpected: true })
+        .map(([topic, payload]) => [topic, payload])
+        .slice(-1),
       [['gone', '']],
     );
     assert.deepEqual(
@@ -464,7 +466,12 @@ describe("Home Assistant's person over what Mothership publishes (HA's own logic
   /** Ada's tracker as Home Assistant holds it after Mothership published her state at `at`. */
   const ours = (person: { presence: 'home' | 'not_home'; zone: string | null }, zoneName: string | null, at: number): TrackerState => {
     const published = new Map(personState(topics, { id: 'ada', name: 'Ada', last_seen: null, ...person }, zoneName));
-    return { entity_id: 'device_tracker.mothership_ada', state: mqttTrackerState(tracker, published.get(tracker.state_topic)!), source_type: tracker.source_type, last_updated: at };
+    return {
+      entity_id: 'device_tracker.mothership_ada',
+      state: mqttTrackerState(tracker, published.get(tracker.state_topic)!),
+      source_type: tracker.source_type,
+      last_updated: at,
+    };
   };
   const phone = (state: string, at: number): TrackerState => ({ entity_id: 'device_tracker.phone', state, source_type: 'gps', last_updated: at });
   const inKitchen = { presence: 'home' as const, zone: 'kitchen' };

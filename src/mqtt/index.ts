@@ -364,7 +364,10 @@ export class MqttIntegration {
       [topics.health, JSON.stringify(this.lastHealth ?? { ...health, timestamp: new Date().toISOString() })],
     ];
     const force = work.forceConfigs ? new Set(configs.map(([topic]) => topic)) : undefined;
-    await this.publisher.send(connection.client, planPublish([...this.clears(work), ...configs, ...states], this.publisher.held, { clearUnexpected: true, force }));
+    await this.publisher.send(
+      connection.client,
+      planPublish([...this.clears(work), ...configs, ...states], this.publisher.held, { clearUnexpected: true, force }),
+    );
   }
 
   /** The explicit clears of a change: deleted entities' configs (per-entity form) and state. */

@@ -42,7 +42,11 @@ export class RetainedRecord {
           .onConflict((oc) => oc.column('topic').doUpdateSet((eb) => ({ payload_hash: eb.ref('excluded.payload_hash'), updated_at: at })))
           .execute();
       }
-      for (let start = 0; start < gone.length; start += CHUNK) await db.deleteFrom('mqtt_retained').where('topic', 'in', gone.slice(start, start + CHUNK)).execute();
+      for (let start = 0; start < gone.length; start += CHUNK)
+        await db
+          .deleteFrom('mqtt_retained')
+          .where('topic', 'in', gone.slice(start, start + CHUNK))
+          .execute();
     });
   }
 
