@@ -4,6 +4,7 @@ import { benchBaselines } from './baselines.js';
 import { benchDetector } from './detector.js';
 import { benchFanout } from './fanout.js';
 import { benchMemory } from './memory.js';
+import { benchMqttSync } from './mqtt-sync.js';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { QUICK, machine } from './lib.js';
@@ -16,6 +17,7 @@ const BENCHMARKS: Record<string, () => Promise<boolean>> = {
   baselines: benchBaselines,
   detector: benchDetector,
   memory: benchMemory,
+  'mqtt-sync': benchMqttSync,
 };
 
 const names = process.argv.slice(2).filter((arg) => !arg.startsWith('--'));

@@ -141,6 +141,7 @@ export async function buildApp(config: Config): Promise<App> {
     (leadership?.leader ?? true) ? 1 : 0,
   );
   const mqtt = new MqttIntegration({
+    database,
     ownership: leadership,
     presence,
     events,

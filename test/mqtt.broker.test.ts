@@ -94,6 +94,7 @@ describe('MQTT publishing', () => {
       `${prefix}/device_tracker/${mid}/person_ada/config`,
       `${prefix}/select/${mid}/mode/config`,
       `${prefix}/sensor/${mid}/node_count/config`,
+      `${prefix}/sensor/${mid}/person_ada_room/config`,
       `${prefix}/sensor/${mid}/quality/config`,
       `${prefix}/sensor/${mid}/zone_kitchen_count/config`,
     ]);
@@ -286,28 +287,53 @@ describe('MQTT publishing', () => {
     await app.api('DELETE', '/api/persons/cy');
   });
 
-  it("a person's device tracker shows the zone they are in by name, follows a rename, and goes with the person", async () => {
+  it("a person's device tracker says home in any room (what Home Assistant's person needs), the room is an attribute and follows a rename, and both go with the person", async () => {
     await app.api('POST', '/api/persons', { id: 'eve', name: 'Eve' });
     await app.api('POST', '/api/zones', { id: 'study', name: 'Study' });
     const tracker = `${root}/${mid}/person/eve/tracker`;
+    const attributes = `${root}/${mid}/person/eve/attributes`;
     const config = `${prefix}/device_tracker/${mid}/person_eve/config`;
-    const retained = () => retainedSet(broker.url, [tracker, config]);
-    await eventually(async () => (await retained()).get(tracker) === 'home' || (await retained()).get(tracker) === 'not_home', 3000, 'tracker published');
+    const roomConfig = `${prefix}/sensor/${mid}/person_eve_room/config`;
+    const retained = () => retainedSet(broker.url, [tracker, attributes, config, roomConfig]);
+    const room = async () => JSON.parse((await retained()).get(attributes) ?? '{}').room;
+    await eventually(async () => (await retained()).get(tracker) === 'not_home', 3000, 'tracker published');
     const published = JSON.parse((await retained()).get(config)!);
     assert.equal(published.state_topic, tracker);
+    assert.equal(JSON.parse((await retained()).get(roomConfig)!).state_topic, attributes);
     await app.api('POST', '/api/events', { type: 'zone.entry', person: 'eve', zone: 'study' });
-    await eventually(async () => (await retained()).get(tracker) === 'Study', 3000, 'tracker shows the zone name');
+    await eventually(async () => (await retained()).get(tracker) === 'home' && (await room()) === 'Study', 3000, 'home, in the study');
     await app.api('PATCH', '/api/zones/study', { name: 'Library' });
-    await eventually(async () => (await retained()).get(tracker) === 'Library', 3000, 'tracker follows the rename');
+    await eventually(async () => (await room()) === 'Library', 3000, 'the room follows the rename');
     await app.api('DELETE', '/api/persons/eve');
-    await eventually(async () => (await retained()).size === 0, 3000, 'tracker config and state removed with the person');
+    await eventually(async () => (await retained()).size === 0, 3000, 'tracker, room sensor and state removed with the person');
     await app.api('DELETE', '/api/zones/study');
+  });
+
+  it('corrects, while connected, a retained config under its discovery topics that is not what it published: a fake is replaced, a ghost cleared', async () => {
+    const config = `${prefix}/binary_sensor/${mid}/person_ada_presence/config`;
+    const ghost = `${prefix}/sensor/${mid}/person_nobody_room/config`;
+    const ours = await eventually(async () => (await retainedSet(broker.url, [config])).get(config), 3000, 'our config');
+    const intruder = await observer(broker.url, []);
+    try {
+      await intruder.client.publishAsync(config, JSON.stringify({ name: 'Fake', state_topic: 'elsewhere' }), { qos: 1, retain: true });
+      await intruder.client.publishAsync(ghost, JSON.stringify({ name: 'Nobody' }), { qos: 1, retain: true });
+      await eventually(
+        async () => {
+          const set = await retainedSet(broker.url, [config, ghost]);
+          return set.get(config) === ours && !set.has(ghost);
+        },
+        3000,
+        'the fake replaced by our config and the ghost cleared',
+      );
+    } finally {
+      await intruder.close();
+    }
   });
 
   it('republishes discovery on request', async () => {
     const response = await app.api('POST', '/api/settings/integration/discovery');
     assert.equal(response.status, 200);
-    assert.deepEqual(response.body, { published: 8 });
+    assert.deepEqual(response.body, { published: 9 });
   });
 });
 
@@ -580,7 +606,7 @@ describe('MQTT connection management', () => {
       const perEntity = await eventually(
         async () => {
           const set = await retainedSet(broker.url, [`${prefix}/#`]);
-          return set.size === 6 ? set : null;
+          return set.size === 7 ? set : null;
         },
         5000,
         'per-entity configs',
@@ -738,11 +764,9 @@ describe('MQTT ownership across instances (PostgreSQL)', () => {
         10_000,
         'the standby took over',
       );
-      await eventually(
-        () => view.last(availability) === 'online' && view.messages.some((message) => message.topic === `${root}/${mid}/person/ada/presence`),
-        10_000,
-        'online again with the full state',
-      );
+      await eventually(() => view.last(availability) === 'online', 10_000, 'online again');
+      // The broker kept the full state (the record says so): the new owner republishes only what changed.
+      assert.equal((await retainedSet(broker.url, [`${root}/${mid}/person/ada/presence`])).get(`${root}/${mid}/person/ada/presence`), 'not_home');
       assert.ok(Date.now() - killedAt < 10_000, `took over in ${Date.now() - killedAt} ms`);
       assert.equal((await retainedSet(broker.url, [availability])).get(availability), 'online', "the old owner's Last Will came before the new owner's online");
       await view.close();

@@ -7,6 +7,9 @@ import { emptyPending, hasWork, recordChange } from '../src/mqtt/pending.js';
 import { interpretMessage } from '../src/mqtt/commands.js';
 import { makeEvent } from '../src/events/index.js';
 import { personState, zoneState } from '../src/mqtt/state.js';
+import { matchesRecord, planPublish } from '../src/mqtt/plan.js';
+import { payloadHash } from '../src/mqtt/record.js';
+import { mqttSensorState, mqttTrackerState, personStateFromTrackers, type TrackerState } from './helpers/home-assistant.js';
 import { clientOptions, describeMqttError } from '../src/mqtt/connection.js';
 import { applyPatch, changedFields, DEFAULT_SETTINGS, topicPrefixError, webhookSecretError } from '../src/settings/index.js';
 import { brokerTargetError, webhookTargetError } from '../src/outbound.js';
@@ -29,7 +32,7 @@ describe('MQTT reconnect backoff', () => {
 });
 
 describe('Home Assistant discovery payloads', () => {
-  it('a person: a device tracker (what HA person entities take) and a presence binary sensor', () => {
+  it('a person: a device tracker (what HA person entities take), a presence binary sensor and a room sensor', () => {
     assert.deepEqual(personConfigs(context, { id: 'ada', name: 'Ada' }), [
       {
         topic: 'homeassistant/device_tracker/ms-1/person_ada/config',
@@ -57,6 +60,18 @@ describe('Home Assistant discovery payloads', () => {
           payload_off: 'not_home',
           device_class: 'presence',
           json_attributes_topic: 'mothership/ms-1/person/ada/attributes',
+        },
+      },
+      {
+        topic: 'homeassistant/sensor/ms-1/person_ada_room/config',
+        payload: {
+          name: 'Ada room',
+          unique_id: 'ms-1_person_ada_room',
+          default_entity_id: 'sensor.mothership_ada_room',
+          ...shared,
+          state_topic: 'mothership/ms-1/person/ada/attributes',
+          value_template: "{{ value_json.room if value_json.room else 'None' }}",
+          icon: 'mdi:map-marker',
         },
       },
     ]);
@@ -152,11 +167,12 @@ describe('Home Assistant discovery payloads', () => {
 
   it('every config is unique and removal empties each topic', () => {
     const configs = allConfigs(context, [{ id: 'ada', name: 'Ada' }], [{ id: 'hall', name: 'Hall' }]);
-    assert.equal(configs.length, 8);
-    assert.equal(new Set(configs.map((config) => (config.payload as any).unique_id)).size, 8);
+    assert.equal(configs.length, 9);
+    assert.equal(new Set(configs.map((config) => (config.payload as any).unique_id)).size, 9);
     assert.deepEqual(removal(personConfigs(context, { id: 'ada', name: '' })), [
       { topic: 'homeassistant/device_tracker/ms-1/person_ada/config', payload: null },
       { topic: 'homeassistant/binary_sensor/ms-1/person_ada_presence/config', payload: null },
+      { topic: 'homeassistant/sensor/ms-1/person_ada_room/config', payload: null },
     ]);
   });
 });
@@ -204,13 +220,16 @@ describe('device-based discovery (HA 2024.11+)', () => {
       payload_off: 'not_home',
       device_class: 'presence',
       json_attributes_topic: 'mothership/ms-1/person/ada/attributes',
+      qos: 1,
     });
     for (const config of configs) {
       const component = cmps[config.topic.split('/')[3]!]!;
       const { p, ...own } = component;
       assert.equal(p, config.topic.split('/')[1], 'the platform is the per-entity topic component');
-      const { device: _device, origin: _origin, availability: _availability, qos: _qos, ...expected } = config.payload as Record<string, unknown>;
-      assert.deepEqual(own, expected, 'every key of the per-entity config but the shared ones');
+      const { device: _device, origin: _origin, availability: _availability, ...expected } = config.payload as Record<string, unknown>;
+      // HA copies availability and the rest into each component (mqtt/discovery.py), but not qos:
+      // without its own, a component subscribes at QoS 0.
+      assert.deepEqual(own, expected, 'every key of the per-entity config but the shared ones, qos included');
     }
   });
 
@@ -271,8 +290,7 @@ describe('what an event changes on the broker', () => {
 
 describe('what a message from the broker asks for', () => {
   const topics = new Topics('ms', 'mid', 'homeassistant');
-  const expected = new Set(['homeassistant/binary_sensor/mid/person_ada_presence/config']);
-  const interpret = (topic: string, payload: string, retained = false) => interpretMessage({ topic, payload, retained }, topics, expected);
+  const interpret = (topic: string, payload: string, retained = false) => interpretMessage({ topic, payload, retained }, topics);
 
   it('a birth message asks for a full sync; other statuses do not', () => {
     assert.deepEqual(interpret('homeassistant/status', 'online'), { kind: 'full-sync' });
@@ -285,27 +303,70 @@ describe('what a message from the broker asks for', () => {
     assert.deepEqual(interpret('ms/mid/system/mode/set', 'party'), { kind: 'ignore', reason: 'unknown mode' });
   });
 
-  it('a retained config that is not ours any more is a ghost to clear', () => {
-    assert.deepEqual(interpret('homeassistant/binary_sensor/mid/person_old_presence/config', '{}', true), { kind: 'clear-ghost' });
-    assert.deepEqual(interpret('homeassistant/binary_sensor/mid/person_ada_presence/config', '{}', true), { kind: 'ignore' });
-    assert.deepEqual(interpret('homeassistant/binary_sensor/mid/person_old_presence/config', '', true), { kind: 'ignore' }, 'already cleared');
+  it('any message on one of our discovery topics, retained or live, is checked against what we published', () => {
+    for (const retained of [true, false]) {
+      assert.deepEqual(interpret('homeassistant/binary_sensor/mid/person_old_presence/config', '{}', retained), { kind: 'check-config' });
+      assert.deepEqual(interpret('homeassistant/device/mid/config', '', retained), { kind: 'check-config' });
+    }
+    assert.deepEqual(interpret('homeassistant/binary_sensor/other/person_old_presence/config', '{}', true), { kind: 'ignore' }, 'another installation');
+    assert.deepEqual(interpret('ms/mid/person/old/presence', 'home', true), { kind: 'ignore' });
+  });
+});
+
+describe('what the broker is sent (the record of retained topics)', () => {
+  const held = new Map<string, string | null>([
+    ['a', payloadHash('1')],
+    ['b', payloadHash('2')],
+    ['doubt', null],
+    ['gone', payloadHash('x')],
+  ]);
+
+  it('only what the broker does not hold already; clears always; the record minus what should exist cleared last', () => {
+    const expected: [string, string][] = [
+      ['a', '1'],
+      ['b', '3'],
+      ['doubt', 'y'],
+      ['new', 'z'],
+      ['other', ''],
+    ];
+    assert.deepEqual(
+      planPublish(expected, held).map(([topic, payload]) => [topic, payload]),
+      [
+        ['b', '3'],
+        ['doubt', 'y'],
+        ['new', 'z'],
+        ['other', ''],
+      ],
+    );
+    assert.deepEqual(
+      planPublish(expected, held, { clearUnexpected: true })
+        .map(([topic, payload]) => [topic, payload])
+        .slice(-1),
+      [['gone', '']],
+    );
+    assert.deepEqual(
+      planPublish([['a', '1']], held, { force: new Set(['a']) }).map(([topic, payload, hash]) => [topic, payload, hash]),
+      [['a', '1', payloadHash('1')]],
+    );
   });
 
-  it("a retained person's or zone's state is checked against the database; a live one (our own echo) is not", () => {
-    assert.deepEqual(interpret('ms/mid/person/old/presence', 'home', true), { kind: 'check-state', entity: 'person', id: 'old' });
-    assert.deepEqual(interpret('ms/mid/zone/attic/occupancy', '{}', true), { kind: 'check-state', entity: 'zone', id: 'attic' });
-    assert.deepEqual(interpret('ms/mid/person/old/presence', 'home'), { kind: 'ignore' });
-    assert.deepEqual(interpret('ms/mid/person/old/presence', '', true), { kind: 'ignore' }, 'already cleared');
+  it('a message matches the record when it is what the broker holds by it (a clear: nothing held)', () => {
+    assert.equal(matchesRecord(held, 'a', '1'), true, 'our own publish coming back');
+    assert.equal(matchesRecord(held, 'a', '{"fake":true}'), false, 'a stranger replaced it');
+    assert.equal(matchesRecord(held, 'a', ''), false, 'a stranger cleared it');
+    assert.equal(matchesRecord(held, 'unknown', ''), true, 'our own clear coming back');
+    assert.equal(matchesRecord(held, 'unknown', '{}'), false, 'a ghost');
+    assert.equal(matchesRecord(held, 'doubt', '{}'), false, 'in doubt: republished');
   });
 });
 
 describe('MQTT state payloads', () => {
-  it('a person: presence, attributes and the tracker (zone name, else home or not_home); a zone: count, occupied, occupants', () => {
+  it('a person: presence, attributes with the room, and the tracker (home or not_home); a zone: count, occupied, occupants', () => {
     const topics = new Topics('mothership', 'ms-1', 'homeassistant');
     assert.deepEqual(personState(topics, { id: 'ada', name: 'Ada', presence: 'home', zone: 'kitchen', last_seen: '2026-11-21T22:00:00.000Z' }, 'Kitchen'), [
       ['mothership/ms-1/person/ada/presence', 'home'],
-      ['mothership/ms-1/person/ada/attributes', '{"zone":"kitchen","last_seen":"2026-11-21T22:00:00.000Z"}'],
-      ['mothership/ms-1/person/ada/tracker', 'Kitchen'],
+      ['mothership/ms-1/person/ada/attributes', '{"zone":"kitchen","room":"Kitchen","last_seen":"2026-11-21T22:00:00.000Z"}'],
+      ['mothership/ms-1/person/ada/tracker', 'home'],
     ]);
     assert.equal(personState(topics, { id: 'ada', name: 'Ada', presence: 'home', zone: null, last_seen: null }, null)[2]![1], 'home');
     assert.equal(personState(topics, { id: 'ada', name: 'Ada', presence: 'not_home', zone: null, last_seen: null }, null)[2]![1], 'not_home');
@@ -395,5 +456,49 @@ describe('settings validation', () => {
     assert.equal(applyPatch(stored, { mqtt: { ca_cert: '' } }).mqtt.ca_cert, '');
     assert.equal(applyPatch(stored, { webhook: { url: 'http://x/' } }).webhook.secret, 's');
     assert.equal(applyPatch(stored, { webhook: { secret: null } }).webhook.secret, '');
+  });
+});
+
+describe("Home Assistant's person over what Mothership publishes (HA's own logic, test/helpers/home-assistant.ts)", () => {
+  const topics = new Topics('mothership', 'ms-1', 'homeassistant');
+  const [trackerConfig] = personConfigs(context, { id: 'ada', name: 'Ada' });
+  const tracker = trackerConfig!.payload as { payload_home: string; payload_not_home: string; source_type: TrackerState['source_type']; state_topic: string };
+  /** Ada's tracker as Home Assistant holds it after Mothership published her state at `at`. */
+  const ours = (person: { presence: 'home' | 'not_home'; zone: string | null }, zoneName: string | null, at: number): TrackerState => {
+    const published = new Map(personState(topics, { id: 'ada', name: 'Ada', last_seen: null, ...person }, zoneName));
+    return {
+      entity_id: 'device_tracker.mothership_ada',
+      state: mqttTrackerState(tracker, published.get(tracker.state_topic)!),
+      source_type: tracker.source_type,
+      last_updated: at,
+    };
+  };
+  const phone = (state: string, at: number): TrackerState => ({ entity_id: 'device_tracker.phone', state, source_type: 'gps', last_updated: at });
+  const inKitchen = { presence: 'home' as const, zone: 'kitchen' };
+  const away = { presence: 'not_home' as const, zone: null };
+
+  it('without a phone: home in a room, not_home away', () => {
+    assert.equal(personStateFromTrackers([ours(inKitchen, 'Kitchen', 2)]), 'home');
+    assert.equal(personStateFromTrackers([ours({ presence: 'home', zone: null }, null, 2)]), 'home');
+    assert.equal(personStateFromTrackers([ours(away, null, 2)]), 'not_home');
+  });
+
+  it("with a phone's GPS tracker: home whenever Mothership sees the person at home, even with a stale or newer phone saying away; the phone's zone when away", () => {
+    assert.equal(personStateFromTrackers([ours(inKitchen, 'Kitchen', 2), phone('not_home', 1)]), 'home', 'stale phone');
+    assert.equal(personStateFromTrackers([ours(inKitchen, 'Kitchen', 1), phone('not_home', 2)]), 'home', 'newer phone');
+    assert.equal(personStateFromTrackers([ours(away, null, 2), phone('Work', 1)]), 'Work', 'away: the phone says where');
+    assert.equal(personStateFromTrackers([ours(away, null, 2), phone('unavailable', 3)]), 'not_home');
+  });
+
+  it('the room sensor shows the room, unknown outside any', () => {
+    const [, , roomConfig] = personConfigs(context, { id: 'ada', name: 'Ada' });
+    const { value_template, state_topic } = roomConfig!.payload as { value_template: string; state_topic: string };
+    assert.equal(value_template, "{{ value_json.room if value_json.room else 'None' }}");
+    // The template, evaluated as Jinja would for these two values.
+    const render = (attributes: { room: string | null }) => (attributes.room ? attributes.room : 'None');
+    const attributesOf = (person: { presence: 'home' | 'not_home'; zone: string | null }, zoneName: string | null) =>
+      JSON.parse(new Map(personState(topics, { id: 'ada', name: 'Ada', last_seen: null, ...person }, zoneName)).get(state_topic)!);
+    assert.equal(mqttSensorState(render(attributesOf(inKitchen, 'Kitchen'))), 'Kitchen');
+    assert.equal(mqttSensorState(render(attributesOf(away, null))), null);
   });
 });

@@ -466,5 +466,17 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '019_mqtt_retained': {
+      // What the MQTT owner left retained on the broker, so clearing is this record minus what should
+      // exist rather than a read-back the broker may cut short. `payload_hash` null: content unknown.
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('mqtt_retained')
+          .addColumn('topic', 'text', (c) => c.primaryKey())
+          .addColumn('payload_hash', 'text')
+          .addColumn('updated_at', 'text', (c) => c.notNull())
+          .execute();
+      },
+    },
   };
 }

@@ -156,6 +156,13 @@ export interface SchemaReleasesTable {
   migrated_at: string;
 }
 
+/** A topic the MQTT owner published retained (019); `payload_hash` null while its content is in doubt. */
+export interface MqttRetainedTable {
+  topic: string;
+  payload_hash: string | null;
+  updated_at: string;
+}
+
 export interface Schema {
   persons: PersonsTable;
   zones: ZonesTable;
@@ -172,4 +179,5 @@ export interface Schema {
   admin_sessions: AdminSessionsTable;
   api_tokens: ApiTokensTable;
   schema_releases: SchemaReleasesTable;
+  mqtt_retained: MqttRetainedTable;
 }

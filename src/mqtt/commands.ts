@@ -5,15 +5,10 @@ import type { Topics } from './topics.js';
 export type Command =
   | { kind: 'full-sync' } // Home Assistant's birth message: it needs every config and state again
   | { kind: 'set-mode'; mode: Mode }
-  | { kind: 'clear-ghost' } // a retained config of this installation for an entity that no longer exists
-  | { kind: 'check-state'; entity: 'person' | 'zone'; id: string } // a retained state: cleared if its entity no longer exists
+  | { kind: 'check-config' } // one of our discovery topics: corrected if it is not what we published
   | { kind: 'ignore'; reason?: string };
 
-export function interpretMessage(
-  message: { topic: string; payload: string; retained: boolean },
-  topics: Topics,
-  expectedConfigs: ReadonlySet<string>,
-): Command {
+export function interpretMessage(message: { topic: string; payload: string; retained: boolean }, topics: Topics): Command {
   const { topic, payload, retained } = message;
   if (topic === topics.haStatus) return payload === 'online' ? { kind: 'full-sync' } : { kind: 'ignore' };
   if (topic === topics.modeCommand) {
@@ -21,8 +16,5 @@ export function interpretMessage(
     if (retained) return { kind: 'ignore' };
     return MODES.includes(payload as Mode) ? { kind: 'set-mode', mode: payload as Mode } : { kind: 'ignore', reason: 'unknown mode' };
   }
-  const state = topics.entityOfState(topic);
-  if (state) return retained && payload !== '' ? { kind: 'check-state', entity: state.kind, id: state.id } : { kind: 'ignore' };
-  if (retained && payload !== '' && !expectedConfigs.has(topic)) return { kind: 'clear-ghost' };
-  return { kind: 'ignore' };
+  return topics.isDiscovery(topic) ? { kind: 'check-config' } : { kind: 'ignore' };
 }

@@ -56,9 +56,8 @@ export function personConfigs(context: DiscoveryContext, person: { id: string; n
   const { topics } = context;
   return [
     {
-      // What Home Assistant's `person` entity takes as a source (it takes no binary sensor).
-      // homeassistant/components/mqtt/device_tracker.py: any payload other than payload_home and
-      // payload_not_home is a location name, shown as the person's state.
+      // What Home Assistant's `person` entity takes as a source (it takes no binary sensor). Its
+      // state is only home / not_home (see state.ts: a room name would read as away to `person`).
       topic: topics.discovery('device_tracker', `person_${person.id}`),
       payload: {
         ...common(context, `person_${person.id}_tracker`, person.name, defaultEntityId('device_tracker', person.id)),
@@ -78,6 +77,16 @@ export function personConfigs(context: DiscoveryContext, person: { id: string; n
         payload_off: 'not_home',
         device_class: 'presence',
         json_attributes_topic: topics.personAttributes(person.id),
+      },
+    },
+    {
+      // The room, from the attributes; `None` (no room) is Home Assistant's payload for "unknown".
+      topic: topics.discovery('sensor', `person_${person.id}_room`),
+      payload: {
+        ...common(context, `person_${person.id}_room`, `${person.name} room`, defaultEntityId('sensor', person.id, 'room')),
+        state_topic: topics.personAttributes(person.id),
+        value_template: "{{ value_json.room if value_json.room else 'None' }}",
+        icon: 'mdi:map-marker',
       },
     },
   ];
@@ -172,8 +181,10 @@ export function allConfigs(context: DiscoveryContext, persons: { id: string; nam
  * The device-based form of `configs` (homeassistant/components/mqtt/discovery.py, device discovery):
  * one message at `{prefix}/device/{mid}/config` whose `cmps` hold each entity under its per-entity
  * object id, so each keeps its discovery id (`{mid} {object id}`) and unique_id across a switch of
- * form. `device`, `origin`, `availability` and `qos` are shared at the top (HA merges them into
- * every component). A component in `removed` is sent as its platform alone, HA's removal signal.
+ * form. `device`, `origin` and `availability` are shared at the top (HA copies them into every
+ * component); `qos` is repeated in each component too, since HA does not copy it and a component
+ * without one subscribes at QoS 0. A component in `removed` is sent as its platform alone, HA's
+ * removal signal.
  */
 export function deviceConfig(context: DiscoveryContext, configs: DiscoveryMessage[], removed: DiscoveryMessage[] = []): DiscoveryMessage {
   const { topics } = context;
@@ -187,7 +198,7 @@ export function deviceConfig(context: DiscoveryContext, configs: DiscoveryMessag
     const entity = topics.entityOf(message.topic);
     if (!entity || !message.payload) continue;
     const own = Object.fromEntries(Object.entries(message.payload).filter(([key]) => !(key in common)));
-    components[entity.objectId] = { p: entity.component, ...own };
+    components[entity.objectId] = { p: entity.component, ...own, qos: common.qos };
   }
   return { topic: topics.deviceDiscovery, payload: { ...common, cmps: components } };
 }

@@ -1,5 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
+import type { MqttClient } from 'mqtt';
+import type { Database } from '../db/index.js';
 import { tailLog, type EventDetails, type EventLog, type StoredEvent } from '../events/index.js';
 import { conflict, invalid, ProblemError } from '../http/problem.js';
 import type { ThrottledLog } from '../http/index.js';
@@ -19,6 +22,9 @@ import {
   type MqttStatus,
 } from './connection.js';
 import { discoveryInForm, payloadText, personConfigs, zoneConfigs, type DiscoveryContext, type DiscoveryMessage } from './discovery.js';
+import { matchesRecord, planPublish } from './plan.js';
+import { RetainedPublisher } from './publisher.js';
+import { RetainedRecord } from './record.js';
 import { personState, zoneState, type StateMessage } from './state.js';
 import { Topics } from './topics.js';
 import { interpretMessage } from './commands.js';
@@ -32,12 +38,6 @@ const RETAINED = { qos: 1 as const, retain: true };
 /** Home Assistant's hand-over signal between the two discovery forms (mqtt/discovery.py). */
 const MIGRATE_DISCOVERY = JSON.stringify({ migrate_discovery: true });
 type DiscoveryMode = IntegrationSettings['mqtt']['discovery_mode'];
-/**
- * A flush waits at most this long for the broker's acknowledgements. A dropped connection fails its
- * publishes at once; this bounds a connection that stays open but stops answering (until keepalive
- * notices), so later changes and shutdown never wait behind it.
- */
-const FLUSH_TIMEOUT_MS = 10_000;
 /** How long stop() lets the last flush finish before it closes the connection anyway. */
 const STOP_GRACE_MS = 2000;
 /**
@@ -45,8 +45,6 @@ const STOP_GRACE_MS = 2000;
  * worker): their changes reach the broker within this; this process's own at once.
  */
 const FOLLOW_POLL_MS = 250;
-/** After a connect, how long the retained state topics are watched for entities deleted meanwhile. */
-const STATE_CHECK_MS = 3000;
 /** Publish Discovery on a standby corrects what changed while it published at most this often. */
 const STANDBY_DISCOVERY_ROUNDS = 5;
 /** A short-lived connection (Publish Discovery on a standby) gives up after this. */
@@ -64,7 +62,9 @@ export class MqttIntegration {
   private topics: Topics | null = null;
   private pending = emptyPending();
   private flushing: Promise<void> | null = null;
-  private expectedConfigs = new Set<string>();
+  private readonly record: RetainedRecord;
+  /** The one writer of retained state: the full sync and every change go through it, one flush at a time. */
+  private readonly publisher: RetainedPublisher;
   private lastHealth: (EventDetails['system.health'] & { timestamp: string }) | null = null;
   private stopFollowing: (() => void) | null = null;
   private birthTimer: NodeJS.Timeout | null = null;
@@ -74,6 +74,7 @@ export class MqttIntegration {
 
   constructor(
     private readonly deps: {
+      database: Database;
       presence: PresenceService;
       events: EventLog;
       mothershipId: string;
@@ -92,7 +93,10 @@ export class MqttIntegration {
       /** For what can repeat every FOLLOW_POLL_MS (the database away). */
       throttledLog: ThrottledLog;
     },
-  ) {}
+  ) {
+    this.record = new RetainedRecord(deps.database);
+    this.publisher = new RetainedPublisher(this.record, () => deps.metrics?.mqttPublishes.inc());
+  }
 
   get clientId(): string {
     return `mothership-${this.deps.mothershipId}`;
@@ -248,12 +252,12 @@ export class MqttIntegration {
     if (this.deps.ownership?.status().role === 'standby') return this.publishDiscoveryFromStandby();
     const connection = this.connection;
     if (!connection?.client.connected) throw conflict('MQTT is not connected');
+    // Through the one writer, so it cannot publish an older config after a newer one.
+    Object.assign(this.pending, { all: true, forceConfigs: true });
+    await this.scheduleFlush();
+    if (!connection.client.connected) throw conflict('MQTT connection lost while publishing');
     const [persons, zones] = await Promise.all([this.deps.presence.listPersons(), this.deps.presence.listZones()]);
-    const messages = this.discoveryMessages(persons, zones);
-    await this.publishAll(connection, messages).catch((error: Error) => {
-      throw conflict(`MQTT connection lost while publishing: ${error.message}`);
-    });
-    return messages.length;
+    return this.discoveryMessages(persons, zones).length;
   }
 
   /**
@@ -303,42 +307,44 @@ export class MqttIntegration {
     return this.settings?.discovery_mode === 'device';
   }
 
-  /**
-   * Every discovery config in the configured form (`removed`: entities to drop from the device
-   * config), remembered as the set a retained config must belong to (not a ghost).
-   */
+  /** Every discovery config in the configured form (`removed`: entities to drop from the device config). */
   private discoveryMessages(persons: PersonView[], zones: ZoneView[], removed: DiscoveryMessage[] = []): DiscoveryMessage[] {
-    const messages = discoveryInForm(this.context(), this.settings!.discovery_mode, persons, zones, removed);
-    this.expectedConfigs = new Set(messages.map((message) => message.topic));
-    return messages;
+    return discoveryInForm(this.context(), this.settings!.discovery_mode, persons, zones, removed);
   }
 
   private async onConnect(connection: MqttConnection): Promise<void> {
     const topics = this.topics!;
+    const { client } = connection;
     // Commands first: a mode command sent during the full sync is not lost.
-    const commands = connection.client.subscribeAsync([topics.haStatus, topics.modeCommand], { qos: 1 });
+    const commands = client.subscribeAsync([topics.haStatus, topics.modeCommand], { qos: 1 });
+    await this.loadRecord(client, topics);
+    // Our discovery topics, for as long as we are connected: a config there that is not what we
+    // published (a ghost left by someone else, a fake) is corrected. At QoS 0, so the broker delivers
+    // every retained one on subscribing rather than what fits its queue for QoS 1.
+    await Promise.all([commands, client.subscribeAsync(topics.discoveryFilters, { qos: 0 })]);
     this.pending.all = true;
     await this.scheduleFlush();
-    // Subscribing to our discovery topics after the sync delivers every retained config: any that is
-    // not ours any more (an entity deleted while we were away) is a ghost and gets cleared. So is the
-    // retained state of such an entity; the state topics are left again once their retained messages
-    // came, or every publish of ours would come back to us.
-    await Promise.all([commands, connection.client.subscribeAsync([...topics.discoveryFilters, ...topics.stateFilters], { qos: 1 })]);
-    setTimeout(() => void connection.client.unsubscribeAsync(topics.stateFilters).catch(() => {}), STATE_CHECK_MS).unref();
   }
 
-  /** Whether a person or zone still exists; null when the database cannot say (then nothing is cleared). */
-  private async exists(entity: 'person' | 'zone', id: string): Promise<boolean | null> {
-    try {
-      await (entity === 'person' ? this.deps.presence.getPerson(id) : this.deps.presence.getZone(id));
-      return true;
-    } catch (error) {
-      return error instanceof ProblemError && error.code === 'not_found' ? false : null;
-    }
+  /**
+   * Loads the record of what the broker holds. It holds there only while the broker still has the
+   * generation marker written when the record was last trusted: otherwise (a broker that lost its
+   * retained messages, another broker) every recorded topic is in doubt and gets published again,
+   * and the marker of a new generation says so from now on.
+   */
+  private async loadRecord(client: MqttClient, topics: Topics): Promise<void> {
+    const [, generation, marker] = await Promise.all([this.publisher.load(), this.record.generation(), readRetained(client, topics.generation)]);
+    if (generation !== null && marker === generation) return;
+    const next = await this.record.forgetContents();
+    for (const topic of this.publisher.held.keys()) this.publisher.held.set(topic, null);
+    await client.publishAsync(topics.generation, next, RETAINED);
   }
 
-  /** Availability, every discovery config, and the current state of every entity. */
-  private async fullSync(connection: MqttConnection): Promise<void> {
+  /**
+   * Availability, then every discovery config and state the broker does not hold already (all of
+   * them where the record is in doubt), then clears of what the record holds and should not exist.
+   */
+  private async fullSync(connection: MqttConnection, work: Pending): Promise<void> {
     await this.publishAvailability(connection, 'online');
     const [persons, zones, fall, mode, health] = await Promise.all([
       this.deps.presence.listPersons(),
@@ -348,15 +354,26 @@ export class MqttIntegration {
       this.deps.presence.health(),
     ]);
     const topics = this.topics!;
+    const zoneNames = new Map(zones.map((zone) => [zone.id, zone.name]));
+    const configs = this.discoveryMessages(persons, zones, work.removed).map((message): StateMessage => [message.topic, payloadText(message)]);
     const states: StateMessage[] = [
-      ...persons.flatMap((person) => personState(topics, person, zones.find((zone) => zone.id === person.zone)?.name ?? null)),
+      ...persons.flatMap((person) => personState(topics, person, person.zone ? (zoneNames.get(person.zone) ?? null) : null)),
       ...zones.map((zone) => zoneState(topics, zone)),
       [topics.fall, JSON.stringify(fall)],
       [topics.mode, mode],
       [topics.health, JSON.stringify(this.lastHealth ?? { ...health, timestamp: new Date().toISOString() })],
     ];
-    await this.publishAll(connection, this.discoveryMessages(persons, zones));
-    await Promise.all(states.map(([topic, payload]) => this.publish(connection, topic, payload)));
+    const force = work.forceConfigs ? new Set(configs.map(([topic]) => topic)) : undefined;
+    await this.publisher.send(
+      connection.client,
+      planPublish([...this.clears(work), ...configs, ...states], this.publisher.held, { clearUnexpected: true, force }),
+    );
+  }
+
+  /** The explicit clears of a change: deleted entities' configs (per-entity form) and state. */
+  private clears(work: Pending): StateMessage[] {
+    const removed = this.deviceMode ? [] : work.removed.map((message) => message.topic);
+    return [...removed, ...work.clearTopics].map((topic): StateMessage => [topic, '']);
   }
 
   /**
@@ -371,7 +388,7 @@ export class MqttIntegration {
     const [persons, zones] = await Promise.all([this.deps.presence.listPersons(), this.deps.presence.listZones()]);
     const cleared: string[] = [];
     if (old.topics.base !== next.topics.base) {
-      cleared.push(old.topics.availability, old.topics.fall, old.topics.mode, old.topics.health);
+      cleared.push(old.topics.availability, old.topics.generation, old.topics.fall, old.topics.mode, old.topics.health);
       for (const person of persons) cleared.push(...personState(old.topics, person, null).map(([topic]) => topic));
       for (const zone of zones) cleared.push(zoneState(old.topics, zone)[0]);
     }
@@ -379,20 +396,16 @@ export class MqttIntegration {
     const moved = old.topics.prefix !== next.topics.prefix;
     const migrated = !moved && old.mode !== next.mode ? oldForm : [];
     if (moved) cleared.push(...oldForm);
-    await Promise.all([
-      ...cleared.map((topic) => this.publish(connection, topic, '')),
-      ...migrated.map((topic) => this.publish(connection, topic, MIGRATE_DISCOVERY)),
-    ]);
+    // Through the record: what does not finish before the close is cleared by the next full sync.
+    const messages = [...cleared.map((topic): StateMessage => [topic, '']), ...migrated.map((topic): StateMessage => [topic, MIGRATE_DISCOVERY])];
+    await this.publisher.send(connection.client, planPublish(messages, this.publisher.held));
   }
 
   private publishAvailability(connection: MqttConnection, state: 'online' | 'offline'): Promise<void> {
     return this.publish(connection, this.topics!.availability, state);
   }
 
-  private async publishAll(connection: MqttConnection, messages: DiscoveryMessage[]): Promise<void> {
-    await Promise.all(messages.map((message) => this.publish(connection, message.topic, payloadText(message))));
-  }
-
+  /** A message outside the record: availability (the Last Will changes it behind our back), anomalies (not retained). */
   private async publish(connection: MqttConnection, topic: string, payload: string, options: { qos: 0 | 1; retain: boolean } = RETAINED): Promise<void> {
     if (!connection.client.connected) return;
     await connection.client.publishAsync(topic, payload, options);
@@ -403,20 +416,21 @@ export class MqttIntegration {
     const topics = this.topics;
     const connection = this.connection;
     if (!topics || !connection) return;
-    const command = interpretMessage({ topic, payload, retained }, topics, this.expectedConfigs);
+    const command = interpretMessage({ topic, payload, retained }, topics);
     switch (command.kind) {
       case 'full-sync':
         return this.answerBirth();
       case 'set-mode':
         await this.deps.presence.setMode(command.mode, 'mqtt');
         return;
-      case 'clear-ghost':
-        this.deps.log.info({ topic }, 'clearing a stale discovery config');
-        return this.publish(connection, topic, '');
-      case 'check-state':
-        if ((await this.exists(command.entity, command.id)) !== false) return;
-        this.deps.log.info({ topic }, 'clearing the state of a deleted entity');
-        return this.publish(connection, topic, '');
+      case 'check-config':
+        // Our own publishes come back too: only what the broker should not hold by the record counts.
+        if (matchesRecord(this.publisher.held, topic, payload)) return;
+        this.deps.log.info({ topic }, 'a discovery config that is not ours: correcting it');
+        this.publisher.held.set(topic, null);
+        this.pending.all = true;
+        void this.scheduleFlush();
+        return;
       case 'ignore':
         if (command.reason) this.deps.log.warn({ topic, payload: payload.slice(0, 64) }, `ignored MQTT message: ${command.reason}`);
     }
@@ -431,7 +445,7 @@ export class MqttIntegration {
     if (this.birthTimer) return;
     this.birthTimer = setTimeout(() => {
       this.birthTimer = null;
-      this.pending.all = true;
+      Object.assign(this.pending, { all: true, forceConfigs: true });
       void this.scheduleFlush();
     }, Math.random() * this.deps.birthDelayMaxMs);
     this.birthTimer.unref();
@@ -442,10 +456,8 @@ export class MqttIntegration {
     const topics = this.topics;
     if (!connection || !topics) return;
     const { payload } = event;
-    if (payload.event_type === 'system.health') {
-      this.lastHealth = { ...payload.detail, timestamp: payload.timestamp };
-      void this.publish(connection, topics.health, JSON.stringify(this.lastHealth)).catch(() => {});
-    } else if (payload.event_type === 'anomaly.detected') {
+    if (payload.event_type === 'system.health') this.lastHealth = { ...payload.detail, timestamp: payload.timestamp };
+    if (payload.event_type === 'anomaly.detected') {
       void this.publish(connection, topics.anomaly, event.json, { qos: 1, retain: false }).catch(() => {});
     } else if (recordChange(this.pending, payload, this.context())) {
       void this.scheduleFlush();
@@ -453,10 +465,10 @@ export class MqttIntegration {
   }
 
   /**
-   * The one path by which state reaches the broker: one flush at a time, each reading the current
-   * state from the database, until nothing is pending. A full sync goes through it too, so it can
-   * never publish an older reading after a newer one. Every flush ends: publishes fail when the
-   * connection closes, and a flush is abandoned after FLUSH_TIMEOUT_MS.
+   * The one path by which retained state reaches the broker: one flush at a time, each reading the
+   * current state from the database, until nothing is pending. A full sync goes through it too, so
+   * nothing older is ever published after something newer, however long a sync takes. A flush ends
+   * when the broker has acknowledged its publishes or the connection closed (which fails them).
    */
   private scheduleFlush(): Promise<void> {
     this.flushing ??= (async () => {
@@ -464,13 +476,7 @@ export class MqttIntegration {
       while (hasWork(this.pending)) {
         const work = this.pending;
         this.pending = emptyPending();
-        let timer: NodeJS.Timeout | undefined;
-        const timeout = new Promise<never>((_resolve, reject) => {
-          timer = setTimeout(() => reject(new Error(`no acknowledgement from the broker within ${FLUSH_TIMEOUT_MS} ms`)), FLUSH_TIMEOUT_MS);
-        });
-        await Promise.race([this.flush(work), timeout])
-          .catch((error: Error) => this.deps.log.warn({ err: error }, 'MQTT state publish failed'))
-          .finally(() => clearTimeout(timer));
+        await this.flush(work).catch((error: Error) => this.deps.log.warn({ err: error }, 'MQTT state publish failed'));
       }
     })().finally(() => {
       this.flushing = null;
@@ -478,53 +484,75 @@ export class MqttIntegration {
     return this.flushing;
   }
 
-  /** Publishes the current state of everything in `work`, read from the database (always current). */
+  /** Publishes the current state of everything in `work`, read from the database now, where the broker does not hold it already. */
   private async flush(work: Pending): Promise<void> {
     const connection = this.connection;
     const topics = this.topics;
     if (!connection?.client.connected || !topics) return; // the next connect republishes everything
+    if (work.all) return this.fullSync(connection, work);
     const { presence } = this.deps;
-    const publishes: Promise<void>[] = [];
-    const send = (topic: string, payload: string) => publishes.push(this.publish(connection, topic, payload));
-    const sendConfigs = (configs: DiscoveryMessage[]) => {
-      for (const config of configs) {
-        this.expectedConfigs.add(config.topic);
-        send(config.topic, JSON.stringify(config.payload));
-      }
-    };
-
     const deviceMode = this.deviceMode;
+    const messages = this.clears(work);
+    const addConfigs = (configs: DiscoveryMessage[]) => {
+      if (!deviceMode) for (const config of configs) messages.push([config.topic, payloadText(config)]);
+    };
     if (deviceMode && (work.removed.length > 0 || work.configs.persons.size > 0 || work.configs.zones.size > 0)) {
       // One config holds every entity: any entity added, renamed or removed republishes it.
       const [persons, zones] = await Promise.all([presence.listPersons(), presence.listZones()]);
-      for (const message of this.discoveryMessages(persons, zones, work.removed)) send(message.topic, JSON.stringify(message.payload));
+      for (const message of this.discoveryMessages(persons, zones, work.removed)) messages.push([message.topic, payloadText(message)]);
     }
-    for (const message of deviceMode ? [] : work.removed) {
-      this.expectedConfigs.delete(message.topic);
-      send(message.topic, '');
-    }
-    for (const topic of work.clearTopics) send(topic, '');
-    for (const id of work.persons) {
-      const person = await presence.getPerson(id).catch(() => null);
-      if (!person) continue;
-      if (work.configs.persons.has(id) && !deviceMode) sendConfigs(personConfigs(this.context(), person));
-      const zoneName = person.zone ? ((await presence.getZone(person.zone).catch(() => null))?.name ?? null) : null;
-      for (const [topic, payload] of personState(topics, person, zoneName)) send(topic, payload);
-    }
+    const persons = new Set(work.persons);
     for (const id of work.zones) {
       const zone = await presence.getZone(id).catch(() => null);
       if (!zone) continue;
       if (work.configs.zones.has(id)) {
-        if (!deviceMode) sendConfigs(zoneConfigs(this.context(), zone));
-        // A renamed zone: its occupants' trackers show the new name.
-        for (const occupant of zone.occupants) send(topics.personTracker(occupant), zone.name);
+        addConfigs(zoneConfigs(this.context(), zone));
+        // A renamed zone: its occupants' room follows.
+        for (const occupant of zone.occupants) persons.add(occupant);
       }
-      send(...zoneState(topics, zone));
+      messages.push(zoneState(topics, zone));
     }
-    if (work.fall) send(topics.fall, JSON.stringify(await presence.fallState()));
-    if (work.mode) send(topics.mode, await presence.mode());
-    await Promise.all(publishes);
-    if (work.all) await this.fullSync(connection);
+    for (const id of persons) {
+      const person = await presence.getPerson(id).catch(() => null);
+      if (!person) continue;
+      if (work.configs.persons.has(id)) addConfigs(personConfigs(this.context(), person));
+      const zoneName = person.zone ? ((await presence.getZone(person.zone).catch(() => null))?.name ?? null) : null;
+      messages.push(...personState(topics, person, zoneName));
+    }
+    if (work.fall) messages.push([topics.fall, JSON.stringify(await presence.fallState())]);
+    if (work.mode) messages.push([topics.mode, await presence.mode()]);
+    if (work.health && this.lastHealth) messages.push([topics.health, JSON.stringify(this.lastHealth)]);
+    await this.publisher.send(connection.client, planPublish(messages, this.publisher.held));
+  }
+}
+
+/**
+ * The retained payload of `topic` on the broker, null when there is none. A probe published after
+ * subscribing comes back after the retained message (the broker queues both to us in order), so
+ * its arrival says the retained message, if any, has come.
+ */
+async function readRetained(client: MqttClient, topic: string): Promise<string | null> {
+  const probe = `${topic}/probe`;
+  const nonce = randomUUID();
+  let retained: string | null = null;
+  let onMessage: (messageTopic: string, payload: Buffer, packet: { retain: boolean }) => void = () => {};
+  let onClose = () => {};
+  try {
+    return await new Promise<string | null>((resolve, reject) => {
+      onMessage = (messageTopic, payload, packet) => {
+        if (messageTopic === topic && packet.retain && payload.length > 0) retained = payload.toString('utf8');
+        else if (messageTopic === probe && payload.toString('utf8') === nonce) resolve(retained);
+      };
+      onClose = () => reject(new Error('MQTT connection closed while reading the generation marker'));
+      client.on('message', onMessage).once('close', onClose);
+      client
+        .subscribeAsync(`${topic}/#`, { qos: 1 })
+        .then(() => client.publishAsync(probe, nonce, { qos: 1 }))
+        .catch(reject);
+    });
+  } finally {
+    client.off('message', onMessage).off('close', onClose);
+    void client.unsubscribeAsync(`${topic}/#`).catch(() => {});
   }
 }
 

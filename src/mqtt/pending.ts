@@ -5,6 +5,8 @@ import { personConfigs, removal, zoneConfigs, type DiscoveryContext, type Discov
 export interface Pending {
   /** Everything: availability, every discovery config and every state (a connect, Home Assistant's birth). */
   all: boolean;
+  /** With `all`: send every discovery config even where the broker holds it already (Home Assistant's birth, Publish Discovery). */
+  forceConfigs: boolean;
   persons: Set<string>;
   zones: Set<string>;
   configs: { persons: Set<string>; zones: Set<string> };
@@ -12,10 +14,12 @@ export interface Pending {
   clearTopics: Set<string>;
   fall: boolean;
   mode: boolean;
+  health: boolean;
 }
 
 export const emptyPending = (): Pending => ({
   all: false,
+  forceConfigs: false,
   persons: new Set(),
   zones: new Set(),
   configs: { persons: new Set(), zones: new Set() },
@@ -23,6 +27,7 @@ export const emptyPending = (): Pending => ({
   clearTopics: new Set(),
   fall: false,
   mode: false,
+  health: false,
 });
 
 export const hasWork = (pending: Pending) =>
@@ -32,7 +37,8 @@ export const hasWork = (pending: Pending) =>
   pending.removed.length > 0 ||
   pending.clearTopics.size > 0 ||
   pending.fall ||
-  pending.mode;
+  pending.mode ||
+  pending.health;
 
 /**
  * Notes in `pending` what an event changes on the broker (the flush reads the new values from the
@@ -80,6 +86,9 @@ export function recordChange(pending: Pending, event: EventPayload, context: Dis
       return true;
     case 'system.mode_changed':
       pending.mode = true;
+      return true;
+    case 'system.health':
+      pending.health = true;
       return true;
     default:
       return false;

@@ -5,14 +5,17 @@ import type { Topics } from './topics.js';
 export type StateMessage = [topic: string, payload: string];
 
 /**
- * A person's retained state. The device tracker's state is the name of the zone the person is in
- * (Home Assistant then shows the room on the person), else `home` or `not_home`.
+ * A person's retained state. The device tracker says only `home` or `not_home`: Home Assistant's
+ * `person` lets a non-GPS tracker win over a phone's GPS only while its state is exactly `home`, and
+ * reads any other state (a room name) like `not_home`. The room goes in the attributes (`room`, the
+ * zone's name), which the tracker and the person's room sensor read.
  */
 export function personState(topics: Topics, person: PersonView, zoneName: string | null): StateMessage[] {
+  const room = person.zone ? (zoneName ?? person.zone) : null;
   return [
     [topics.personPresence(person.id), person.presence],
-    [topics.personAttributes(person.id), JSON.stringify({ zone: person.zone, last_seen: person.last_seen })],
-    [topics.personTracker(person.id), person.zone ? (zoneName ?? person.zone) : person.presence],
+    [topics.personAttributes(person.id), JSON.stringify({ zone: person.zone, room, last_seen: person.last_seen })],
+    [topics.personTracker(person.id), person.presence],
   ];
 }
 

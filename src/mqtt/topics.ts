@@ -57,15 +57,17 @@ export class Topics {
   get discoveryFilters() {
     return [this.allDiscovery, this.deviceDiscovery];
   }
-  /** Every person's and zone's state topic (to find the state of an entity deleted while no one published). */
-  get stateFilters() {
-    return [`${this.base}/person/+/+`, `${this.base}/zone/+/+`];
+  /**
+   * A retained marker whose payload is the generation of the record of published topics: when the
+   * broker still has it, it still holds what the record says (a broker that lost its retained
+   * messages, or another broker, has not).
+   */
+  get generation() {
+    return `${this.base}/generation`;
   }
-  /** The person or zone a state topic of this installation belongs to; null for any other topic. */
-  entityOfState(topic: string): { kind: 'person' | 'zone'; id: string } | null {
-    if (!topic.startsWith(`${this.base}/`)) return null;
-    const [kind, id, leaf, ...rest] = topic.slice(this.base.length + 1).split('/');
-    return (kind === 'person' || kind === 'zone') && id && leaf && rest.length === 0 ? { kind, id } : null;
+  /** Whether a topic is one of this installation's discovery configs (either form). */
+  isDiscovery(topic: string): boolean {
+    return topic === this.deviceDiscovery || this.entityOf(topic) !== null;
   }
   /** The component and object id of a per-entity config topic of this installation; null for any other topic. */
   entityOf(topic: string): { component: string; objectId: string } | null {

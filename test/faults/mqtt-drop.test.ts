@@ -15,8 +15,9 @@ async function expectedState(app: TestApp, topic: (kind: string, id: string, lea
   const zones: { id: string; name: string; count: number; occupied: boolean; occupants: string[] }[] = (await app.api('GET', '/api/zones')).body;
   for (const person of (await app.api('GET', '/api/persons')).body) {
     expected.set(topic('person', person.id, 'presence'), person.presence);
-    expected.set(topic('person', person.id, 'attributes'), JSON.stringify({ zone: person.zone, last_seen: person.last_seen }));
-    expected.set(topic('person', person.id, 'tracker'), person.zone ? zones.find((zone) => zone.id === person.zone)!.name : person.presence);
+    const room = person.zone ? zones.find((zone) => zone.id === person.zone)!.name : null;
+    expected.set(topic('person', person.id, 'attributes'), JSON.stringify({ zone: person.zone, room, last_seen: person.last_seen }));
+    expected.set(topic('person', person.id, 'tracker'), person.presence);
   }
   for (const zone of zones) {
     expected.set(topic('zone', zone.id, 'occupancy'), JSON.stringify({ count: zone.count, occupied: zone.occupied, occupants: zone.occupants }));
@@ -66,7 +67,7 @@ describe('MQTT state after the broker drops the connection mid-publish', () => {
           assert.equal(response.status, 202);
           const since = Date.now();
           const stored = (await app.api('GET', `/api/persons/${person}`)).body;
-          const wanted = JSON.stringify({ zone: stored.zone, last_seen: stored.last_seen });
+          const wanted = JSON.stringify({ zone: stored.zone, room: zone, last_seen: stored.last_seen });
           assert.equal(stored.zone, zone);
           await eventually(
             () => view!.last(topic('person', person, 'attributes')) === wanted,

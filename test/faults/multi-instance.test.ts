@@ -181,7 +181,7 @@ describe('three instances on one PostgreSQL, Redis and broker', () => {
     await eventually(
       () =>
         view.last(`${root}/${mid}/person/bo/presence`) === 'home' &&
-        view.last(`${root}/${mid}/person/bo/tracker`) === 'Kitchen' &&
+        view.last(`${root}/${mid}/person/bo/tracker`) === 'home' &&
         view.last(`${root}/${mid}/system/mode`) === 'sleep',
       5000,
       "the standby's changes on the broker",

@@ -125,3 +125,86 @@ export async function retainedSet(url: string, filters: string[], settleMs = 300
   for (const message of view.messages) if (message.retain) retained.set(message.topic, message.payload);
   return retained;
 }
+
+/**
+ * Every retained message under `filters`, however many: subscribed at QoS 0 (a broker cuts a QoS 1
+ * read-back short at its queue limit, 1000 by default), and complete once a probe published after
+ * subscribing comes back (the broker queues the retained messages to us before it).
+ */
+export async function retainedAll(url: string, filters: string[]): Promise<Map<string, string>> {
+  const client = await mqtt.connectAsync(url, { reconnectPeriod: 0 });
+  const probe = `mothership-test-probe/${Math.random().toString(36).slice(2)}`;
+  const retained = new Map<string, string>();
+  try {
+    const done = new Promise<void>((resolve) =>
+      client.on('message', (topic, payload, packet) => {
+        if (topic === probe) resolve();
+        else if (packet.retain) retained.set(topic, payload.toString());
+      }),
+    );
+    await client.subscribeAsync([...filters, probe], { qos: 0 });
+    await client.publishAsync(probe, 'done', { qos: 1 });
+    await done;
+    return retained;
+  } finally {
+    await client.endAsync(true);
+  }
+}
+
+/**
+ * A TCP proxy in front of a broker that can hold back the broker's acknowledgements (PUBACK), as a
+ * broker too busy to acknowledge does; everything else passes both ways.
+ */
+export async function stallingProxy(brokerPort: number) {
+  const sockets = new Set<import('node:net').Socket>();
+  const held: (() => void)[] = [];
+  /** Acknowledgements still let through before holding them back; null: none held. */
+  let passing: number | null = null;
+  const server = createServer((client) => {
+    const upstream = connect(brokerPort, '127.0.0.1');
+    sockets.add(client).add(upstream);
+    client.pipe(upstream);
+    let pending = Buffer.alloc(0);
+    upstream.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      // One MQTT packet at a time: a type byte, the remaining length (variable-length integer), the rest.
+      for (;;) {
+        let length = 0;
+        let offset = 1;
+        let complete = false;
+        for (let shift = 0; offset < pending.length && !complete; shift += 7) {
+          const byte = pending[offset++]!;
+          length += (byte & 0x7f) << shift;
+          complete = (byte & 0x80) === 0;
+        }
+        if (!complete || pending.length < offset + length) return;
+        const packet = pending.subarray(0, offset + length);
+        pending = pending.subarray(offset + length);
+        const isPuback = packet[0]! >> 4 === 4;
+        if (isPuback && passing !== null && passing-- <= 0) held.push(() => client.write(packet));
+        else client.write(packet);
+      }
+    });
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('close', end).on('error', end);
+    upstream.on('close', end).on('error', end);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `mqtt://127.0.0.1:${port}`,
+    /** Holds back every acknowledgement after the next `after`. */
+    holdAcknowledgements: (after = 0) => (passing = after),
+    release: () => {
+      passing = null;
+      for (const write of held.splice(0)) write();
+    },
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}

@@ -1,0 +1,36 @@
+import { payloadHash, type Held } from './record.js';
+import type { StateMessage } from './state.js';
+
+/** A retained message to send, with the hash the record keeps for it (null: a clear). */
+export type Outgoing = [topic: string, payload: string, hash: string | null];
+
+/**
+ * What to send so the broker holds `expected` (pure): each message whose payload the broker does not
+ * hold already (by the record `held`; `force` sends some regardless), every clear (an empty payload,
+ * since the record cannot know what someone else left there), and with `clearUnexpected` a clear
+ * of every recorded topic that should no longer exist, last, after what replaces it.
+ */
+export function planPublish(
+  expected: readonly StateMessage[],
+  held: ReadonlyMap<string, string | null>,
+  options: { clearUnexpected?: boolean; force?: ReadonlySet<string> } = {},
+): Outgoing[] {
+  const out: Outgoing[] = [];
+  const wanted = new Set<string>();
+  for (const [topic, payload] of expected) {
+    wanted.add(topic);
+    if (payload === '') {
+      out.push([topic, '', null]);
+      continue;
+    }
+    const hash = payloadHash(payload);
+    if (held.get(topic) !== hash || options.force?.has(topic)) out.push([topic, payload, hash]);
+  }
+  if (options.clearUnexpected) for (const topic of held.keys()) if (!wanted.has(topic)) out.push([topic, '', null]);
+  return out;
+}
+
+/** Whether a message seen on one of our topics is what the broker holds by the record. */
+export function matchesRecord(held: Held, topic: string, payload: string): boolean {
+  return payload === '' ? !held.has(topic) : held.get(topic) === payloadHash(payload);
+}

@@ -1,0 +1,73 @@
+import type { MqttClient } from 'mqtt';
+import type { Outgoing } from './plan.js';
+import type { Held, RetainedRecord } from './record.js';
+
+/** Publishes unacknowledged at once at most: enough to keep a LAN broker busy, bounded in memory. */
+const WINDOW = 200;
+/** Messages per step: the record is written once before (in doubt) and once after (acknowledged). */
+const STEP = 2000;
+
+/**
+ * Sends retained messages in order, keeping the record of what the broker holds. `held` (in memory)
+ * changes when a message is sent, so a message that comes back on a subscription can be told from a
+ * stranger's; the table changes around the broker's acknowledgements: a topic is marked in doubt
+ * before it is sent and gets its hash (or leaves the record, for a clear) once acknowledged. At most
+ * WINDOW publishes wait for an acknowledgement: no timeout, since a publish ends either acknowledged
+ * or failed when its connection closes.
+ */
+export class RetainedPublisher {
+  held: Held = new Map();
+
+  constructor(
+    private readonly record: RetainedRecord,
+    private readonly onAcknowledged: () => void,
+  ) {}
+
+  async load(): Promise<void> {
+    this.held = await this.record.load();
+  }
+
+  /** Sends `messages` on `client`; throws when the connection is lost (the next connect resyncs). */
+  async send(client: MqttClient, messages: readonly Outgoing[]): Promise<void> {
+    for (let start = 0; start < messages.length; start += STEP) await this.step(client, messages.slice(start, start + STEP));
+  }
+
+  private async step(client: MqttClient, messages: readonly Outgoing[]): Promise<void> {
+    await this.record.write(messages.filter(([, , hash]) => hash !== null).map(([topic]): [string, null] => [topic, null]));
+    const acknowledged: [string, string][] = [];
+    const cleared: string[] = [];
+    const inDoubt: [string, null][] = [];
+    let failure: Error | null = null;
+    let inFlight = 0;
+    let wake: (() => void) | null = null;
+    const settled = () => new Promise<void>((resolve) => (wake = resolve));
+    for (const [topic, payload, hash] of messages) {
+      while (inFlight >= WINDOW) await settled();
+      if (failure) break;
+      if (!client.connected) {
+        failure = new Error('MQTT connection lost while publishing');
+        break;
+      }
+      if (hash === null) this.held.delete(topic);
+      else this.held.set(topic, hash);
+      inFlight++;
+      client.publish(topic, payload, { qos: 1, retain: true }, (error) => {
+        inFlight--;
+        if (error) {
+          failure ??= error;
+          // The broker may or may not have it: a failed clear stays recorded, in doubt.
+          this.held.set(topic, null);
+          if (hash === null) inDoubt.push([topic, null]);
+        } else {
+          if (hash === null) cleared.push(topic);
+          else acknowledged.push([topic, hash]);
+          this.onAcknowledged();
+        }
+        wake?.();
+      });
+    }
+    while (inFlight > 0) await settled();
+    await this.record.write([...acknowledged, ...inDoubt], cleared);
+    if (failure) throw failure;
+  }
+}
