@@ -11,7 +11,7 @@ import { applyRetention, checkInstallation, Metrics, opsRoutes, redisUnreachable
 import { PresenceService, presenceRoutes } from './presence/index.js';
 import { BaselineService, baselineRoutes } from './baselines/index.js';
 import { dashboardRoutes } from './dashboard/index.js';
-import { createEnrichment, type Enrichment, nonceStoreName } from './enrichment/index.js';
+import { createEnrichment, type Enrichment } from './enrichment/index.js';
 import { MqttIntegration, MqttLeadership } from './mqtt/index.js';
 import { settingsRoutes, type SettingsChange, type SettingsStore } from './settings/index.js';
 import { WebhookService, webhookRoutes } from './webhook/index.js';
@@ -60,7 +60,7 @@ export async function buildApp(config: Config): Promise<App> {
   const database = await Database.open(config);
   const metrics = new Metrics();
   const box = new SecretBox(config.secretsKey);
-  const installationWarnings = await checkInstallation(database, box, config.mothershipId, nonceStoreName(config)).catch(async (error: Error) => {
+  const installationWarnings = await checkInstallation(database, box, config.mothershipId).catch(async (error: Error) => {
     await database.close();
     throw error;
   });
@@ -121,7 +121,7 @@ export async function buildApp(config: Config): Promise<App> {
     );
   }
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
-  const enrichment = createEnrichment({ config, database, events, box, redis, metrics, log: backgroundLog });
+  const enrichment = createEnrichment({ config, database, events, box, metrics, log: backgroundLog });
   const tokens = new ApiTokenStore(database);
   await new RouteAuth(config.adminToken, sessions, {
     chargeSignIn: rateLimit.addressCharge(SIGN_IN_LIMIT),

@@ -13,6 +13,8 @@ import { startCheckpointer, type CheckpointFailure } from '../src/db/checkpointe
 import { GroupCommit } from '../src/db/group-commit.js';
 import { prepare } from '../src/db/prepared.js';
 import { EnrichmentQueue, estimateWaitSeconds, jobsAhead } from '../src/enrichment/queue.js';
+import { DatabaseNonceStore } from '../src/enrichment/bot-auth.js';
+import { parseReplay } from '../src/enrichment/commentary.js';
 import { EventLog } from '../src/events/index.js';
 import { createPgDatabase, DIALECTS, eventually, PG_ADMIN_URL, startTestApp } from './helpers/app.js';
 
@@ -232,7 +234,12 @@ for (const dialect of DIALECTS) {
     const at = '2026-11-22T00:00:00.000Z';
     before(async () => {
       ({ database, close } = await openDatabase(dialect));
-      queue = new EnrichmentQueue(database, new EventLog(database, []), { leaseMs: 60_000, retryBaseMs: 1000 });
+      queue = new EnrichmentQueue(database, new EventLog(database, []), {
+        leaseMs: 60_000,
+        retryBaseMs: 1000,
+        nonces: new DatabaseNonceStore(database),
+        replayRule: parseReplay,
+      });
       await database.db
         .insertInto('bots')
         .values({ id: 'bot', name: 'Bot', secret_encrypted: 'x', previous_secret_encrypted: null, previous_secret_expires_at: null, created_at: at })

@@ -4,7 +4,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { NONCE_TTL_SECONDS, parseSignatures, sign, stringToSign, timestampFresh, verifySignatures } from '../src/enrichment/signing.js';
-import { builtInCommentary, llmCommentary, parseReplay, ReplayError } from '../src/enrichment/commentary.js';
+import { builtInCommentary, commentaryFor, llmCommentary, parseReplay, replayRefusal, ReplayError } from '../src/enrichment/commentary.js';
 import { DIALECTS, createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { botRequest } from './helpers/bot.js';
 import { REPLAY } from './helpers/fixtures.js';
@@ -532,6 +532,68 @@ for (const dialect of DIALECTS) {
     });
   });
 
+  describe(`a stored replay the worker would refuse (${dialect})`, () => {
+    let app: TestApp;
+    let bot: { id: string; shared_secret: string };
+    // What the previous release accepted and today's bound refuses.
+    const beyondBound = { players: ['ann', 'bob'], events: [{ t: 2_000_000, type: 'goal', player: 'ann' }] };
+    const storeReplay = (id: string, replay: unknown) =>
+      app.database.db
+        .updateTable('matches')
+        .set({ replay: JSON.stringify(replay) })
+        .where('id', '=', id)
+        .execute();
+    const request = (matchId: string, options = {}) => botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: matchId }, options);
+    const quotaUsed = async () => (await app.api('GET', '/api/bots')).body.find((entry: { id: string }) => entry.id === bot.id).quota.used;
+    const jobCount = async () => (await app.database.db.selectFrom('enrichment_jobs').select('id').execute()).length;
+
+    before(async () => {
+      app = await startTestApp(dialect);
+      bot = (await app.api('POST', '/api/bots', { id: 'old-replays', name: 'Old replays' })).body;
+      for (const id of ['old', 'g1', 'g2', 'g3', 'g4', 'g5']) await app.api('POST', '/api/matches', { id, status: 'completed', replay: REPLAY });
+      // Stored by the previous release, which had no bound on event times.
+      await storeReplay('old', beyondBound);
+    });
+    after(() => app.cleanup());
+
+    it('is refused before any quota is used: 400 naming the field, nothing written, the same answer again', async () => {
+      for (let attempt = 0; attempt < 2; attempt++) {
+        const refused = await request('old', { nonce: 'old-replay-request-nonce' });
+        assert.equal(refused.status, 400, JSON.stringify(refused.body));
+        assert.equal(refused.headers['content-type'], 'application/problem+json; charset=utf-8');
+        assert.equal(refused.body.code, 'replay_invalid');
+        assert.deepEqual(refused.body.errors, [{ path: '/replay/events/0/t', message: 'replay.events[0].t must be 0 to 1000000 seconds' }]);
+        assert.match(refused.body.detail, /PATCH \/api\/matches\/old/);
+      }
+      assert.equal(await quotaUsed(), 0);
+      assert.equal(await jobCount(), 0);
+      assert.equal((await app.api('GET', '/api/matches/old')).body.enrichment_requested_at, null);
+      const nonce = await app.database.db.selectFrom('nonces').select('key').where('key', '=', `${bot.id}:old-replay-request-nonce`).executeTakeFirst();
+      assert.equal(nonce, undefined, 'not even its nonce');
+      // The worker's rule, not the built-in generator's alone: one that reads any replay accepts it.
+      assert.equal(replayRefusal(commentaryFor({ url: 'http://127.0.0.1:9', model: 'm', apiKey: null }).rule, beyondBound), null);
+      assert.equal(replayRefusal(commentaryFor(null).rule, beyondBound)?.field, '/replay/events/0/t');
+    });
+
+    it('a bot at its quota is refused for its quota first; once corrected the request is accepted', async () => {
+      for (const id of ['g1', 'g2', 'g3', 'g4', 'g5']) assert.equal((await request(id)).status, 202);
+      app.enrichment.queue.forgetQuotas();
+      const atQuota = await request('old');
+      assert.equal(atQuota.status, 429, JSON.stringify(atQuota.body));
+      assert.equal(atQuota.body.code, 'quota_exceeded');
+      await app.database.db
+        .updateTable('enrichment_jobs')
+        .set({ enqueued_at: new Date(Date.now() - 25 * 3600_000).toISOString() })
+        .execute();
+      app.enrichment.queue.forgetQuotas();
+      assert.equal((await request('old')).status, 400);
+      assert.equal((await app.api('PATCH', '/api/matches/old', { replay: REPLAY })).status, 200);
+      const accepted = await request('old');
+      assert.equal(accepted.status, 202, JSON.stringify(accepted.body));
+      assert.equal(await quotaUsed(), 1);
+    });
+  });
+
   describe(`enrichment worker (${dialect})`, () => {
     let app: TestApp;
     let bot: { id: string; shared_secret: string };
@@ -562,14 +624,17 @@ for (const dialect of DIALECTS) {
     });
 
     it('retries a failing job up to 3 attempts, then marks it failed with the error', async () => {
-      // A replay the API would refuse today, stored before the check existed (or under another generator).
+      // A replay the API would refuse today, stored after the job was accepted (by an earlier release
+      // or another generator's instance): the worker applies the same rule as the request.
       await app.api('POST', '/api/matches', { id: 'broken', status: 'completed', replay: REPLAY });
+      await app.enrichment.worker!.stop();
+      assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'broken' })).status, 202);
       await app.database.db
         .updateTable('matches')
         .set({ replay: JSON.stringify({ players: 'nobody' }) })
         .where('id', '=', 'broken')
         .execute();
-      assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'broken' })).status, 202);
+      await app.enrichment.worker!.start();
       const status = await eventually(
         async () => {
           const body = (await app.api('GET', '/api/matches/broken/enrichment')).body;

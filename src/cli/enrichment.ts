@@ -20,7 +20,6 @@ export async function createBotCommand(config: Config, name: string, io: Output)
       database,
       events: createEventPipeline(database, box).events,
       box,
-      redis: null,
       metrics: null,
       log: pino({ level: 'silent' }),
     });
@@ -41,7 +40,7 @@ export async function workerCommand(config: Config): Promise<void> {
   const box = new SecretBox(config.secretsKey);
   for (const warning of await checkInstallation(database, box, config.mothershipId)) log.warn(warning);
   // The same pipeline as the server's: the worker's events get their webhook outbox rows too.
-  const enrichment = createEnrichment({ config, database, events: createEventPipeline(database, box).events, box, redis: null, metrics: null, log });
+  const enrichment = createEnrichment({ config, database, events: createEventPipeline(database, box).events, box, metrics: null, log });
   const worker = enrichment.newWorker();
   await worker.start();
   log.info({ worker: worker.id, version: VERSION, schema: SCHEMA_VERSION }, `enrichment worker of Mothership ${VERSION} (schema ${SCHEMA_VERSION}) started`);

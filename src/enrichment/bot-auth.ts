@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
-import type { Redis } from 'ioredis';
 import type { Database, Db } from '../db/index.js';
 import { prepare, type Prepared } from '../db/prepared.js';
 import { BOT_CHALLENGE, unauthorized } from '../http/auth.js';
@@ -10,24 +9,12 @@ import { addressKey } from '../http/client-key.js';
 import type { BotService } from './bots.js';
 import { MAX_CLOCK_SKEW_SECONDS, NONCE_PATTERN, NONCE_TTL_SECONDS, parseSignatures, timestampFresh, verifySignatures } from './signing.js';
 
-/** Remembers nonces for NONCE_TTL_SECONDS; `firstUse` is false for a replay. */
-export interface NonceStore {
-  firstUse(key: string): Promise<boolean>;
-}
-
-export class RedisNonceStore implements NonceStore {
-  constructor(
-    private readonly redis: Redis,
-    private readonly prefix: string,
-  ) {}
-
-  async firstUse(key: string): Promise<boolean> {
-    return (await this.redis.set(this.prefix + key, '1', 'EX', NONCE_TTL_SECONDS, 'NX')) === 'OK';
-  }
-}
-
-/** Nonces in the database: they survive a restart, and instances sharing the database share them. */
-export class DatabaseNonceStore implements NonceStore {
+/**
+ * The nonces of signed requests, kept NONCE_TTL_SECONDS, in the database whatever else is configured:
+ * the one store every instance of an installation shares and that survives restarts (of the service
+ * and of Redis, which may keep nothing on disk, or be flushed).
+ */
+export class DatabaseNonceStore {
   // Inserted, or an expired entry taken over: first use. A live entry: replay (no row returned).
   // PostgreSQL's enrichment request does the same in SQL (db/migrations.ts 012).
   private readonly record: Prepared<{ key: string }, 'key' | 'expires' | 'now'>;
@@ -52,6 +39,7 @@ export class DatabaseNonceStore implements NonceStore {
     return { key, now: new Date(nowMs).toISOString(), expires: new Date(nowMs + NONCE_TTL_SECONDS * 1000).toISOString() };
   }
 
+  /** Records `key` in a write of its own; false for a replay (a live entry). */
   firstUse(key: string): Promise<boolean> {
     return this.database.write((db) => this.firstUseWithin(db, key));
   }
@@ -86,7 +74,7 @@ export class BotAuthenticator {
 
   constructor(
     private readonly bots: BotService,
-    private readonly nonces: NonceStore,
+    private readonly nonces: DatabaseNonceStore,
   ) {}
 
   /**
@@ -139,7 +127,7 @@ export class BotAuthenticator {
     try {
       firstUse = await this.nonces.firstUse(nonce);
     } catch (error) {
-      // Without the nonce cache a replay cannot be ruled out: refuse, but say why.
+      // Without the nonce store a replay cannot be ruled out: refuse, but say why.
       request.server.throttledLog.write(request.log, 'nonces', 'warn', { err: error }, 'nonce store unavailable: bot requests are refused');
       throw new ProblemError('service_unavailable', 'Replay protection is unavailable; try again shortly', undefined, { 'retry-after': '5' });
     }

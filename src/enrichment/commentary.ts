@@ -43,9 +43,15 @@ export class ReplayError extends Error {
   ) {
     super(`replay${path.replaceAll('/', '.')} ${reason}`.replace(/\.(\d+)/g, '[$1]'));
   }
+
+  /** The field in the match document, as a JSON Pointer (`/replay/events/0/t`). */
+  get field(): string {
+    return `/replay${this.path}`;
+  }
 }
 
-type Rule = (replay: unknown) => void;
+/** A replay's rule: throws a ReplayError naming the field it cannot read. */
+export type Rule = (replay: unknown) => void;
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const isText = (value: unknown): value is string | number =>
@@ -125,8 +131,20 @@ export const requireReplay: Rule = (replay) => {
   if (replay === null || replay === undefined) throw new ReplayError('', 'is missing (the match has no replay document)');
 };
 
-/** The rule a stored replay must pass for the configured generator, checked when a match is written. */
-export const replayRule = (llm: boolean): Rule => (llm ? requireReplay : parseReplay);
+/**
+ * Why the worker would refuse a replay (the error naming the field), or null when it can write
+ * commentary from it: the one rule of the match write, the enrichment request (refused before it
+ * costs quota) and the worker.
+ */
+export function replayRefusal(rule: Rule, replay: unknown): ReplayError | null {
+  try {
+    rule(replay);
+    return null;
+  } catch (error) {
+    if (error instanceof ReplayError) return error;
+    throw error;
+  }
+}
 
 const clock = (seconds: number) => `${Math.floor(seconds / 60)}:${String(Math.floor(seconds % 60)).padStart(2, '0')}`;
 const list = (items: string[]) => (items.length <= 1 ? items.join('') : `${items.slice(0, -1).join(', ')} and ${items.at(-1)}`);
@@ -259,4 +277,17 @@ export function llmCommentary(options: { url: string; model: string; apiKey: str
     if (typeof content !== 'string' || !content.trim()) throw new Error('LLM endpoint returned no commentary');
     return content.trim();
   };
+}
+
+/** A generator with the rule its replays must pass (`replayRefusal`). */
+export interface Commentary {
+  rule: Rule;
+  generate: CommentaryGenerator;
+}
+
+/** The configured generator: the built-in one, or the LLM endpoint's when one is set. */
+export function commentaryFor(llm: Parameters<typeof llmCommentary>[0] | null): Commentary {
+  return llm
+    ? { rule: requireReplay, generate: llmCommentary(llm) }
+    : { rule: parseReplay, generate: async (replay, matchId) => builtInCommentary(replay, matchId) };
 }

@@ -1,14 +1,13 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { SecretBox } from '../crypto.js';
 import type { Database } from '../db/index.js';
 import type { EventLog } from '../events/index.js';
 import type { Metrics } from '../ops/metrics.js';
 import type { RateLimitGuard } from '../ratelimit/index.js';
-import { BotAuthenticator, DatabaseNonceStore, RedisNonceStore } from './bot-auth.js';
+import { BotAuthenticator, DatabaseNonceStore } from './bot-auth.js';
 import { BotService } from './bots.js';
-import { builtInCommentary, llmCommentary, replayRule, type CommentaryGenerator } from './commentary.js';
+import { commentaryFor } from './commentary.js';
 import { MatchService } from './matches.js';
 import { EnrichmentQueue } from './queue.js';
 import { botCheck, enrichmentRoutes } from './routes.js';
@@ -21,34 +20,26 @@ export interface EnrichmentDeps {
   database: Database;
   events: EventLog;
   box: SecretBox;
-  redis: Redis | null;
   metrics: Metrics | null;
   log: FastifyBaseLogger;
-}
-
-export function commentaryGenerator(config: Config): CommentaryGenerator {
-  return config.enrichmentLlm ? llmCommentary(config.enrichmentLlm) : async (replay, matchId) => builtInCommentary(replay, matchId);
-}
-
-const nonceKeyPrefix = (config: Pick<Config, 'redisPrefix'>) => config.redisPrefix + 'nonce:';
-
-/** Where bot nonces are kept, which every instance on one database must share (named without credentials). */
-export function nonceStoreName(config: Pick<Config, 'redisUrl' | 'redisPrefix'>): string {
-  if (!config.redisUrl) return 'the database';
-  const url = new URL(config.redisUrl);
-  return `Redis ${url.hostname}:${url.port || '6379'}${url.pathname.length > 1 ? url.pathname : '/0'} under "${nonceKeyPrefix(config)}"`;
 }
 
 /** Bots, matches, the signed request endpoint, the durable queue and (optionally) a worker. */
 export function createEnrichment(deps: EnrichmentDeps) {
   const { config, database, events } = deps;
   const bots = new BotService(database, deps.box);
-  const matches = new MatchService(database, replayRule(Boolean(config.enrichmentLlm)));
-  const databaseNonces = deps.redis ? null : new DatabaseNonceStore(database);
-  const queue = new EnrichmentQueue(database, events, { leaseMs: config.enrichmentLeaseMs, retryBaseMs: config.enrichmentRetryBaseMs, nonces: databaseNonces });
-  const nonces = deps.redis ? new RedisNonceStore(deps.redis, nonceKeyPrefix(config)) : databaseNonces!;
+  const commentary = commentaryFor(config.enrichmentLlm);
+  const matches = new MatchService(database, commentary.rule);
+  // Replay protection is the database's alone, whatever REDIS_URL says (docs/enrichment.md).
+  const nonces = new DatabaseNonceStore(database);
+  const queue = new EnrichmentQueue(database, events, {
+    leaseMs: config.enrichmentLeaseMs,
+    retryBaseMs: config.enrichmentRetryBaseMs,
+    nonces,
+    replayRule: commentary.rule,
+  });
   const auth = new BotAuthenticator(bots, nonces);
-  const newWorker = () => new EnrichmentWorker(queue, commentaryGenerator(config), deps.log, deps.metrics, { leaseMs: config.enrichmentLeaseMs });
+  const newWorker = () => new EnrichmentWorker(queue, commentary, deps.log, deps.metrics, { leaseMs: config.enrichmentLeaseMs });
   const worker = config.worker === 'embedded' ? newWorker() : null;
   deps.metrics?.gauge('mothership_enrichment_queue_depth', 'Enrichment jobs queued or running', () => queue.depth());
 
@@ -62,9 +53,9 @@ export function createEnrichment(deps: EnrichmentDeps) {
       enrichmentRoutes(app, { bots, matches, queue, auth, onEnqueued: () => worker?.notify() });
     },
     /** The bot signature check for the routes that accept bots (see http/auth.ts RouteAuth), charging `rateLimit`. */
-    botCheck: (rateLimit: RateLimitGuard) => botCheck(auth, rateLimit, { nonceWithRequest: databaseNonces !== null }),
-    /** Periodic upkeep: forget expired nonces (the Redis store expires its own). */
-    purgeNonces: () => databaseNonces?.purgeExpired() ?? Promise.resolve(),
+    botCheck: (rateLimit: RateLimitGuard) => botCheck(auth, rateLimit),
+    /** Periodic upkeep: forget the nonces of requests no longer fresh. */
+    purgeNonces: () => nonces.purgeExpired(),
   };
 }
 

@@ -3,7 +3,7 @@ import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import type { MatchesTable } from '../db/schema.js';
 import { conflict, invalid, notFound } from '../http/problem.js';
-import { ReplayError } from './commentary.js';
+import { replayRefusal, type Rule } from './commentary.js';
 import { insertWithNewId } from '../db/ids.js';
 
 export const MATCH_STATUSES = ['scheduled', 'in_progress', 'completed', 'cancelled'] as const;
@@ -30,17 +30,13 @@ export class MatchService {
   constructor(
     private readonly database: Database,
     /** The configured generator's rule for a replay: checked when it is written, not when a bot has paid for a request. */
-    private readonly replayRule: (replay: unknown) => void,
+    private readonly replayRule: Rule,
   ) {}
 
   private checkReplay(replay: unknown): void {
     if (replay === undefined) return;
-    try {
-      this.replayRule(replay);
-    } catch (error) {
-      if (error instanceof ReplayError) throw invalid(`/replay${error.path}`, error.message);
-      throw error;
-    }
+    const refusal = replayRefusal(this.replayRule, replay);
+    if (refusal) throw invalid(refusal.field, refusal.message);
   }
 
   async create(input: { id?: string; status: MatchStatus; replay?: unknown }): Promise<MatchView> {

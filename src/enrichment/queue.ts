@@ -10,6 +10,7 @@ import { LRUCache } from 'lru-cache';
 import { memo } from '../memo.js';
 import { newWebhookId } from '../webhook/outbox.js';
 import type { DatabaseNonceStore } from './bot-auth.js';
+import { replayRefusal, type ReplayError, type Rule } from './commentary.js';
 
 /**
  * The enrichment job queue, in the database (SQLite or PostgreSQL), with an explicit state machine:
@@ -134,8 +135,8 @@ function requestQueries(database: Database) {
         .where('enqueued_at', '>', param('since'))
         .orderBy('enqueued_at'),
     ),
-    // Marks a completed, not yet requested match with a replay in one step; no row means the slower
-    // path explains why.
+    // Marks a completed, not yet requested match with a replay in one step, returning the replay for the
+    // worker's rule; no row means the slower path explains why.
     claimMatch: prepare(database, ['at', 'matchId'], (db, param) =>
       db
         .updateTable('matches')
@@ -144,7 +145,17 @@ function requestQueries(database: Database) {
         .where('status', '=', 'completed')
         .where('enrichment_requested_at', 'is', null)
         .where('replay', 'is not', null)
-        .returning('id'),
+        .returning('replay'),
+    ),
+    // The replay a request for the match would enqueue a job for (none: the request enqueues nothing, or is refused for another reason).
+    replayToEnqueue: prepare(database, ['matchId'], (db, param) =>
+      db
+        .selectFrom('matches')
+        .select('replay')
+        .where('id', '=', param('matchId'))
+        .where('status', '=', 'completed')
+        .where('enrichment_requested_at', 'is', null)
+        .where('replay', 'is not', null),
     ),
     match: prepare(database, ['matchId'], (db, param) =>
       db
@@ -213,6 +224,12 @@ const matchNotFound = (matchId: string) => new ProblemError('match_not_found', `
 const matchNotCompleted = (matchId: string, status: string) => new ProblemError('match_not_completed', `Match "${matchId}" is ${status}, not completed`);
 const replayUnusable = (matchId: string) =>
   new ProblemError('replay_unusable', `Match "${matchId}" has no replay to write commentary from; set one with PATCH /api/matches/${matchId}`);
+const replayInvalid = (matchId: string, refusal: ReplayError) =>
+  new ProblemError(
+    'replay_invalid',
+    `Match "${matchId}" has a replay the worker cannot read (${refusal.field}: ${refusal.message}); correct it with PATCH /api/matches/${matchId}`,
+    [{ path: refusal.field, message: refusal.message }],
+  );
 
 /**
  * The `enrichment.requested` event's JSON around its job id, which only the database function knows
@@ -266,7 +283,7 @@ export class EnrichmentQueue {
   constructor(
     private readonly database: Database,
     private readonly events: EventLog,
-    private readonly options: { leaseMs: number; retryBaseMs: number; nonces?: DatabaseNonceStore | null },
+    private readonly options: { leaseMs: number; retryBaseMs: number; nonces: DatabaseNonceStore; replayRule: Rule },
   ) {
     this.queries = requestQueries(database);
   }
@@ -285,9 +302,9 @@ export class EnrichmentQueue {
   /**
    * Steps 2 to 5 of an enrichment request (docs/enrichment.md), in one transaction: quota, match
    * checks, idempotency, enqueue. Concurrent requests of one bot (on any instance) are serialized and
-   * never enqueue a sixth job; the unique index on match_id backs idempotency. `nonce` (when nonces
-   * live in the database) is recorded in the same transaction, after the quota check: a refused
-   * request writes nothing.
+   * never enqueue a sixth job; the unique index on match_id backs idempotency. `nonce` is recorded in
+   * the same transaction, after the quota check: a refused request writes nothing. A match whose
+   * stored replay the worker would refuse is refused at the match step, before the job counts.
    */
   async request(botId: string, matchId: string, nonce?: string): Promise<EnqueueResult> {
     const freeAtMs = this.atQuota.get(botId);
@@ -314,11 +331,13 @@ export class EnrichmentQueue {
       const { rows: counted } = await q.quotaUsed.execute(trx, { botId, since: new Date(nowMs - QUOTA_WINDOW_MS).toISOString() });
       const oldest = counted[0]?.enqueued_at ?? null;
       if (counted.length >= DAILY_QUOTA) throw new QuotaExceeded(botId, leavesWindowAt(oldest!), nowMs);
-      if (nonce && !(await this.options.nonces!.firstUseWithin(trx, nonce))) throw refusedInDatabase('nonce already used');
+      if (nonce && !(await this.options.nonces.firstUseWithin(trx, nonce))) throw refusedInDatabase('nonce already used');
 
       const at = new Date(nowMs).toISOString();
-      const claimed = (await q.claimMatch.execute(trx, { matchId, at })).rows.length > 0;
-      if (!claimed) {
+      const [claimed] = (await q.claimMatch.execute(trx, { matchId, at })).rows;
+      // Thrown, the claim rolls back with the nonce.
+      if (claimed) this.checkStoredReplay(matchId, claimed.replay);
+      else {
         const [match] = (await q.match.execute(trx, { matchId })).rows;
         if (!match) throw matchNotFound(matchId);
         if (match.status !== 'completed') throw matchNotCompleted(matchId, match.status);
@@ -366,7 +385,8 @@ export class EnrichmentQueue {
     const nowMs = Date.now();
     const at = new Date(nowMs).toISOString();
     const event = requestedEvent(matchId, botId, at);
-    const entry = nonce ? this.options.nonces!.entry(nonce, nowMs) : null;
+    await this.refuseUnreadableReplay(botId, matchId, nowMs);
+    const entry = nonce ? this.options.nonces.entry(nonce, nowMs) : null;
     const params: RequestParams = {
       botId,
       matchId,
@@ -413,6 +433,30 @@ export class EnrichmentQueue {
       nowMs,
       head: result,
     });
+  }
+
+  /** Refuses a request for a match whose stored replay (JSON text) the worker would refuse. */
+  private checkStoredReplay(matchId: string, replay: string | null): void {
+    const refusal = replayRefusal(this.options.replayRule, replay === null ? null : JSON.parse(replay));
+    if (refusal) throw replayInvalid(matchId, refusal);
+  }
+
+  /**
+   * PostgreSQL: the worker's rule is TypeScript, so it runs before the batch function, on the replay
+   * the request would enqueue a job for. A refusal still answers in the order of the steps: a bot at
+   * its quota is refused for its quota first. Until the batch reads the match only a PATCH can change
+   * the replay, and the PATCH is checked by the same rule.
+   */
+  private async refuseUnreadableReplay(botId: string, matchId: string, nowMs: number): Promise<void> {
+    const [stored] = (await this.queries.replayToEnqueue.execute(this.database.db, { matchId })).rows;
+    if (!stored) return;
+    try {
+      this.checkStoredReplay(matchId, stored.replay);
+    } catch (error) {
+      const { rows: counted } = await this.queries.quotaUsed.execute(this.database.db, { botId, since: new Date(nowMs - QUOTA_WINDOW_MS).toISOString() });
+      if (counted.length >= DAILY_QUOTA) throw new QuotaExceeded(botId, leavesWindowAt(counted[0]!.enqueued_at), nowMs);
+      throw error;
+    }
   }
 
   /** One batch call at a time per instance: requests arriving meanwhile join the next one. */

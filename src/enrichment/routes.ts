@@ -43,10 +43,9 @@ function quotaHeaders(reply: FastifyReply, remaining: number, resetSeconds: numb
 /**
  * The check RouteAuth runs on `bot` routes (and `admin_or_bot` ones without an admin): the bot
  * signature, then the bot's own bucket, then its nonce, unless the route records the nonce with its
- * own write (`config.recordsNonce`, when nonces live in the database): a request refused before that
- * writes nothing.
+ * own write (`config.recordsNonce`): a request refused before that writes nothing.
  */
-export function botCheck(auth: BotAuthenticator, rateLimit: RateLimitGuard, { nonceWithRequest }: { nonceWithRequest: boolean }) {
+export function botCheck(auth: BotAuthenticator, rateLimit: RateLimitGuard) {
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     let verified: { botId: string; nonce: string };
     try {
@@ -58,7 +57,7 @@ export function botCheck(auth: BotAuthenticator, rateLimit: RateLimitGuard, { no
     }
     request.botId = verified.botId;
     await rateLimit.enforce(request, reply, `bot:${verified.botId}`);
-    if (nonceWithRequest && request.routeOptions.config.recordsNonce) request.botNonce = verified.nonce;
+    if (request.routeOptions.config.recordsNonce) request.botNonce = verified.nonce;
     else await auth.recordNonce(request, verified.nonce);
   };
 }
@@ -177,7 +176,7 @@ export function enrichmentRoutes(
   app.post(
     '/api/request-enrichment',
     {
-      config: { auth: 'bot', recordsNonce: true, problems: ['match_not_found', 'match_not_completed', 'replay_unusable', 'quota_exceeded'] },
+      config: { auth: 'bot', recordsNonce: true, problems: ['match_not_found', 'match_not_completed', 'replay_unusable', 'replay_invalid', 'quota_exceeded'] },
       schema: {
         tags: ['enrichment'],
         summary: 'Request AI commentary for a completed match (bot-signed; 5 per bot per rolling 24 h)',

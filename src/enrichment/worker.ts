@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Metrics } from '../ops/metrics.js';
-import type { CommentaryGenerator } from './commentary.js';
+import { replayRefusal, type Commentary } from './commentary.js';
 import { MAX_ATTEMPTS, WORKER_HEARTBEAT_MS, type EnrichmentQueue, type Job } from './queue.js';
 
 const IDLE_POLL_MS = 1000;
@@ -21,7 +21,7 @@ export class EnrichmentWorker {
 
   constructor(
     private readonly queue: EnrichmentQueue,
-    private readonly generate: CommentaryGenerator,
+    private readonly commentary: Commentary,
     private readonly log: FastifyBaseLogger,
     private readonly metrics: Metrics | null,
     private readonly options: { leaseMs: number },
@@ -82,7 +82,10 @@ export class EnrichmentWorker {
     }
     const renew = setInterval(() => void this.queue.renewLease(job, this.id).catch(() => {}), Math.max(50, Math.floor(this.options.leaseMs / 3)));
     try {
-      const commentary = await this.generate(await this.queue.readReplay(job.match_id), job.match_id);
+      const replay = await this.queue.readReplay(job.match_id);
+      const refusal = replayRefusal(this.commentary.rule, replay);
+      if (refusal) throw refusal;
+      const commentary = await this.commentary.generate(replay, job.match_id);
       if (await this.queue.complete(job, this.id, commentary)) this.metrics?.enrichmentJobs.inc({ outcome: 'completed' });
     } catch (error) {
       const message = (error as Error).message || String(error);

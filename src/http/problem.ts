@@ -58,6 +58,12 @@ export const PROBLEMS = {
     description:
       "Commentary is written from the match's replay document and this match has none the worker can read; set one with `PATCH /api/matches/{id}` first. The refused request does not count against the daily quota.",
   },
+  replay_invalid: {
+    status: 400,
+    title: 'Replay invalid',
+    description:
+      "The match's stored replay breaks the rule the worker reads replays by (one stored before that rule, e.g. an event time beyond today's bound), so the job could only fail; `errors` names the field in the match (`/replay/events/0/t`). Correct it with `PATCH /api/matches/{id}`. The refused request does not count against the daily quota.",
+  },
   payload_too_large: { status: 413, title: 'Payload too large', description: 'The body exceeds 1 MiB.' },
   uri_too_long: { status: 414, title: 'URI too long', description: 'The request target is too long.' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type', description: 'Bodies are `application/json`.' },

@@ -5,7 +5,6 @@ import { getSetting, putSetting } from '../db/kv.js';
 
 const KEY_CHECK = 'installation.key_check';
 const INSTALLATION_ID = 'installation.id';
-const NONCE_STORE = 'installation.nonce_store';
 const KEY_CHECK_TEXT = 'mothership';
 
 /**
@@ -13,11 +12,9 @@ const KEY_CHECK_TEXT = 'mothership';
  * database it opened. A SECRETS_KEY that cannot open the secrets sealed in the database (a second
  * instance with its own DATA_DIR) would answer every signed request with a 500: refuse to start
  * instead, saying what to do. A different MOTHERSHIP_ID is legitimate (it was just set explicitly)
- * but moves every Home Assistant entity: returned as a warning for the caller to log. So is a
- * different nonce store (Redis and its prefix, or the database): instances that keep nonces apart
- * accept a signed request once each.
+ * but moves every Home Assistant entity: returned as a warning for the caller to log.
  */
-export async function checkInstallation(database: Database, box: SecretBox, mothershipId: string, nonceStore?: string): Promise<string[]> {
+export async function checkInstallation(database: Database, box: SecretBox, mothershipId: string): Promise<string[]> {
   const opens = (sealed: string) => {
     try {
       box.open(sealed);
@@ -53,15 +50,5 @@ export async function checkInstallation(database: Database, box: SecretBox, moth
       `MOTHERSHIP_ID is "${mothershipId}" but this database was last used as installation "${previous}": Home Assistant sees a new device. ` +
       `Clear the old one with \`mothership mqtt cleanup --installation ${previous}\`; several instances on one database must share MOTHERSHIP_ID.`,
   );
-  // Only a serving process checks bot signatures; a worker or a CLI command keeps no nonces.
-  if (nonceStore !== undefined) {
-    await remember(
-      NONCE_STORE,
-      nonceStore,
-      (previous) =>
-        `Bot nonces are kept in ${nonceStore}, but this database was last used with them in ${previous}. Several instances on one database must share ` +
-        'REDIS_URL and REDIS_PREFIX (or all run without Redis): instances that keep nonces apart accept a signed request once each.',
-    );
-  }
   return warnings;
 }

@@ -7,7 +7,7 @@ import { spawnMothership, stopProcess } from '../helpers/process.js';
 import { startPostgres, startRedis } from '../helpers/services.js';
 
 describe('Redis stopped under the limiter', () => {
-  it('fails open by default: requests pass, the failure is counted; bot requests get a clear 503', async () => {
+  it('fails open by default: requests pass, the failure is counted; bot requests keep their replay protection', async () => {
     const redis = await startRedis();
     const app = await startTestApp('sqlite', { REDIS_URL: redis.url, REDIS_PREFIX: 'fault:' });
     try {
@@ -20,9 +20,11 @@ describe('Redis stopped under the limiter', () => {
       const during = await app.api('GET', '/api/persons');
       assert.equal(during.status, 200, 'fail-open');
       assert.equal(during.headers['ratelimit'], undefined);
-      const signed = await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'm' });
-      assert.equal(signed.status, 503, 'replay protection unavailable');
-      assert.equal(signed.body.code, 'service_unavailable');
+      // Nonces are in the database: a signed request passes once, its replay is refused.
+      const captured = { nonce: 'captured-while-redis-is-away', timestamp: Math.floor(Date.now() / 1000) };
+      const signed = await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'm' }, captured);
+      assert.equal(signed.status, 202, JSON.stringify(signed.body));
+      assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'm' }, captured)).status, 401);
       assert.match((await app.api('GET', '/metrics')).body, /mothership_ratelimit_store_errors_total [1-9]/);
       await redis.start();
       await eventually(async () => (await app.api('GET', '/api/persons')).headers['ratelimit'], 5000, 'limiting again after Redis returns');
