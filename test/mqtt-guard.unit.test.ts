@@ -13,10 +13,8 @@ const policy = { sessionMs: 60_000, backoffMs: 300_000 };
 /** A logger that keeps its lines. */
 function recorder() {
   const lines: { level: string; msg: string; fields: Record<string, unknown> }[] = [];
-  const at =
-    (level: string) =>
-    (fields: Record<string, unknown> | string, msg?: string) =>
-      lines.push(typeof fields === 'string' ? { level, msg: fields, fields: {} } : { level, msg: msg!, fields });
+  const at = (level: string) => (fields: Record<string, unknown> | string, msg?: string) =>
+    lines.push(typeof fields === 'string' ? { level, msg: fields, fields: {} } : { level, msg: msg!, fields });
   return { lines, log: { info: at('info'), warn: at('warn') } as unknown as FastifyBaseLogger };
 }
 
