@@ -5,7 +5,7 @@ import { ThrottledLog } from '../src/http/index.js';
 import { Metrics } from '../src/ops/metrics.js';
 import { InboundGuard } from '../src/mqtt/inbound.js';
 import { logConnectionChange, NOTHING_LOGGED } from '../src/mqtt/status-log.js';
-import { connectionClosed, contestedReason, reconnectDelay, UNCONTESTED } from '../src/mqtt/takeover.js';
+import { attemptFailed, connectionClosed, contestedReason, reconnectDelay, UNCONTESTED } from '../src/mqtt/takeover.js';
 import { NO_CONNECTION } from '../src/mqtt/connection.js';
 
 const policy = { sessionMs: 60_000, backoffMs: 300_000 };
@@ -34,6 +34,14 @@ describe('a client id taken by another client', () => {
     let state = UNCONTESTED;
     for (const lasted of [5000, 5000, 3_600_000, 5000, 5000]) state = connectionClosed(state, lasted, policy);
     assert.equal(state.contested, false);
+  });
+
+  it('a failed attempt in between (the broker away, not taken) starts the count again; a contested id stays so', () => {
+    let state = UNCONTESTED;
+    state = attemptFailed(connectionClosed(connectionClosed(state, 5000, policy), 5000, policy));
+    assert.equal(connectionClosed(state, 5000, policy).contested, false);
+    const contested = { cutShort: 3, contested: true };
+    assert.deepEqual(attemptFailed(contested), contested);
   });
 
   it('backs off for the takeover delay while contested, never shorter than the usual one', () => {

@@ -6,7 +6,7 @@ import WebSocket, { createWebSocketStream } from 'ws';
 import { describeTlsError, ForbiddenTargetError, guardedLookup, isForbiddenAddress, normalizedHost } from '../outbound.js';
 import { effectiveBrokerUrl, type IntegrationSettings } from '../settings/index.js';
 import { backoffDelay } from './backoff.js';
-import { connectionClosed, contestedReason, reconnectDelay, UNCONTESTED, type TakeoverPolicy, type TakeoverState } from './takeover.js';
+import { attemptFailed, connectionClosed, contestedReason, reconnectDelay, UNCONTESTED, type TakeoverPolicy, type TakeoverState } from './takeover.js';
 
 export interface MqttStatus {
   connected: boolean;
@@ -146,6 +146,8 @@ export class MqttConnection {
         const lasted = Date.now() - this.connectedAt;
         if (lasted < backoff.takeover.sessionMs) hooks.onCutShort();
         this.settle(connectionClosed(this.takeover, lasted, backoff.takeover), clientId);
+      } else if (!this.closing) {
+        this.takeover = attemptFailed(this.takeover);
       }
       this.connectedAt = 0;
       if (!this.closing) this.scheduleReconnect();

@@ -2,7 +2,8 @@
  * Another client connecting with the installation's client id (an older release without MQTT
  * ownership, still running during an upgrade). The broker hands the client id to whoever connected
  * last and closes the other's connection; with MQTT 3.1.1 that is only a closed socket. So the sign
- * is the pattern: connections the broker closes soon after accepting them, several in a row. Two
+ * is the pattern: connections the broker closes soon after accepting them, several in a row, with
+ * every attempt between them accepted (a broker restarting refuses some). Two
  * clients that both reconnect at once would take the id from each other for ever, each takeover an
  * `offline` (the Last Will) and an `online` for Home Assistant; the one that notices backs off.
  */
@@ -29,6 +30,14 @@ export function connectionClosed(state: TakeoverState, lastedMs: number, policy:
   if (lastedMs >= policy.sessionMs) return UNCONTESTED;
   const cutShort = state.cutShort + 1;
   return { cutShort, contested: state.contested || cutShort >= CUT_SHORT_IN_A_ROW };
+}
+
+/**
+ * A connection attempt failed: the broker was away (a restart, an outage), not taken by another
+ * client, whose takeovers find it up at every attempt. The row starts again; a contested id stays so.
+ */
+export function attemptFailed(state: TakeoverState): TakeoverState {
+  return state.contested ? state : UNCONTESTED;
 }
 
 /** The delay before the next attempt: the long one while the client id is contested. */
