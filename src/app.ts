@@ -146,7 +146,7 @@ export async function buildApp(config: Config): Promise<App> {
     presence,
     events,
     mothershipId: config.mothershipId,
-    backoff: { initialMs: config.mqttBackoffInitialMs, maxMs: config.mqttBackoffMaxMs },
+    backoff: { initialMs: config.mqttBackoffInitialMs, maxMs: config.mqttBackoffMaxMs, takeover: config.mqttTakeover },
     birthDelayMaxMs: config.mqttBirthDelayMaxMs,
     metrics,
     log: http.log,

@@ -32,6 +32,8 @@ export interface EnvConfig {
   mqttBackoffInitialMs: number;
   mqttBackoffMaxMs: number;
   mqttBirthDelayMaxMs: number;
+  /** Another client with the installation's client id: see src/mqtt/takeover.ts. */
+  mqttTakeover: { sessionMs: number; backoffMs: number };
   healthIntervalMs: number;
   nodeTimeoutMs: number;
   presenceAwayDelayMs: number;
@@ -103,6 +105,8 @@ const ENV_SCHEMA = {
     MQTT_BACKOFF_INITIAL_MS: milliseconds(5_000, 1),
     MQTT_BACKOFF_MAX_MS: milliseconds(120_000, 1),
     MQTT_BIRTH_DELAY_MAX_MS: milliseconds(3_000),
+    MQTT_TAKEOVER_SESSION_MS: milliseconds(60_000, 1),
+    MQTT_TAKEOVER_BACKOFF_MS: milliseconds(300_000, 1),
     HEALTH_INTERVAL_MS: milliseconds(60_000, 1),
     NODE_TIMEOUT_MS: milliseconds(30_000, 1),
     PRESENCE_AWAY_DELAY_MS: milliseconds(60_000),
@@ -218,6 +222,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     mqttBackoffInitialMs: values.MQTT_BACKOFF_INITIAL_MS,
     mqttBackoffMaxMs: values.MQTT_BACKOFF_MAX_MS,
     mqttBirthDelayMaxMs: values.MQTT_BIRTH_DELAY_MAX_MS,
+    mqttTakeover: { sessionMs: values.MQTT_TAKEOVER_SESSION_MS, backoffMs: values.MQTT_TAKEOVER_BACKOFF_MS },
     healthIntervalMs: values.HEALTH_INTERVAL_MS,
     nodeTimeoutMs: values.NODE_TIMEOUT_MS,
     presenceAwayDelayMs: values.PRESENCE_AWAY_DELAY_MS,

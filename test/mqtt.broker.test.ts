@@ -819,7 +819,15 @@ describe('MQTT settings validation', () => {
         discovery_mode: 'entity',
         topic_root: 'mothership',
         birth_topic: 'homeassistant/status',
-        status: { connected: false, last_error: null, last_connected_at: null, next_reconnect_at: null, role: 'leader', leader_since: null },
+        status: {
+          connected: false,
+          last_error: null,
+          last_connected_at: null,
+          next_reconnect_at: null,
+          client_id_conflict: false,
+          role: 'leader',
+          leader_since: null,
+        },
       });
       assert.deepEqual(settings.webhook, {
         enabled: false,

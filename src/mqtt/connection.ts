@@ -6,13 +6,18 @@ import WebSocket, { createWebSocketStream } from 'ws';
 import { describeTlsError, ForbiddenTargetError, guardedLookup, isForbiddenAddress, normalizedHost } from '../outbound.js';
 import { effectiveBrokerUrl, type IntegrationSettings } from '../settings/index.js';
 import { backoffDelay } from './backoff.js';
+import { attemptFailed, connectionClosed, contestedReason, reconnectDelay, UNCONTESTED, type TakeoverPolicy, type TakeoverState } from './takeover.js';
 
 export interface MqttStatus {
   connected: boolean;
   last_error: string | null;
   last_connected_at: string | null;
   next_reconnect_at: string | null;
+  /** Another client keeps connecting with the installation's client id (takeover.ts); `last_error` says so. */
+  client_id_conflict: boolean;
 }
+
+export const NO_CONNECTION: MqttStatus = { connected: false, last_error: null, last_connected_at: null, next_reconnect_at: null, client_id_conflict: false };
 
 export type MqttSettings = IntegrationSettings['mqtt'];
 
@@ -95,39 +100,70 @@ export function describeMqttError(error: Error & { code?: string | number }, det
 
 /**
  * One broker connection with its reconnect schedule (MQTT_BACKOFF_*: 5 s, 10 s, 20 s ... capped at
- * 2 min, reset after a successful connect), the Last Will, and a status for the settings API.
+ * 2 min, reset after a successful connect; MQTT_TAKEOVER_BACKOFF_MS while another client keeps
+ * taking the client id), the Last Will, and a status for the settings API.
  */
 export class MqttConnection {
   readonly client: MqttClient;
   private attempts = 0;
   private retryTimer: NodeJS.Timeout | null = null;
   private closing = false;
-  readonly status: MqttStatus = { connected: false, last_error: null, last_connected_at: null, next_reconnect_at: null };
+  private takeover = UNCONTESTED;
+  /** When the current connection was accepted (0: not connected), and the timer that says it held. */
+  private connectedAt = 0;
+  private heldTimer: NodeJS.Timeout | null = null;
+  readonly status: MqttStatus = { ...NO_CONNECTION };
 
   constructor(
     settings: MqttSettings,
     clientId: string,
     will: NonNullable<IClientOptions['will']>,
-    private readonly backoff: { initialMs: number; maxMs: number },
-    private readonly hooks: { onConnect: () => void; onStatus: (status: MqttStatus) => void; onReconnectAttempt: () => void },
+    private readonly backoff: { initialMs: number; maxMs: number; takeover: TakeoverPolicy },
+    private readonly hooks: { onConnect: () => void; onStatus: (status: MqttStatus) => void; onReconnectAttempt: () => void; onCutShort: () => void },
   ) {
     this.client = connectBroker(clientOptions(settings, clientId, will));
     this.client.on('connect', () => {
       this.attempts = 0;
-      Object.assign(this.status, { connected: true, last_error: null, last_connected_at: new Date().toISOString(), next_reconnect_at: null });
+      this.connectedAt = Date.now();
+      // A connection that outlives a takeover's shortest is the client id's again.
+      this.heldTimer = setTimeout(() => this.settle(UNCONTESTED, clientId) && hooks.onStatus(this.status), backoff.takeover.sessionMs);
+      this.heldTimer.unref();
+      // While contested, the reason stays until the connection holds.
+      const last_error = this.status.client_id_conflict ? this.status.last_error : null;
+      Object.assign(this.status, { connected: true, last_error, last_connected_at: new Date().toISOString(), next_reconnect_at: null });
       hooks.onStatus(this.status);
       hooks.onConnect();
     });
     this.client.on('error', (error) => {
-      this.status.last_error = describeMqttError(error as Error & { code?: string | number });
+      if (!this.status.client_id_conflict) this.status.last_error = describeMqttError(error as Error & { code?: string | number });
       hooks.onStatus(this.status);
     });
     this.client.on('close', () => {
       this.failInFlight();
       this.status.connected = false;
+      if (this.heldTimer) clearTimeout(this.heldTimer);
+      if (this.connectedAt && !this.closing) {
+        const lasted = Date.now() - this.connectedAt;
+        if (lasted < backoff.takeover.sessionMs) hooks.onCutShort();
+        this.settle(connectionClosed(this.takeover, lasted, backoff.takeover), clientId);
+      } else if (!this.closing) {
+        this.takeover = attemptFailed(this.takeover);
+      }
+      this.connectedAt = 0;
       if (!this.closing) this.scheduleReconnect();
       hooks.onStatus(this.status);
     });
+  }
+
+  /** Records whether the client id is contested, in the status too; true when that changed. */
+  private settle(takeover: TakeoverState, clientId: string): boolean {
+    const changed = this.takeover.contested !== takeover.contested;
+    this.takeover = takeover;
+    if (changed) {
+      this.status.client_id_conflict = takeover.contested;
+      this.status.last_error = takeover.contested ? contestedReason(clientId, this.backoff.takeover) : null;
+    }
+    return changed;
   }
 
   /**
@@ -146,7 +182,7 @@ export class MqttConnection {
   private scheduleReconnect(): void {
     if (this.retryTimer) return;
     this.attempts++;
-    const delay = backoffDelay(this.attempts, this.backoff.initialMs, this.backoff.maxMs);
+    const delay = reconnectDelay(this.takeover, backoffDelay(this.attempts, this.backoff.initialMs, this.backoff.maxMs), this.backoff.takeover);
     this.status.next_reconnect_at = new Date(Date.now() + delay).toISOString();
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
@@ -161,6 +197,7 @@ export class MqttConnection {
   async close(beforeClose?: () => Promise<void>): Promise<void> {
     this.closing = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.heldTimer) clearTimeout(this.heldTimer);
     const capped = (work: Promise<unknown>) => Promise.race([work.catch(() => {}), new Promise((resolve) => setTimeout(resolve, CLOSE_GRACE_MS).unref())]);
     if (this.client.connected && beforeClose) await capped(beforeClose());
     // A graceful end waits for every in-flight QoS 1 acknowledgement, which a broker that restarted

@@ -17,6 +17,7 @@ import {
   connected,
   describeMqttError,
   MqttConnection,
+  NO_CONNECTION,
   testConnection,
   type MqttSettings,
   type MqttStatus,
@@ -28,8 +29,11 @@ import { RetainedRecord } from './record.js';
 import { personState, zoneState, type StateMessage } from './state.js';
 import { Topics } from './topics.js';
 import { interpretMessage } from './commands.js';
+import { InboundGuard } from './inbound.js';
 import type { OwnerReport } from './leadership.js';
 import { emptyPending, hasWork, recordChange, type Pending } from './pending.js';
+import { logConnectionChange, NOTHING_LOGGED } from './status-log.js';
+import type { TakeoverPolicy } from './takeover.js';
 
 export type { MqttStatus } from './connection.js';
 export { MqttLeadership } from './leadership.js';
@@ -71,6 +75,8 @@ export class MqttIntegration {
   /** The settings asked for last (null once stopped), and the queue of connection changes. */
   private wanted: MqttSettings | null = null;
   private lifecycle: Promise<void> = Promise.resolve();
+  /** Which inbound commands are followed (rate limits per topic) and how refusals are logged. */
+  private readonly inbound: InboundGuard;
 
   constructor(
     private readonly deps: {
@@ -78,7 +84,8 @@ export class MqttIntegration {
       presence: PresenceService;
       events: EventLog;
       mothershipId: string;
-      backoff: { initialMs: number; maxMs: number };
+      /** The reconnect schedule, and the takeover rule (MQTT_TAKEOVER_*: another client with our client id). */
+      backoff: { initialMs: number; maxMs: number; takeover: TakeoverPolicy };
       /** Home Assistant's birth message is answered after a random delay up to this (0: at once). */
       birthDelayMaxMs: number;
       /** Who owns MQTT among instances on one PostgreSQL database; none: this process always does. */
@@ -96,6 +103,7 @@ export class MqttIntegration {
   ) {
     this.record = new RetainedRecord(deps.database);
     this.publisher = new RetainedPublisher(this.record, () => deps.metrics?.mqttPublishes.inc());
+    this.inbound = new InboundGuard(deps);
   }
 
   get clientId(): string {
@@ -108,13 +116,13 @@ export class MqttIntegration {
    */
   status(): MqttStatus & { enabled: boolean; role: 'leader' | 'standby'; leader_since: string | null } {
     const { owner, ...role } = this.deps.ownership?.status() ?? { role: 'leader' as const, leader_since: null, owner: null };
-    if (owner) return { ...owner, role: role.role };
+    // An owner of an earlier release reports no client_id_conflict.
+    if (owner) return { client_id_conflict: false, ...owner, role: role.role };
     return { ...this.ownStatus(), ...role };
   }
 
   private ownStatus(): MqttStatus & { enabled: boolean } {
-    const status = this.connection?.status ?? { connected: false, last_error: null, last_connected_at: null, next_reconnect_at: null };
-    return { enabled: Boolean(this.settings?.enabled), ...status };
+    return { enabled: Boolean(this.settings?.enabled), ...(this.connection?.status ?? NO_CONNECTION) };
   }
 
   /**
@@ -152,9 +160,10 @@ export class MqttIntegration {
     this.settings = settings;
     this.topics = topics;
     this.deps.metrics?.mqttConnected.set(0);
+    this.deps.metrics?.mqttClientIdConflict.set(0);
     this.deps.ownership?.report(this.ownStatus());
     if (!settings.enabled || !settings.broker_url) return;
-    let logged: LoggedStatus = { connected: false, error: null, nextAttempt: null };
+    let logged = NOTHING_LOGGED;
     const connection: MqttConnection = new MqttConnection(
       settings,
       this.clientId,
@@ -164,11 +173,13 @@ export class MqttIntegration {
         onConnect: () => void this.onConnect(connection).catch((error: Error) => this.deps.log.warn({ err: error }, 'MQTT sync failed')),
         onStatus: (status) => {
           this.deps.metrics?.mqttConnected.set(status.connected ? 1 : 0);
+          this.deps.metrics?.mqttClientIdConflict.set(status.client_id_conflict ? 1 : 0);
           // A closing connection's last word must not overwrite what its successor reported.
           if (this.connection === connection) this.deps.ownership?.report({ enabled: true, ...status });
           logged = logConnectionChange(this.deps.log, logged, status);
         },
         onReconnectAttempt: () => this.deps.metrics?.mqttReconnects.inc(),
+        onCutShort: () => this.deps.metrics?.mqttCutShort.inc(),
       },
     );
     connection.client.on(
@@ -417,6 +428,7 @@ export class MqttIntegration {
     const connection = this.connection;
     if (!topics || !connection) return;
     const command = interpretMessage({ topic, payload, retained }, topics);
+    if (!this.inbound.admit(topic, payload, command)) return;
     switch (command.kind) {
       case 'full-sync':
         return this.answerBirth();
@@ -426,13 +438,12 @@ export class MqttIntegration {
       case 'check-config':
         // Our own publishes come back too: only what the broker should not hold by the record counts.
         if (matchesRecord(this.publisher.held, topic, payload)) return;
-        this.deps.log.info({ topic }, 'a discovery config that is not ours: correcting it');
+        // Any client of the broker can publish these: a line a minute, however many.
+        this.deps.throttledLog.write(this.deps.log, 'mqtt:foreign-config', 'info', { topic }, 'a discovery config that is not ours: correcting it');
         this.publisher.held.set(topic, null);
         this.pending.all = true;
         void this.scheduleFlush();
         return;
-      case 'ignore':
-        if (command.reason) this.deps.log.warn({ topic, payload: payload.slice(0, 64) }, `ignored MQTT message: ${command.reason}`);
     }
   }
 
@@ -559,25 +570,4 @@ async function readRetained(client: MqttClient, topic: string): Promise<string |
 /** The broker of a short-lived connection could not be reached (502, with the reason). */
 function unreachable(error: unknown): ProblemError {
   return new ProblemError('bad_gateway', `Could not reach the broker: ${describeMqttError(error as Error & { code?: string | number })}`);
-}
-
-type LoggedStatus = { connected: boolean; error: string | null; nextAttempt: string | null };
-
-/**
- * Says in the server log when the broker connection comes, goes or fails, with the reason and the
- * next attempt. A new reconnect time means a connection just closed; a failure that repeats on every
- * reconnect is logged once, until its reason changes.
- */
-function logConnectionChange(log: FastifyBaseLogger, before: LoggedStatus, status: MqttStatus): LoggedStatus {
-  const reason = status.last_error;
-  const next = { connected: status.connected, error: before.error, nextAttempt: status.next_reconnect_at };
-  if (status.connected) {
-    if (!before.connected) log.info('MQTT connected');
-    return { ...next, error: null };
-  }
-  if (!status.next_reconnect_at || status.next_reconnect_at === before.nextAttempt) return next;
-  const retry = { reason, next_attempt_at: status.next_reconnect_at };
-  if (before.connected) log.warn(retry, `MQTT connection lost${reason ? `: ${reason}` : ''}`);
-  else if (reason !== before.error) log.warn(retry, `MQTT connection failed: ${reason ?? 'closed by the broker'}`);
-  return { ...next, error: reason };
 }

@@ -20,6 +20,8 @@ export interface OwnerReport {
   last_error: string | null;
   last_connected_at: string | null;
   next_reconnect_at: string | null;
+  /** Absent from the reports of earlier releases. */
+  client_id_conflict?: boolean;
   leader_since: string | null;
 }
 

@@ -24,6 +24,22 @@ export class Metrics {
   readonly mqttConnected = new Gauge({ name: 'mothership_mqtt_connected', help: '1 when the MQTT client is connected', registers: [this.registry] });
   readonly mqttPublishes = new Counter({ name: 'mothership_mqtt_publishes_total', help: 'MQTT messages published', registers: [this.registry] });
   readonly mqttReconnects = new Counter({ name: 'mothership_mqtt_reconnect_attempts_total', help: 'MQTT reconnect attempts', registers: [this.registry] });
+  readonly mqttCutShort = new Counter({
+    name: 'mothership_mqtt_sessions_cut_short_total',
+    help: 'MQTT connections the broker closed soon after accepting them (MQTT_TAKEOVER_SESSION_MS): another client with the same client id, most likely',
+    registers: [this.registry],
+  });
+  readonly mqttClientIdConflict = new Gauge({
+    name: 'mothership_mqtt_client_id_conflict',
+    help: '1 while another client keeps connecting with the installation client id (the service backs off)',
+    registers: [this.registry],
+  });
+  readonly mqttCommands = new Counter({
+    name: 'mothership_mqtt_commands_total',
+    help: 'MQTT commands received (mode, Home Assistant birth) by outcome: accepted, invalid, rate_limited',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
   readonly rateLimited = new Counter({
     name: 'mothership_ratelimit_rejections_total',
     help: 'Requests rejected by the rate limiter',

@@ -9,6 +9,7 @@ import { rateLimitItems } from './headers.js';
 import type { RateLimiter } from './limiter.js';
 
 export { rateLimitItems } from './headers.js';
+export { takeTokens, type BucketPolicy, type BucketState } from './bucket.js';
 export { RateLimiter } from './limiter.js';
 export { MemoryStore, type RateLimitStore } from './memory-store.js';
 export { RedisStore } from './redis-store.js';

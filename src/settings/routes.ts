@@ -66,6 +66,11 @@ const viewSchema = {
           last_error: nullableString,
           last_connected_at: nullableString,
           next_reconnect_at: nullableString,
+          client_id_conflict: {
+            type: 'boolean',
+            description:
+              'Another client keeps connecting with the installation client id (an older release still running?): the service backs off; last_error says more',
+          },
           role: { type: 'string', enum: ['leader', 'standby'], description: 'standby: another instance on this database owns the MQTT connection' },
           leader_since: nullableString,
         }),
@@ -107,6 +112,7 @@ export interface IntegrationControls {
       last_error: string | null;
       last_connected_at: string | null;
       next_reconnect_at: string | null;
+      client_id_conflict: boolean;
       role: 'leader' | 'standby';
       leader_since: string | null;
     };

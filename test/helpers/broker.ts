@@ -48,7 +48,7 @@ export function makeTlsMaterial(dir: string): TlsMaterial {
 }
 
 /** A private Mosquitto the test starts, stops and restarts on a fixed port. */
-export async function startBroker(options: { tls?: boolean; users?: Record<string, string> } = {}) {
+export async function startBroker(options: { tls?: boolean; users?: Record<string, string>; config?: string[] } = {}) {
   const dir = mkdtempSync(path.join(tmpdir(), 'mothership-broker-'));
   const port = await freePort();
   // The broker's log goes to the test (`output()`): it names every client that connects.
@@ -66,6 +66,7 @@ export async function startBroker(options: { tls?: boolean; users?: Record<strin
   } else {
     lines.push('allow_anonymous true');
   }
+  lines.push(...(options.config ?? []));
   const config = path.join(dir, 'mosquitto.conf');
   writeFileSync(config, lines.join('\n') + '\n');
   // Started as root, mosquitto drops to its own user: it must be able to read the (test-only) files.

@@ -68,9 +68,10 @@ async function loadSettings() {
   webhookForm.secret.placeholder = settings.webhook.secret_set ? '•••••••• (saved; type to replace)' : 'whsec_...';
   const mqtt = settings.mqtt.status;
   if (!settings.mqtt.enabled) statusBadge($('#mqtt-status'), 'disabled', '');
+  else if (mqtt.client_id_conflict) statusBadge($('#mqtt-status'), 'client id in use by another client', 'bad');
   else if (mqtt.connected) statusBadge($('#mqtt-status'), 'connected', 'ok');
   else statusBadge($('#mqtt-status'), mqtt.next_reconnect_at ? `retrying ${time(mqtt.next_reconnect_at)}` : 'disconnected', 'bad');
-  $('#mqtt-last-error').hidden = !mqtt.last_error || mqtt.connected;
+  $('#mqtt-last-error').hidden = !mqtt.last_error || (mqtt.connected && !mqtt.client_id_conflict);
   $('#mqtt-last-error').textContent = mqtt.last_error ? `Last error: ${mqtt.last_error}` : '';
   const hook = settings.webhook.status;
   if (!settings.webhook.enabled) statusBadge($('#webhook-status'), 'disabled', '');
