@@ -347,13 +347,17 @@ describe('compiled queries on SQLite', () => {
       assert.equal(Number((await count.execute(database.db, {})).rows[0]!.n), 0);
       let release!: () => void;
       const gate = new Promise<void>((resolve) => (release = resolve));
+      let inserted!: () => void;
+      const open = new Promise<void>((resolve) => (inserted = resolve));
       const batch = database.transaction(async (trx) => {
         await trx.insertInto('zones').values(zone('open')).execute();
+        inserted();
         await gate; // the transaction stays open, its insert uncommitted
       });
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await open;
       let settled = false;
       const outside = count.execute(database.db, {}).then((result) => ((settled = true), Number(result.rows[0]!.n)));
+      // A negative check: the query is given time to run (wrongly) inside the open transaction.
       await new Promise((resolve) => setTimeout(resolve, 20));
       assert.equal(settled, false, 'a query outside the transaction must not run inside it');
       release();
