@@ -420,5 +420,15 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await sql`drop function mothership_append_event(text, text, text, text)`.execute(db);
       },
     },
+    '016_bounded_logs': {
+      // The dispatcher's lanes (webhook/service.ts) claim first attempts and retries apart, each in
+      // (attempt, id) order; the delivery log's filters (by event type, by state and event type) walk
+      // an index newest first instead of the whole log.
+      async up(db: Kysely<any>) {
+        await db.schema.createIndex('webhook_deliveries_lane').on('webhook_deliveries').columns(['state', 'attempt', 'id']).execute();
+        await db.schema.createIndex('webhook_deliveries_type').on('webhook_deliveries').columns(['event_type', 'id']).execute();
+        await db.schema.createIndex('webhook_deliveries_state_type').on('webhook_deliveries').columns(['state', 'event_type', 'id']).execute();
+      },
+    },
   };
 }
