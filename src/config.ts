@@ -44,6 +44,8 @@ export interface EnvConfig {
   eventRetentionDays: number;
   /** Finished webhook delivery attempts older than this many days are deleted (0 keeps them all). */
   webhookLogRetentionDays: number;
+  /** Enrichments (match and job) finished more than this many days ago are deleted (0 keeps them all). */
+  enrichmentRetentionDays: number;
   /** Prefix of every Redis key (rate-limit buckets, nonces), so installations and tests can share a server. */
   redisPrefix: string;
   trustProxy: string | false;
@@ -118,6 +120,7 @@ const ENV_SCHEMA = {
     RATE_LIMIT_REDIS_FAILURE: oneOf(['open', 'closed'] as const, 'open'),
     EVENT_RETENTION_DAYS: days(30),
     WEBHOOK_LOG_RETENTION_DAYS: days(30),
+    ENRICHMENT_RETENTION_DAYS: days(90),
     TRUST_PROXY: text('a comma-separated list of addresses or CIDRs'),
     LOG_LEVEL: oneOf(LOG_LEVELS, 'info'),
     LOG_FORMAT: oneOf(['auto', 'json', 'pretty'] as const, 'auto'),
@@ -228,6 +231,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     },
     eventRetentionDays: values.EVENT_RETENTION_DAYS,
     webhookLogRetentionDays: values.WEBHOOK_LOG_RETENTION_DAYS,
+    enrichmentRetentionDays: values.ENRICHMENT_RETENTION_DAYS,
     redisPrefix: values.REDIS_PREFIX,
     trustProxy: values.TRUST_PROXY ?? false,
     logLevel: values.LOG_LEVEL,
