@@ -46,6 +46,8 @@ export interface EnvConfig {
   webhookLogRetentionDays: number;
   /** Enrichments (match and job) finished more than this many days ago are deleted (0 keeps them all). */
   enrichmentRetentionDays: number;
+  /** The storage budget of the event log and the webhook delivery log, in MiB (0: none). */
+  storageBudgetMb: number;
   /** Prefix of every Redis key (rate-limit buckets, nonces), so installations and tests can share a server. */
   redisPrefix: string;
   trustProxy: string | false;
@@ -121,6 +123,7 @@ const ENV_SCHEMA = {
     EVENT_RETENTION_DAYS: days(30),
     WEBHOOK_LOG_RETENTION_DAYS: days(30),
     ENRICHMENT_RETENTION_DAYS: days(90),
+    STORAGE_BUDGET_MB: wholeNumber(1024, 0, 1_000_000_000),
     TRUST_PROXY: text('a comma-separated list of addresses or CIDRs'),
     LOG_LEVEL: oneOf(LOG_LEVELS, 'info'),
     LOG_FORMAT: oneOf(['auto', 'json', 'pretty'] as const, 'auto'),
@@ -232,6 +235,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     eventRetentionDays: values.EVENT_RETENTION_DAYS,
     webhookLogRetentionDays: values.WEBHOOK_LOG_RETENTION_DAYS,
     enrichmentRetentionDays: values.ENRICHMENT_RETENTION_DAYS,
+    storageBudgetMb: values.STORAGE_BUDGET_MB,
     redisPrefix: values.REDIS_PREFIX,
     trustProxy: values.TRUST_PROXY ?? false,
     logLevel: values.LOG_LEVEL,

@@ -4,5 +4,6 @@ export type { Dialect } from './schema.js';
 export { claimInterval, getSetting, putSetting, settingUpdatedAt } from './kv.js';
 export { uniqueId } from './ids.js';
 export { prepare, type Prepared } from './prepared.js';
-export { pruneOlderThan } from './prune.js';
+export { pruneOldest, pruneOlderThan, type LogTable } from './prune.js';
+export { storageBytes } from './usage.js';
 export { TransactionMisuseError } from './transaction-scope.js';

@@ -3,7 +3,7 @@ import { Webhook } from 'standardwebhooks';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import { prepare, type Param, type Prepared } from '../db/prepared.js';
-import { pruneOlderThan } from '../db/prune.js';
+import { pruneOlderThan, type LogTable } from '../db/prune.js';
 import type { Insertable, Selectable } from 'kysely';
 import type { WebhookDeliveriesTable } from '../db/schema.js';
 import { makeEvent, type EventLog } from '../events/index.js';
@@ -58,8 +58,13 @@ const resendOf = (row: DeliveryRow, attempt: number, dueAt: string, url = row.ur
 
 const BATCH = 50;
 
-/** States an attempt never leaves (a retry is a new row). */
-const FINISHED_STATES = ['delivered', 'failed', 'retry_scheduled'] as const;
+/** The finished attempts (states an attempt never leaves: a retry is a new row), one log per state, as the pruning helpers see them. */
+export const FINISHED_DELIVERY_LOGS: LogTable[] = (['delivered', 'failed', 'retry_scheduled'] as const).map((state) => ({
+  table: 'webhook_deliveries',
+  key: 'id',
+  time: 'created_at',
+  state,
+}));
 const CLAIM_MARGIN_MS = 5000;
 /**
  * The dispatcher's lanes, each claiming and sending on its own with its own concurrency: first
@@ -394,8 +399,7 @@ export class WebhookService {
    */
   async prune(cutoff: string): Promise<number> {
     let deleted = 0;
-    for (const state of FINISHED_STATES)
-      deleted += await pruneOlderThan(this.database, { table: 'webhook_deliveries', key: 'id', time: 'created_at', state }, cutoff);
+    for (const log of FINISHED_DELIVERY_LOGS) deleted += await pruneOlderThan(this.database, log, cutoff);
     return deleted;
   }
 
