@@ -5,16 +5,17 @@ import { SecretBox } from './crypto.js';
 import { createEventPipeline } from './pipeline.js';
 import { VERSION } from './version.js';
 import { claimInterval, Database } from './db/index.js';
-import { eventRoutes, type EventLog } from './events/index.js';
+import { EVENT_LOG, eventRoutes, type EventLog } from './events/index.js';
 import { createHttpServer, RouteAuth, SessionStore, SIGN_IN_LIMIT } from './http/index.js';
 import { applyRetention, checkInstallation, Metrics, opsRoutes, redisUnreachable, RETENTION_INTERVAL_MS, serviceTarget } from './ops/index.js';
+import { StorageBudget } from './storage-budget.js';
 import { PresenceService, presenceRoutes } from './presence/index.js';
 import { BaselineService, baselineRoutes } from './baselines/index.js';
 import { dashboardRoutes } from './dashboard/index.js';
 import { createEnrichment, type Enrichment } from './enrichment/index.js';
 import { MqttIntegration, MqttLeadership } from './mqtt/index.js';
 import { settingsRoutes, type SettingsChange, type SettingsStore } from './settings/index.js';
-import { WebhookService, webhookRoutes } from './webhook/index.js';
+import { FINISHED_DELIVERY_LOGS, WebhookService, webhookRoutes } from './webhook/index.js';
 import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, TOKEN_POLICY, type RateLimitStore } from './ratelimit/index.js';
 import { ApiTokenStore, tokenRoutes } from './tokens/index.js';
 
@@ -64,7 +65,8 @@ export async function buildApp(config: Config): Promise<App> {
     await database.close();
     throw error;
   });
-  const { events, settings, outbox } = createEventPipeline(database, box);
+  const budget = config.storageBudgetMb > 0 ? new StorageBudget(database, config.storageBudgetMb * 2 ** 20, [EVENT_LOG, ...FINISHED_DELIVERY_LOGS]) : null;
+  const { events, settings, outbox } = createEventPipeline(database, box, budget ? [budget] : []);
   events.subscribe((event) => metrics.events.inc({ event_type: event.payload.event_type }));
   const presence = new PresenceService(database, events, { awayDelayMs: config.presenceAwayDelayMs, nodeTimeoutMs: config.nodeTimeoutMs });
 
@@ -135,6 +137,8 @@ export async function buildApp(config: Config): Promise<App> {
     retryDelayMs: config.webhookRetryDelayMs,
   });
   metrics.gauge('mothership_webhook_backlog', 'Webhook deliveries waiting to be sent', () => webhook.backlog());
+  if (budget)
+    metrics.gauge('mothership_storage_bytes', 'Bytes the storage budget counts (STORAGE_BUDGET_MB), at its last measurement', async () => budget.used);
   // Several instances on one PostgreSQL database: one MQTT owner, elected in the database.
   const leadership = config.databaseUrl ? new MqttLeadership(config.databaseUrl, config.mothershipId, http.log) : null;
   metrics.gauge('mothership_mqtt_owner', 'Whether this instance owns the MQTT connection (1) or stands by for another instance (0)', async () =>
@@ -186,6 +190,7 @@ export async function buildApp(config: Config): Promise<App> {
     const deleted = await applyRetention([
       { name: 'events', days: config.eventRetentionDays, prune: (cutoff) => events.prune(cutoff) },
       { name: 'webhook_deliveries', days: config.webhookLogRetentionDays, prune: (cutoff) => webhook.prune(cutoff) },
+      { name: 'enrichments', days: config.enrichmentRetentionDays, prune: (cutoff) => enrichment.queue.prune(cutoff) },
     ]);
     if (Object.values(deleted).some(Boolean)) log.info({ deleted }, 'retention: expired rows deleted');
   };
@@ -209,6 +214,7 @@ export async function buildApp(config: Config): Promise<App> {
         await leadership?.stop();
       },
     },
+    { start: () => budget?.start(log), stop: () => budget?.stop() },
     { start: () => webhook.start(), stop: () => webhook.stop() },
     {
       start: () => {

@@ -48,6 +48,10 @@ export interface EnvConfig {
   eventStreams: { max: number; perClient: number; bufferBytes: number };
   /** Finished webhook delivery attempts older than this many days are deleted (0 keeps them all). */
   webhookLogRetentionDays: number;
+  /** Enrichments (match and job) finished more than this many days ago are deleted (0 keeps them all). */
+  enrichmentRetentionDays: number;
+  /** The storage budget of the event log and the webhook delivery log, in MiB (0: none). */
+  storageBudgetMb: number;
   /** Prefix of every Redis key (rate-limit buckets, nonces), so installations and tests can share a server. */
   redisPrefix: string;
   trustProxy: string | false;
@@ -128,6 +132,8 @@ const ENV_SCHEMA = {
     // Under a socket's 16 KiB high-water mark a full stream would never see 'drain'.
     EVENT_STREAM_BUFFER_BYTES: wholeNumber(262_144, 65_536, 1_073_741_824),
     WEBHOOK_LOG_RETENTION_DAYS: days(30),
+    ENRICHMENT_RETENTION_DAYS: days(90),
+    STORAGE_BUDGET_MB: wholeNumber(1024, 0, 1_000_000_000),
     TRUST_PROXY: text('a comma-separated list of addresses or CIDRs'),
     LOG_LEVEL: oneOf(LOG_LEVELS, 'info'),
     LOG_FORMAT: oneOf(['auto', 'json', 'pretty'] as const, 'auto'),
@@ -240,6 +246,8 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     eventRetentionDays: values.EVENT_RETENTION_DAYS,
     eventStreams: { max: values.EVENT_STREAMS_MAX, perClient: values.EVENT_STREAMS_PER_CLIENT, bufferBytes: values.EVENT_STREAM_BUFFER_BYTES },
     webhookLogRetentionDays: values.WEBHOOK_LOG_RETENTION_DAYS,
+    enrichmentRetentionDays: values.ENRICHMENT_RETENTION_DAYS,
+    storageBudgetMb: values.STORAGE_BUDGET_MB,
     redisPrefix: values.REDIS_PREFIX,
     trustProxy: values.TRUST_PROXY ?? false,
     logLevel: values.LOG_LEVEL,

@@ -4,6 +4,7 @@ import { pruneOlderThan } from '../src/db/prune.js';
 import { applyRetention, retentionCutoff } from '../src/ops/retention.js';
 import type { WebhookDeliveriesTable } from '../src/db/schema.js';
 import { DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
+import { botRequest } from './helpers/bot.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 const daysAgo = (days: number) => new Date(Date.now() - days * DAY_MS).toISOString();
@@ -100,6 +101,82 @@ for (const dialect of DIALECTS) {
         { state: 'sending', created_at: old },
         ...states.map((state) => ({ state, created_at: young })),
       ]);
+    });
+
+    it('deletes finished enrichments (match and job) after their retention, never a job the quota counts or one still pending', async () => {
+      const bot = (await app.api('POST', '/api/bots', { name: 'retained' })).body;
+      const replay = { players: ['a', 'b'] };
+      const request = (matchId: string) => botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: matchId });
+      for (let i = 1; i <= 5; i++) {
+        assert.equal((await app.api('POST', '/api/matches', { id: `rm${i}`, status: 'completed', replay })).status, 201);
+        assert.equal((await request(`rm${i}`)).status, 202);
+      }
+      for (const [id, status] of [
+        ['unasked-old', 'completed'],
+        ['cancelled-old', 'cancelled'],
+        ['scheduled-old', 'scheduled'],
+        ['unasked-young', 'completed'],
+      ] as const)
+        assert.equal((await app.api('POST', '/api/matches', { id, status, replay })).status, 201);
+      const db = app.database.db;
+      await db
+        .updateTable('matches')
+        .set({ created_at: daysAgo(100) })
+        .where('id', 'like', '%-old')
+        .execute();
+      // rm1 and rm2 finished long ago and left the quota window; rm3 finished long ago too by its
+      // finish time, yet was enqueued inside the window (moved behind the service's back): the quota
+      // still counts it. rm4 is still queued, enqueued long ago; rm5 finished yesterday.
+      const finish = (matchId: string, state: 'completed' | 'failed', finishedAt: string, enqueuedAt: string) =>
+        db
+          .updateTable('enrichment_jobs')
+          .set({ state, finished_at: finishedAt, enqueued_at: enqueuedAt, started_at: enqueuedAt })
+          .where('match_id', '=', matchId)
+          .execute();
+      await finish('rm1', 'completed', daysAgo(100), daysAgo(100));
+      await finish('rm2', 'failed', daysAgo(95), daysAgo(95));
+      await finish('rm3', 'completed', daysAgo(100), daysAgo(0.5));
+      await db
+        .updateTable('enrichment_jobs')
+        .set({ enqueued_at: daysAgo(100) })
+        .where('match_id', '=', 'rm4')
+        .execute();
+      await finish('rm5', 'completed', daysAgo(1), daysAgo(1.5));
+      await db.updateTable('matches').set({ enrichment_status: 'completed' }).where('id', 'in', ['rm1', 'rm3', 'rm5']).execute();
+
+      assert.equal(await app.enrichment.queue.prune(daysAgo(90)), 6, 'two jobs with their matches, two matches never requested');
+      const matches = (await db.selectFrom('matches').select('id').orderBy('id').execute()).map((row) => row.id);
+      assert.deepEqual(matches, ['rm3', 'rm4', 'rm5', 'scheduled-old', 'unasked-young']);
+      const jobs = (await db.selectFrom('enrichment_jobs').select('match_id').orderBy('match_id').execute()).map((row) => row.match_id);
+      assert.deepEqual(jobs, ['rm3', 'rm4', 'rm5']);
+
+      // Two jobs (rm3, rm5) are in the window again, as the database counts: retention kept them.
+      app.enrichment.queue.forgetQuotas();
+      await db
+        .updateTable('enrichment_jobs')
+        .set({ enqueued_at: daysAgo(0.4) })
+        .where('match_id', '=', 'rm4')
+        .execute();
+      for (let i = 6; i <= 8; i++) {
+        assert.equal((await app.api('POST', '/api/matches', { id: `rm${i}`, status: 'completed', replay })).status, 201);
+        assert.equal((await request(`rm${i}`)).status, 202, `rm${i}`);
+      }
+      await app.enrichment.queue.prune(daysAgo(90));
+      app.enrichment.queue.forgetQuotas();
+      assert.equal((await app.api('POST', '/api/matches', { id: 'rm9', status: 'completed', replay })).status, 201);
+      const refused = await request('rm9');
+      assert.equal(refused.status, 429, 'the bot has 5 jobs in the window (rm3, rm4, rm6 to rm8): still refused after retention');
+      // Idempotency: a kept match answers its job; a deleted one no longer exists.
+      app.enrichment.queue.forgetQuotas();
+      await db
+        .updateTable('enrichment_jobs')
+        .set({ enqueued_at: daysAgo(2) })
+        .where('match_id', '=', 'rm8')
+        .execute();
+      const repeat = await request('rm3');
+      assert.equal(repeat.status, 202);
+      assert.equal(repeat.body.duplicate, true);
+      assert.equal((await request('rm1')).status, 404);
     });
 
     it('prunes at start-up', async () => {

@@ -5,6 +5,7 @@ export { storageFailure, type StorageFailure } from './errors.js';
 export { claimInterval, getSetting, putSetting, settingUpdatedAt } from './kv.js';
 export { uniqueId } from './ids.js';
 export { prepare, type Prepared } from './prepared.js';
-export { pruneOlderThan } from './prune.js';
+export { pruneOldest, pruneOlderThan, type LogTable } from './prune.js';
+export { storageBytes } from './usage.js';
 export { TransactionMisuseError } from './transaction-scope.js';
 export { SCHEMA_VERSION, UnknownSchemaError } from './schema-version.js';

@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Migration } from 'kysely';
 import type { Dialect } from './schema.js';
-import { EVENT_APPEND_LOCK } from './schema.js';
+import { EVENT_APPEND_LOCK, LOG_ROW_OVERHEAD } from './schema.js';
 
 /**
  * Versioned migrations, run at start-up by Kysely's Migrator. Append new ones; never edit a released one.
@@ -464,6 +464,41 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('version', 'text', (c) => c.notNull())
           .addColumn('migrated_at', 'text', (c) => c.notNull())
           .execute();
+      },
+    },
+    '016_bounded_logs': {
+      // The dispatcher's lanes (webhook/service.ts) claim first attempts and retries apart, each in
+      // (attempt, id) order; the delivery log's filters (by event type, by state and event type) walk
+      // an index newest first instead of the whole log.
+      async up(db: Kysely<any>) {
+        await db.schema.createIndex('webhook_deliveries_lane').on('webhook_deliveries').columns(['state', 'attempt', 'id']).execute();
+        await db.schema.createIndex('webhook_deliveries_type').on('webhook_deliveries').columns(['event_type', 'id']).execute();
+        await db.schema.createIndex('webhook_deliveries_state_type').on('webhook_deliveries').columns(['state', 'event_type', 'id']).execute();
+        // PostgreSQL: the bytes each log keeps, for the storage budget (db/usage.ts). A table's size on
+        // disk does not shrink when rows are deleted (the space is reused after VACUUM), so it cannot
+        // say what is kept; statement triggers keep this count in the writing transaction, whichever
+        // process or release writes. Each row counts its payload and LOG_ROW_OVERHEAD for the rest.
+        if (dialect !== 'postgres') return;
+        const rowBytes = sql.raw(`octet_length(payload) + ${LOG_ROW_OVERHEAD}`);
+        await sql`create table log_usage (log text primary key, bytes bigint not null)`.execute(db);
+        for (const table of ['events', 'webhook_deliveries'])
+          await sql`insert into log_usage select ${table}, coalesce(sum(${rowBytes}), 0) from ${sql.table(table)}`.execute(db);
+        await sql`
+          create function mothership_log_usage() returns trigger language plpgsql as $$
+          begin
+            if tg_op = 'INSERT' then
+              update log_usage set bytes = bytes + (select coalesce(sum(${rowBytes}), 0) from new_rows) where log = tg_table_name;
+            else
+              update log_usage set bytes = bytes - (select coalesce(sum(${rowBytes}), 0) from old_rows) where log = tg_table_name;
+            end if;
+            return null;
+          end $$`.execute(db);
+        for (const table of ['events', 'webhook_deliveries']) {
+          await sql`create trigger ${sql.raw(table + '_usage_insert')} after insert on ${sql.table(table)}
+            referencing new table as new_rows for each statement execute function mothership_log_usage()`.execute(db);
+          await sql`create trigger ${sql.raw(table + '_usage_delete')} after delete on ${sql.table(table)}
+            referencing old table as old_rows for each statement execute function mothership_log_usage()`.execute(db);
+        }
       },
     },
     '019_mqtt_retained': {

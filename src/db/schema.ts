@@ -137,6 +137,9 @@ export interface AdminSessionsTable {
  */
 export const EVENT_APPEND_LOCK = 0x6d5f6576; // "m_ev"
 
+/** PostgreSQL: what a log row costs beyond its payload (its other columns, tuple header and index entries), in the storage budget's count (migration 016). */
+export const LOG_ROW_OVERHEAD = 200;
+
 export interface ApiTokensTable {
   id: string;
   name: string;

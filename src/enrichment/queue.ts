@@ -2,6 +2,7 @@ import { sql, type ExpressionBuilder, type SelectQueryBuilder, type Updateable }
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import { prepare } from '../db/prepared.js';
+import { PRUNE_CHUNK } from '../db/prune.js';
 import type { EnrichmentJobsTable, Schema } from '../db/schema.js';
 import { makeEvent, type EventLog, type EventPayload, type StoredEvent } from '../events/index.js';
 import { BOT_CHALLENGE, unauthorized } from '../http/auth.js';
@@ -270,8 +271,8 @@ export class EnrichmentQueue {
   private readonly queries: ReturnType<typeof requestQueries>;
   /**
    * Bots found at their quota, with the time their oldest counted job leaves the window. Until then
-   * they stay at quota on every instance (a job's enqueued_at never changes and jobs are never
-   * deleted), so their requests are refused from memory, with no database read.
+   * they stay at quota on every instance (a job's enqueued_at never changes and retention deletes only
+   * jobs outside the window), so their requests are refused from memory, with no database read.
    */
   private readonly atQuota = new LRUCache<string, number>({ max: AT_QUOTA_BOTS });
   /** PostgreSQL: requests waiting for the next batch call, and whether one is running. */
@@ -612,6 +613,75 @@ export class EnrichmentQueue {
       commentary: match.commentary,
       error: match.enrichment_error,
     };
+  }
+
+  /**
+   * Retention (docs/enrichment.md): deletes the enrichments finished before `cutoff`, each match with
+   * its job, and the matches over (completed or cancelled) that were never requested, created before
+   * it; returns the rows deleted. A job the quota still counts (enqueued inside the 24 h window) is
+   * kept whatever its finish time, and an unfinished one whatever its age. A match goes with its job,
+   * so idempotency stays whole: a request for it is a 404, never a second job for a match that has one.
+   */
+  async prune(cutoff: string, nowMs = Date.now()): Promise<number> {
+    const outsideWindow = new Date(nowMs - QUOTA_WINDOW_MS).toISOString();
+    let total = 0;
+    for (const state of ['completed', 'failed'] as const) {
+      for (let deleted = PRUNE_CHUNK; deleted === PRUNE_CHUNK;) {
+        deleted = await this.database.transaction(async (trx) => {
+          const jobs = await trx
+            .selectFrom('enrichment_jobs')
+            .select(['id', 'match_id'])
+            .where('state', '=', state)
+            .where('finished_at', '<', cutoff)
+            .where('enqueued_at', '<=', outsideWindow)
+            .orderBy('id')
+            .limit(PRUNE_CHUNK)
+            .execute();
+          if (!jobs.length) return 0;
+          // The matches first: their row locks make a request for one wait (PostgreSQL), then find it gone.
+          const matches = await trx
+            .deleteFrom('matches')
+            .where(
+              'id',
+              'in',
+              jobs.map((job) => job.match_id),
+            )
+            .executeTakeFirst();
+          await trx
+            .deleteFrom('enrichment_jobs')
+            .where(
+              'id',
+              'in',
+              jobs.map((job) => job.id),
+            )
+            .execute();
+          total += Number(matches.numDeletedRows);
+          return jobs.length;
+        });
+        total += deleted;
+      }
+    }
+    for (let deleted = PRUNE_CHUNK; deleted === PRUNE_CHUNK;) {
+      const result = await this.database.write((db) =>
+        db
+          .deleteFrom('matches')
+          .where('id', 'in', (eb) =>
+            eb
+              .selectFrom('matches')
+              .select('id')
+              .where('enrichment_requested_at', 'is', null)
+              .where('status', 'in', ['completed', 'cancelled'])
+              .where('created_at', '<', cutoff)
+              .limit(PRUNE_CHUNK),
+          )
+          // Again on the row itself: on PostgreSQL a request that claimed the match meanwhile keeps it.
+          .where('enrichment_requested_at', 'is', null)
+          .executeTakeFirst(),
+      );
+      deleted = Number(result.numDeletedRows);
+      total += deleted;
+    }
+    return total;
   }
 
   async depth(): Promise<number> {

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { prepare, type Prepared } from '../db/prepared.js';
-import { pruneOlderThan } from '../db/prune.js';
+import { pruneOlderThan, type LogTable } from '../db/prune.js';
 import { EVENT_APPEND_LOCK } from '../db/schema.js';
 import { makeEvent, type EventFields, type EventPayload, type EventType, type StoredEvent } from './types.js';
 
@@ -13,6 +13,8 @@ export interface AppendHook {
   /** After the commit of a database function that appended events and wrote this hook's rows itself (PostgreSQL, migration 012). */
   appendedInSql(): void;
 }
+/** The event log as the pruning helpers see it (retention and the storage budget). */
+export const EVENT_LOG: LogTable = { table: 'events', key: 'seq', time: 'timestamp' };
 export type Emit = <T extends EventType>(type: T, fields: EventFields<T>) => EventPayload<T>;
 
 /**
@@ -108,7 +110,7 @@ export class EventLog {
 
   /** Deletes the events from before `cutoff` (retention; ISO 8601); returns how many. */
   prune(cutoff: string): Promise<number> {
-    return pruneOlderThan(this.database, { table: 'events', key: 'seq', time: 'timestamp' }, cutoff);
+    return pruneOlderThan(this.database, EVENT_LOG, cutoff);
   }
 
   /** The highest sequence number in the log (0 when empty). */

@@ -58,6 +58,8 @@ export function errorCodes(url: string, schema: FastifySchema | undefined, confi
   if (config?.rateLimit !== false) codes.add('rate_limited');
   // Every API route reads or writes the database; a limited route also needs the rate-limit store.
   if (url.startsWith('/api/') || config?.rateLimit !== false) codes.add('service_unavailable');
+  // Any API write may append an event, which the storage budget can refuse for a moment.
+  if (url.startsWith('/api/')) codes.add('storage_full');
   return [...codes];
 }
 

@@ -97,6 +97,12 @@ export const PROBLEMS = {
     title: 'Service unavailable',
     description: 'A backing service (database, Redis) is briefly away or the server is shutting down. Retry after `Retry-After` seconds.',
   },
+  storage_full: {
+    status: 503,
+    title: 'Storage budget reached',
+    description:
+      'The event log and the webhook delivery log are at `STORAGE_BUDGET_MB` while their oldest rows are being deleted; nothing was written. Retry after `Retry-After` seconds.',
+  },
 } as const satisfies Record<string, { status: number; title: string; description: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

@@ -3,7 +3,7 @@ import { Webhook } from 'standardwebhooks';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import { prepare, type Param, type Prepared } from '../db/prepared.js';
-import { pruneOlderThan } from '../db/prune.js';
+import { pruneOlderThan, type LogTable } from '../db/prune.js';
 import type { Insertable, Selectable } from 'kysely';
 import type { WebhookDeliveriesTable } from '../db/schema.js';
 import { makeEvent, type EventLog } from '../events/index.js';
@@ -58,10 +58,32 @@ const resendOf = (row: DeliveryRow, attempt: number, dueAt: string, url = row.ur
 
 const BATCH = 50;
 
-/** States an attempt never leaves (a retry is a new row). */
-const FINISHED_STATES = ['delivered', 'failed', 'retry_scheduled'] as const;
+/** The finished attempts (states an attempt never leaves: a retry is a new row), one log per state, as the pruning helpers see them. */
+export const FINISHED_DELIVERY_LOGS: LogTable[] = (['delivered', 'failed', 'retry_scheduled'] as const).map((state) => ({
+  table: 'webhook_deliveries',
+  key: 'id',
+  time: 'created_at',
+  state,
+}));
 const CLAIM_MARGIN_MS = 5000;
-const CONCURRENCY = 4;
+/**
+ * The dispatcher's lanes, each claiming and sending on its own with its own concurrency: first
+ * attempts (a new event, a redelivery) never wait behind a backlog of retries to a failing receiver.
+ */
+const LANES = [
+  { name: 'first', concurrency: 4 },
+  { name: 'retry', concurrency: 2 },
+] as const;
+type LaneName = (typeof LANES)[number]['name'];
+/** A lane's drain in progress, whether it must run once more, and its queries (compiled once: they run at least once per event sent). */
+interface Lane {
+  name: LaneName;
+  concurrency: number;
+  draining: Promise<void> | null;
+  again: boolean;
+  anyDue: Prepared<{ id: number }, 'state' | 'at'>;
+  claimDueRows: Prepared<DeliveryRow, 'state' | 'at' | 'deadline' | 'limit'>;
+}
 const POLL_MS = 1000;
 /** How long a stop waits for attempts in flight before abandoning them (their rows are sent again after a restart). */
 const STOP_GRACE_MS = 3000;
@@ -71,18 +93,14 @@ const STOP_GRACE_MS = 3000;
  * a dispatcher that sends due rows. One row per attempt; a retry is a new row with the same
  * `webhook-id`, due WEBHOOK_RETRY_DELAY_MS later, so a pending retry survives a restart and the log
  * shows every attempt in order. Memory stays flat whatever the receiver does: the backlog is in the
- * database and at most CONCURRENCY requests are in flight.
+ * database and at most the lanes' concurrency in requests are in flight.
  */
 export class WebhookService {
   private timer: NodeJS.Timeout | null = null;
-  private draining: Promise<void> | null = null;
-  private again = false;
   private stopped = true;
   private abandon = new AbortController();
   private unsubscribe: (() => void) | null = null;
-  /** The dispatcher's queries, compiled once: they run at least once per event sent. */
-  private readonly anyDue: Prepared<{ id: number }, 'state' | 'at'>;
-  private readonly claimDueRows: Prepared<DeliveryRow, 'state' | 'at' | 'deadline' | 'limit'>;
+  private readonly lanes: Lane[];
   private readonly recordAttempt: Prepared<unknown, 'id' | 'state' | 'statusCode' | 'error' | 'durationMs' | 'attemptedAt'>;
 
   constructor(
@@ -94,19 +112,33 @@ export class WebhookService {
     private readonly metrics: Metrics | null,
     private readonly options: { timeoutMs: number; retryDelayMs: number },
   ) {
-    const due = (db: Db, param: Param<'state' | 'at'>) =>
-      db.selectFrom('webhook_deliveries').select('id').where('state', '=', param('state')).where('due_at', '<=', param('at'));
-    this.anyDue = prepare(database, ['state', 'at'], (db, param) => due(db, param).limit(1));
-    this.claimDueRows = prepare(database, ['state', 'at', 'deadline', 'limit'], (db, param) =>
+    // A lane's due rows of one state, walked in (attempt, id) order over the (state, attempt, id) index (migration 016).
+    const due = (lane: LaneName) => (db: Db, param: Param<'state' | 'at'>) =>
       db
-        .updateTable('webhook_deliveries')
-        .set({ state: 'sending', due_at: param('deadline') })
-        .where('id', 'in', () => {
-          const oldest = due(db, param).orderBy('id').limit(param('limit'));
-          return database.dialect === 'postgres' ? oldest.forUpdate().skipLocked() : oldest;
-        })
-        .returningAll(),
-    );
+        .selectFrom('webhook_deliveries')
+        .select('id')
+        .where('state', '=', param('state'))
+        .where('attempt', lane === 'first' ? '=' : '>', 1)
+        .where('due_at', '<=', param('at'))
+        .orderBy('attempt')
+        .orderBy('id');
+    this.lanes = LANES.map(({ name, concurrency }) => ({
+      name,
+      concurrency,
+      draining: null,
+      again: false,
+      anyDue: prepare(database, ['state', 'at'], (db, param) => due(name)(db, param).limit(1)),
+      claimDueRows: prepare(database, ['state', 'at', 'deadline', 'limit'], (db, param) =>
+        db
+          .updateTable('webhook_deliveries')
+          .set({ state: 'sending', due_at: param('deadline') })
+          .where('id', 'in', () => {
+            const oldest = due(name)(db, param).limit(param('limit'));
+            return database.dialect === 'postgres' ? oldest.forUpdate().skipLocked() : oldest;
+          })
+          .returningAll(),
+      ),
+    }));
     this.recordAttempt = prepare(database, ['id', 'state', 'statusCode', 'error', 'durationMs', 'attemptedAt'], (db, param) =>
       db
         .updateTable('webhook_deliveries')
@@ -138,41 +170,46 @@ export class WebhookService {
     this.unsubscribe?.();
     this.unsubscribe = null;
     if (this.timer) clearInterval(this.timer);
-    if (!this.draining) return;
+    const draining = this.lanes.flatMap((lane) => (lane.draining ? [lane.draining] : []));
+    if (!draining.length) return;
     // A slow receiver must not hold up a shutdown for WEBHOOK_TIMEOUT_MS: after a short grace the
     // attempts are abandoned unrecorded and their rows put back (see release).
     const grace = setTimeout(() => this.abandon.abort(), STOP_GRACE_MS);
-    await this.draining;
+    await Promise.all(draining);
     clearTimeout(grace);
   }
 
-  /** Starts a drain unless one runs; a drain in progress runs once more (new rows may have arrived). */
+  /** Starts each lane's drain unless one runs; a drain in progress runs once more (new rows may have arrived). */
   kick(): void {
+    for (const lane of this.lanes) this.kickLane(lane);
+  }
+
+  private kickLane(lane: Lane): void {
     if (this.stopped) return;
-    if (this.draining) {
-      this.again = true;
+    if (lane.draining) {
+      lane.again = true;
       return;
     }
-    this.draining = this.drain()
-      .catch((error: Error) => this.log.warn({ err: error }, 'webhook dispatch failed'))
+    lane.draining = this.drain(lane)
+      .catch((error: Error) => this.log.warn({ err: error, lane: lane.name }, 'webhook dispatch failed'))
       .finally(() => {
-        this.draining = null;
-        if (this.again && !this.stopped) {
-          this.again = false;
-          this.kick();
+        lane.draining = null;
+        if (lane.again && !this.stopped) {
+          lane.again = false;
+          this.kickLane(lane);
         }
       });
   }
 
-  private async drain(): Promise<void> {
+  private async drain(lane: Lane): Promise<void> {
     while (!this.stopped) {
-      const due = await this.claimDue();
+      const due = await this.claimDue(lane);
       if (due.length === 0) return;
       const secrets = webhookSigningSecrets((await this.settings.get()).webhook, Date.now());
       const queue = [...due];
       const outcomes: { row: DeliveryRow; result: PostResult }[] = [];
       await Promise.all(
-        Array.from({ length: Math.min(CONCURRENCY, queue.length) }, async () => {
+        Array.from({ length: Math.min(lane.concurrency, queue.length) }, async () => {
           for (let row = queue.shift(); row; row = queue.shift()) {
             outcomes.push({ row, result: await this.send(row.url, row.webhook_id, row.payload, row.event_type, secrets) });
           }
@@ -184,21 +221,21 @@ export class WebhookService {
   }
 
   /**
-   * Claims up to BATCH due rows, moving them to `sending` with a deadline: a process that dies
-   * mid-send leaves them to be claimed again after it (at-least-once), and two instances never send
-   * the same row (PostgreSQL skips rows another instance is claiming). Pending rows first, then
-   * abandoned `sending` ones, each one statement walking its state in id order (a single query over
-   * both states sorts every pending row). On SQLite an UPDATE that finds nothing still costs a write
-   * transaction, so a read comes first (figures in bench/README.md).
+   * Claims up to BATCH of the lane's due rows, moving them to `sending` with a deadline: a process
+   * that dies mid-send leaves them to be claimed again after it (at-least-once), and two instances
+   * never send the same row (PostgreSQL skips rows another instance is claiming). Pending rows first,
+   * then abandoned `sending` ones, each one statement walking its state in index order (a single query
+   * over both states sorts every pending row). On SQLite an UPDATE that finds nothing still costs a
+   * write transaction, so a read comes first (figures in bench/README.md).
    */
-  private async claimDue(): Promise<DeliveryRow[]> {
+  private async claimDue(lane: Lane): Promise<DeliveryRow[]> {
     const at = now();
     const deadline = this.sendingDeadline();
     const claim = async (state: 'pending' | 'sending', limit: number): Promise<DeliveryRow[]> => {
       // Most calls find nothing due (abandoned rows are rare), and a read says so cheaply. The claim
       // itself joins the group commit instead of paying a commit of its own.
-      if ((await this.anyDue.execute(this.database.db, { state, at })).rows.length === 0) return [];
-      return (await this.database.write((db) => this.claimDueRows.execute(db, { state, at, deadline, limit }))).rows;
+      if ((await lane.anyDue.execute(this.database.db, { state, at })).rows.length === 0) return [];
+      return (await this.database.write((db) => lane.claimDueRows.execute(db, { state, at, deadline, limit }))).rows;
     };
     const rows = await claim('pending', BATCH);
     if (rows.length < BATCH) rows.push(...(await claim('sending', BATCH - rows.length)));
@@ -362,17 +399,13 @@ export class WebhookService {
    */
   async prune(cutoff: string): Promise<number> {
     let deleted = 0;
-    for (const state of FINISHED_STATES)
-      deleted += await pruneOlderThan(this.database, { table: 'webhook_deliveries', key: 'id', time: 'created_at', state }, cutoff);
+    for (const log of FINISHED_DELIVERY_LOGS) deleted += await pruneOlderThan(this.database, log, cutoff);
     return deleted;
   }
 
   /** Attempts newest first, optionally of one state and one event type. */
-  async list({ limit, state, event_type: eventType }: { limit: number; state?: DeliveryView['state']; event_type?: string }): Promise<DeliveryView[]> {
-    let query = this.database.db.selectFrom('webhook_deliveries').selectAll().orderBy('id', 'desc').limit(limit);
-    if (state) query = query.where('state', '=', state);
-    if (eventType) query = query.where('event_type', '=', eventType);
-    return (await query.execute()).map(toView);
+  async list(filter: DeliveryFilter): Promise<DeliveryView[]> {
+    return (await deliveryLogQuery(this.database.db, filter).execute()).map(toView);
   }
 
   async status(): Promise<WebhookStatus> {
@@ -395,6 +428,20 @@ export class WebhookService {
       .executeTakeFirstOrThrow();
     return Number(row.count);
   }
+}
+
+export interface DeliveryFilter {
+  limit: number;
+  state?: DeliveryView['state'];
+  event_type?: string;
+}
+
+/** The delivery log's read, newest first: each filter walks an index in id order (migrations 004 and 016), never the whole log. */
+export function deliveryLogQuery(db: Db, { limit, state, event_type: eventType }: DeliveryFilter) {
+  let query = db.selectFrom('webhook_deliveries').selectAll().orderBy('id', 'desc').limit(limit);
+  if (state) query = query.where('state', '=', state);
+  if (eventType) query = query.where('event_type', '=', eventType);
+  return query;
 }
 
 function toView(row: DeliveryRow): DeliveryView {

@@ -1,0 +1,137 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { storageBytes } from '../src/db/index.js';
+import { EVENT_LOG } from '../src/events/index.js';
+import { budgetLevels, StorageBudget } from '../src/storage-budget.js';
+import { FINISHED_DELIVERY_LOGS } from '../src/webhook/index.js';
+import { DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
+import { startReceiver } from './helpers/receiver.js';
+
+const MB = 2 ** 20;
+const BUDGET_MB = 3;
+const hoursAgo = (hours: number) => new Date(Date.now() - hours * 3600_000).toISOString();
+
+describe('storage budget levels', () => {
+  it('prunes above 85 % down to 75 %, refuses writes from 95 %', () => {
+    assert.deepEqual(budgetLevels(1000), { high: 850, low: 750, refuse: 950 });
+  });
+});
+
+for (const dialect of DIALECTS) {
+  describe(`storage budget (${dialect})`, () => {
+    let app: TestApp;
+    let receiver: Awaited<ReturnType<typeof startReceiver>>;
+
+    before(async () => {
+      receiver = await startReceiver(200);
+      app = await startTestApp(dialect, { STORAGE_BUDGET_MB: String(BUDGET_MB) }, { start: true });
+      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
+    });
+    after(async () => {
+      await app.cleanup();
+      await receiver.close();
+    });
+
+    it('holds under a write loop: the oldest events go, every event is taken, the database never passes the budget', async () => {
+      const writes = 400;
+      const blob = 'x'.repeat(12_000);
+      let largest = 0;
+      for (let i = 0; i < writes; i++) {
+        const send = () => app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { i, blob } });
+        let response = await send();
+        while (response.status === 503) {
+          assert.equal(response.body.code, 'storage_full');
+          assert.equal(response.headers['retry-after'], '1');
+          // The keeper makes room within moments; the writer retries, as Retry-After asks.
+          await new Promise((resolve) => setTimeout(resolve, 20));
+          response = await send();
+        }
+        assert.equal(response.status, 202, JSON.stringify(response.body));
+        largest = Math.max(largest, await storageBytes(app.database));
+      }
+      assert.ok(largest <= BUDGET_MB * MB, `the database reached ${(largest / MB).toFixed(2)} MiB, over the ${BUDGET_MB} MiB budget`);
+      const kept = await app.database.db.selectFrom('events').select(['seq', 'payload']).where('event_type', '=', 'anomaly.detected').orderBy('seq').execute();
+      const numbers = kept.map((row) => (JSON.parse(row.payload) as { detail: { i: number } }).detail.i);
+      assert.ok(numbers.length < writes / 2, `${numbers.length} of ${writes} events kept: the oldest were pruned`);
+      assert.equal(numbers.at(-1), writes - 1, 'the newest event is kept');
+      assert.deepEqual(
+        numbers,
+        Array.from({ length: numbers.length }, (_, k) => writes - numbers.length + k),
+        'what is kept is the newest, without gaps',
+      );
+    });
+  });
+
+  describe(`storage budget: what goes first (${dialect})`, () => {
+    let app: TestApp;
+    let receiver: Awaited<ReturnType<typeof startReceiver>>;
+
+    before(async () => {
+      receiver = await startReceiver(200);
+      // No budget of its own: the pass under test is the only one that deletes.
+      app = await startTestApp(dialect, { STORAGE_BUDGET_MB: '0' }, { start: true });
+      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
+    });
+    after(async () => {
+      await app.cleanup();
+      await receiver.close();
+    });
+
+    it('prunes oldest first across both logs, and never a pending delivery, which is still sent after its event went', async () => {
+      const db = app.database.db;
+      const payload = (hour: number) => JSON.stringify({ event_type: 'anomaly.detected', hour, pad: 'p'.repeat(8000) });
+      // Events at even hours, finished deliveries at odd hours, oldest first; and the oldest row of
+      // all, a pending delivery of the first event, not due yet.
+      const hours = Array.from({ length: 120 }, (_, k) => 240 - 2 * k);
+      await db
+        .insertInto('events')
+        .values(hours.map((hour) => ({ event_type: 'anomaly.detected', timestamp: hoursAgo(hour), payload: payload(hour) })))
+        .execute();
+      const [first] = await db.selectFrom('events').select('seq').orderBy('seq').limit(1).execute();
+      const delivery = (hour: number, state: 'delivered' | 'failed' | 'pending') => ({
+        webhook_id: `msg_budget_${hour}`,
+        event_seq: state === 'pending' ? first!.seq : null,
+        event_type: 'anomaly.detected',
+        url: receiver.url,
+        payload: payload(hour),
+        attempt: 1,
+        state,
+        due_at: state === 'pending' ? hoursAgo(-1) : hoursAgo(hour),
+        created_at: hoursAgo(hour),
+      });
+      await db
+        .insertInto('webhook_deliveries')
+        .values([delivery(300, 'pending'), ...hours.map((hour, k) => delivery(hour - 1, k % 3 ? 'delivered' : 'failed'))])
+        .execute();
+
+      const used = await storageBytes(app.database);
+      const budget = new StorageBudget(app.database, used, [EVENT_LOG, ...FINISHED_DELIVERY_LOGS]);
+      assert.ok((await budget.keep()) > 0);
+      assert.ok((await storageBytes(app.database)) <= budgetLevels(used).low, 'down to 75 % of the budget');
+
+      const events = await db.selectFrom('events').select(['timestamp']).execute();
+      const finished = await db.selectFrom('webhook_deliveries').select(['created_at']).where('state', '!=', 'pending').execute();
+      const keptTimes = [...events.map((row) => row.timestamp), ...finished.map((row) => row.created_at)].sort();
+      const allTimes = [...hours.map((hour) => hoursAgo(hour)), ...hours.map((hour) => hoursAgo(hour - 1))].map((time) => time.slice(0, 13));
+      const deleted = allTimes.filter((time) => !keptTimes.some((kept) => kept.startsWith(time))).sort();
+      assert.ok(deleted.length > 10, `${deleted.length} rows pruned`);
+      assert.ok(deleted.at(-1)! < keptTimes[0]!.slice(0, 13), `oldest first: deleted up to ${deleted.at(-1)}, kept from ${keptTimes[0]}`);
+
+      const pending = await db.selectFrom('webhook_deliveries').selectAll().where('state', '=', 'pending').execute();
+      assert.equal(pending.length, 1, 'the pending delivery is kept, older than everything pruned');
+      assert.equal((await db.selectFrom('events').select('seq').where('seq', '=', first!.seq).execute()).length, 0, 'its event was pruned');
+      await db
+        .updateTable('webhook_deliveries')
+        .set({ due_at: hoursAgo(0) })
+        .where('id', '=', pending[0]!.id)
+        .execute();
+      app.webhook.kick();
+      const sent = await eventually(
+        () => receiver.received.find((request) => request.headers['webhook-id'] === 'msg_budget_300'),
+        5000,
+        'the pending delivery',
+      );
+      assert.equal(sent.body, payload(300), 'sent from its own copy of the event');
+    });
+  });
+}
