@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { eventPayloadSchema, idParams, idString, nameString, noContent, nullableString, withSchemaTypes } from '../http/schemas.js';
+import { eventPayloadSchema, idParams, idString, jsonObject, nameString, noContent, nullableString, withSchemaTypes } from '../http/schemas.js';
+import { JSON_LIMITS, TEXT_LIMITS } from '../limits.js';
 import { MODES, type PresenceService } from './service.js';
 
 const personSchema = {
@@ -33,7 +34,7 @@ const createBody = {
 
 const patchBody = { type: 'object', additionalProperties: false, properties: { name: nameString } } as const;
 
-const optionalRefs = { person: idString, zone: idString, blob_id: { type: 'string', minLength: 1, maxLength: 128 } } as const;
+const optionalRefs = { person: idString, zone: idString, blob_id: { type: 'string', minLength: 1, maxLength: TEXT_LIMITS.blob_id } } as const;
 
 /** The body of POST /api/events: one schema per event type, chosen by `type`. */
 const sensingEventBody = {
@@ -57,7 +58,7 @@ const sensingEventBody = {
           type: {},
           ...optionalRefs,
           severity: { type: 'string', enum: ['info', 'warning', 'critical'] },
-          detail: { type: 'object', maxProperties: 64 },
+          detail: { ...jsonObject(JSON_LIMITS.detail, 'What the sensing node reports, stored and delivered as sent.'), maxProperties: 64 },
         },
       },
     },

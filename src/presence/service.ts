@@ -2,7 +2,7 @@ import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import { insertWithNewId, uniqueId } from '../db/ids.js';
 import { getSetting, putSetting } from '../db/kv.js';
-import type { Emit, EventDetails, EventLog, Severity } from '../events/index.js';
+import type { Emit, EventDetails, EventLog, Severity, ZoneOccupancy } from '../events/index.js';
 import { conflict, notFound } from '../http/problem.js';
 import type { PersonsTable } from '../db/schema.js';
 import { enterZone, exitZone, isAwayDue, markAway, type PersonState, type Transition, type TransitionEvent } from './transitions.js';
@@ -171,7 +171,7 @@ export class PresenceService {
       const at = now();
       for (const row of occupants) await this.applyTransition(trx, emit, row.id, exitZone(row, id, at, this.options.awayDelayMs), null);
       await trx.deleteFrom('zones').where('id', '=', id).execute();
-      emit('zone.deleted', { zone: id, detail: { name: zone.name, occupants: occupants.map((row) => row.id) } });
+      emit('zone.deleted', { zone: id, detail: { name: zone.name, count: occupants.length } });
     });
   }
 
@@ -243,9 +243,13 @@ export class PresenceService {
     return primaryEvent;
   }
 
-  private async occupancyDetail(trx: Db, zone: string) {
-    const occupants = (await trx.selectFrom('persons').select('id').where('zone_id', '=', zone).orderBy('id').execute()).map((row) => row.id);
-    return { count: occupants.length, occupants };
+  private async occupancyDetail(trx: Db, zone: string): Promise<ZoneOccupancy> {
+    const { count } = await trx
+      .selectFrom('persons')
+      .select((eb) => eb.fn.countAll<string | number>().as('count'))
+      .where('zone_id', '=', zone)
+      .executeTakeFirstOrThrow();
+    return { count: Number(count) };
   }
 
   /** Marks every person whose away delay has run out as `not_home`; returns how many changed. */
