@@ -34,6 +34,8 @@ export interface EnvConfig {
   mqttBirthDelayMaxMs: number;
   healthIntervalMs: number;
   nodeTimeoutMs: number;
+  /** The most nodes the installation registers (each registers itself on its first heartbeat). */
+  nodeLimit: number;
   presenceAwayDelayMs: number;
   enrichmentLeaseMs: number;
   /** Delay before the second attempt of a failed job; the third waits 4x this. */
@@ -103,6 +105,7 @@ const ENV_SCHEMA = {
     MQTT_BIRTH_DELAY_MAX_MS: milliseconds(3_000),
     HEALTH_INTERVAL_MS: milliseconds(60_000, 1),
     NODE_TIMEOUT_MS: milliseconds(30_000, 1),
+    NODE_LIMIT: wholeNumber(200, 1, 100_000),
     PRESENCE_AWAY_DELAY_MS: milliseconds(60_000),
     ENRICHMENT_LEASE_MS: milliseconds(300_000, 1),
     ENRICHMENT_RETRY_BASE_MS: milliseconds(1_000),
@@ -214,6 +217,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     mqttBirthDelayMaxMs: values.MQTT_BIRTH_DELAY_MAX_MS,
     healthIntervalMs: values.HEALTH_INTERVAL_MS,
     nodeTimeoutMs: values.NODE_TIMEOUT_MS,
+    nodeLimit: values.NODE_LIMIT,
     presenceAwayDelayMs: values.PRESENCE_AWAY_DELAY_MS,
     enrichmentLeaseMs: values.ENRICHMENT_LEASE_MS,
     enrichmentRetryBaseMs: values.ENRICHMENT_RETRY_BASE_MS,

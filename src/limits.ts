@@ -41,6 +41,9 @@ export const FAILURE_MESSAGE_LIMIT = 1024;
 /** The most bytes read of an LLM endpoint's answer: a larger answer fails the attempt. */
 export const LLM_RESPONSE_LIMIT = 1024 * 1024;
 
+/** `GET /api/nodes` pages: the size without `?limit=`, and the most one page holds. */
+export const NODE_PAGE = { default: 200, max: 1000 } as const;
+
 /** The UTF-8 size of a value's JSON text. */
 export const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');
 

@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { ADMIN_TOKEN, DIALECTS, startTestApp, type TestApp } from './helpers/app.js';
-import { BODY_LIMIT, COMMENTARY_LIMIT, FAILURE_MESSAGE_LIMIT, JSON_LIMITS, LLM_RESPONSE_LIMIT, TEXT_LIMITS, truncateUtf8 } from '../src/limits.js';
+import { BODY_LIMIT, COMMENTARY_LIMIT, FAILURE_MESSAGE_LIMIT, JSON_LIMITS, LLM_RESPONSE_LIMIT, NODE_PAGE, TEXT_LIMITS, truncateUtf8 } from '../src/limits.js';
 import { baselineSchema } from '../src/baselines/schema.js';
 
 /** A string of `bytes` bytes of UTF-8 JSON text for an object `{"k": "..."}`. */
@@ -40,6 +40,7 @@ describe('size limits: one home, documented', () => {
       llm_answer: LLM_RESPONSE_LIMIT,
     };
     for (const [field, value] of Object.entries(expected)) assert.equal(rows.get(field), value, `docs/api.md's limit of ${field}`);
+    assert.ok(docs.includes(`(default ${NODE_PAGE.default}, at most ${NODE_PAGE.max})`), "docs/api.md states GET /api/nodes's page sizes");
   });
 
   it('schemas/baseline.schema.json bounds its free strings as src/limits.ts says', () => {

@@ -420,5 +420,12 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await sql`drop function mothership_append_event(text, text, text, text)`.execute(db);
       },
     },
+    '015_node_names_and_zones': {
+      // Nodes an admin names and places in a zone. Nullable: earlier releases insert nodes without them.
+      async up(db: Kysely<any>) {
+        await db.schema.alterTable('nodes').addColumn('name', 'text').execute();
+        await db.schema.alterTable('nodes').addColumn('zone_id', 'text').execute();
+      },
+    },
   };
 }
