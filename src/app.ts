@@ -68,7 +68,11 @@ export async function buildApp(config: Config): Promise<App> {
   const budget = config.storageBudgetMb > 0 ? new StorageBudget(database, config.storageBudgetMb * 2 ** 20, [EVENT_LOG, ...FINISHED_DELIVERY_LOGS]) : null;
   const { events, settings, outbox } = createEventPipeline(database, box, budget ? [budget] : []);
   events.subscribe((event) => metrics.events.inc({ event_type: event.payload.event_type }));
-  const presence = new PresenceService(database, events, { awayDelayMs: config.presenceAwayDelayMs, nodeTimeoutMs: config.nodeTimeoutMs });
+  const presence = new PresenceService(database, events, {
+    awayDelayMs: config.presenceAwayDelayMs,
+    nodeTimeoutMs: config.nodeTimeoutMs,
+    nodeLimit: config.nodeLimit,
+  });
 
   // Commands fail at once while Redis is away (no offline queue), so the limiter can fail open or closed promptly.
   const redis = config.redisUrl ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false }) : null;

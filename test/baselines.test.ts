@@ -1,4 +1,5 @@
 import { after, before, describe, it } from 'node:test';
+import { TEXT_LIMITS } from '../src/limits.js';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync, readFileSync } from 'node:fs';
@@ -479,7 +480,7 @@ for (const dialect of DIALECTS) {
           throughput_mb_per_sec: figure,
           total_runtime_sec: Number.MAX_VALUE,
           corpus_size: Number.MAX_SAFE_INTEGER,
-          notes: 'x'.repeat(100_000),
+          notes: 'x'.repeat(TEXT_LIMITS.notes), // the longest notes (docs/api.md, Limits)
         };
         const response = await app.api('POST', '/api/baselines', record);
         assert.equal(response.status, 201, `${figure}: ${JSON.stringify(response.body).slice(0, 300)}`);

@@ -5,7 +5,7 @@ import { mkdirSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
 import { launchChromium } from './helpers/browser.js';
-import { ADMIN_TOKEN, startTestApp, type TestApp } from './helpers/app.js';
+import { ADMIN_TOKEN, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startBroker } from './helpers/broker.js';
 import { startReceiver } from './helpers/receiver.js';
 import { botRequest } from './helpers/bot.js';
@@ -173,6 +173,35 @@ describe('dashboard in Chromium', () => {
     await page.waitForSelector('#nodes tr[data-node="hall-sensor"]:has-text("offline")', { timeout: 6000 });
     await page.click('#nav a[data-view="overview"]');
     await page.waitForSelector('#node-count:has-text("0")');
+  });
+
+  it('lists every page of nodes, and renames, places and removes them', async () => {
+    // Pages of one node: the list follows each page's Link to the next.
+    await page.route('**/api/nodes', (route) => route.continue({ url: `${base}/api/nodes?limit=1` }));
+    await page.click('#nav a[data-view="nodes"]');
+    await page.waitForSelector('#nodes tr[data-node="attic-sensor"]');
+    await page.waitForSelector('#nodes tr[data-node="hall-sensor"]');
+    await page.unroute('**/api/nodes');
+
+    page.once('dialog', (dialog) => void dialog.accept('Attic'));
+    await page.click('#nodes tr[data-node="attic-sensor"] button:has-text("Rename")');
+    await page.waitForSelector('#nodes tr[data-node="attic-sensor"] a:text-is("Attic")');
+    assert.equal((await app.api('GET', '/api/nodes/attic-sensor')).body.name, 'Attic');
+
+    await page.selectOption('#nodes tr[data-node="attic-sensor"] select.node-zone', 'kitchen');
+    await eventually(async () => (await app.api('GET', '/api/nodes/attic-sensor')).body.zone === 'kitchen', 3000, 'placed in the kitchen');
+    await page.selectOption('#nodes tr[data-node="attic-sensor"] select.node-zone', '');
+    await eventually(async () => (await app.api('GET', '/api/nodes/attic-sensor')).body.zone === null, 3000, 'in no zone');
+
+    let question = '';
+    page.once('dialog', (dialog) => {
+      question = dialog.message();
+      void dialog.accept();
+    });
+    await page.click('#nodes tr[data-node="hall-sensor"] button:has-text("Remove")');
+    await page.waitForSelector('#nodes tr[data-node="hall-sensor"]', { state: 'detached' });
+    assert.match(question, /Remove hall-sensor\?/);
+    assert.equal((await app.api('GET', '/api/nodes/hall-sensor')).status, 404);
   });
 
   it('links every page and record, and the back button returns', async () => {

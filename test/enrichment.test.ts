@@ -5,6 +5,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { NONCE_TTL_SECONDS, parseSignatures, sign, stringToSign, timestampFresh, verifySignatures } from '../src/enrichment/signing.js';
 import { builtInCommentary, commentaryFor, llmCommentary, parseReplay, replayRefusal, ReplayError } from '../src/enrichment/commentary.js';
+import { COMMENTARY_LIMIT, FAILURE_MESSAGE_LIMIT, LLM_RESPONSE_LIMIT } from '../src/limits.js';
 import { DIALECTS, createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { botRequest } from './helpers/bot.js';
 import { REPLAY } from './helpers/fixtures.js';
@@ -232,6 +233,34 @@ describe('commentary', () => {
       assert.match(seen.body.messages[1].content, /"rounds"/);
       await assert.rejects(generate(null, 'm3'), ReplayError);
     } finally {
+      server.close();
+    }
+  });
+
+  it('fails an attempt whose LLM answer is over the read limit, without reading it whole', async () => {
+    let written = 0;
+    const server = createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        response.writeHead(200, { 'content-type': 'application/json' });
+        // An endless answer: the client must stop reading it.
+        const chunk = Buffer.alloc(64 * 1024, 'x');
+        const pump = () => {
+          while (written <= 8 * LLM_RESPONSE_LIMIT && response.write(chunk)) written += chunk.length;
+          if (written <= 8 * LLM_RESPONSE_LIMIT) response.once('drain', pump);
+          else response.end();
+        };
+        pump();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const generate = llmCommentary({ url: `http://127.0.0.1:${port}/v1`, model: 'test-model', apiKey: null });
+      await assert.rejects(generate(REPLAY, 'm1'), new RegExp(`more than ${LLM_RESPONSE_LIMIT} bytes`));
+      assert.ok(written < 8 * LLM_RESPONSE_LIMIT, `the server wrote ${written} bytes`);
+    } finally {
+      server.closeAllConnections();
       server.close();
     }
   });
@@ -649,6 +678,34 @@ for (const dialect of DIALECTS) {
       const failed = (await app.api('GET', '/api/events')).body.events.filter((event: { event_type: string }) => event.event_type === 'enrichment.failed');
       assert.equal(failed.length, 1);
       assert.equal(failed[0].detail.attempts, 3);
+    });
+
+    it('bounds the stored commentary and failure message, whatever the replay quotes', async () => {
+      await app.api('POST', '/api/matches', { id: 'wordy', status: 'completed', replay: { ...REPLAY, title: 'T'.repeat(3 * COMMENTARY_LIMIT) } });
+      await app.api('POST', '/api/matches', { id: 'wordy-broken', status: 'completed', replay: REPLAY });
+      await app.database.db
+        .updateTable('matches')
+        .set({ replay: JSON.stringify({ players: ['a'], final_score: { ['s'.repeat(4 * FAILURE_MESSAGE_LIMIT)]: 'many' } }) })
+        .where('id', '=', 'wordy-broken')
+        .execute();
+      for (const match_id of ['wordy', 'wordy-broken'])
+        assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id })).status, 202);
+      const done = async (id: string, status: string) =>
+        eventually(
+          async () => {
+            const body = (await app.api('GET', `/api/matches/${id}/enrichment`)).body;
+            return body.status === status ? body : null;
+          },
+          5000,
+          status,
+        );
+      const wordy = await done('wordy', 'completed');
+      assert.ok(Buffer.byteLength(wordy.commentary) <= COMMENTARY_LIMIT, `${Buffer.byteLength(wordy.commentary)} bytes`);
+      assert.ok(wordy.commentary.endsWith('…'));
+      const broken = await done('wordy-broken', 'failed');
+      assert.ok(Buffer.byteLength(broken.error) <= FAILURE_MESSAGE_LIMIT, `${Buffer.byteLength(broken.error)} bytes`);
+      const failed = (await app.api('GET', '/api/events?type=enrichment.failed')).body.events.at(-1);
+      assert.equal(failed.detail.error, broken.error);
     });
 
     it('claims a job again when the worker holding it went silent past its lease', async () => {

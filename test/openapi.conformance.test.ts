@@ -142,6 +142,10 @@ describe('OpenAPI document conformance', () => {
       validCase('DELETE', '/api/zones/{id}', 204, { url: '/api/zones/hall' }),
       validCase('POST', '/api/nodes/{id}/heartbeat', 204, { url: '/api/nodes/node-1/heartbeat', body: { quality: 80 } }),
       validCase('GET', '/api/nodes', 200),
+      validCase('GET', '/api/nodes', 200, { url: '/api/nodes?limit=1&cursor=a' }),
+      validCase('GET', '/api/nodes/{id}', 200, { url: '/api/nodes/node-1' }),
+      validCase('PATCH', '/api/nodes/{id}', 200, { url: '/api/nodes/node-1', body: { name: 'Node one', zone: 'kitchen' } }),
+      validCase('DELETE', '/api/nodes/{id}', 204, { url: '/api/nodes/node-1' }),
       validCase('GET', '/api/system/health', 200),
       validCase('GET', '/api/system/fall', 200),
       validCase('GET', '/api/system/mode', 200),
@@ -202,7 +206,8 @@ describe('OpenAPI document conformance', () => {
         const bodyRoute = Boolean(operation.requestBody);
         const upper = method.toUpperCase();
         if (operation.security) cases.push({ method: upper, path, url, status: 401, headers: { authorization: '' }, ...(bodyRoute ? { body: {} } : {}) });
-        if (path.includes('{') && !path.startsWith('/api/nodes/') && method !== 'head')
+        // A heartbeat registers an unknown node.
+        if (path.includes('{') && path !== '/api/nodes/{id}/heartbeat' && method !== 'head')
           cases.push({ method: upper, path, url, status: 404, ...(bodyRoute ? { body: validBodyFor(path, method) } : {}) });
         if (bodyRoute && operation.security?.some((requirement: Json) => 'admin' in requirement))
           cases.push({ method: upper, path, url: path.replace('{id}', 'ada'), status: 400, body: { unexpected_property: true } });
@@ -225,7 +230,7 @@ describe('OpenAPI document conformance', () => {
 
 /** A body the route accepts, so a 404 comes from the unknown id, not from validation. */
 function validBodyFor(path: string, method: string): unknown {
-  if (path.startsWith('/api/persons') || path.startsWith('/api/zones')) return { name: 'Renamed' };
+  if (path.startsWith('/api/persons') || path.startsWith('/api/zones') || path.startsWith('/api/nodes')) return { name: 'Renamed' };
   if (path.startsWith('/api/matches') && method === 'patch') return { status: 'in_progress' };
   return {};
 }

@@ -64,7 +64,7 @@ for (const dialect of DIALECTS) {
       assert.equal(entry.body.event.blob_id, 'blob-1');
       assert.equal(entry.body.event.severity, 'info');
       assert.match(entry.body.event.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
-      assert.deepEqual(entry.body.event.detail.occupants, ['ada-lovelace']);
+      assert.deepEqual(entry.body.event.detail, { from_zone: null, already_inside: false, count: 1 });
 
       let person = (await app.api('GET', '/api/persons/ada-lovelace')).body;
       assert.equal(person.presence, 'home');

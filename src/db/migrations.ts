@@ -466,6 +466,13 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '015_node_names_and_zones': {
+      // Nodes an admin names and places in a zone. Nullable: earlier releases insert nodes without them.
+      async up(db: Kysely<any>) {
+        await db.schema.alterTable('nodes').addColumn('name', 'text').execute();
+        await db.schema.alterTable('nodes').addColumn('zone_id', 'text').execute();
+      },
+    },
     '016_bounded_logs': {
       // The dispatcher's lanes (webhook/service.ts) claim first attempts and retries apart, each in
       // (attempt, id) order; the delivery log's filters (by event type, by state and event type) walk

@@ -2,7 +2,7 @@
  * Row types of every table, shared by SQLite and PostgreSQL. Timestamps are RFC 3339 UTC strings
  * (`toISOString()`), which sort correctly as text on both databases; JSON documents are stored as text.
  */
-import type { Generated } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
 
 /** Which database the service runs on: SQLite embedded (the default) or PostgreSQL (DATABASE_URL). */
 export type Dialect = 'sqlite' | 'postgres';
@@ -24,8 +24,15 @@ export interface ZonesTable {
   created_at: string;
 }
 
+/** A nullable column an insert may leave out (rows written by releases before it have none). */
+type Optional<T> = ColumnType<T | null, T | null | undefined, T | null>;
+
 export interface NodesTable {
   id: string;
+  /** Set by an admin (PATCH /api/nodes/{id}); null: unnamed. */
+  name: Optional<string>;
+  /** The zone an admin placed the node in; may name a zone deleted by a release that did not clear it (read through a join). */
+  zone_id: Optional<string>;
   quality: number;
   last_seen: string;
   /** 1 once node.online was announced, 0 once node.offline was (or before the first announcement). */
@@ -136,6 +143,8 @@ export interface AdminSessionsTable {
  * order is commit order (events/log.ts; the enrichment batch function of migration 012 takes the same one).
  */
 export const EVENT_APPEND_LOCK = 0x6d5f6576; // "m_ev"
+/** PostgreSQL: the transaction-level advisory lock a heartbeat registering a new node holds, so NODE_LIMIT is exact. */
+export const NODE_CREATE_LOCK = 0x6d5f6e64; // "m_nd"
 
 /** PostgreSQL: what a log row costs beyond its payload (its other columns, tuple header and index entries), in the storage budget's count (migration 016). */
 export const LOG_ROW_OVERHEAD = 200;

@@ -1,3 +1,5 @@
+import { LLM_RESPONSE_LIMIT } from '../limits.js';
+
 /**
  * Commentary from a match replay. The built-in generator is deterministic and needs no network;
  * an OpenAI-compatible chat completions endpoint can be used instead (ENRICHMENT_LLM_URL).
@@ -248,6 +250,19 @@ export function builtInCommentary(input: unknown, matchId: string): string {
   return paragraphs.join('\n\n');
 }
 
+/** The response body as text; an answer over `limit` bytes fails without being read further. */
+async function boundedText(response: Response, limit: number): Promise<string> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of response.body ?? []) {
+    size += chunk.byteLength;
+    // Leaving the loop cancels the stream: the rest is never read.
+    if (size > limit) throw new Error(`LLM endpoint answered more than ${limit} bytes`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
 /** An OpenAI-compatible chat completions client (`/chat/completions` is appended unless the URL has it). */
 export function llmCommentary(options: { url: string; model: string; apiKey: string | null; timeoutMs?: number }): CommentaryGenerator {
   const endpoint = options.url.replace(/\/+$/, '').endsWith('/chat/completions') ? options.url : `${options.url.replace(/\/+$/, '')}/chat/completions`;
@@ -272,7 +287,7 @@ export function llmCommentary(options: { url: string; model: string; apiKey: str
       signal: AbortSignal.timeout(options.timeoutMs ?? 60_000),
     });
     if (!response.ok) throw new Error(`LLM endpoint answered ${response.status}`);
-    const body = (await response.json()) as { choices?: { message?: { content?: unknown } }[] };
+    const body = JSON.parse(await boundedText(response, LLM_RESPONSE_LIMIT)) as { choices?: { message?: { content?: unknown } }[] };
     const content = body.choices?.[0]?.message?.content;
     if (typeof content !== 'string' || !content.trim()) throw new Error('LLM endpoint returned no commentary');
     return content.trim();

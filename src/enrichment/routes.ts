@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { idParams, idString, nameString, noContent, withSchemaTypes } from '../http/schemas.js';
+import { idParams, idString, jsonObject, nameString, noContent, withSchemaTypes } from '../http/schemas.js';
+import { JSON_LIMITS } from '../limits.js';
 import { ProblemError } from '../http/problem.js';
 import { addressKey } from '../http/client-key.js';
 import { rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
@@ -27,7 +28,7 @@ const matchSchema = {
   },
 } as const;
 
-const replaySchema = { type: 'object', description: 'Replay document the worker reads (docs/enrichment.md)' } as const;
+const replaySchema = jsonObject(JSON_LIMITS.replay, 'Replay document the worker reads (docs/enrichment.md).');
 
 /** Adds the daily quota to the RateLimit headers the request limiter already set. */
 function quotaHeaders(reply: FastifyReply, remaining: number, resetSeconds: number): void {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
+import { COMMENTARY_LIMIT, FAILURE_MESSAGE_LIMIT, truncateUtf8 } from '../limits.js';
 import type { Metrics } from '../ops/metrics.js';
 import { replayRefusal, type Commentary } from './commentary.js';
 import { MAX_ATTEMPTS, WORKER_HEARTBEAT_MS, type EnrichmentQueue, type Job } from './queue.js';
@@ -85,10 +86,12 @@ export class EnrichmentWorker {
       const replay = await this.queue.readReplay(job.match_id);
       const refusal = replayRefusal(this.commentary.rule, replay);
       if (refusal) throw refusal;
-      const commentary = await this.commentary.generate(replay, job.match_id);
+      // Both generators echo replay text: the stored commentary is bounded whichever wrote it.
+      const commentary = truncateUtf8(await this.commentary.generate(replay, job.match_id), COMMENTARY_LIMIT);
       if (await this.queue.complete(job, this.id, commentary)) this.metrics?.enrichmentJobs.inc({ outcome: 'completed' });
     } catch (error) {
-      const message = (error as Error).message || String(error);
+      // The message may quote the replay; it is stored and sent in enrichment.failed.
+      const message = truncateUtf8((error as Error).message || String(error), FAILURE_MESSAGE_LIMIT);
       const state = await this.queue.fail(job, this.id, message);
       this.metrics?.enrichmentJobs.inc({ outcome: state === 'failed' ? 'failed' : 'retried' });
       this.log.warn({ match_id: job.match_id, attempt: job.attempts, error: message }, 'enrichment attempt failed');

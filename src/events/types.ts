@@ -1,7 +1,10 @@
-/** A zone's occupancy after the change, carried by every event that concerns a zone's people. */
+/**
+ * A zone's occupant count after the change, carried by every event that concerns a zone's people.
+ * The occupant list stays out of events (it grows with the zone): the zone's MQTT occupancy state
+ * and `GET /api/zones/{id}` carry it.
+ */
 export interface ZoneOccupancy {
   count: number;
-  occupants: string[];
 }
 type Presence = 'home' | 'not_home';
 type EnrichmentJob = { match_id: string; bot_id: string; job_id: number };
@@ -31,8 +34,8 @@ export interface EventDetails {
   'person.deleted': { name: string };
   'zone.created': { name: string };
   'zone.updated': { name: string };
-  /** `occupants`: the people the deletion moved out of the zone. */
-  'zone.deleted': { name: string; occupants: string[] };
+  /** `count`: how many people the deletion moved out of the zone (each has its own zone.exit before it). */
+  'zone.deleted': { name: string; count: number };
   'enrichment.requested': EnrichmentJob;
   'enrichment.completed': EnrichmentJob & { attempts: number };
   'enrichment.failed': EnrichmentJob & { attempts: number; error: string };

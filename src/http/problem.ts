@@ -51,6 +51,12 @@ export const PROBLEMS = {
     description:
       'The request conflicts with the current state: an id already taken, MQTT not connected for a discovery publish, no webhook URL for a redelivery.',
   },
+  node_limit_reached: {
+    status: 409,
+    title: 'Node limit reached',
+    description:
+      "A heartbeat from a node not yet registered, while the installation has NODE_LIMIT nodes (nodes register themselves on their first heartbeat). Delete nodes no longer in use (`DELETE /api/nodes/{id}`, the dashboard's Nodes page) or raise NODE_LIMIT; known nodes keep reporting.",
+  },
   match_not_completed: { status: 409, title: 'Match not completed', description: 'Commentary is only requested for completed matches.' },
   replay_unusable: {
     status: 409,

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyTypeProvider } from 'fastify';
 import type { JsonSchemaToTsProvider } from '@fastify/type-provider-json-schema-to-ts';
 import { ID_PATTERN_SOURCE } from '../ids.js';
+import { TEXT_LIMITS } from '../limits.js';
 
 type ValidatedType<Schema> = (JsonSchemaToTsProvider<{ ValidatorSchemaOptions: { parseIfThenElseKeywords: true } }> & { schema: Schema })['validator'];
 
@@ -22,7 +23,19 @@ export const withSchemaTypes = (app: FastifyInstance) => app.withTypeProvider<Re
 export const idString = { type: 'string', pattern: ID_PATTERN_SOURCE, description: 'Lowercase id: letters, digits, _ and -; at most 64 characters' } as const;
 /** Names need one visible character: a name of spaces reads as nothing in a list or in Home Assistant. */
 export const NOT_BLANK = '[^\\s\\u200b-\\u200d\\u2060\\ufeff]';
-export const nameString = { type: 'string', minLength: 1, maxLength: 200, pattern: NOT_BLANK } as const;
+export const nameString = {
+  type: 'string',
+  minLength: 1,
+  maxLength: TEXT_LIMITS.name,
+  pattern: NOT_BLANK,
+  description: `At most ${TEXT_LIMITS.name} characters (${4 * TEXT_LIMITS.name} bytes of UTF-8)`,
+} as const;
+
+/** The schema keyword bounding a JSON document in bytes of its UTF-8 JSON text (validated in server.ts). */
+export const MAX_JSON_BYTES = 'x-max-json-bytes';
+/** An object of at most `limit` bytes as JSON. */
+export const jsonObject = (limit: number, description: string) =>
+  ({ type: 'object', [MAX_JSON_BYTES]: limit, description: `${description} At most ${limit} bytes as JSON (UTF-8).` }) as const;
 
 export const idParams = {
   type: 'object',

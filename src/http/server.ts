@@ -3,17 +3,18 @@ import type { Duplex } from 'node:stream';
 import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import { Ajv } from 'ajv';
+import { Ajv, str } from 'ajv';
 import addFormats from 'ajv-formats';
 import { openApiSecurity, resolveRouteAuth, SESSION_COOKIE } from './auth.js';
 import { errorCodes, PROBLEM_SCHEMA, problemResponses } from './openapi.js';
 import { jsonShapeError } from './input-shape.js';
-import { withSchemaTypes } from './schemas.js';
+import { MAX_JSON_BYTES, withSchemaTypes } from './schemas.js';
 import { policyHeaders, type HeaderPolicy } from './header-policy.js';
 import { ThrottledLog } from './throttled-log.js';
 import { codeForStatus, fieldErrors, invalid, isProblemCode, problem, ProblemError, PROBLEMS } from './problem.js';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { storageFailure } from '../db/index.js';
+import { BODY_LIMIT, jsonBytes } from '../limits.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -25,8 +26,6 @@ declare module 'fastify' {
     throttledLog: ThrottledLog;
   }
 }
-
-export const BODY_LIMIT = 1024 * 1024;
 
 /**
  * One header policy on every response. An API answer needs no content at all; the dashboard and
@@ -153,6 +152,13 @@ const UNIQUE_VIOLATION_CODES = new Set(['23505', 'SQLITE_CONSTRAINT_PRIMARYKEY',
 const bodyValidator = new Ajv({ allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: true, strict: false });
 export const textValidator = new Ajv({ allErrors: true, coerceTypes: 'array', removeAdditional: false, useDefaults: true, strict: false });
 addFormats.default(bodyValidator);
+/** A JSON document's size bound in bytes of its UTF-8 JSON text (src/limits.ts, `JSON_LIMITS`). */
+bodyValidator.addKeyword({
+  keyword: MAX_JSON_BYTES,
+  schemaType: 'number',
+  validate: (limit: number, data: unknown) => jsonBytes(data) <= limit,
+  error: { message: ({ schemaCode }) => str`must be at most ${schemaCode} bytes as JSON` },
+});
 addFormats.default(textValidator);
 
 /** Secrets that must never reach a log line, wherever they appear in a logged object. */

@@ -77,8 +77,8 @@ export function recordChange(pending: Pending, event: EventPayload, context: Dis
     case 'zone.deleted':
       if (!zone) return false;
       pending.removed.push(...removal(zoneConfigs(context, { id: zone, name: '' })));
+      // Its occupants each had a zone.exit before it, which republishes them.
       pending.clearTopics.add(topics.zoneOccupancy(zone));
-      for (const occupant of event.detail.occupants) pending.persons.add(occupant);
       return true;
     case 'fall.detected':
     case 'fall.cleared':

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { eventPayloadSchema, idParams, idString, nameString, noContent, nullableString, withSchemaTypes } from '../http/schemas.js';
+import { eventPayloadSchema, idParams, idString, jsonObject, nameString, noContent, nullableString, withSchemaTypes } from '../http/schemas.js';
+import { JSON_LIMITS, NODE_PAGE, TEXT_LIMITS } from '../limits.js';
 import { MODES, type PresenceService } from './service.js';
 
 const personSchema = {
@@ -33,7 +34,7 @@ const createBody = {
 
 const patchBody = { type: 'object', additionalProperties: false, properties: { name: nameString } } as const;
 
-const optionalRefs = { person: idString, zone: idString, blob_id: { type: 'string', minLength: 1, maxLength: 128 } } as const;
+const optionalRefs = { person: idString, zone: idString, blob_id: { type: 'string', minLength: 1, maxLength: TEXT_LIMITS.blob_id } } as const;
 
 /** The body of POST /api/events: one schema per event type, chosen by `type`. */
 const sensingEventBody = {
@@ -57,7 +58,7 @@ const sensingEventBody = {
           type: {},
           ...optionalRefs,
           severity: { type: 'string', enum: ['info', 'warning', 'critical'] },
-          detail: { type: 'object', maxProperties: 64 },
+          detail: { ...jsonObject(JSON_LIMITS.detail, 'What the sensing node reports, stored and delivered as sent.'), maxProperties: 64 },
         },
       },
     },
@@ -121,13 +122,13 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
   app.post(
     '/api/nodes/:id/heartbeat',
     {
-      config: { auth: 'ingest' },
       schema: {
         tags: ['system'],
         params: idParams,
         body: { type: 'object', required: ['quality'], additionalProperties: false, properties: { quality: { type: 'number', minimum: 0, maximum: 100 } } },
         response: noContent('Recorded; the node is registered on its first heartbeat'),
       },
+      config: { auth: 'ingest', problems: ['node_limit_reached'] },
     },
     async (request, reply) => {
       await presence.heartbeat(request.params.id, request.body.quality);
@@ -137,18 +138,76 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
 
   const nodeSchema = {
     type: 'object',
-    properties: { id: { type: 'string' }, quality: { type: 'number' }, last_seen: { type: 'string' }, online: { type: 'boolean' } },
+    properties: {
+      id: { type: 'string' },
+      name: { ...nullableString, description: 'Set with PATCH; null: unnamed' },
+      zone: { ...nullableString, description: 'The zone the node is placed in, or null' },
+      quality: { type: 'number' },
+      last_seen: { type: 'string' },
+      online: { type: 'boolean' },
+    },
   } as const;
+  const nodeTags = ['system'];
   app.get(
     '/api/nodes',
     {
       schema: {
-        tags: ['system'],
-        summary: 'Every node that sent a heartbeat: its last one, its quality, and whether it is online (a heartbeat within NODE_TIMEOUT_MS)',
-        response: { 200: { type: 'array', items: nodeSchema } },
+        tags: nodeTags,
+        summary:
+          'Every node that sent a heartbeat, in id order, a page at a time: its last heartbeat, its quality, and whether it is online (a heartbeat within NODE_TIMEOUT_MS)',
+        description: `\`limit\` nodes (default ${NODE_PAGE.default}, at most ${NODE_PAGE.max}) after \`cursor\`; when more follow, the \`Link\` header names the next page (\`rel="next"\`), whose \`cursor\` is this page's last id.`,
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            limit: { type: 'integer', minimum: 1, maximum: NODE_PAGE.max, default: NODE_PAGE.default },
+            cursor: { ...idString, description: 'The last id of the previous page (from its Link header)' },
+          },
+        },
+        response: {
+          200: {
+            type: 'array',
+            items: nodeSchema,
+            headers: { link: { type: 'string', description: 'RFC 8288: `</api/nodes?limit=..&cursor=..>; rel="next"` while more nodes follow' } },
+          },
+        },
       },
     },
-    () => presence.listNodes(),
+    async (request, reply) => {
+      const { limit, cursor } = request.query;
+      const page = await presence.listNodes({ limit, cursor });
+      if (page.next !== null) reply.header('link', `</api/nodes?${new URLSearchParams({ limit: String(limit), cursor: page.next })}>; rel="next"`);
+      return page.nodes;
+    },
+  );
+  app.get('/api/nodes/:id', { schema: { tags: nodeTags, params: idParams, response: { 200: nodeSchema } } }, (request) => presence.getNode(request.params.id));
+  app.patch(
+    '/api/nodes/:id',
+    {
+      schema: {
+        tags: nodeTags,
+        summary: 'Rename a node or place it in a zone (zone null: in none)',
+        params: idParams,
+        body: { type: 'object', additionalProperties: false, properties: { name: nameString, zone: { anyOf: [idString, { type: 'null' }] } } },
+        response: { 200: nodeSchema },
+      },
+    },
+    (request) => presence.updateNode(request.params.id, request.body),
+  );
+  app.delete(
+    '/api/nodes/:id',
+    {
+      schema: {
+        tags: nodeTags,
+        summary: 'Forget a node (a heartbeat registers it again, within NODE_LIMIT)',
+        params: idParams,
+        response: noContent('Deleted'),
+      },
+    },
+    async (request, reply) => {
+      await presence.deleteNode(request.params.id);
+      return reply.code(204).send();
+    },
   );
 
   const healthSchema = {

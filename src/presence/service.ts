@@ -1,10 +1,11 @@
+import { sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import { insertWithNewId, uniqueId } from '../db/ids.js';
 import { getSetting, putSetting } from '../db/kv.js';
-import type { Emit, EventDetails, EventLog, Severity } from '../events/index.js';
-import { conflict, notFound } from '../http/problem.js';
-import type { PersonsTable } from '../db/schema.js';
+import type { Emit, EventDetails, EventLog, Severity, ZoneOccupancy } from '../events/index.js';
+import { conflict, notFound, ProblemError } from '../http/problem.js';
+import { NODE_CREATE_LOCK, type PersonsTable } from '../db/schema.js';
 import { enterZone, exitZone, isAwayDue, markAway, type PersonState, type Transition, type TransitionEvent } from './transitions.js';
 
 export const MODES = ['home', 'away', 'sleep', 'vacation'] as const;
@@ -34,9 +35,17 @@ export interface HealthView {
 
 export interface NodeView {
   id: string;
+  name: string | null;
+  zone: string | null;
   quality: number;
   last_seen: string;
   online: boolean;
+}
+
+/** One page of nodes in id order; `next` is the cursor of the following page (null on the last). */
+export interface NodePage {
+  nodes: NodeView[];
+  next: string | null;
 }
 
 export interface FallState {
@@ -65,7 +74,7 @@ export class PresenceService {
   constructor(
     private readonly database: Database,
     private readonly events: EventLog,
-    private readonly options: { awayDelayMs: number; nodeTimeoutMs: number },
+    private readonly options: { awayDelayMs: number; nodeTimeoutMs: number; nodeLimit: number },
   ) {}
 
   private get db(): Db {
@@ -170,8 +179,9 @@ export class PresenceService {
       const occupants = await this.database.forUpdate(trx.selectFrom('persons').selectAll().where('zone_id', '=', id).orderBy('id')).execute();
       const at = now();
       for (const row of occupants) await this.applyTransition(trx, emit, row.id, exitZone(row, id, at, this.options.awayDelayMs), null);
+      await trx.updateTable('nodes').set({ zone_id: null }).where('zone_id', '=', id).execute();
       await trx.deleteFrom('zones').where('id', '=', id).execute();
-      emit('zone.deleted', { zone: id, detail: { name: zone.name, occupants: occupants.map((row) => row.id) } });
+      emit('zone.deleted', { zone: id, detail: { name: zone.name, count: occupants.length } });
     });
   }
 
@@ -243,9 +253,13 @@ export class PresenceService {
     return primaryEvent;
   }
 
-  private async occupancyDetail(trx: Db, zone: string) {
-    const occupants = (await trx.selectFrom('persons').select('id').where('zone_id', '=', zone).orderBy('id').execute()).map((row) => row.id);
-    return { count: occupants.length, occupants };
+  private async occupancyDetail(trx: Db, zone: string): Promise<ZoneOccupancy> {
+    const { count } = await trx
+      .selectFrom('persons')
+      .select((eb) => eb.fn.countAll<string | number>().as('count'))
+      .where('zone_id', '=', zone)
+      .executeTakeFirstOrThrow();
+    return { count: Number(count) };
   }
 
   /** Marks every person whose away delay has run out as `not_home`; returns how many changed. */
@@ -285,6 +299,7 @@ export class PresenceService {
     );
     if (Number(known.numUpdatedRows) === 1) return;
     await this.events.write(async (trx, emit) => {
+      await this.admitNode(trx, nodeId);
       // Only the heartbeat that flips the row announces it: a concurrent one finds `online` already set.
       const flipped = await trx
         .insertInto('nodes')
@@ -321,10 +336,78 @@ export class PresenceService {
     });
   }
 
-  async listNodes(): Promise<NodeView[]> {
+  /**
+   * Refuses a heartbeat that would register a node beyond NODE_LIMIT (nodes register themselves on
+   * their first heartbeat, so one ingest token could otherwise create any number). On PostgreSQL the
+   * registrations take turns under a lock, so concurrent ones never pass the limit together.
+   */
+  private async admitNode(trx: Db, nodeId: string): Promise<void> {
+    const known = () => trx.selectFrom('nodes').select('id').where('id', '=', nodeId).executeTakeFirst();
+    if (await known()) return;
+    if (this.database.dialect === 'postgres') {
+      await sql`select pg_advisory_xact_lock(${NODE_CREATE_LOCK})`.execute(trx);
+      if (await known()) return; // registered by a heartbeat that held the lock before this one
+    }
+    const { count } = await trx
+      .selectFrom('nodes')
+      .select((eb) => eb.fn.countAll<string | number>().as('count'))
+      .executeTakeFirstOrThrow();
+    if (Number(count) >= this.options.nodeLimit)
+      throw new ProblemError(
+        'node_limit_reached',
+        `Node "${nodeId}" is not registered: this installation has ${this.options.nodeLimit} nodes, the most NODE_LIMIT allows. Delete nodes no longer in use (DELETE /api/nodes/{id}, or the dashboard's Nodes page), or raise NODE_LIMIT.`,
+      );
+  }
+
+  /** A page of nodes in id order, after `cursor` (the previous page's last id). */
+  async listNodes(page: { limit: number; cursor?: string }): Promise<NodePage> {
+    let query = this.nodeRows(this.db)
+      .orderBy('nodes.id')
+      .limit(page.limit + 1);
+    if (page.cursor !== undefined) query = query.where('nodes.id', '>', page.cursor);
+    const rows = await query.execute();
     const since = this.onlineSince(Date.now());
-    const rows = await this.db.selectFrom('nodes').select(['id', 'quality', 'last_seen']).orderBy('id').execute();
-    return rows.map((row) => ({ id: row.id, quality: Number(row.quality), last_seen: row.last_seen, online: row.last_seen >= since }));
+    const nodes = rows.slice(0, page.limit).map((row) => nodeView(row, since));
+    return { nodes, next: rows.length > page.limit ? nodes.at(-1)!.id : null };
+  }
+
+  getNode(id: string): Promise<NodeView> {
+    return this.readNode(this.db, id);
+  }
+
+  /** Renames a node or places it in a zone (`zone: null` takes it out of its zone). */
+  updateNode(id: string, input: { name?: string; zone?: string | null }): Promise<NodeView> {
+    return this.database.transaction(async (trx) => {
+      await requireRow(this.database.forUpdate(trx.selectFrom('nodes').select('id').where('id', '=', id)), 'Node', id);
+      // The zone is locked as an event locks it: a deletion at the same time comes wholly before (404) or after (it clears the zone).
+      if (input.zone) await requireRow(this.database.forShare(trx.selectFrom('zones').select('id').where('id', '=', input.zone)), 'Zone', input.zone);
+      const changes = { ...(input.name === undefined ? {} : { name: input.name }), ...(input.zone === undefined ? {} : { zone_id: input.zone }) };
+      if (Object.keys(changes).length) await trx.updateTable('nodes').set(changes).where('id', '=', id).execute();
+      return this.readNode(trx, id);
+    });
+  }
+
+  /**
+   * Forgets a node; a system.health with the new count follows when it was online. A node that
+   * sends another heartbeat registers again (within NODE_LIMIT).
+   */
+  deleteNode(id: string): Promise<void> {
+    return this.events.write(async (trx, emit) => {
+      const node = await requireRow(this.database.forUpdate(trx.selectFrom('nodes').select('online').where('id', '=', id)), 'Node', id);
+      await trx.deleteFrom('nodes').where('id', '=', id).execute();
+      if (node.online) emit('system.health', { detail: await readHealth(trx, this.onlineSince(Date.now())) });
+    });
+  }
+
+  private nodeRows(trx: Db) {
+    return trx
+      .selectFrom('nodes')
+      .leftJoin('zones', 'zones.id', 'nodes.zone_id')
+      .select(['nodes.id', 'nodes.name', 'zones.id as zone', 'nodes.quality', 'nodes.last_seen']);
+  }
+
+  private async readNode(trx: Db, id: string): Promise<NodeView> {
+    return nodeView(await requireRow(this.nodeRows(trx).where('nodes.id', '=', id), 'Node', id), this.onlineSince(Date.now()));
   }
 
   /** A node is online while its last heartbeat is at most NODE_TIMEOUT_MS old. */
@@ -367,6 +450,10 @@ export class PresenceService {
  * never -0 (SQLite would keep 0, PostgreSQL -0).
  */
 const storedQuality = (quality: number): number => Math.round(quality * 100) / 100 + 0;
+
+function nodeView(row: { id: string; name: string | null; zone: string | null; quality: number; last_seen: string }, onlineSince: string): NodeView {
+  return { id: row.id, name: row.name, zone: row.zone, quality: Number(row.quality), last_seen: row.last_seen, online: row.last_seen >= onlineSince };
+}
 
 function zoneView(zone: { id: string; name: string }, occupants: string[]): ZoneView {
   return { id: zone.id, name: zone.name, count: occupants.length, occupied: occupants.length > 0, occupants };

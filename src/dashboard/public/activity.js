@@ -56,7 +56,7 @@ export function describe(event) {
     case 'zone.updated':
       return ['Zone renamed to ', named(zone, event.zone, detail.name)];
     case 'zone.deleted':
-      return [detail.name, ' deleted', detail.occupants.length ? `; ${detail.occupants.map(personName).join(', ')} moved out` : ''];
+      return [detail.name, ' deleted', detail.count ? `; ${detail.count} ${detail.count === 1 ? 'person' : 'people'} moved out` : ''];
     case 'enrichment.requested':
       return ['Commentary requested for ', match(detail.match_id), ` by ${detail.bot_id}`];
     case 'enrichment.completed':

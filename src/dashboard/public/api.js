@@ -22,6 +22,21 @@ function track(delta) {
 }
 
 export async function api(method, path, body) {
+  return (await request(method, path, body)).data;
+}
+
+/** Every item of a paged list (GET, an array per page): follows each page's `Link: <...>; rel="next"`. */
+export async function apiAll(path) {
+  const items = [];
+  for (let next = path; next;) {
+    const { data, response } = await request('GET', next);
+    items.push(...data);
+    next = /<([^>]+)>;\s*rel="next"/.exec(response.headers.get('link') ?? '')?.[1];
+  }
+  return items;
+}
+
+async function request(method, path, body) {
   track(+1);
   try {
     // No CSRF token: the server refuses a cookie-authenticated request that is not same-origin (http/auth.ts).
@@ -35,7 +50,7 @@ export async function api(method, path, body) {
     const data = text ? JSON.parse(text) : null;
     if (response.status === 401 && path !== '/api/session') onUnauthorized();
     if (!response.ok) throw new ApiError(response.status, data);
-    return data;
+    return { data, response };
   } finally {
     track(-1);
   }

@@ -16,9 +16,17 @@ export async function loadHousehold() {
 export const personName = (id) => household.persons.get(id)?.name ?? id;
 export const zoneName = (id) => household.zones.get(id)?.name ?? id;
 
-function setOccupancy(zoneId, detail) {
+/**
+ * Moves a person into (`inside`) or out of a zone's list. Events carry the zone's count but not its
+ * list (it grows with the zone), so the page keeps the list from the people's own entries and exits.
+ */
+function setOccupancy(zoneId, personId, inside, count) {
   const zone = household.zones.get(zoneId);
-  if (zone && typeof detail.count === 'number') Object.assign(zone, { count: detail.count, occupants: detail.occupants, occupied: detail.count > 0 });
+  if (!zone) return;
+  const others = zone.occupants.filter((id) => id !== personId);
+  zone.occupants = inside ? [...others, personId].sort() : others;
+  zone.count = typeof count === 'number' ? count : zone.occupants.length;
+  zone.occupied = zone.count > 0;
 }
 
 /** Applies one event; returns whether it changed anything the page shows about the household. */
@@ -27,7 +35,8 @@ export function applyToHousehold({ event_type: type, person: personId, zone: zon
   switch (type) {
     case 'zone.entry':
     case 'zone.exit':
-      setOccupancy(zoneId, detail);
+      // An ignored exit changed nobody's place; its count is the zone's unchanged one.
+      if (!detail.ignored) setOccupancy(zoneId, personId, type === 'zone.entry', detail.count);
       if (!person) return true;
       person.last_seen = timestamp;
       if (detail.ignored) return true;
@@ -35,7 +44,6 @@ export function applyToHousehold({ event_type: type, person: personId, zone: zon
       else if (person.zone === zoneId) person.zone = null;
       return true;
     case 'presence.changed':
-      if (zoneId) setOccupancy(zoneId, detail);
       if (person) Object.assign(person, { presence: detail.to, ...(detail.to === 'not_home' ? { zone: null } : {}) });
       return true;
     case 'person.created':
@@ -47,9 +55,7 @@ export function applyToHousehold({ event_type: type, person: personId, zone: zon
     case 'person.deleted': {
       household.persons.delete(personId);
       // The deletion carries no occupancy: the person simply leaves the zone's list.
-      const zone = zoneId ? household.zones.get(zoneId) : undefined;
-      if (zone)
-        setOccupancy(zoneId, { count: zone.occupants.filter((id) => id !== personId).length, occupants: zone.occupants.filter((id) => id !== personId) });
+      if (zoneId) setOccupancy(zoneId, personId, false);
       return true;
     }
     case 'zone.created':

@@ -1,0 +1,64 @@
+/**
+ * The size limits of free-form input (docs/api.md, "Limits"): the one home that the route schemas,
+ * schemas/baseline.schema.json (checked against it by test/limits.test.ts), the code and the docs
+ * test read.
+ *
+ * Strings are bounded in characters, as JSON Schema's `maxLength` counts them (Unicode code
+ * points); a code point is at most 4 bytes of UTF-8, so a string of n characters is at most 4n
+ * bytes. JSON documents (an event's `detail`, a match replay) are bounded in bytes of their UTF-8
+ * JSON text, through the `x-max-json-bytes` schema keyword (src/http/server.ts).
+ */
+
+/** Every request body, in bytes (answered 413 above it). */
+export const BODY_LIMIT = 1024 * 1024;
+
+/** The longest string of each kind, in characters. */
+export const TEXT_LIMITS = {
+  /** Names of persons, zones, nodes, bots and API tokens. */
+  name: 200,
+  /** A sensing event's `blob_id`. */
+  blob_id: 128,
+  /** A baseline record's `notes`. */
+  notes: 4096,
+  /** A baseline record's `timestamp` (RFC 3339 allows any number of fraction digits). */
+  timestamp: 64,
+} as const;
+
+/** The largest JSON document of each kind, in bytes of its UTF-8 JSON text. */
+export const JSON_LIMITS = {
+  /** An `anomaly.detected` event's `detail`, as the sensing node sends it. */
+  detail: 4096,
+  /** A match's `replay`. */
+  replay: 512 * 1024,
+} as const;
+
+/** Commentary, in bytes of UTF-8: a longer answer (from an LLM endpoint) is cut at this size. */
+export const COMMENTARY_LIMIT = 16 * 1024;
+
+/** A failed enrichment attempt's message (it may quote the replay), in bytes of UTF-8. */
+export const FAILURE_MESSAGE_LIMIT = 1024;
+
+/** The most bytes read of an LLM endpoint's answer: a larger answer fails the attempt. */
+export const LLM_RESPONSE_LIMIT = 1024 * 1024;
+
+/** `GET /api/nodes` pages: the size without `?limit=`, and the most one page holds. */
+export const NODE_PAGE = { default: 200, max: 1000 } as const;
+
+/** The UTF-8 size of a value's JSON text. */
+export const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');
+
+/** `text` cut to at most `maxBytes` bytes of UTF-8 on a character boundary, marked with an ellipsis when cut. */
+export function truncateUtf8(text: string, maxBytes: number): string {
+  if (Buffer.byteLength(text, 'utf8') <= maxBytes) return text;
+  const ellipsis = '…';
+  const budget = maxBytes - Buffer.byteLength(ellipsis, 'utf8');
+  let bytes = 0;
+  let end = 0;
+  for (const char of text) {
+    const size = Buffer.byteLength(char, 'utf8');
+    if (bytes + size > budget) break;
+    bytes += size;
+    end += char.length;
+  }
+  return text.slice(0, end) + ellipsis;
+}
