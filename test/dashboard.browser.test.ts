@@ -261,7 +261,7 @@ describe('dashboard in Chromium', () => {
     await page.click('#mqtt-test');
     await page.waitForSelector('#mqtt-result:has-text("Connected to the broker in")');
     await page.click('#mqtt-discovery');
-    await page.waitForSelector('#mqtt-result:has-text("Published 14 discovery configs")');
+    await page.waitForSelector('#mqtt-result:has-text("Published 16 discovery configs")');
 
     await page.fill('#webhook-form [name=url]', 'ftp://nope');
     await page.click('#webhook-test');

@@ -683,13 +683,16 @@ for (const dialect of DIALECTS) {
     it('bounds the stored commentary and failure message, whatever the replay quotes', async () => {
       await app.api('POST', '/api/matches', { id: 'wordy', status: 'completed', replay: { ...REPLAY, title: 'T'.repeat(3 * COMMENTARY_LIMIT) } });
       await app.api('POST', '/api/matches', { id: 'wordy-broken', status: 'completed', replay: REPLAY });
+      // The request refuses a replay the worker would: this one is broken after it was accepted.
+      await app.enrichment.worker!.stop();
+      for (const match_id of ['wordy', 'wordy-broken'])
+        assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id })).status, 202);
       await app.database.db
         .updateTable('matches')
         .set({ replay: JSON.stringify({ players: ['a'], final_score: { ['s'.repeat(4 * FAILURE_MESSAGE_LIMIT)]: 'many' } }) })
         .where('id', '=', 'wordy-broken')
         .execute();
-      for (const match_id of ['wordy', 'wordy-broken'])
-        assert.equal((await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id })).status, 202);
+      await app.enrichment.worker!.start();
       const done = async (id: string, status: string) =>
         eventually(
           async () => {

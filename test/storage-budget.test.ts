@@ -8,7 +8,7 @@ import { DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.
 import { startReceiver } from './helpers/receiver.js';
 
 const MB = 2 ** 20;
-const BUDGET_MB = 3;
+const BUDGET_MB = 1;
 const hoursAgo = (hours: number) => new Date(Date.now() - hours * 3600_000).toISOString();
 
 describe('storage budget levels', () => {
@@ -34,7 +34,7 @@ for (const dialect of DIALECTS) {
 
     it('holds under a write loop: the oldest events go, every event is taken, the database never passes the budget', async () => {
       const writes = 400;
-      const blob = 'x'.repeat(12_000);
+      const blob = 'x'.repeat(4_000); // within the 4096 bytes an anomaly's detail may take
       let largest = 0;
       for (let i = 0; i < writes; i++) {
         const send = () => app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { i, blob } });

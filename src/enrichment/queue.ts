@@ -7,6 +7,7 @@ import type { EnrichmentJobsTable, Schema } from '../db/schema.js';
 import { makeEvent, type EventLog, type EventPayload, type StoredEvent } from '../events/index.js';
 import { BOT_CHALLENGE, unauthorized } from '../http/auth.js';
 import { ProblemError } from '../http/problem.js';
+import DataLoader from 'dataloader';
 import { LRUCache } from 'lru-cache';
 import { memo } from '../memo.js';
 import { newWebhookId } from '../webhook/outbox.js';
@@ -149,15 +150,19 @@ function requestQueries(database: Database) {
         .returning('replay'),
     ),
     // The replay a request for the match would enqueue a job for (none: the request enqueues nothing, or is refused for another reason).
-    replayToEnqueue: prepare(database, ['matchId'], (db, param) =>
-      db
-        .selectFrom('matches')
-        .select('replay')
-        .where('id', '=', param('matchId'))
-        .where('status', '=', 'completed')
-        .where('enrichment_requested_at', 'is', null)
-        .where('replay', 'is not', null),
-    ),
+    // The replays the requests of one turn would enqueue jobs for, in one read (`replaysToEnqueue`).
+    replaysToEnqueue:
+      database.dialect === 'postgres'
+        ? prepare(database, ['ids'], (db, param) =>
+            db
+              .selectFrom('matches')
+              .select(['id', 'replay'])
+              .where('id', '=', sql<string>`any(${param('ids')}::text[])`)
+              .where('status', '=', 'completed')
+              .where('enrichment_requested_at', 'is', null)
+              .where('replay', 'is not', null),
+          )
+        : null,
     match: prepare(database, ['matchId'], (db, param) =>
       db
         .selectFrom('matches')
@@ -278,6 +283,8 @@ export class EnrichmentQueue {
   /** PostgreSQL: requests waiting for the next batch call, and whether one is running. */
   private pending: PendingRequest[] = [];
   private draining = false;
+  /** PostgreSQL: the stored replay a request would enqueue a job for (null: none to check). */
+  private readonly replayToEnqueue: DataLoader<string, string | null>;
   /** How the PostgreSQL requests went to the database (tests and diagnostics). */
   readonly batchStats = { batches: 0, items: 0, fallbacks: 0 };
 
@@ -287,6 +294,15 @@ export class EnrichmentQueue {
     private readonly options: { leaseMs: number; retryBaseMs: number; nonces: DatabaseNonceStore; replayRule: Rule },
   ) {
     this.queries = requestQueries(database);
+    this.replayToEnqueue = new DataLoader(
+      async (ids) => {
+        const { rows } = await this.queries.replaysToEnqueue!.execute(this.database.db, { ids });
+        const byId = new Map(rows.map((row) => [row.id, row.replay]));
+        return ids.map((id) => byId.get(id) ?? null);
+      },
+      // One read for the turn's requests, so they still reach the batch function together.
+      { cache: false, maxBatchSize: 1000, batchScheduleFn: (run) => setImmediate(run) },
+    );
   }
 
   /** Each bot's jobs counted against its quota right now (the rolling 24 h window of `request`). */
@@ -449,10 +465,10 @@ export class EnrichmentQueue {
    * the replay, and the PATCH is checked by the same rule.
    */
   private async refuseUnreadableReplay(botId: string, matchId: string, nowMs: number): Promise<void> {
-    const [stored] = (await this.queries.replayToEnqueue.execute(this.database.db, { matchId })).rows;
-    if (!stored) return;
+    const stored = await this.replayToEnqueue.load(matchId);
+    if (stored === null) return;
     try {
-      this.checkStoredReplay(matchId, stored.replay);
+      this.checkStoredReplay(matchId, stored);
     } catch (error) {
       const { rows: counted } = await this.queries.quotaUsed.execute(this.database.db, { botId, since: new Date(nowMs - QUOTA_WINDOW_MS).toISOString() });
       if (counted.length >= DAILY_QUOTA) throw new QuotaExceeded(botId, leavesWindowAt(counted[0]!.enqueued_at), nowMs);

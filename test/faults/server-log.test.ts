@@ -26,7 +26,11 @@ describe('the server log says why', () => {
       .output()
       .split('\n')
       .filter(Boolean)
-      .map((line) => JSON.parse(line) as { level: number; msg: string; reason?: string; bot_id?: string; ip?: string; timestamp?: string });
+      .map((line) => {
+        // Anything but a JSON line is the process dying (Node's own report of an uncaught error): say what it printed.
+        if (!line.startsWith('{')) assert.fail(`the service printed a line that is not JSON:\n${service.child.output().slice(-4000)}`);
+        return JSON.parse(line) as { level: number; msg: string; reason?: string; bot_id?: string; ip?: string; timestamp?: string };
+      });
 
   before(async () => {
     dataDir = mkdtempSync(path.join(tmpdir(), 'ms-log-'));
