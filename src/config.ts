@@ -211,6 +211,10 @@ export function loadConfig(env: Env = process.env): EnvConfig {
   if (values.MQTT_BACKOFF_MAX_MS < values.MQTT_BACKOFF_INITIAL_MS) throw new ConfigError('MQTT_BACKOFF_MAX_MS must be at least MQTT_BACKOFF_INITIAL_MS');
   for (const name of ['DATABASE_URL', 'REDIS_URL', 'ENRICHMENT_LLM_URL'] as const)
     if (values[name] !== undefined && !URL.canParse(values[name])) throw invalid(name, undefined);
+  // ioredis reads the path as a database number and sends SELECT NaN for anything else; the refusal
+  // is an uncaught error that kills the process with a stack trace.
+  if (values.REDIS_URL !== undefined && !/^\/?\d*$/.test(new URL(values.REDIS_URL).pathname))
+    throw new ConfigError('REDIS_URL must be a redis:// URL whose path, if any, is a database number (redis://host:6379/0)');
   if (values.TRUST_PROXY !== undefined && !values.TRUST_PROXY.split(',').every((entry) => isProxyEntry(entry.trim())))
     throw invalid('TRUST_PROXY', values.TRUST_PROXY);
 

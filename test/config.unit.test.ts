@@ -62,6 +62,12 @@ describe('configuration', () => {
       [{ EVENT_STREAMS_PER_CLIENT: '0' }, /^EVENT_STREAMS_PER_CLIENT must be a whole number >= 1, got "0"$/],
       [{ DATABASE_URL: 'mysql://root:hunter2@db/x' }, /^DATABASE_URL must be a postgres:\/\/ URL \(unset means SQLite\)$/],
       [{ REDIS_URL: 'http://cache' }, /^REDIS_URL must be a redis:\/\/ URL$/],
+      // ioredis sends SELECT NaN for such a path, and the refusal is an uncaught error that kills the process.
+      [
+        { REDIS_URL: 'redis://:hunter2@cache:6379/abc' },
+        /^REDIS_URL must be a redis:\/\/ URL whose path, if any, is a database number \(redis:\/\/host:6379\/0\)$/,
+      ],
+      [{ REDIS_URL: 'redis://cache/0/x' }, /^REDIS_URL must be a redis:\/\/ URL whose path, if any, is a database number/],
       [{ WORKER: 'maybe' }, /^WORKER must be one of embedded, off, got "maybe"$/],
       [{ MOTHERSHIP_ID: 'Has Spaces' }, /^MOTHERSHIP_ID must be an id matching .*, got "Has Spaces"$/],
       [{ ADMIN_TOKEN: 'short' }, /^ADMIN_TOKEN must be at least 16 characters$/],
