@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ConfigError, loadConfig, prepareDataDir } from '../src/config.js';
@@ -204,6 +204,38 @@ describe('configuration', () => {
         () => prepareDataDir(loadConfig({ DATA_DIR: dir, MOTHERSHIP_ID: 'home' })),
         /SECRETS_KEY must be 32 bytes, base64-encoded \(DATA_DIR\/secrets-key\)$/,
       );
+    } finally {
+      remove();
+    }
+  });
+
+  it('refuses an admin-token file shorter than ADMIN_TOKEN may be: an empty one made the empty token the admin token', () => {
+    const { dir, remove } = temporaryDir();
+    try {
+      for (const content of ['', '\n', 'short\n']) {
+        writeFileSync(path.join(dir, 'admin-token'), content);
+        assert.throws(
+          () => prepareDataDir(loadConfig({ DATA_DIR: dir, MOTHERSHIP_ID: 'home', SECRETS_KEY: Buffer.alloc(32).toString('base64') })),
+          (error: Error) =>
+            error instanceof ConfigError &&
+            error.message === 'ADMIN_TOKEN must be at least 16 characters (DATA_DIR/admin-token; remove the file to generate a new one)',
+        );
+      }
+    } finally {
+      remove();
+    }
+  });
+
+  it('a value it cannot write (a full disk) is a configuration error and leaves no file behind', () => {
+    const { dir, remove } = temporaryDir();
+    try {
+      // The value is written beside its name first; /dev/full answers every write with ENOSPC.
+      symlinkSync('/dev/full', path.join(dir, `admin-token.tmp-${process.pid}`));
+      assert.throws(
+        () => prepareDataDir(loadConfig({ DATA_DIR: dir })),
+        (error: Error) => error instanceof ConfigError && error.message === `Cannot write ${dir}/admin-token (DATA_DIR): the disk is full.`,
+      );
+      assert.deepEqual(readdirSync(dir), [], 'a half-written value was left for the next start to read');
     } finally {
       remove();
     }
