@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import envSchema from 'env-schema';
@@ -211,6 +211,10 @@ export function loadConfig(env: Env = process.env): EnvConfig {
   if (values.MQTT_BACKOFF_MAX_MS < values.MQTT_BACKOFF_INITIAL_MS) throw new ConfigError('MQTT_BACKOFF_MAX_MS must be at least MQTT_BACKOFF_INITIAL_MS');
   for (const name of ['DATABASE_URL', 'REDIS_URL', 'ENRICHMENT_LLM_URL'] as const)
     if (values[name] !== undefined && !URL.canParse(values[name])) throw invalid(name, undefined);
+  // ioredis reads the path as a database number and sends SELECT NaN for anything else; the refusal
+  // is an uncaught error that kills the process with a stack trace.
+  if (values.REDIS_URL !== undefined && !/^\/?\d*$/.test(new URL(values.REDIS_URL).pathname))
+    throw new ConfigError('REDIS_URL must be a redis:// URL whose path, if any, is a database number (redis://host:6379/0)');
   if (values.TRUST_PROXY !== undefined && !values.TRUST_PROXY.split(',').every((entry) => isProxyEntry(entry.trim())))
     throw invalid('TRUST_PROXY', values.TRUST_PROXY);
 
@@ -259,12 +263,26 @@ export function loadConfig(env: Env = process.env): EnvConfig {
   };
 }
 
-/** Reads DATA_DIR/name, or writes `generate()` there on first start (mode 0600). */
+/**
+ * Reads DATA_DIR/name, or writes `generate()` there on first start (mode 0600). Written beside its
+ * name and renamed into place: a write the disk refuses must not leave an empty file that the next
+ * start would read as the value (an empty admin token).
+ */
 function persisted(dataDir: string, name: string, generate: () => string): { value: string; generated: boolean } {
   const file = path.join(dataDir, name);
   if (existsSync(file)) return { value: readFileSync(file, 'utf8').trim(), generated: false };
   const value = generate();
-  writeFileSync(file, value + '\n', { mode: 0o600 });
+  const partial = `${file}.tmp-${process.pid}`;
+  try {
+    writeFileSync(partial, value + '\n', { mode: 0o600 });
+    renameSync(partial, file);
+  } catch (error) {
+    rmSync(partial, { force: true });
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new ConfigError(
+      `Cannot write ${file} (DATA_DIR): ${code === 'ENOSPC' ? 'the disk is full' : code === 'EACCES' || code === 'EROFS' ? 'not writable' : (code ?? 'unknown error')}.`,
+    );
+  }
   return { value, generated: true };
 }
 
@@ -284,6 +302,8 @@ export function prepareDataDir(config: EnvConfig): Config {
     );
   }
   const storedToken = given.adminToken === null ? persisted(config.dataDir, 'admin-token', () => randomBytes(24).toString('base64url')) : null;
+  if (storedToken && storedToken.value.length < ENV_SCHEMA.properties.ADMIN_TOKEN.minLength)
+    throw new ConfigError(`ADMIN_TOKEN must be ${ENV_SCHEMA.properties.ADMIN_TOKEN.description} (DATA_DIR/admin-token; remove the file to generate a new one)`);
   let mothershipId = given.mothershipId;
   if (mothershipId === null) {
     mothershipId = persisted(config.dataDir, 'mothership-id', () => 'ms-' + randomUUID().slice(0, 8)).value;

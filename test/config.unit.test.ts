@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ConfigError, loadConfig, prepareDataDir } from '../src/config.js';
@@ -62,6 +62,12 @@ describe('configuration', () => {
       [{ EVENT_STREAMS_PER_CLIENT: '0' }, /^EVENT_STREAMS_PER_CLIENT must be a whole number >= 1, got "0"$/],
       [{ DATABASE_URL: 'mysql://root:hunter2@db/x' }, /^DATABASE_URL must be a postgres:\/\/ URL \(unset means SQLite\)$/],
       [{ REDIS_URL: 'http://cache' }, /^REDIS_URL must be a redis:\/\/ URL$/],
+      // ioredis sends SELECT NaN for such a path, and the refusal is an uncaught error that kills the process.
+      [
+        { REDIS_URL: 'redis://:hunter2@cache:6379/abc' },
+        /^REDIS_URL must be a redis:\/\/ URL whose path, if any, is a database number \(redis:\/\/host:6379\/0\)$/,
+      ],
+      [{ REDIS_URL: 'redis://cache/0/x' }, /^REDIS_URL must be a redis:\/\/ URL whose path, if any, is a database number/],
       [{ WORKER: 'maybe' }, /^WORKER must be one of embedded, off, got "maybe"$/],
       [{ MOTHERSHIP_ID: 'Has Spaces' }, /^MOTHERSHIP_ID must be an id matching .*, got "Has Spaces"$/],
       [{ ADMIN_TOKEN: 'short' }, /^ADMIN_TOKEN must be at least 16 characters$/],
@@ -198,6 +204,38 @@ describe('configuration', () => {
         () => prepareDataDir(loadConfig({ DATA_DIR: dir, MOTHERSHIP_ID: 'home' })),
         /SECRETS_KEY must be 32 bytes, base64-encoded \(DATA_DIR\/secrets-key\)$/,
       );
+    } finally {
+      remove();
+    }
+  });
+
+  it('refuses an admin-token file shorter than ADMIN_TOKEN may be: an empty one made the empty token the admin token', () => {
+    const { dir, remove } = temporaryDir();
+    try {
+      for (const content of ['', '\n', 'short\n']) {
+        writeFileSync(path.join(dir, 'admin-token'), content);
+        assert.throws(
+          () => prepareDataDir(loadConfig({ DATA_DIR: dir, MOTHERSHIP_ID: 'home', SECRETS_KEY: Buffer.alloc(32).toString('base64') })),
+          (error: Error) =>
+            error instanceof ConfigError &&
+            error.message === 'ADMIN_TOKEN must be at least 16 characters (DATA_DIR/admin-token; remove the file to generate a new one)',
+        );
+      }
+    } finally {
+      remove();
+    }
+  });
+
+  it('a value it cannot write (a full disk) is a configuration error and leaves no file behind', () => {
+    const { dir, remove } = temporaryDir();
+    try {
+      // The value is written beside its name first; /dev/full answers every write with ENOSPC.
+      symlinkSync('/dev/full', path.join(dir, `admin-token.tmp-${process.pid}`));
+      assert.throws(
+        () => prepareDataDir(loadConfig({ DATA_DIR: dir })),
+        (error: Error) => error instanceof ConfigError && error.message === `Cannot write ${dir}/admin-token (DATA_DIR): the disk is full.`,
+      );
+      assert.deepEqual(readdirSync(dir), [], 'a half-written value was left for the next start to read');
     } finally {
       remove();
     }
