@@ -196,6 +196,8 @@ export class RouteAuth {
     const bearer = /^Bearer[ \t]+(.*)$/i.exec(request.headers.authorization ?? '');
     if (!bearer) return null;
     const token = bearer[1]!.trim();
+    // Never a match for an admin token that is empty by mistake (start-up refuses one, this holds anyway).
+    if (token === '') return 'wrong_token';
     if (safeEqual(token, this.adminToken)) return BOOTSTRAP;
     return (await this.checks.resolveToken(token)) ?? 'wrong_token';
   }
