@@ -1,8 +1,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { eventually, startTestApp, type TestApp } from './helpers/app.js';
-import { observer, retainedAll, stallingProxy, startBroker } from './helpers/broker.js';
+import { createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
+import { freePort, observer, retainedAll, stallingProxy, startBroker } from './helpers/broker.js';
+import { post, startService, stopProcess } from './helpers/process.js';
 
 const unique = () => randomBytes(4).toString('hex');
 
@@ -127,6 +128,45 @@ describe('MQTT at building scale, on a broker with its default configuration', (
       await configs.close();
       await app.cleanup();
       await proxy.close();
+      await broker.destroy();
+    }
+  });
+
+  it('a service (re)started onto thousands of retained configs under its discovery topics syncs and keeps publishing (the broker would drop its acknowledgements)', async () => {
+    const broker = await startBroker();
+    const [root, prefix] = [`root${unique()}`, `ha${unique()}`];
+    const env = await createTestEnv('sqlite', { MOTHERSHIP_ID: `ms${unique()}`, MQTT_BACKOFF_INITIAL_MS: '100', MQTT_BACKOFF_MAX_MS: '400' });
+    const mid = env.env.MOTHERSHIP_ID!;
+    const base = `${root}/${mid}`;
+    const intruder = await observer(broker.url, []);
+    let service: Awaited<ReturnType<typeof startService>> | null = null;
+    try {
+      const setup = await startTestApp('sqlite', {}, { testEnv: env });
+      await setup.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
+      await setup.api('POST', '/api/zones', { id: 'kitchen', name: 'Kitchen' });
+      await setup.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
+      await setup.close();
+      // What a large installation's own configs (or a flood of fakes) leave retained: far more than
+      // the broker queues for one client (max_queued_messages, 1000 by default).
+      const stale = Array.from({ length: 16_000 }, (_, index) => `${prefix}/sensor/${mid}/stale_${index}/config`);
+      await inBatches(stale, 500, (topic) =>
+        intruder.client.publishAsync(topic, JSON.stringify({ name: 'Stale', state_topic: 'x'.repeat(600) }), { qos: 1, retain: true }),
+      );
+      await intruder.client.publishAsync(`${base}/availability`, '', { qos: 1, retain: true });
+      const view = await observer(broker.url, [`${base}/availability`, `${base}/person/ada/presence`]);
+      try {
+        service = await startService(env.env, await freePort());
+        await eventually(() => view.last(`${base}/availability`) === 'online', 15_000, 'online');
+        // A change after the connect reaches the broker: the one writer is not stuck on a lost acknowledgement.
+        await post(service.base, '/api/events', { type: 'zone.entry', person: 'ada', zone: 'kitchen' });
+        await eventually(() => view.last(`${base}/person/ada/presence`) === 'home', 15_000, 'the change published');
+      } finally {
+        await view.close();
+      }
+    } finally {
+      if (service) await stopProcess(service.child, 'SIGKILL');
+      await intruder.close();
+      await env.cleanup();
       await broker.destroy();
     }
   });

@@ -330,9 +330,11 @@ export class MqttIntegration {
     const commands = client.subscribeAsync([topics.haStatus, topics.modeCommand], { qos: 1 });
     await this.loadRecord(client, topics);
     // Our discovery topics, for as long as we are connected: a config there that is not what we
-    // published (a ghost left by someone else, a fake) is corrected. At QoS 0, so the broker delivers
-    // every retained one on subscribing rather than what fits its queue for QoS 1.
-    await Promise.all([commands, client.subscribeAsync(topics.discoveryFilters, { qos: 0 })]);
+    // published (a ghost left by someone else, a fake) is corrected. At QoS 1: at QoS 0 a broker
+    // with more retained configs there than it queues for a client (Mosquitto's max_queued_messages)
+    // drops the excess and our PUBACKs with it, and a publish whose PUBACK is lost holds the one
+    // writer for as long as the connection lasts.
+    await Promise.all([commands, client.subscribeAsync(topics.discoveryFilters, { qos: 1 })]);
     this.pending.all = true;
     await this.scheduleFlush();
   }
