@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { pruneOldest, storageBytes, type Database, type Db, type LogTable } from './db/index.js';
+import { outsideTransaction, pruneOldest, storageBytes, type Database, type Db, type LogTable } from './db/index.js';
 import { LOG_ROW_OVERHEAD } from './db/schema.js';
 import type { AppendHook, StoredEvent } from './events/index.js';
 import { ProblemError } from './http/problem.js';
@@ -88,7 +88,8 @@ export class StorageBudget implements AppendHook {
       this.again = true;
       return;
     }
-    this.running = this.keep()
+    // `append` kicks from inside the appending transaction: the pass is not part of it.
+    this.running = outsideTransaction(() => this.keep())
       .then(() => undefined)
       .catch((error: Error) => this.log?.warn({ err: error }, 'storage budget: pruning failed'))
       .finally(() => {

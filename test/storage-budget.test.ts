@@ -33,8 +33,9 @@ for (const dialect of DIALECTS) {
     });
 
     it('holds under a write loop: the oldest events go, every event is taken, the database never passes the budget', async () => {
-      const writes = 400;
-      const blob = 'x'.repeat(12_000);
+      const writes = 1000;
+      // As large as an anomaly's detail may be (4096 bytes of JSON with `i`).
+      const blob = 'x'.repeat(4000);
       let largest = 0;
       for (let i = 0; i < writes; i++) {
         const send = () => app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { i, blob } });
@@ -132,6 +133,39 @@ for (const dialect of DIALECTS) {
         'the pending delivery',
       );
       assert.equal(sent.body, payload(300), 'sent from its own copy of the event');
+    });
+  });
+}
+
+for (const dialect of DIALECTS) {
+  describe(`storage budget: the pass an append starts (${dialect})`, () => {
+    it('runs outside the appending transaction: it deletes, and no pass fails', async () => {
+      const app = await startTestApp(dialect, { STORAGE_BUDGET_MB: '1' });
+      const failures: string[] = [];
+      const warn = app.http.log.warn.bind(app.http.log);
+      app.http.log.warn = ((fields: { err?: Error }, message?: string) => {
+        if (message?.startsWith('storage budget')) failures.push(`${message}: ${fields.err?.message}`);
+        warn(fields, message);
+      }) as typeof app.http.log.warn;
+      try {
+        await app.start();
+        const writes = 300;
+        for (let i = 0; i < writes; i++) {
+          const send = () => app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { i, blob: 'x'.repeat(3000) } });
+          let response = await send();
+          while (response.status === 503) response = await send();
+          assert.equal(response.status, 202, JSON.stringify(response.body));
+        }
+        const [{ count }] = await app.database.db
+          .selectFrom('events')
+          .select((eb) => eb.fn.countAll<string | number>().as('count'))
+          .where('event_type', '=', 'anomaly.detected')
+          .execute();
+        assert.ok(Number(count) < writes, `${count} of ${writes} events kept: the oldest were deleted`);
+        assert.deepEqual(failures, []);
+      } finally {
+        await app.cleanup();
+      }
     });
   });
 }
