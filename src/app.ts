@@ -218,7 +218,7 @@ export async function buildApp(config: Config): Promise<App> {
         await leadership?.stop();
       },
     },
-    { start: () => budget?.start(log), stop: () => budget?.stop() },
+    { start: () => budget?.start(log, http.throttledLog), stop: () => budget?.stop() },
     { start: () => webhook.start(), stop: () => webhook.stop() },
     {
       start: () => {
