@@ -19,6 +19,7 @@ import pg from 'pg';
 import { freePort, startBroker } from '../test/helpers/broker.js';
 import { startReceiver } from '../test/helpers/receiver.js';
 import { spawnMothership, stopProcess } from '../test/helpers/process.js';
+import { JSON_LIMITS } from '../src/limits.js';
 import { fmt, percentile } from './lib.js';
 
 const arg = (name: string) => {
@@ -28,7 +29,8 @@ const arg = (name: string) => {
 const MINUTES = Number(arg('--minutes') ?? 10);
 const DATABASE_URL = arg('--database');
 const PERSONS = 1000;
-const DETAIL_BYTES = Number(arg('--detail-bytes') ?? 16 * 1024);
+/** Small enough that the attack reaches the storage budget within a short run. */
+const BUDGET_MB = Number(arg('--budget-mb') ?? 50);
 const STREAMS = 800;
 const PAUSED_STREAMS = 5;
 const IDLE_MS = 30_000;
@@ -46,11 +48,27 @@ const child = spawnMothership(['serve'], {
   HOST: '127.0.0.1',
   LOG_FORMAT: 'json',
   MOTHERSHIP_ID: 'ms-attack',
+  STORAGE_BUDGET_MB: String(BUDGET_MB),
   ...(DATABASE_URL ? { DATABASE_URL } : {}),
 });
 let logLines = 0;
-child.stdout!.on('data', (chunk: Buffer) => (logLines += chunk.toString().split('\n').length - 1));
-child.stderr!.on('data', (chunk: Buffer) => (logLines += chunk.toString().split('\n').length - 1));
+/** Lines by message: which lines fill the log. */
+const logMessages = new Map<string, number>();
+/** The first line of each message, to see why. */
+const logSamples = new Map<string, string>();
+let partial = '';
+const countLines = (chunk: Buffer) => {
+  const lines = (partial + chunk.toString()).split('\n');
+  partial = lines.pop()!;
+  logLines += lines.length;
+  for (const line of lines) {
+    const message = /"msg":"([^"]{0,80})/.exec(line)?.[1] ?? line.slice(0, 80);
+    logMessages.set(message, (logMessages.get(message) ?? 0) + 1);
+    if (!logSamples.has(message)) logSamples.set(message, line.slice(0, 400));
+  }
+};
+child.stdout!.on('data', countLines);
+child.stderr!.on('data', countLines);
 
 const cleanups: (() => unknown)[] = [];
 async function shutdown(code: number): Promise<never> {
@@ -131,8 +149,16 @@ async function databaseMb(): Promise<number> {
   if (pgClient) return Number((await pgClient.query('select pg_database_size(current_database()) as size')).rows[0].size) / 2 ** 20;
   return readdirSync(dataDir).reduce((sum, file) => sum + (file.includes('.db') ? statSync(path.join(dataDir, file)).size : 0), 0) / 2 ** 20;
 }
+/** What the storage budget itself counts (its last measurement), from the service's metrics. */
+async function budgetCountedMb(): Promise<number> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  return Number(/^mothership_storage_bytes (\S+)$/m.exec(text)?.[1] ?? Number.NaN) / 2 ** 20;
+}
+/** SQLite's write-ahead log: on disk, outside the pages the budget counts. */
+const walMb = () =>
+  pgClient ? 0 : readdirSync(dataDir).reduce((sum, file) => sum + (file.endsWith('-wal') ? statSync(path.join(dataDir, file)).size : 0), 0) / 2 ** 20;
 
-console.log(`# Attack: ${MINUTES} min on ${DATABASE_URL ? 'PostgreSQL' : 'SQLite'}; idle ${IDLE_MS / 1000} s first\n`);
+console.log(`# Attack: ${MINUTES} min on ${DATABASE_URL ? 'PostgreSQL' : 'SQLite'}, STORAGE_BUDGET_MB=${BUDGET_MB}; idle ${IDLE_MS / 1000} s first\n`);
 const idleLatencies = await normalClient(Date.now() + IDLE_MS);
 const idleRss = rssMb();
 const idleDb = await databaseMb();
@@ -184,7 +210,8 @@ for (let i = 0; i < STREAMS + PAUSED_STREAMS; i += 50) {
 }
 console.log(`streams: ${JSON.stringify(counts.streams)}`);
 
-const detail = { note: 'x'.repeat(DETAIL_BYTES - 20) };
+// The largest detail the API takes: its JSON text is exactly the limit.
+const detail = { note: 'x'.repeat(JSON_LIMITS.detail - '{"note":""}'.length) };
 const attacks = [
   // Disk and memory: anomaly events as large as the API takes.
   ...loop('large events', 4, () => call(ingest, 'POST', '/api/events', { type: 'anomaly.detected', severity: 'info', detail })),
@@ -208,11 +235,18 @@ const flood = (async () => {
 
 let maxRss = idleRss;
 let maxDb = idleDb;
+let maxCounted = 0;
+let maxWal = 0;
 let maxLinesPerMinute = 0;
 const minuteMarks: number[] = [logLines];
 const sampler = setInterval(() => {
   maxRss = Math.max(maxRss, rssMb());
   void databaseMb().then((mb) => (maxDb = Math.max(maxDb, mb)));
+  void budgetCountedMb().then(
+    (mb) => (maxCounted = Math.max(maxCounted, mb)),
+    () => {},
+  );
+  maxWal = Math.max(maxWal, walMb());
 }, 2_000);
 const minuter = setInterval(() => {
   minuteMarks.push(logLines);
@@ -236,8 +270,13 @@ const verdicts = [
   ['RSS within +150 MB of idle', maxRss - idleRss <= 150, `${fmt(idleRss)} -> max ${fmt(maxRss)} MB`],
   ['log under 100 lines a minute', maxLinesPerMinute < 100, `max ${maxLinesPerMinute} lines in a minute`],
   ['normal p99 within 2x of idle', attackP99 <= 2 * Math.max(idleP99, 5), `${fmt(idleP99, 1)} -> ${fmt(attackP99, 1)} ms`],
+  ['database within the storage budget', maxDb <= BUDGET_MB, `max ${fmt(maxDb, 1)} of ${BUDGET_MB} MB`],
   ['streams beyond the cap refused', streamRefused.length > 0, JSON.stringify(counts.streams)],
 ] as const;
-console.log(`database: ${fmt(idleDb, 1)} -> max ${fmt(maxDb, 1)} MB (compare with the storage budget)`);
+console.log(`log lines by message (whole run):`);
+for (const [message, lines] of [...logMessages].sort((a, b) => b[1] - a[1]).slice(0, 8)) console.log(`  ${lines}  ${logSamples.get(message)}`);
+console.log(
+  `database on disk: ${fmt(idleDb, 1)} -> max ${fmt(maxDb, 1)} MB (of it the WAL: max ${fmt(maxWal, 1)} MB); the budget counted max ${fmt(maxCounted, 1)} MB; budget ${BUDGET_MB} MB`,
+);
 for (const [what, met, figures] of verdicts) console.log(`${met ? 'met    ' : 'MISSED '} ${what}: ${figures}`);
 await shutdown(verdicts.every(([, met]) => met) ? 0 : 1);

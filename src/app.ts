@@ -136,7 +136,7 @@ export async function buildApp(config: Config): Promise<App> {
     authenticateBot: enrichment.botCheck(rateLimit),
     resolveToken: (token) => tokens.resolve(token),
   }).register(http);
-  const webhook = new WebhookService(database, events, outbox, settings, backgroundLog, metrics, {
+  const webhook = new WebhookService(database, events, outbox, settings, backgroundLog, http.throttledLog, metrics, {
     timeoutMs: config.webhookTimeoutMs,
     retryDelayMs: config.webhookRetryDelayMs,
   });
@@ -218,7 +218,7 @@ export async function buildApp(config: Config): Promise<App> {
         await leadership?.stop();
       },
     },
-    { start: () => budget?.start(log), stop: () => budget?.stop() },
+    { start: () => budget?.start(log, http.throttledLog), stop: () => budget?.stop() },
     { start: () => webhook.start(), stop: () => webhook.stop() },
     {
       start: () => {

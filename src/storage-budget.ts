@@ -1,7 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { pruneOldest, storageBytes, type Database, type Db, type LogTable } from './db/index.js';
+import { outsideTransaction, pruneOldest, storageBytes, type Database, type Db, type LogTable } from './db/index.js';
 import { LOG_ROW_OVERHEAD } from './db/schema.js';
 import type { AppendHook, StoredEvent } from './events/index.js';
+import type { ThrottledLog } from './http/index.js';
 import { ProblemError } from './http/problem.js';
 
 /** How often the keeper measures the database (and at once when this process's writes near the budget). */
@@ -36,6 +37,7 @@ export class StorageBudget implements AppendHook {
   private again = false;
   private readonly levels: ReturnType<typeof budgetLevels>;
   private log: FastifyBaseLogger | null = null;
+  private throttledLog: ThrottledLog | null = null;
 
   constructor(
     private readonly database: Database,
@@ -67,9 +69,10 @@ export class StorageBudget implements AppendHook {
 
   appendedInSql(): void {}
 
-  /** `log`: the server's, which exists only after the event pipeline this budget guards. */
-  async start(log: FastifyBaseLogger): Promise<void> {
+  /** `log`, `throttledLog`: the server's, which exist only after the event pipeline this budget guards. */
+  async start(log: FastifyBaseLogger, throttledLog: ThrottledLog): Promise<void> {
     this.log = log;
+    this.throttledLog = throttledLog;
     await this.measure();
     this.timer = setInterval(() => this.kick(), BUDGET_CHECK_MS).unref();
     this.kick();
@@ -88,7 +91,8 @@ export class StorageBudget implements AppendHook {
       this.again = true;
       return;
     }
-    this.running = this.keep()
+    // `append` kicks from inside the appending transaction: the pass is not part of it.
+    this.running = outsideTransaction(() => this.keep())
       .then(() => undefined)
       .catch((error: Error) => this.log?.warn({ err: error }, 'storage budget: pruning failed'))
       .finally(() => {
@@ -112,7 +116,15 @@ export class StorageBudget implements AppendHook {
       used = await this.measure();
     }
     const at = { deleted, usedBytes: used, budgetBytes: this.budgetBytes };
-    if (used > this.levels.high) this.log?.warn(at, 'storage budget: still over after deleting every event and finished delivery (pending deliveries fill it)');
+    // Every refused append starts a pass: while pending deliveries fill the budget, a line a minute.
+    if (used > this.levels.high)
+      this.throttledLog?.write(
+        this.log!,
+        'storage-budget',
+        'warn',
+        at,
+        'storage budget: still over after deleting every event and finished delivery (pending deliveries fill it)',
+      );
     else this.log?.info(at, 'storage budget: oldest rows deleted');
     return deleted;
   }

@@ -135,3 +135,64 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+for (const dialect of DIALECTS) {
+  describe(`storage budget: the pass an append starts (${dialect})`, () => {
+    it('runs outside the appending transaction: it deletes, and no pass fails', async () => {
+      const app = await startTestApp(dialect, { STORAGE_BUDGET_MB: '1' });
+      const failures: string[] = [];
+      const warn = app.http.log.warn.bind(app.http.log);
+      app.http.log.warn = ((fields: { err?: Error }, message?: string) => {
+        if (message?.startsWith('storage budget')) failures.push(`${message}: ${fields.err?.message}`);
+        warn(fields, message);
+      }) as typeof app.http.log.warn;
+      try {
+        await app.start();
+        const writes = 300;
+        for (let i = 0; i < writes; i++) {
+          const send = () => app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { i, blob: 'x'.repeat(3000) } });
+          let response = await send();
+          while (response.status === 503) response = await send();
+          assert.equal(response.status, 202, JSON.stringify(response.body));
+        }
+        const [{ count }] = await app.database.db
+          .selectFrom('events')
+          .select((eb) => eb.fn.countAll<string | number>().as('count'))
+          .where('event_type', '=', 'anomaly.detected')
+          .execute();
+        assert.ok(Number(count) < writes, `${count} of ${writes} events kept: the oldest were deleted`);
+        assert.deepEqual(failures, []);
+      } finally {
+        await app.cleanup();
+      }
+    });
+  });
+}
+
+describe('storage budget: pending deliveries fill it (sqlite)', () => {
+  it('says so once, not on every pass the refused appends start', async () => {
+    const receiver = await startReceiver('hang');
+    const app = await startTestApp('sqlite', { STORAGE_BUDGET_MB: '1', WEBHOOK_TIMEOUT_MS: '600000' });
+    const over: string[] = [];
+    const warn = app.http.log.warn.bind(app.http.log);
+    app.http.log.warn = ((fields: object, message?: string) => {
+      if (message?.startsWith('storage budget: still over')) over.push(message);
+      warn(fields, message);
+    }) as typeof app.http.log.warn;
+    try {
+      await app.start();
+      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
+      let refused = 0;
+      while (refused < 50) {
+        const response = await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { blob: 'x'.repeat(4000) } });
+        if (response.status === 503) refused++;
+        else assert.equal(response.status, 202, JSON.stringify(response.body));
+      }
+      await eventually(() => over.length > 0, 5000, 'the keeper says the budget is still over');
+      assert.equal(over.length, 1);
+    } finally {
+      await app.cleanup();
+      await receiver.close();
+    }
+  });
+});

@@ -7,5 +7,5 @@ export { uniqueId } from './ids.js';
 export { prepare, type Prepared } from './prepared.js';
 export { pruneOldest, pruneOlderThan, type LogTable } from './prune.js';
 export { storageBytes } from './usage.js';
-export { TransactionMisuseError } from './transaction-scope.js';
+export { outsideTransaction, TransactionMisuseError } from './transaction-scope.js';
 export { SCHEMA_VERSION, UnknownSchemaError } from './schema-version.js';

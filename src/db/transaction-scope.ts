@@ -45,6 +45,14 @@ export async function inTransactionScope<T>(work: () => Promise<T>): Promise<T> 
   }
 }
 
+/**
+ * Runs `work`, and everything it starts, outside any transaction's scope: for a background task that
+ * a transaction's code kicks off and that must not count as part of it (it queries on its own).
+ */
+export function outsideTransaction<T>(work: () => T): T {
+  return scope.exit(work);
+}
+
 export function assertOutsideTransaction(what: string): void {
   if (scope.getStore()?.open) {
     throw new TransactionMisuseError(`${what} inside a transaction: use the transaction's handle (trx) for every query and emit events through it`);

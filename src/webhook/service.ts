@@ -7,6 +7,7 @@ import { pruneOlderThan, type LogTable } from '../db/prune.js';
 import type { Insertable, Selectable } from 'kysely';
 import type { WebhookDeliveriesTable } from '../db/schema.js';
 import { makeEvent, type EventLog } from '../events/index.js';
+import type { ThrottledLog } from '../http/index.js';
 import { conflict, notFound } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
 import { webhookSigningSecrets, type SettingsStore } from '../settings/index.js';
@@ -109,6 +110,7 @@ export class WebhookService {
     private readonly outbox: WebhookOutbox,
     private readonly settings: SettingsStore,
     private readonly log: FastifyBaseLogger,
+    private readonly throttledLog: ThrottledLog,
     private readonly metrics: Metrics | null,
     private readonly options: { timeoutMs: number; retryDelayMs: number },
   ) {
@@ -286,7 +288,14 @@ export class WebhookService {
             .insertInto('webhook_deliveries')
             .values(resendOf(row, row.attempt + 1, new Date(Date.now() + delayMs).toISOString()))
             .execute();
-          this.log.info({ delivery: row.id, status: result.statusCode, error: result.error, retryInMs: delayMs }, 'webhook attempt failed; retry scheduled');
+          // Once per delivery of a flood to a failing receiver: a line a minute per URL (the attempts are in the delivery log).
+          this.throttledLog.write(
+            this.log,
+            `webhook-retry:${row.url}`,
+            'info',
+            { delivery: row.id, status: result.statusCode, error: result.error, retryInMs: delayMs },
+            'webhook attempt failed; retry scheduled',
+          );
         }
         if (outcome === 'gone') gone.add(row.url);
         this.metrics?.webhookDeliveries.inc({ outcome });

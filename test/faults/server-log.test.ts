@@ -7,6 +7,7 @@ import path from 'node:path';
 import { signatureHeader } from '../../src/enrichment/signing.js';
 import { eventually } from '../helpers/app.js';
 import { freePort, startBroker } from '../helpers/broker.js';
+import { startReceiver } from '../helpers/receiver.js';
 import { startService, stopProcess } from '../helpers/process.js';
 
 /** What whoever runs the service reads in its log when a broker goes away or a bot's signature fails. */
@@ -149,6 +150,20 @@ describe('the server log says why', () => {
       ],
     );
     assert.equal(/guess-\d|not-the-admin-token/.test(service.child.output()), false, 'no token in the log');
+  });
+
+  it('a webhook receiver that fails every delivery: a line when retries start, not one per failed attempt', async () => {
+    const receiver = await startReceiver(500);
+    try {
+      assert.equal((await api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
+      for (let i = 0; i < 20; i++) assert.equal((await api('POST', '/api/events', { type: 'anomaly.detected', severity: 'info', detail: { i } })).status, 202);
+      await eventually(() => receiver.received.length >= 20, 15_000, 'every first attempt made');
+      await eventually(() => lines().some((line) => line.msg === 'webhook attempt failed; retry scheduled'), 5000, 'the failure logged');
+      assert.equal(lines().filter((line) => line.msg === 'webhook attempt failed; retry scheduled').length, 1);
+    } finally {
+      await api('POST', '/api/settings/integration', { webhook: { enabled: false } });
+      await receiver.close();
+    }
   });
 
   it('a client leaving in the middle of a download is no line at info (it is in the access log at debug)', async () => {
