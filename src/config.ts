@@ -133,7 +133,7 @@ const ENV_SCHEMA = {
     EVENT_STREAMS_MAX: wholeNumber(500, 1),
     EVENT_STREAMS_PER_CLIENT: wholeNumber(20, 1),
     // Under a socket's 16 KiB high-water mark a full stream would never see 'drain'.
-    EVENT_STREAM_BUFFER_BYTES: wholeNumber(262_144, 65_536, 1_073_741_824),
+    EVENT_STREAM_BUFFER_BYTES: wholeNumber(131_072, 65_536, 1_073_741_824),
     WEBHOOK_LOG_RETENTION_DAYS: days(30),
     ENRICHMENT_RETENTION_DAYS: days(90),
     STORAGE_BUDGET_MB: wholeNumber(1024, 0, 1_000_000_000),

@@ -40,8 +40,8 @@ describe('seed defaults', () => {
     assert.equal(config.rateLimit.refillPerSecond, 1);
   });
 
-  it('event streams: 500 per instance, 20 per client, 256 KiB queued each', () => {
-    assert.deepEqual(config.eventStreams, { max: 500, perClient: 20, bufferBytes: 262_144 });
+  it('event streams: 500 per instance, 20 per client, 128 KiB queued each', () => {
+    assert.deepEqual(config.eventStreams, { max: 500, perClient: 20, bufferBytes: 131_072 });
   });
 });
 

@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
@@ -9,6 +9,7 @@ import pg from 'pg';
 import { migrations } from '../src/db/migrations.js';
 import { runAt } from '../src/baselines/schema.js';
 import { Database } from '../src/db/index.js';
+import { WAL_SIZE_LIMIT_BYTES } from '../src/db/database.js';
 import { startCheckpointer, type CheckpointFailure } from '../src/db/checkpointer.js';
 import { GroupCommit } from '../src/db/group-commit.js';
 import { prepare } from '../src/db/prepared.js';
@@ -401,6 +402,42 @@ describe('SQLite checkpoints', () => {
         }
       }
       assert.equal(rows, 100);
+    } finally {
+      await close();
+    }
+  });
+});
+
+describe('SQLite WAL size', () => {
+  it('is cut back to its limit after a burst once the checkpointer has copied it', async () => {
+    const { database, dataDir, close } = await openDatabase('sqlite');
+    const wal = path.join(dataDir, 'mothership.db-wal');
+    try {
+      const blob = 'x'.repeat(64 * 1024);
+      // About 12 MB of WAL, three times the limit.
+      for (let index = 0; index < 190; index++)
+        await database.transaction((trx) =>
+          trx
+            .insertInto('zones')
+            .values({ ...zone(`w${index}`), name: blob })
+            .execute(),
+        );
+      assert.ok(statSync(wal).size > 3 * WAL_SIZE_LIMIT_BYTES, `the burst wrote ${statSync(wal).size} bytes of WAL`);
+      // Once the checkpointer thread has copied the WAL, the next write starts it over and cuts the file.
+      await eventually(
+        async () => {
+          await database.transaction((trx) =>
+            trx
+              .updateTable('zones')
+              .set({ name: String(Date.now()) })
+              .where('id', '=', 'w0')
+              .execute(),
+          );
+          return statSync(wal).size <= WAL_SIZE_LIMIT_BYTES;
+        },
+        10_000,
+        'the WAL cut back to its limit',
+      );
     } finally {
       await close();
     }

@@ -17,6 +17,11 @@ export type Db = Kysely<Schema>;
 
 /** The writer checkpoints for itself only past this WAL size (about 40 MB): see checkpointer.ts. */
 const WAL_BACKSTOP_PAGES = 10_000;
+/**
+ * The WAL file is cut back to this once a checkpoint has emptied it: a burst otherwise leaves the
+ * file at its largest for good, beside the storage budget (which counts the pages in use).
+ */
+export const WAL_SIZE_LIMIT_BYTES = 4 * 2 ** 20;
 
 // PostgreSQL returns int8 (bigserial ids, counts) as strings by default; every value we keep fits a double.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
@@ -76,6 +81,7 @@ export class Database {
       file.pragma('synchronous = NORMAL');
       file.pragma('busy_timeout = 5000');
       file.pragma(`wal_autocheckpoint = ${WAL_BACKSTOP_PAGES}`);
+      file.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
       const checkpointer = startCheckpointer(filename);
       const statements = cachingStatements(file);
       database = new Database(
