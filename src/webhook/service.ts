@@ -159,8 +159,9 @@ export class WebhookService {
     this.stopped = false;
     this.abandon = new AbortController();
     // Wake at once for events whose outbox rows this process wrote; the poll covers retries and other processes.
+    // New rows are first attempts: only that lane needs waking (waking the retry lane too read the log twice per event).
     this.unsubscribe = this.events.subscribe(() => {
-      if (this.outbox.takeEnqueued()) this.kick();
+      if (this.outbox.takeEnqueued()) this.kickLane(this.lanes[0]!);
     });
     this.timer = setInterval(() => this.kick(), POLL_MS);
     this.timer.unref();
