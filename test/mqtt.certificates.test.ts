@@ -132,6 +132,17 @@ describe('MQTT with a broker that requires client certificates', () => {
       assert.ok(text.includes(names.root), 'the settings row is there');
       for (const secret of [pemBody(client.key), pemBody(encryptedKey), passphrase, 'PRIVATE KEY'])
         assert.equal(text.includes(secret), false, `stored in clear: ${secret.slice(0, 12)}...`);
+      // The previous release adopts every `*_sealed` key and writes back in clear what it does not
+      // know: the new secrets must stay out of its sight.
+      const row = db.prepare("SELECT value FROM settings WHERE key = 'integration'").get() as { value: string };
+      const mqtt = JSON.parse(row.value).mqtt;
+      assert.deepEqual(
+        Object.keys(mqtt)
+          .filter((key) => key.endsWith('_sealed'))
+          .sort(),
+        ['ca_cert_sealed', 'password_sealed'],
+      );
+      assert.match(mqtt.sealed.client_key, /^v1\./);
     } finally {
       db.close();
     }
