@@ -1,11 +1,13 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { createPrivateKey } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { clientOptions, describeMqttError } from '../src/mqtt/connection.js';
 import { describeClientCertificateAlert } from '../src/mqtt/client-certificate.js';
+import { MAX_KEY_ROUNDS } from '../src/settings/certificates.js';
 import { candidateSettings, certificateSummary, DEFAULT_SETTINGS, storedSecretError, type IntegrationSettings } from '../src/settings/index.js';
 import { makeClientCertificate, makeTlsMaterial } from './helpers/broker.js';
 
@@ -61,6 +63,10 @@ describe('the MQTT client certificate', () => {
       paths(candidateSettings(settings(stored), { mqtt }, Date.now()));
     assert.deepEqual(check({ client_cert: 'nope', client_key: client.key }), ['/mqtt/client_cert']);
     assert.deepEqual(check({ client_cert: client.cert + client.key, client_key: client.key }), ['/mqtt/client_cert'], 'a key in the certificate field');
+    const unterminated = client.key.replace('-----END PRIVATE KEY-----', '-----END RSA PRIVATE KEY-----');
+    assert.deepEqual(check({ client_cert: client.cert + unterminated, client_key: client.key }), ['/mqtt/client_cert'], 'a key block of mismatched labels');
+    assert.deepEqual(check({ client_cert: `${client.cert}-----BEGIN CERTIFICATE-----\nMIIB\n`, client_key: client.key }), ['/mqtt/client_cert'], 'a cut chain');
+    assert.deepEqual(check({ client_cert: client.cert.replace(/^MI.*$/m, 'MIIBbroken'), client_key: client.key }), ['/mqtt/client_cert'], 'bad base64');
     assert.deepEqual(check({ client_cert: client.cert, client_key: other.key }), ['/mqtt/client_key']);
     assert.deepEqual(check({ client_cert: client.cert, client_key: 'nope' }), ['/mqtt/client_key']);
     assert.deepEqual(check({ client_cert: client.cert }), ['/mqtt/client_key']);
@@ -77,6 +83,35 @@ describe('the MQTT client certificate', () => {
       ),
       [],
     );
+  });
+
+  it('refuses, without unlocking it, a key that asks for more key derivation rounds than the service spends', () => {
+    const passphrase = 'slow';
+    for (const scheme of [[], ['-v1', 'PBE-SHA1-3DES']]) {
+      const file = path.join(dir, 'slow.key');
+      execFileSync('openssl', [
+        'pkcs8',
+        '-topk8',
+        '-in',
+        path.join(dir, 'mothership.key'),
+        '-out',
+        file,
+        '-passout',
+        `pass:${passphrase}`,
+        '-iter',
+        String(MAX_KEY_ROUNDS * 3),
+        ...scheme,
+      ]);
+      const started = performance.now();
+      const result = candidateSettings(
+        settings(),
+        { mqtt: { client_cert: client.cert, client_key: readFileSync(file, 'utf8'), client_key_passphrase: passphrase } },
+        Date.now(),
+      );
+      assert.deepEqual(paths(result), ['/mqtt/client_key'], scheme.join(' ') || 'PBES2');
+      assert.match(result.errors[0]!.message, /key derivation rounds/);
+      assert.ok(performance.now() - started < 500, `answered in ${Math.round(performance.now() - started)} ms`);
+    }
   });
 
   it('binds the stored key to its broker, as the password', () => {
