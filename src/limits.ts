@@ -22,6 +22,8 @@ export const TEXT_LIMITS = {
   notes: 4096,
   /** A baseline record's `timestamp` (RFC 3339 allows any number of fraction digits). */
   timestamp: 64,
+  /** A PEM text in the MQTT settings: a CA certificate, a client certificate with its chain, a client key. */
+  pem: 65536,
 } as const;
 
 /** The largest JSON document of each kind, in bytes of its UTF-8 JSON text. */

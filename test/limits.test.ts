@@ -33,6 +33,7 @@ describe('size limits: one home, documented', () => {
       blob_id: TEXT_LIMITS.blob_id,
       notes: TEXT_LIMITS.notes,
       timestamp: TEXT_LIMITS.timestamp,
+      pem: TEXT_LIMITS.pem,
       detail: JSON_LIMITS.detail,
       replay: JSON_LIMITS.replay,
       commentary: COMMENTARY_LIMIT,
@@ -83,6 +84,8 @@ for (const dialect of DIALECTS) {
       assert.equal(body('/api/matches', 'post').properties.replay['x-max-json-bytes'], JSON_LIMITS.replay);
       assert.match(JSON.stringify(body('/api/events', 'post')), new RegExp(`"x-max-json-bytes":${JSON_LIMITS.detail}`));
       assert.equal(body('/api/baselines', 'post').properties.notes.maxLength, TEXT_LIMITS.notes);
+      const mqtt = body('/api/settings/integration', 'post').properties.mqtt.properties;
+      for (const field of ['ca_cert', 'client_cert', 'client_key']) assert.equal(mqtt[field].maxLength, TEXT_LIMITS.pem, `mqtt.${field}`);
     });
 
     it('refuses an over-long name with a 400 naming the field, and takes the longest one', async () => {

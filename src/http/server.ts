@@ -172,6 +172,9 @@ const REDACTED_PATHS = [
   '*.shared_secret',
   '*.token',
   '*.ca_cert',
+  '*.client_cert',
+  '*.client_key',
+  '*.client_key_passphrase',
 ];
 
 /**

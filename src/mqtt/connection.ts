@@ -6,6 +6,7 @@ import WebSocket, { createWebSocketStream } from 'ws';
 import { describeTlsError, ForbiddenTargetError, guardedLookup, isForbiddenAddress, normalizedHost } from '../outbound.js';
 import { effectiveBrokerUrl, type IntegrationSettings } from '../settings/index.js';
 import { backoffDelay } from './backoff.js';
+import { describeClientCertificateAlert } from './client-certificate.js';
 import { attemptFailed, connectionClosed, contestedReason, reconnectDelay, UNCONTESTED, type TakeoverPolicy, type TakeoverState } from './takeover.js';
 
 export interface MqttStatus {
@@ -23,7 +24,7 @@ export type MqttSettings = IntegrationSettings['mqtt'];
 
 const CLOSE_GRACE_MS = 2000;
 
-/** mqtt.js options from the settings: TLS for mqtts://, wss:// or the TLS flag, with an optional CA. */
+/** mqtt.js options from the settings: TLS for mqtts://, wss:// or the TLS flag, with an optional CA and client certificate. */
 export function clientOptions(settings: MqttSettings, clientId: string, will?: IClientOptions['will']): { url: string; options: IClientOptions } {
   const url = effectiveBrokerUrl(settings);
   const tls = url.protocol === 'mqtts:' || url.protocol === 'wss:';
@@ -36,7 +37,13 @@ export function clientOptions(settings: MqttSettings, clientId: string, will?: I
     keepalive: 30,
     ...(settings.username ? { username: settings.username } : {}),
     ...(settings.password ? { password: settings.password } : {}),
-    ...(tls ? { rejectUnauthorized: !settings.tls_insecure, ...(settings.ca_cert ? { ca: settings.ca_cert } : {}) } : {}),
+    ...(tls
+      ? {
+          rejectUnauthorized: !settings.tls_insecure,
+          ...(settings.ca_cert ? { ca: settings.ca_cert } : {}),
+          ...(settings.client_cert && settings.client_key ? { cert: settings.client_cert, key: settings.client_key } : {}),
+        }
+      : {}),
     ...(will ? { will } : {}),
   };
   return { url: url.toString(), options };
@@ -52,7 +59,8 @@ export function connectBroker(target: { url: string; options: IClientOptions }):
   // No valid host (refused when saved): the guarded lookup still decides on what it resolves to.
   const host = normalizedHost(url) ?? url.hostname;
   const port = Number(url.port);
-  const { ca, rejectUnauthorized } = target.options;
+  const { ca, cert, key, rejectUnauthorized } = target.options;
+  const tls = { ca, cert, key, rejectUnauthorized };
   const open = (): Duplex => {
     if (isForbiddenAddress(host)) {
       const refused = new PassThrough();
@@ -60,9 +68,8 @@ export function connectBroker(target: { url: string; options: IClientOptions }):
       return refused;
     }
     if (url.protocol === 'mqtt:') return netConnect({ host, port, lookup: guardedLookup });
-    if (url.protocol === 'mqtts:')
-      return tlsConnect({ host, port, lookup: guardedLookup, ...(isIP(host) ? {} : { servername: host }), ca, rejectUnauthorized });
-    const socket = new WebSocket(url, ['mqtt'], { lookup: guardedLookup, ca, rejectUnauthorized });
+    if (url.protocol === 'mqtts:') return tlsConnect({ host, port, lookup: guardedLookup, ...(isIP(host) ? {} : { servername: host }), ...tls });
+    const socket = new WebSocket(url, ['mqtt'], { lookup: guardedLookup, ...tls });
     const stream = createWebSocketStream(socket);
     socket.on('close', () => stream.destroy());
     return stream;
@@ -86,7 +93,7 @@ export function describeMqttError(error: Error & { code?: string | number }, det
   if (code === 5 || code === 135) return 'not authorized: check the username and password';
   if (error instanceof ForbiddenTargetError) return error.message;
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'host not found';
-  const tls = describeTlsError(error);
+  const tls = describeClientCertificateAlert(error) ?? describeTlsError(error);
   if (tls) return tls;
   if (!detailed) return 'no MQTT broker answered at that host and port';
   if (code === 'ECONNREFUSED') return 'connection refused: is the broker running on that host and port?';

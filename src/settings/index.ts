@@ -3,3 +3,4 @@ export { SettingsStore } from './store.js';
 export { settingsRoutes, type IntegrationControls } from './routes.js';
 export * from './model.js';
 export * from './validate.js';
+export { certificateSummary } from './certificates.js';

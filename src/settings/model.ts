@@ -17,6 +17,10 @@ export interface IntegrationSettings {
     tls: boolean;
     tls_insecure: boolean;
     ca_cert: string;
+    /** PEM: the client certificate (a chain may follow) and its key, for a broker that requires one. */
+    client_cert: string;
+    /** Unencrypted PKCS #8 PEM (an encrypted key is unlocked when saved); bound to the broker like the password. */
+    client_key: string;
     discovery_prefix: string;
     discovery_mode: (typeof DISCOVERY_MODES)[number];
     topic_root: string;
@@ -34,9 +38,14 @@ export interface IntegrationSettings {
   };
 }
 
+type WriteOnlyMqttField = 'password' | 'ca_cert' | 'client_cert' | 'client_key';
+
 /** What a POST may carry: every field optional; write-only secrets: absent keeps, null or "" clears. */
 export interface IntegrationPatch {
-  mqtt?: Partial<Omit<IntegrationSettings['mqtt'], 'password' | 'ca_cert'>> & { password?: string | null; ca_cert?: string | null };
+  mqtt?: Partial<Omit<IntegrationSettings['mqtt'], WriteOnlyMqttField>> & { [field in WriteOnlyMqttField]?: string | null } & {
+    /** Unlocks an encrypted `client_key` sent with it; never stored. */
+    client_key_passphrase?: string | null;
+  };
   webhook?: Partial<Pick<IntegrationSettings['webhook'], 'enabled' | 'url'>> & { secret?: string | null };
 }
 
@@ -49,6 +58,8 @@ export const DEFAULT_SETTINGS: IntegrationSettings = {
     tls: false,
     tls_insecure: false,
     ca_cert: '',
+    client_cert: '',
+    client_key: '',
     discovery_prefix: 'homeassistant',
     discovery_mode: 'entity',
     topic_root: 'mothership',
@@ -78,11 +89,11 @@ export function webhookSigningSecrets(webhook: IntegrationSettings['webhook'], n
   return previousValid ? [webhook.secret, webhook.previous_secret] : [webhook.secret];
 }
 
-/** Merges a patch into settings with the write-only rules for secrets. */
+/** Merges a patch into settings with the write-only rules for secrets; what is no setting (a key's passphrase) stays out. */
 export function applyPatch(current: IntegrationSettings, patch: IntegrationPatch): IntegrationSettings {
   const merge = <T extends object>(base: T, changes: object | undefined): T => {
     const next = { ...base } as Record<string, unknown>;
-    for (const [key, value] of Object.entries(changes ?? {})) if (value !== undefined) next[key] = value ?? '';
+    for (const [key, value] of Object.entries(changes ?? {})) if (value !== undefined && key in base) next[key] = value ?? '';
     return next as T;
   };
   return { mqtt: merge(current.mqtt, patch.mqtt), webhook: merge(current.webhook, patch.webhook) };

@@ -1,9 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { ProblemError } from '../http/problem.js';
 import { idString, nullableString, withSchemaTypes } from '../http/schemas.js';
-import { applyPatch, DISCOVERY_MODES, generateWebhookSecret, webhookSigningSecrets, type IntegrationSettings } from './model.js';
+import { TEXT_LIMITS } from '../limits.js';
+import { certificateSummary } from './certificates.js';
+import { DISCOVERY_MODES, generateWebhookSecret, webhookSigningSecrets, type IntegrationSettings } from './model.js';
 import type { SettingsStore } from './store.js';
-import { brokerEndpoint, integrationErrors, storedPasswordError, webhookOrigin } from './validate.js';
+import { brokerEndpoint, candidateSettings, webhookOrigin } from './validate.js';
 
 const text = (maxLength: number) => ({ type: 'string', maxLength }) as const;
 const writeOnly = (maxLength: number, description: string) =>
@@ -19,7 +21,17 @@ const mqttInput = {
     password: writeOnly(1024, 'Broker password.'),
     tls: { type: 'boolean' },
     tls_insecure: { type: 'boolean', description: 'Skip verification of the broker certificate' },
-    ca_cert: writeOnly(65536, 'PEM CA certificate to trust.'),
+    ca_cert: writeOnly(TEXT_LIMITS.pem, 'PEM CA certificate to trust.'),
+    client_cert: writeOnly(TEXT_LIMITS.pem, 'PEM client certificate (a chain may follow) for a broker that requires one; needs TLS and client_key.'),
+    client_key: writeOnly(
+      TEXT_LIMITS.pem,
+      'PEM private key of client_cert (encrypted: with client_key_passphrase). Bound to the broker like the password: another host, port or weaker TLS needs it again.',
+    ),
+    client_key_passphrase: {
+      type: ['string', 'null'],
+      maxLength: 1024,
+      description: 'Unlocks an encrypted client_key sent in the same request; used once, never stored',
+    },
     discovery_prefix: text(128),
     discovery_mode: {
       type: 'string',
@@ -57,6 +69,10 @@ const viewSchema = {
         tls: { type: 'boolean' },
         tls_insecure: { type: 'boolean' },
         ca_cert_set: { type: 'boolean' },
+        client_cert_set: { type: 'boolean' },
+        client_cert_subject: { ...nullableString, description: "The stored client certificate's subject, e.g. CN=mothership" },
+        client_cert_expires_at: { ...nullableString, description: 'When the stored client certificate expires (the broker refuses it from then on)' },
+        client_key_set: { type: 'boolean' },
         discovery_prefix: { type: 'string' },
         discovery_mode: { type: 'string', enum: DISCOVERY_MODES },
         birth_topic: { type: 'string' },
@@ -129,14 +145,27 @@ export interface IntegrationControls {
   };
 }
 
-/** The GET shape: secrets (password, CA certificate, webhook secret) reduced to `*_set` flags, plus live status. */
+/**
+ * The GET shape: secrets (password, CA and client certificates, client key, webhook secret) reduced
+ * to `*_set` flags and the client certificate's subject and expiry, plus live status.
+ */
 async function view(settings: IntegrationSettings, { mqtt, webhook }: IntegrationControls) {
-  const { password, ca_cert, ...mqttRest } = settings.mqtt;
+  const { password, ca_cert, client_cert, client_key, ...mqttRest } = settings.mqtt;
+  const certificate = certificateSummary(client_cert);
   const { secret, previous_secret: _previous, previous_secret_expires_at, disabled_reason, ...webhookRest } = settings.webhook;
   const { enabled: _enabled, ...mqttStatus } = mqtt.status();
   const inGrace = webhookSigningSecrets(settings.webhook, Date.now()).length > 1;
   return {
-    mqtt: { ...mqttRest, password_set: Boolean(password), ca_cert_set: Boolean(ca_cert), status: mqttStatus },
+    mqtt: {
+      ...mqttRest,
+      password_set: Boolean(password),
+      ca_cert_set: Boolean(ca_cert),
+      client_cert_set: Boolean(client_cert),
+      client_cert_subject: certificate?.subject ?? null,
+      client_cert_expires_at: certificate?.expires_at ?? null,
+      client_key_set: Boolean(client_key),
+      status: mqttStatus,
+    },
     webhook: {
       ...webhookRest,
       secret_set: Boolean(secret),
@@ -206,11 +235,8 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
       const body = request.body ?? {};
       const target = body.target ?? 'all';
       const stored = await store.get();
-      const candidate = applyPatch(stored, body);
-      const passwordError = storedPasswordError(stored.mqtt, candidate.mqtt, body.mqtt);
-      const errors = [...integrationErrors(candidate), ...(passwordError ? [passwordError] : [])].filter(
-        (error) => target === 'all' || error.path.startsWith(`/${target}/`),
-      );
+      const { settings: candidate, errors: all } = candidateSettings(stored, body, Date.now());
+      const errors = all.filter((error) => target === 'all' || error.path.startsWith(`/${target}/`));
       if ((target === 'mqtt' || target === 'all') && !candidate.mqtt.broker_url) errors.push({ path: '/mqtt/broker_url', message: 'is required to test MQTT' });
       if ((target === 'webhook' || target === 'all') && !candidate.webhook.url)
         errors.push({ path: '/webhook/url', message: 'is required to test the webhook' });

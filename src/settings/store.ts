@@ -4,10 +4,17 @@ import type { Database, Db } from '../db/index.js';
 import { getSetting, putSetting, settingUpdatedAt } from '../db/kv.js';
 import { ProblemError } from '../http/problem.js';
 import { memo } from '../memo.js';
-import { integrationErrors, storedPasswordError } from './validate.js';
-import { applyPatch, changedFields, DEFAULT_SETTINGS, type IntegrationPatch, type IntegrationSettings, type SettingsChange } from './model.js';
+import { candidateSettings } from './validate.js';
+import { changedFields, DEFAULT_SETTINGS, type IntegrationPatch, type IntegrationSettings, type SettingsChange } from './model.js';
 
+/**
+ * Secrets, sealed with the SecretBox: those of release 0.1.0 as `<field>_sealed`, later ones in the
+ * group's `sealed` object. Release 0.1.0 reads every `*_sealed` key into its settings and its next
+ * save would write a field it does not know back in clear; `sealed` it ignores (and drops when it
+ * saves: the client certificate is then asked for again, never written in clear).
+ */
 const SECRET_FIELDS = { mqtt: ['password', 'ca_cert'], webhook: ['secret', 'previous_secret'] } as const;
+const LATER_SECRET_FIELDS: Record<'mqtt' | 'webhook', readonly string[]> = { mqtt: ['client_cert', 'client_key'], webhook: [] };
 /** Reads outside a transaction are cached this long; a save clears the cache, a change by another instance is seen by the watch. */
 const CACHE_MS = 2000;
 /** How often each instance looks for a save made by another one (settings reach every instance within about this). */
@@ -105,9 +112,12 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
     const settings: IntegrationSettings = { mqtt: { ...DEFAULT_SETTINGS.mqtt }, webhook: { ...DEFAULT_SETTINGS.webhook } };
     for (const group of ['mqtt', 'webhook'] as const) {
       const values = stored?.[group] ?? {};
+      const target = settings[group] as Record<string, unknown>;
+      const open = (sealed: unknown) => (sealed ? this.box.open(String(sealed)) : '');
       for (const [key, value] of Object.entries(values)) {
-        if (key.endsWith('_sealed')) (settings[group] as Record<string, unknown>)[key.slice(0, -7)] = value ? this.box.open(String(value)) : '';
-        else if (key in settings[group]) (settings[group] as Record<string, unknown>)[key] = value;
+        if (key === 'sealed') for (const field of LATER_SECRET_FIELDS[group]) target[field] = open((value as Record<string, unknown>)[field]);
+        else if (key.endsWith('_sealed')) target[key.slice(0, -7)] = open(value);
+        else if (key in target) target[key] = value;
       }
     }
     return settings;
@@ -116,11 +126,8 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   /** Validates the merged result (400 naming each field) and saves it. */
   async update(patch: IntegrationPatch): Promise<IntegrationSettings> {
     const next = await this.save((stored) => {
-      const merged = applyPatch(stored, patch);
+      const { settings: merged, errors } = candidateSettings(stored, patch, Date.now());
       merged.webhook = derivedWebhookFields(stored.webhook, merged.webhook, Date.now());
-      const errors = integrationErrors(merged);
-      const passwordError = storedPasswordError(stored.mqtt, merged.mqtt, patch.mqtt);
-      if (passwordError) errors.push(passwordError);
       if (errors.length) throw new ProblemError('validation_failed', errors.map((error) => `${error.path} ${error.message}`).join('; '), errors);
       return merged;
     });
@@ -159,11 +166,14 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   private seal(settings: IntegrationSettings): object {
     const sealGroup = (group: 'mqtt' | 'webhook') => {
       const out: Record<string, unknown> = {};
+      const sealed: Record<string, string> = {};
+      const seal = (value: unknown) => (value ? this.box.seal(String(value)) : '');
       for (const [key, value] of Object.entries(settings[group])) {
-        if ((SECRET_FIELDS[group] as readonly string[]).includes(key)) out[`${key}_sealed`] = value ? this.box.seal(String(value)) : '';
+        if ((SECRET_FIELDS[group] as readonly string[]).includes(key)) out[`${key}_sealed`] = seal(value);
+        else if (LATER_SECRET_FIELDS[group].includes(key)) sealed[key] = seal(value);
         else out[key] = value;
       }
-      return out;
+      return Object.keys(sealed).length ? { ...out, sealed } : out;
     };
     return { mqtt: sealGroup('mqtt'), webhook: sealGroup('webhook') };
   }

@@ -1,6 +1,7 @@
 import type { FieldError } from '../http/problem.js';
 import { brokerTargetError, normalizedHost, webhookTargetError } from '../outbound.js';
-import type { IntegrationPatch, IntegrationSettings } from './model.js';
+import { checkClientCertificate } from './certificates.js';
+import { applyPatch, type IntegrationPatch, type IntegrationSettings } from './model.js';
 
 /** A topic level usable as a prefix: no wildcards, no empty levels, no leading or trailing slash. */
 export function topicPrefixError(value: string): string | null {
@@ -39,6 +40,8 @@ export function integrationErrors(settings: IntegrationSettings): FieldError[] {
   check('/mqtt/topic_root', topicPrefixError(mqtt.topic_root));
   check('/mqtt/birth_topic', topicPrefixError(mqtt.birth_topic));
   if (mqtt.ca_cert) check('/mqtt/ca_cert', caCertError(mqtt.ca_cert));
+  if (mqtt.client_cert && mqtt.broker_url && !/^(mqtts|wss):/.test(brokerEndpoint(mqtt) ?? 'mqtts:'))
+    errors.push({ path: '/mqtt/client_cert', message: 'is only sent over TLS: use mqtts:// or wss://, or turn TLS on' });
   // MQTT 3.1.1 does not allow a password without a username; brokers refuse the connection.
   if (mqtt.password && !mqtt.username) errors.push({ path: '/mqtt/username', message: 'is required when a password is set' });
   if (webhook.enabled && !webhook.url) errors.push({ path: '/webhook/url', message: 'is required when the webhook is enabled' });
@@ -83,29 +86,51 @@ export function webhookOrigin(url: string): string | null {
   }
 }
 
+/** The secrets bound to the broker they were saved for, and what each is called in a refusal. */
+const BOUND_SECRETS = { password: 'password', client_key: 'client key' } as const;
+
 /**
- * A stored MQTT password is bound to the broker it was saved for: a candidate (to save or to test)
- * that would send it somewhere else, or over weaker TLS, must carry the password again. Otherwise
- * anyone who can call the settings API could read it from a CONNECT packet sent to their own host.
- * Weaker TLS: TLS switched off, certificate verification switched off, or a different CA trusted.
+ * A stored MQTT password or client key is bound to the broker it was saved for: a candidate (to
+ * save or to test) that would send it somewhere else, or over weaker TLS, must carry it again.
+ * Otherwise anyone who can call the settings API could read the password from a CONNECT packet sent
+ * to their own host, or have the service prove its identity to a host of theirs. Weaker TLS: TLS
+ * switched off, certificate verification switched off, or a different CA trusted.
  */
-export function storedPasswordError(
+export function storedSecretError(
+  field: keyof typeof BOUND_SECRETS,
   stored: IntegrationSettings['mqtt'],
   candidate: IntegrationSettings['mqtt'],
   patch: IntegrationPatch['mqtt'],
 ): FieldError | null {
-  const reusesStoredPassword = Boolean(candidate.password) && patch?.password === undefined && candidate.password === stored.password;
-  if (!reusesStoredPassword) return null;
+  const reusesStored = Boolean(candidate[field]) && patch?.[field] === undefined && candidate[field] === stored[field];
+  if (!reusesStored) return null;
   const endpoint = brokerEndpoint(candidate);
   const storedEndpoint = brokerEndpoint(stored);
   const moved = endpoint !== storedEndpoint;
   const tlsWeakened =
     endpoint !== null && /^(mqtts|wss):/.test(endpoint) && ((candidate.tls_insecure && !stored.tls_insecure) || candidate.ca_cert !== stored.ca_cert);
   if (!moved && !tlsWeakened) return null;
+  const name = BOUND_SECRETS[field];
   return {
-    path: '/mqtt/password',
+    path: `/mqtt/${field}`,
     message: moved
-      ? 'must be entered again: the stored password is only sent to the broker it was saved for (scheme, host and port)'
-      : 'must be entered again: the stored password is not sent over weaker TLS (verification off or a different CA) than it was saved with',
+      ? `must be entered again: the stored ${name} is only sent to the broker it was saved for (scheme, host and port)`
+      : `must be entered again: the stored ${name} is not sent over weaker TLS (verification off or a different CA) than it was saved with`,
   };
+}
+
+/**
+ * What a save or a test would use: the patch merged into the stored settings (an encrypted client
+ * key unlocked with its passphrase), and every rule it breaks (400 naming each field).
+ */
+export function candidateSettings(
+  stored: IntegrationSettings,
+  patch: IntegrationPatch,
+  nowMs: number,
+): { settings: IntegrationSettings; errors: FieldError[] } {
+  const settings = applyPatch(stored, patch);
+  const bound = (Object.keys(BOUND_SECRETS) as (keyof typeof BOUND_SECRETS)[]).map((field) => storedSecretError(field, stored.mqtt, settings.mqtt, patch.mqtt));
+  const certificate = checkClientCertificate(settings.mqtt, patch.mqtt, nowMs);
+  settings.mqtt.client_key = certificate.client_key;
+  return { settings, errors: [...integrationErrors(settings), ...certificate.errors, ...bound.filter((error) => error !== null)] };
 }

@@ -28,7 +28,18 @@ const anyJson = fc.oneof(
   ),
   fc.record({
     mqtt: fc.dictionary(
-      fc.constantFrom('enabled', 'broker_url', 'password', 'ca_cert', 'topic_root', 'discovery_prefix', 'tls'),
+      fc.constantFrom(
+        'enabled',
+        'broker_url',
+        'password',
+        'ca_cert',
+        'client_cert',
+        'client_key',
+        'client_key_passphrase',
+        'topic_root',
+        'discovery_prefix',
+        'tls',
+      ),
       fc.jsonValue({ maxDepth: 2 }),
     ),
   }),

@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:net';
 import { putSetting } from '../../src/db/kv.js';
-import { DEFAULT_SETTINGS, storedPasswordError, type IntegrationSettings } from '../../src/settings/index.js';
+import { DEFAULT_SETTINGS, storedSecretError, type IntegrationSettings } from '../../src/settings/index.js';
 import { DIALECTS, eventually, startTestApp, type TestApp } from '../helpers/app.js';
 import { freePort, startBroker } from '../helpers/broker.js';
 
@@ -30,7 +30,7 @@ const paths = (body: { errors?: { path: string }[] }) => (body.errors ?? []).map
 describe('the stored MQTT password is bound to the broker it was saved for', () => {
   const base: IntegrationSettings['mqtt'] = { ...DEFAULT_SETTINGS.mqtt, broker_url: 'mqtts://broker.lan:8883', username: 'hub', password: 'stored' };
   const check = (change: Partial<IntegrationSettings['mqtt']>, patch: Record<string, unknown> = change) =>
-    storedPasswordError(base, { ...base, ...change }, patch)?.path ?? null;
+    storedSecretError('password', base, { ...base, ...change }, patch)?.path ?? null;
 
   it('asks for the password again when the endpoint moves or TLS gets weaker', () => {
     assert.equal(check({ broker_url: 'mqtts://attacker.example:8883' }), '/mqtt/password', 'other host');
@@ -41,9 +41,9 @@ describe('the stored MQTT password is bound to the broker it was saved for', () 
     assert.equal(check({ ca_cert: '-----BEGIN CERTIFICATE-----x-----END CERTIFICATE-----' }), '/mqtt/password', 'another CA trusted');
     // TLS by the flag on an mqtt:// URL counts the same as mqtts://.
     const flagged = { ...base, broker_url: 'mqtt://broker.lan:8883', tls: true };
-    assert.equal(storedPasswordError(flagged, { ...flagged, tls: false }, { tls: false })?.path, '/mqtt/password', 'TLS flag switched off');
+    assert.equal(storedSecretError('password', flagged, { ...flagged, tls: false }, { tls: false })?.path, '/mqtt/password', 'TLS flag switched off');
     assert.equal(
-      storedPasswordError(flagged, { ...flagged, broker_url: 'mqtts://broker.lan:8883' }, { broker_url: 'mqtts://broker.lan:8883' }),
+      storedSecretError('password', flagged, { ...flagged, broker_url: 'mqtts://broker.lan:8883' }, { broker_url: 'mqtts://broker.lan:8883' }),
       null,
       'the same connection spelled mqtts://',
     );

@@ -47,8 +47,26 @@ export function makeTlsMaterial(dir: string): TlsMaterial {
   return { caCert: readFileSync(path.join(dir, 'ca.crt'), 'utf8'), dir };
 }
 
-/** A private Mosquitto the test starts, stops and restarts on a fixed port. */
-export async function startBroker(options: { tls?: boolean; users?: Record<string, string>; config?: string[] } = {}) {
+/**
+ * A client certificate (EC P-256) for `name`, signed by the CA of `makeTlsMaterial(dir)` or, with
+ * `selfSigned`, by itself (a CA the broker does not know); valid for `days` (negative: expired).
+ */
+export function makeClientCertificate(dir: string, name: string, { days = 2, selfSigned = false } = {}): { cert: string; key: string } {
+  const run = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+  const newKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', `${name}.key`, '-subj', `/CN=${name}`];
+  if (selfSigned) run('req', '-x509', ...newKey, '-out', `${name}.crt`, '-days', String(days));
+  else {
+    run('req', ...newKey, '-out', `${name}.csr`);
+    run('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', String(days));
+  }
+  return { cert: readFileSync(path.join(dir, `${name}.crt`), 'utf8'), key: readFileSync(path.join(dir, `${name}.key`), 'utf8') };
+}
+
+/**
+ * A private Mosquitto the test starts, stops and restarts on a fixed port. `requireCertificate`
+ * (with `tls`): clients must present a certificate signed by its CA (`broker.clientCertificate`).
+ */
+export async function startBroker(options: { tls?: boolean; requireCertificate?: boolean; users?: Record<string, string>; config?: string[] } = {}) {
   const dir = mkdtempSync(path.join(tmpdir(), 'mothership-broker-'));
   const port = await freePort();
   // The broker's log goes to the test (`output()`): it names every client that connects.
@@ -57,6 +75,7 @@ export async function startBroker(options: { tls?: boolean; users?: Record<strin
   if (options.tls) {
     tls = makeTlsMaterial(dir);
     lines.push(`cafile ${dir}/ca.crt`, `certfile ${dir}/server.crt`, `keyfile ${dir}/server.key`);
+    if (options.requireCertificate) lines.push('require_certificate true');
   }
   if (options.users) {
     const file = path.join(dir, 'passwords');
@@ -79,6 +98,8 @@ export async function startBroker(options: { tls?: boolean; users?: Record<strin
     port,
     url: `${options.tls ? 'mqtts' : 'mqtt'}://${options.tls ? 'localhost' : '127.0.0.1'}:${port}`,
     caCert: tls?.caCert ?? '',
+    /** A client certificate and key for `name` (see makeClientCertificate); needs `tls`. */
+    clientCertificate: (name: string, options: { days?: number; selfSigned?: boolean } = {}) => makeClientCertificate(dir, name, options),
     /** Everything the broker logged since it was first started. */
     output: () => output,
     async start() {

@@ -65,6 +65,15 @@ async function loadSettings() {
   fill(webhookForm, settings.webhook);
   mqttForm.password.placeholder = settings.mqtt.password_set ? '•••••••• (saved; type to replace)' : '';
   mqttForm.ca_cert.placeholder = settings.mqtt.ca_cert_set ? 'A CA certificate is saved; paste another to replace it' : '-----BEGIN CERTIFICATE-----';
+  mqttForm.client_cert.placeholder = settings.mqtt.client_cert_set
+    ? 'A client certificate is saved; paste another to replace it'
+    : '-----BEGIN CERTIFICATE-----';
+  mqttForm.client_key.placeholder = settings.mqtt.client_key_set ? 'A client key is saved; paste another to replace it' : '-----BEGIN PRIVATE KEY-----';
+  const certificate = settings.mqtt.client_cert_subject;
+  $('#mqtt-client-cert').hidden = !certificate;
+  $('#mqtt-client-cert').textContent = certificate
+    ? `Saved client certificate: ${certificate}, expires ${new Date(settings.mqtt.client_cert_expires_at).toLocaleString()}.`
+    : '';
   webhookForm.secret.placeholder = settings.webhook.secret_set ? '•••••••• (saved; type to replace)' : 'whsec_...';
   const mqtt = settings.mqtt.status;
   if (!settings.mqtt.enabled) statusBadge($('#mqtt-status'), 'disabled', '');
@@ -145,6 +154,10 @@ function mqttValues(form) {
   if (form.password.value) values.password = form.password.value;
   else if (form.clear_password.checked) values.password = null;
   if (form.ca_cert.value.trim()) values.ca_cert = form.ca_cert.value.trim();
+  if (form.client_cert.value.trim()) values.client_cert = form.client_cert.value.trim();
+  if (form.client_key.value.trim()) values.client_key = form.client_key.value.trim();
+  if (form.client_key_passphrase.value) values.client_key_passphrase = form.client_key_passphrase.value;
+  if (form.clear_client_cert.checked && !values.client_cert && !values.client_key) values.client_cert = values.client_key = null;
   return values;
 }
 
@@ -161,7 +174,7 @@ function bindSettingsForm(form, group, values, output) {
       await busy($('button[type=submit]', form), () => api('POST', '/api/settings/integration', { [group]: values(form) }));
       clearErrors(form);
       for (const input of $$('input[type=password], textarea', form)) input.value = '';
-      if (form.clear_password) form.clear_password.checked = false;
+      for (const clear of $$('input[name^=clear_]', form)) clear.checked = false;
       markSaved(form);
       result(output, true, 'Saved.');
       await loadSettings();
