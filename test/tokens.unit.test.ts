@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { openApiSecurity, sessionRoles, tokenScopes } from '../src/http/auth.js';
+import { openApiSecurity, tokenScopes } from '../src/http/auth.js';
+import { sessionRoles } from '../src/http/roles.js';
 
 describe('which API-token scopes a route accepts (tokenScopes)', () => {
   it('ingest routes take ingest and admin tokens; other admin routes read tokens on GET and HEAD only', () => {

@@ -1,6 +1,6 @@
 import { createHmac, hash, randomBytes } from 'node:crypto';
 import type { Database } from '../db/index.js';
-import type { Role } from './auth.js';
+import type { Role } from './roles.js';
 
 /** A session ends this long after sign-in, whatever happens. */
 export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;

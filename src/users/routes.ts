@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { ROLES, SESSION_COOKIE, SESSION_COOKIE_OPTIONS } from '../http/auth.js';
+import { SESSION_COOKIE, SESSION_COOKIE_OPTIONS } from '../http/auth.js';
+import { ROLES } from '../http/roles.js';
 import { notFound } from '../http/problem.js';
 import { idString, nameString, noContent, nullableString, withSchemaTypes } from '../http/schemas.js';
 import type { SessionStore } from '../http/sessions.js';

@@ -1,5 +1,5 @@
 import { now, type Database } from '../db/index.js';
-import type { Role } from '../http/auth.js';
+import type { Role } from '../http/roles.js';
 import { conflict, notFound } from '../http/problem.js';
 import { decoyHash, hashPassword, verifyPassword } from './password.js';
 
@@ -53,6 +53,7 @@ export class UserStore {
 
   /** Renames, changes the role (effective at the user's next request) or sets a new password (ending the user's sessions). */
   async update(username: string, change: { name?: string; role?: Role; password?: string }): Promise<UserView> {
+    if (change.name === undefined && change.role === undefined && change.password === undefined) return this.get(username);
     const passwordHash = change.password === undefined ? undefined : await hashPassword(change.password);
     const updated = await this.database.transaction(async (trx) => {
       const row = await trx
