@@ -67,7 +67,9 @@ describe('dashboard users in Chromium', () => {
     await page.waitForSelector('#live:has-text("live")');
     await page.waitForSelector('[data-zone="kitchen"] .count:has-text("1")');
     await page.click('#menu');
-    const offered = await page.$$eval('#nav a', (links) => links.filter((link) => (link as unknown as { offsetParent: unknown }).offsetParent !== null).map((link) => link.textContent));
+    const offered = await page.$$eval('#nav a', (links) =>
+      links.filter((link) => (link as unknown as { offsetParent: unknown }).offsetParent !== null).map((link) => link.textContent),
+    );
     assert.deepEqual(offered, ['Overview', 'Nodes', 'Devices']);
     // A bookmark to an admin page opens the overview instead.
     await page.goto(base + '/#/tokens');
@@ -113,7 +115,7 @@ describe('dashboard users in Chromium', () => {
     await shot(page, 'phone-users-dark');
   });
 
-  it('an admin ends a household member\'s session from the Users page; the member is back at the sign-in form', async () => {
+  it("an admin ends a household member's session from the Users page; the member is back at the sign-in form", async () => {
     const member = await open(PHONE, 'dark');
     await shot(member, 'phone-signin-dark');
     await signInAs(member, 'lee', PASSWORD);

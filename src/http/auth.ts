@@ -22,7 +22,6 @@ export type AuthMode = 'admin' | 'ingest' | 'ci' | 'public' | 'bot' | 'admin_or_
 export const TOKEN_SCOPES = ['ingest', 'read', 'ci', 'admin'] as const;
 export type TokenScope = (typeof TOKEN_SCOPES)[number];
 
-
 /**
  * The credentials each mode accepts: the table the hooks of RouteAuth decide with, and from which
  * the OpenAPI document derives each operation's `security` (`openApiSecurity`) and its 401 and 403
@@ -49,7 +48,6 @@ export function tokenScopes(mode: AuthMode, method: string): TokenScope[] {
   const scopes: TokenScope[] = READ_METHODS.has(method) ? ['read', 'admin'] : ['admin'];
   return access.ci ? ['ci', ...scopes] : scopes;
 }
-
 
 /**
  * The admin credentials (a bearer token, with the scopes it must have, or the dashboard session); a

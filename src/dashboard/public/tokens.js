@@ -47,7 +47,11 @@ function render() {
   );
   if (!tokens.length)
     body.append(
-      emptyState('tr', 'No API tokens yet. Create one for each sensor node (ingest), for Home Assistant or Grafana (read), for a CI job (ci), or for a script (admin).', 5),
+      emptyState(
+        'tr',
+        'No API tokens yet. Create one for each sensor node (ingest), for Home Assistant or Grafana (read), for a CI job (ci), or for a script (admin).',
+        5,
+      ),
     );
   $('.selected', $('#view-tokens'))?.scrollIntoView({ block: 'nearest' });
 }

@@ -60,7 +60,8 @@ function renderUsers() {
       ]),
     ),
   );
-  if (!users.length) body.append(emptyState('tr', 'No users yet. Add one for each person: household for the family, admin for whoever looks after the system.', 4));
+  if (!users.length)
+    body.append(emptyState('tr', 'No users yet. Add one for each person: household for the family, admin for whoever looks after the system.', 4));
 }
 
 function renderSessions() {
