@@ -72,7 +72,7 @@ async function serve(): Promise<void> {
  */
 function firstStartMessage(address: string, config: Config): string {
   const url = address.replace('://0.0.0.0', '://localhost').replace('://[::]', '://localhost');
-  return `First start: open ${url}/ in a browser and sign in with the admin token ${config.adminToken} (kept in ${config.dataDir}/admin-token; it is not shown again). API clients send it as "Authorization: Bearer <token>"; the API is described at ${url}/docs.`;
+  return `First start: open ${url}/ in a browser and sign in with the admin token ${config.adminToken} (kept in ${config.dataDir}/admin-token; it is not shown again), then add a user with a password for each person on the Users page. API clients send the token as "Authorization: Bearer <token>"; the API is described at ${url}/docs.`;
 }
 
 /** A failure a person can fix becomes a StartupError with one sentence; anything else stays as it is. */
