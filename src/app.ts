@@ -18,6 +18,7 @@ import { settingsRoutes, type SettingsChange, type SettingsStore } from './setti
 import { FINISHED_DELIVERY_LOGS, WebhookService, webhookRoutes } from './webhook/index.js';
 import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, TOKEN_POLICY, type RateLimitStore } from './ratelimit/index.js';
 import { ApiTokenStore, tokenRoutes } from './tokens/index.js';
+import { sessionRoutes, UserStore, userRoutes } from './users/index.js';
 
 export interface App {
   http: FastifyInstance;
@@ -129,12 +130,14 @@ export async function buildApp(config: Config): Promise<App> {
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
   const enrichment = createEnrichment({ config, database, events, box, metrics, log: backgroundLog });
   const tokens = new ApiTokenStore(database);
+  const users = new UserStore(database);
   await new RouteAuth(config.adminToken, sessions, {
     chargeSignIn: rateLimit.addressCharge(SIGN_IN_LIMIT),
     chargeAddress: rateLimit.chargeAddress,
     chargeToken: rateLimit.chargeToken,
     authenticateBot: enrichment.botCheck(rateLimit),
     resolveToken: (token) => tokens.resolve(token),
+    verifyUser: (username, password) => users.verify(username, password),
   }).register(http);
   const webhook = new WebhookService(database, events, outbox, settings, backgroundLog, http.throttledLog, metrics, {
     timeoutMs: config.webhookTimeoutMs,
@@ -180,6 +183,8 @@ export async function buildApp(config: Config): Promise<App> {
   settingsRoutes(http, { store: settings, mqtt, webhook });
   webhookRoutes(http, webhook);
   tokenRoutes(http, tokens);
+  userRoutes(http, users);
+  sessionRoutes(http, sessions, users);
   dashboardRoutes(http);
   enrichment.register(http);
 

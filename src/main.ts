@@ -2,7 +2,9 @@
 import { loadConfig, prepareDataDir, ConfigError, type Config } from './config.js';
 import { buildApp } from './app.js';
 import { compareCommand, historyCommand, pushCommand, validateCommand } from './cli/baseline.js';
-import { createBotCommand, workerCommand } from './cli/enrichment.js';
+import { workerCommand } from './cli/enrichment.js';
+import { botsCommand, localBots, missingLocalDatabase } from './cli/bots.js';
+import { UsageError } from './cli/server.js';
 import { mqttCleanupCommand } from './cli/mqtt.js';
 import { startupFailure } from './ops/startup-errors.js';
 import { SCHEMA_VERSION } from './db/index.js';
@@ -25,7 +27,10 @@ const USAGE = `Usage:
                                                      record a run on a server (token: MOTHERSHIP_TOKEN);
                                                      exit 1 when it regressed, 2 on an error
   mothership baseline history --server URL [--limit N] [--format ...]
-  mothership bots create NAME                        prints the new bot id and shared secret once
+  mothership bots create NAME | list | rotate ID | delete ID [--server URL]
+                                                     administer bots: on a running server (--server or
+                                                     MOTHERSHIP_SERVER, token: MOTHERSHIP_TOKEN), else in
+                                                     the existing local database; prints a new secret once
   mothership mqtt cleanup --installation ID          clears what a previous installation id left retained on the broker
   mothership --version                               the release and the database schema it migrates to`;
 
@@ -67,7 +72,7 @@ async function serve(): Promise<void> {
  */
 function firstStartMessage(address: string, config: Config): string {
   const url = address.replace('://0.0.0.0', '://localhost').replace('://[::]', '://localhost');
-  return `First start: open ${url}/ in a browser and sign in with the admin token ${config.adminToken} (kept in ${config.dataDir}/admin-token; it is not shown again). API clients send it as "Authorization: Bearer <token>"; the API is described at ${url}/docs.`;
+  return `First start: open ${url}/ in a browser and sign in with the admin token ${config.adminToken} (kept in ${config.dataDir}/admin-token; it is not shown again), then add a user with a password for each person on the Users page. API clients send the token as "Authorization: Bearer <token>"; the API is described at ${url}/docs.`;
 }
 
 /** A failure a person can fix becomes a StartupError with one sentence; anything else stays as it is. */
@@ -92,12 +97,14 @@ async function main(argv: string[]): Promise<number> {
       return -1;
     }
     case 'bots':
-      if (argv[1] === 'create' && argv[2]) {
-        const config = configure();
-        return createBotCommand(config, argv.slice(2).join(' '), io).catch(explainStartup(config));
-      }
-      console.error('usage: mothership bots create NAME');
-      return 2;
+      return botsCommand(argv.slice(1), io, process.env, async () => {
+        // Never a new DATA_DIR or database here: the command was perhaps run in the wrong directory.
+        const envConfig = loadConfig(process.env);
+        const missing = missingLocalDatabase(envConfig);
+        if (missing) throw new UsageError(missing);
+        const config = prepareDataDir(envConfig);
+        return localBots(config, io).catch(explainStartup(config));
+      });
     case 'mqtt':
       if (argv[1] === 'cleanup' && argv[2] === '--installation' && argv[3]) {
         const config = configure();

@@ -646,17 +646,20 @@ describe('baseline CLI', () => {
       );
     });
 
-    it('the shell CI example in docs/baselines.md runs as written', async () => {
+    it('the shell CI example in docs/baselines.md runs as written, with a ci token', async () => {
+      const ciToken = (await app.api('POST', '/api/tokens', { name: 'CI job', scope: 'ci' })).body.token as string;
       const docs = readFileSync(new URL('../../docs/baselines.md', import.meta.url), 'utf8');
       const example = /<!-- ci-example:shell -->\n```sh\n([\s\S]*?)```/.exec(docs)?.[1];
       assert.ok(example, 'the example block is marked');
       const baselineFile = file('ci-run.json', { ...valid, commit_sha: 'd4e5f60', timestamp: '2026-12-04T10:00:00Z', subject_geomean: 0.51 });
-      const ok = await run('bash', ['-c', example!], { env: env({ MOTHERSHIP_URL: server, BASELINE_FILE: baselineFile, npm_config_offline: 'true' }) });
+      const ok = await run('bash', ['-c', example!], {
+        env: env({ MOTHERSHIP_URL: server, MOTHERSHIP_TOKEN: ciToken, BASELINE_FILE: baselineFile, npm_config_offline: 'true' }),
+      });
       assert.match(ok.stdout, /No regression beyond 10%/);
       assert.match(ok.stdout, /d4e5f60/);
       const regressedFile = file('ci-run-bad.json', { ...valid, commit_sha: 'e5f6071', timestamp: '2026-12-05T10:00:00Z', subject_geomean: 0.9 });
       const failed = await run('bash', ['-c', example!], {
-        env: env({ MOTHERSHIP_URL: server, BASELINE_FILE: regressedFile, npm_config_offline: 'true' }),
+        env: env({ MOTHERSHIP_URL: server, MOTHERSHIP_TOKEN: ciToken, BASELINE_FILE: regressedFile, npm_config_offline: 'true' }),
       }).then(
         () => null,
         (error: { code: number; stdout: string }) => error,

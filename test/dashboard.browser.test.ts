@@ -92,6 +92,7 @@ describe('dashboard in Chromium', () => {
     await page.goto(base + '/');
     await page.waitForSelector('#signin:not([hidden])');
     await shot('signin');
+    await page.click('#signin-mode');
     await page.fill('#signin-form [name=token]', 'not-the-token');
     await page.click('#signin-form button[type=submit]');
     await page.waitForSelector('[data-error-for="/token"]:has-text("not right")');

@@ -122,6 +122,9 @@ describe('OpenAPI document conformance', () => {
   }
 
   it('answers every operation as documented: success paths', async () => {
+    // A session to list and end.
+    await app.api('POST', '/api/session', { token: ADMIN_TOKEN }, { authorization: '' });
+    const sessionId = (await app.api('GET', '/api/sessions')).body[0].id as string;
     const cases: Case[] = [
       validCase('GET', '/healthz', 200),
       validCase('GET', '/readyz', 200),
@@ -182,6 +185,14 @@ describe('OpenAPI document conformance', () => {
       validCase('POST', '/api/tokens', 201, { body: { name: 'Grafana', scope: 'read' } }),
       validCase('GET', '/api/tokens', 200),
       validCase('DELETE', '/api/tokens/{id}', 204, { url: '/api/tokens/grafana' }),
+      validCase('POST', '/api/users', 201, { body: { username: 'kim', name: 'Kim', role: 'household', password: 'correct horse' } }),
+      validCase('GET', '/api/users', 200),
+      validCase('GET', '/api/users/{username}', 200, { url: '/api/users/kim' }),
+      validCase('PATCH', '/api/users/{username}', 200, { url: '/api/users/kim', body: { role: 'admin' } }),
+      validCase('DELETE', '/api/users/{username}', 204, { url: '/api/users/kim' }),
+      validCase('GET', '/api/session', 200),
+      validCase('GET', '/api/sessions', 200),
+      validCase('DELETE', '/api/sessions/{id}', 204, { url: `/api/sessions/${sessionId}` }),
       validCase('DELETE', '/api/sessions', 204),
     ];
     await checkAll(cases);
@@ -202,7 +213,8 @@ describe('OpenAPI document conformance', () => {
     for (const [path, methods] of Object.entries(doc.paths as Json)) {
       for (const [method, operation] of Object.entries(methods as Json)) {
         // Row ids are integers, other ids are names.
-        const url = path.replace('{id}', /baselines|deliveries/.test(path) ? '999999' : 'no-such-id').replace('{code}', 'no_such_code');
+        const unknownId = /baselines|deliveries/.test(path) ? '999999' : path.startsWith('/api/sessions/') ? 'A'.repeat(43) : 'no-such-id';
+        const url = path.replace('{id}', unknownId).replace('{username}', 'no-such-user').replace('{code}', 'no_such_code');
         const bodyRoute = Boolean(operation.requestBody);
         const upper = method.toUpperCase();
         if (operation.security) cases.push({ method: upper, path, url, status: 401, headers: { authorization: '' }, ...(bodyRoute ? { body: {} } : {}) });

@@ -106,6 +106,8 @@ for (const dialect of DIALECTS) {
 describe('mothership bots create', () => {
   it('prints the new bot id and its shared secret once, and the secret signs requests', async () => {
     const env = await createTestEnv('sqlite');
+    // The server's database exists: the command adds to it (it never creates one).
+    const app = await startTestApp('sqlite', {}, { testEnv: env });
     try {
       const { execFile } = await import('node:child_process');
       const { promisify } = await import('node:util');
@@ -116,14 +118,10 @@ describe('mothership bots create', () => {
       const secret = /^shared_secret: (mss_\S+)$/m.exec(stdout)?.[1];
       assert.equal(id, 'chess-bot');
       assert.ok(secret);
-      const app = await startTestApp('sqlite', {}, { testEnv: env });
-      try {
-        await app.api('POST', '/api/matches', { id: 'g1', status: 'completed', replay: REPLAY });
-        assert.equal((await botRequest(app.http, { id: id!, shared_secret: secret! }, 'POST', '/api/request-enrichment', { match_id: 'g1' })).status, 202);
-      } finally {
-        await app.close();
-      }
+      await app.api('POST', '/api/matches', { id: 'g1', status: 'completed', replay: REPLAY });
+      assert.equal((await botRequest(app.http, { id: id!, shared_secret: secret! }, 'POST', '/api/request-enrichment', { match_id: 'g1' })).status, 202);
     } finally {
+      await app.cleanup();
       await env.cleanup();
     }
   });

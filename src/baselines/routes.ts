@@ -37,6 +37,9 @@ const comparisonSchema = {
 const thresholdSchema = { type: 'number', minimum: 0, maximum: 10000, default: DEFAULT_THRESHOLD_PCT, description: 'Regression threshold in percent' } as const;
 const referenceSchema = { type: 'string', minLength: 1, maxLength: 64, description: 'latest, a record id, or a commit sha' } as const;
 
+/** Every baseline route takes `ci` tokens too: a CI job pushes and reads baselines, and nothing else. */
+const ci = { auth: 'ci' } as const;
+
 export function baselineRoutes(server: FastifyInstance, baselines: BaselineService): void {
   const app = withSchemaTypes(server);
   app.get(
@@ -54,6 +57,7 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
   app.post(
     '/api/baselines',
     {
+      config: ci,
       schema: {
         tags: ['baselines'],
         summary: 'Record a baseline; answers it with a comparison against the previous run and the history-aware detection',
@@ -85,6 +89,7 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
   app.get(
     '/api/baselines',
     {
+      config: ci,
       schema: {
         tags: ['baselines'],
         summary: 'Recorded baselines, newest first',
@@ -110,6 +115,7 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
   app.get(
     '/api/baselines/:id/detection',
     {
+      config: ci,
       schema: {
         tags: ['baselines'],
         summary: "A run's history-aware regression verdict against the runs before it (centre, noise band, why)",
@@ -121,11 +127,12 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
     (request) => baselines.detect(request.params.id, request.query.threshold),
   );
 
-  app.get('/api/baselines/latest', { schema: { tags: ['baselines'], response: { 200: storedSchema } } }, () => baselines.latest());
+  app.get('/api/baselines/latest', { config: ci, schema: { tags: ['baselines'], response: { 200: storedSchema } } }, () => baselines.latest());
 
   app.get(
     '/api/baselines/compare',
     {
+      config: ci,
       schema: {
         tags: ['baselines'],
         summary: 'Compare two recorded baselines',
@@ -144,7 +151,7 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
     },
   );
 
-  app.get('/api/baselines/:id', { schema: { tags: ['baselines'], params: rowIdParams, response: { 200: storedSchema } } }, (request) =>
+  app.get('/api/baselines/:id', { config: ci, schema: { tags: ['baselines'], params: rowIdParams, response: { 200: storedSchema } } }, (request) =>
     baselines.get(request.params.id),
   );
 }

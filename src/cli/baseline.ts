@@ -6,15 +6,14 @@ import type { Detection } from '../baselines/detect.js';
 import { formatDetection, formatHistory, formatReport, type ReportFormat } from '../baselines/format.js';
 import type { StoredBaseline } from '../baselines/service.js';
 import type { Output } from './io.js';
+import { serverRequest, serverUrl, ServerError, UsageError } from './server.js';
 
 /** Exit codes of every baseline command: CI reads them. */
 const OK = 0;
 const REGRESSED = 1;
 const ERROR = 2;
 const FORMATS: ReportFormat[] = ['table', 'json', 'markdown'];
-const SERVER_TIMEOUT_MS = 30_000;
-
-class UsageError extends Error {}
+const CI_TOKEN = 'an API token of scope ci, made on the Tokens page or with POST /api/tokens';
 
 /** Reads and validates one record file; returns the record and its text, or prints why it is not one. */
 function load(file: string, io: Output): { record: BaselineRecord; text: string } | null {
@@ -33,7 +32,7 @@ function load(file: string, io: Output): { record: BaselineRecord; text: string 
 }
 
 /** The options every baseline command shares, read with Node's own parser; a bad value is a UsageError. */
-function options(args: string[], usage: string, needsServer: boolean) {
+function options(args: string[], usage: string, needsServer: boolean, env: NodeJS.ProcessEnv = {}) {
   let parsed;
   try {
     parsed = parseArgs({
@@ -49,9 +48,9 @@ function options(args: string[], usage: string, needsServer: boolean) {
   if (!Number.isFinite(thresholdPct) || thresholdPct < 0) throw new UsageError(`--threshold must be a number >= 0, got "${threshold}"`);
   if (!FORMATS.includes(format as ReportFormat)) throw new UsageError(`--format must be table, json or markdown, got "${format}"`);
   if (!/^\d+$/.test(limit) || Number(limit) < 1 || Number(limit) > 500) throw new UsageError(`--limit must be 1..500, got "${limit}"`);
-  if (needsServer && !server) throw new UsageError(`--server URL is required\n${usage}`);
-  if (server && !/^https?:\/\/[^/]/.test(server)) throw new UsageError(`--server must be an http:// or https:// URL, got "${server}"`);
-  return { files: parsed.positionals, thresholdPct, format: format as ReportFormat, server: server?.replace(/\/+$/, ''), limit: Number(limit) };
+  const url = serverUrl(server, env);
+  if (needsServer && !url) throw new UsageError(`--server URL is required (or set MOTHERSHIP_SERVER)\n${usage}`);
+  return { files: parsed.positionals, thresholdPct, format: format as ReportFormat, server: url, limit: Number(limit) };
 }
 
 /** Runs a command body: any failure is exit 2 with its message (1 means "regressed" to CI, never "crashed"). */
@@ -102,14 +101,14 @@ const PUSH_USAGE = 'usage: MOTHERSHIP_TOKEN=... mothership baseline push FILE --
  */
 export function pushCommand(args: string[], io: Output, env: NodeJS.ProcessEnv): Promise<number> {
   return command(io, async () => {
-    const { files, thresholdPct, format, server } = options(args, PUSH_USAGE, true);
+    const { files, thresholdPct, format, server } = options(args, PUSH_USAGE, true, env);
     if (files.length !== 1) throw new UsageError(PUSH_USAGE);
     const run = load(files[0]!, io);
     if (!run) return ERROR;
-    const recorded = await request<{ id: number; comparison: ComparisonReport | null; detection: Detection }>(
+    const recorded = await serverRequest<{ id: number; comparison: ComparisonReport | null; detection: Detection }>(
       `${server}/api/baselines?threshold=${thresholdPct}`,
       env,
-      { method: 'POST', body: run.text },
+      { method: 'POST', body: run.text, needs: CI_TOKEN },
     );
     const { comparison, detection } = recorded;
     if (format === 'json') io.out(JSON.stringify({ id: recorded.id, comparison, detection }, null, 2));
@@ -126,9 +125,9 @@ const HISTORY_USAGE = 'usage: MOTHERSHIP_TOKEN=... mothership baseline history -
 /** `mothership baseline history --server URL`: the newest runs on the server, in run order. */
 export function historyCommand(args: string[], io: Output, env: NodeJS.ProcessEnv): Promise<number> {
   return command(io, async () => {
-    const { files, format, server, limit } = options(args, HISTORY_USAGE, true);
+    const { files, format, server, limit } = options(args, HISTORY_USAGE, true, env);
     if (files.length) throw new UsageError(HISTORY_USAGE);
-    io.out(formatHistory(await request<StoredBaseline[]>(`${server}/api/baselines?limit=${limit}`, env, { method: 'GET' }), format));
+    io.out(formatHistory(await serverRequest<StoredBaseline[]>(`${server}/api/baselines?limit=${limit}`, env, { method: 'GET', needs: CI_TOKEN }), format));
     return OK;
   });
 }
@@ -136,36 +135,4 @@ export function historyCommand(args: string[], io: Output, env: NodeJS.ProcessEn
 function report(comparison: ComparisonReport, format: ReportFormat, io: Output): number {
   io.out(formatReport(comparison, format));
   return comparison.regressed ? REGRESSED : OK;
-}
-
-class ServerError extends Error {}
-
-/** One call to the server with the token from MOTHERSHIP_TOKEN; any failure is a ServerError naming why. */
-async function request<T>(url: string, env: NodeJS.ProcessEnv, init: { method: string; body?: string }): Promise<T> {
-  const token = env.MOTHERSHIP_TOKEN;
-  if (!token) throw new UsageError('MOTHERSHIP_TOKEN is not set: it carries the token the server accepts (the admin token)');
-  let response: Response;
-  try {
-    response = await fetch(url, {
-      ...init,
-      headers: { authorization: `Bearer ${token}`, ...(init.body ? { 'content-type': 'application/json' } : {}) },
-      signal: AbortSignal.timeout(SERVER_TIMEOUT_MS),
-    });
-  } catch (error) {
-    const cause = (error as Error & { cause?: { code?: string; message?: string } }).cause;
-    throw new ServerError(`could not reach ${new URL(url).origin}: ${cause?.code ?? cause?.message ?? (error as Error).message}`);
-  }
-  const text = await response.text();
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    throw new ServerError(`${new URL(url).origin} answered ${response.status} with no JSON: is --server the Mothership URL?`);
-  }
-  if (!response.ok) {
-    const problem = body as { detail?: string; errors?: { path: string; message: string }[] };
-    const fields = (problem.errors ?? []).map((error) => `\n  ${error.path}: ${error.message}`).join('');
-    throw new ServerError(`the server refused the request (${response.status}): ${problem.detail ?? text}${fields}`);
-  }
-  return body as T;
 }

@@ -7,29 +7,6 @@ import { checkInstallation } from '../ops/installation.js';
 import { createEventPipeline } from '../pipeline.js';
 import { createEnrichment } from '../enrichment/index.js';
 import { loggerOptions } from '../http/server.js';
-import type { Output } from './io.js';
-
-/** `mothership bots create NAME`: prints the new bot's id and shared secret, once. */
-export async function createBotCommand(config: Config, name: string, io: Output): Promise<number> {
-  const database = await Database.open(config);
-  try {
-    const box = new SecretBox(config.secretsKey);
-    for (const warning of await checkInstallation(database, box, config.mothershipId)) io.err(`warning: ${warning}`);
-    const enrichment = createEnrichment({
-      config,
-      database,
-      events: createEventPipeline(database, box).events,
-      box,
-      metrics: null,
-      log: pino({ level: 'silent' }),
-    });
-    const bot = await enrichment.bots.create({ name });
-    io.out(`id: ${bot.id}\nshared_secret: ${bot.shared_secret}\n(the secret is shown only now; rotate it with POST /api/bots/${bot.id}/rotate-secret)`);
-    return 0;
-  } finally {
-    await database.close();
-  }
-}
 
 /** `mothership worker`: a standalone enrichment worker against the configured database, until SIGTERM/SIGINT. */
 export async function workerCommand(config: Config): Promise<void> {

@@ -520,5 +520,24 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '021_dashboard_users': {
+      // Named dashboard users with a role, and sessions that belong to one (or to the admin token: user_id
+      // null) and may be remembered for 30 days. Nullable columns: earlier releases insert sessions
+      // without them, and refuse a user's session (its token_check is not theirs).
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('users')
+          .addColumn('username', 'text', (c) => c.primaryKey())
+          .addColumn('name', 'text', (c) => c.notNull())
+          .addColumn('role', 'text', (c) => c.notNull())
+          .addColumn('password_hash', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema.alterTable('admin_sessions').addColumn('user_id', 'text').execute();
+        await db.schema.alterTable('admin_sessions').addColumn('remembered', 'integer').execute();
+        await db.schema.alterTable('admin_sessions').addColumn('device', 'text').execute();
+        await db.schema.createIndex('admin_sessions_by_user').on('admin_sessions').column('user_id').execute();
+      },
+    },
   };
 }

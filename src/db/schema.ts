@@ -134,8 +134,26 @@ export interface AdminSessionsTable {
   created_at: string;
   last_seen_at: string;
   expires_at: string;
-  /** Which admin token the session was opened under (an HMAC, not the token). */
+  /** Which admin token the session was opened under (an HMAC, not the token); a user's session holds its own check, which no admin token matches. */
   token_check: string;
+  /** The dashboard user the session belongs to (021); null: signed in with the admin token. */
+  user_id: Optional<string>;
+  /** 1: "remember this device", a 30-day session (021); 0 or null: the ordinary one. */
+  remembered: Optional<number>;
+  /** What signed in, from its User-Agent ("Chrome on Android"), for the list of sessions (021). */
+  device: Optional<string>;
+}
+
+/** A person who signs in to the dashboard with a password (021). */
+export interface UsersTable {
+  /** The sign-in name: an id (lowercase letters, digits, _ and -). */
+  username: string;
+  name: string;
+  /** `admin` or `household` (Role in http/auth.ts). */
+  role: string;
+  /** scrypt, in the PHC string format with its parameters (users/password.ts). */
+  password_hash: string;
+  created_at: string;
 }
 
 /**
@@ -192,4 +210,5 @@ export interface Schema {
   api_tokens: ApiTokensTable;
   schema_releases: SchemaReleasesTable;
   mqtt_retained: MqttRetainedTable;
+  users: UsersTable;
 }

@@ -2,18 +2,24 @@ import { hash, timingSafeEqual } from 'node:crypto';
 import fastifyCookie, { type CookieSerializeOptions } from '@fastify/cookie';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { addressKey } from './client-key.js';
-import { ProblemError } from './problem.js';
+import { invalid, ProblemError } from './problem.js';
+import { deviceLabel } from './device.js';
+import { householdEntry, sessionRoles, type Role } from './roles.js';
 import { noContent, withSchemaTypes } from './schemas.js';
-import { SESSION_TTL_MS, type SessionStore } from './sessions.js';
+import { REMEMBERED_TTL_MS, SESSION_TTL_MS, type SessionIdentity, type SessionStore } from './sessions.js';
 
 /**
  * Who may call a route: its `config.auth`, the one declaration per route. Everything under /api/ is
- * `admin` unless it says otherwise; `ingest` marks the routes sensor nodes post to.
+ * `admin` unless it says otherwise; `ingest` marks the routes sensor nodes post to, `ci` the
+ * baseline routes a CI job calls.
  */
-export type AuthMode = 'admin' | 'ingest' | 'public' | 'bot' | 'admin_or_bot';
+export type AuthMode = 'admin' | 'ingest' | 'ci' | 'public' | 'bot' | 'admin_or_bot';
 
-/** What an API token may do: `ingest` post events and heartbeats, `read` GET (and HEAD) admin routes, `admin` everything. */
-export const TOKEN_SCOPES = ['ingest', 'read', 'admin'] as const;
+/**
+ * What an API token may do: `ingest` post events and heartbeats, `read` GET (and HEAD) admin routes,
+ * `ci` push and read baselines, `admin` everything.
+ */
+export const TOKEN_SCOPES = ['ingest', 'read', 'ci', 'admin'] as const;
 export type TokenScope = (typeof TOKEN_SCOPES)[number];
 
 /**
@@ -23,12 +29,13 @@ export type TokenScope = (typeof TOKEN_SCOPES)[number];
  * dashboard session, an API token of a scope `tokenScopes` allows); `ingest` routes also take
  * `ingest` tokens.
  */
-export const ROUTE_ACCESS: Record<AuthMode, { admin: boolean; bot: boolean; ingest: boolean }> = {
-  public: { admin: false, bot: false, ingest: false },
-  admin: { admin: true, bot: false, ingest: false },
-  ingest: { admin: true, bot: false, ingest: true },
-  bot: { admin: false, bot: true, ingest: false },
-  admin_or_bot: { admin: true, bot: true, ingest: false },
+export const ROUTE_ACCESS: Record<AuthMode, { admin: boolean; bot: boolean; ingest: boolean; ci: boolean }> = {
+  public: { admin: false, bot: false, ingest: false, ci: false },
+  admin: { admin: true, bot: false, ingest: false, ci: false },
+  ingest: { admin: true, bot: false, ingest: true, ci: false },
+  ci: { admin: true, bot: false, ingest: false, ci: true },
+  bot: { admin: false, bot: true, ingest: false, ci: false },
+  admin_or_bot: { admin: true, bot: true, ingest: false, ci: false },
 };
 
 const READ_METHODS = new Set(['GET', 'HEAD']);
@@ -38,7 +45,8 @@ export function tokenScopes(mode: AuthMode, method: string): TokenScope[] {
   const access = ROUTE_ACCESS[mode];
   if (!access.admin) return [];
   if (access.ingest) return ['ingest', 'admin'];
-  return READ_METHODS.has(method) ? ['read', 'admin'] : ['admin'];
+  const scopes: TokenScope[] = READ_METHODS.has(method) ? ['read', 'admin'] : ['admin'];
+  return access.ci ? ['ci', ...scopes] : scopes;
 }
 
 /**
@@ -49,10 +57,10 @@ export function tokenScopes(mode: AuthMode, method: string): TokenScope[] {
 type SecurityRequirement = Record<string, string[]>;
 const BOT_SECURITY: SecurityRequirement = { botId: [], botTimestamp: [], botNonce: [], botSignature: [] };
 
-/** A route's OpenAPI `security` (any one entry suffices), or undefined for a public route. */
-export function openApiSecurity(mode: AuthMode, method: string): SecurityRequirement[] | undefined {
+/** A route's OpenAPI `security` (any one entry suffices: token scopes, session roles), or undefined for a public route. */
+export function openApiSecurity(mode: AuthMode, method: string, url: string): SecurityRequirement[] | undefined {
   const { admin, bot } = ROUTE_ACCESS[mode];
-  const security = [...(admin ? [{ admin: tokenScopes(mode, method) }, { session: [] }] : []), ...(bot ? [BOT_SECURITY] : [])];
+  const security = [...(admin ? [{ admin: tokenScopes(mode, method) }, { session: sessionRoles(method, url) }] : []), ...(bot ? [BOT_SECURITY] : [])];
   return security.length ? security : undefined;
 }
 
@@ -82,6 +90,8 @@ declare module 'fastify' {
     isAdmin?: boolean;
     /** A valid bearer token's client (`token:<id>`): whom the request counts against, where not its address. */
     tokenClient?: string;
+    /** The dashboard session the request came with, when it authenticated with one. */
+    session?: SessionIdentity;
     /** Set when the request carried a valid bot signature. */
     botId?: string;
     /** A valid bot request's nonce, when its handler records it with its own write (enrichment/routes.ts). */
@@ -107,12 +117,15 @@ export function safeEqual(a: string, b: string): boolean {
   return timingSafeEqual(hash('sha256', a, 'buffer'), hash('sha256', b, 'buffer'));
 }
 
+/** A user name and password signing in: the user's name and role, or null when they do not match. */
+export type VerifyUser = (username: string, password: string) => Promise<{ username: string; role: Role } | null>;
+
 export function unauthorized(challenge: string = ADMIN_CHALLENGE): ProblemError {
   return new ProblemError('unauthorized', 'Missing or invalid credentials', undefined, { 'www-authenticate': challenge });
 }
 
 /** The session cookie: script-proof, same-site only, `Secure` whenever the request came over HTTPS. */
-const SESSION_COOKIE_OPTIONS: CookieSerializeOptions = { path: '/', httpOnly: true, sameSite: 'strict', secure: 'auto' };
+export const SESSION_COOKIE_OPTIONS: CookieSerializeOptions = { path: '/', httpOnly: true, sameSite: 'strict', secure: 'auto' };
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -165,6 +178,7 @@ export interface RouteAuthChecks {
   authenticateBot: RequestCheck;
   /** An API token's credential, or null when it is unknown or revoked. */
   resolveToken: (token: string) => Promise<ApiCredential | null>;
+  verifyUser: VerifyUser;
 }
 
 /**
@@ -202,14 +216,14 @@ export class RouteAuth {
     return (await this.checks.resolveToken(token)) ?? 'wrong_token';
   }
 
-  /** Whether the session cookie names a live session; throws 403 for it on a cross-origin request. */
-  private async session(request: FastifyRequest): Promise<boolean> {
+  /** The live session the cookie names, or null; throws 403 for it on a cross-origin request. */
+  private async session(request: FastifyRequest): Promise<SessionIdentity | null> {
     const session = request.cookies[SESSION_COOKIE];
-    if (!session) return false;
+    if (!session) return null;
     const fetchSite = request.headers['sec-fetch-site'];
     const refusal = crossSiteRefusal(request.method, typeof fetchSite === 'string' ? fetchSite : undefined, request.headers.origin, request.host);
     if (refusal) throw new ProblemError('forbidden', refusal);
-    return this.sessions.check(session);
+    return this.sessions.identify(session);
   }
 
   /** An admin route's check: a bearer token of a scope the route allows, or the session; `bot` routes may go on to the signature. */
@@ -232,7 +246,16 @@ export class RouteAuth {
       await this.checks.chargeSignIn(request, reply);
       this.refusedToken(request, 'bearer token');
     }
-    request.isAdmin = credential === null && (await this.session(request));
+    const session = credential === null ? await this.session(request) : null;
+    if (session) {
+      if (!sessionRoles(request.method, request.routeOptions.url!).includes(session.role))
+        throw new ProblemError(
+          'forbidden',
+          `A ${session.role} account may not call ${request.method} ${request.routeOptions.url}: it needs an admin (sign in as one, or with the admin token)`,
+        );
+      request.session = session;
+    }
+    request.isAdmin = session !== null;
     if (!ROUTE_ACCESS[mode].bot && !request.isAdmin) throw unauthorized();
   }
 
@@ -253,30 +276,58 @@ export class RouteAuth {
       if (request.is404 || !accessOf(request).bot || request.isAdmin) return done();
       this.checks.authenticateBot(request, reply).then(() => done(), done);
     });
+    // A household entry that depends on the body is decided once the body is read and valid.
+    app.addHook('preHandler', (request, _reply, done) => {
+      if (request.session?.role !== 'household') return done();
+      const entry = householdEntry(request.method, request.routeOptions.url!);
+      const refusal = typeof entry === 'function' ? entry(request.body) : null;
+      done(refusal ? new ProblemError('forbidden', refusal) : undefined);
+    });
 
     app.post(
       '/api/session',
       {
         schema: {
           tags: ['session'],
-          summary: 'Sign the dashboard in with the admin token (sets an HttpOnly session cookie)',
+          summary: 'Sign the dashboard in, as a user (name and password) or with the admin token; sets an HttpOnly session cookie',
+          description:
+            'Send `username` and `password`, or `token` (the admin token; spaces around it are ignored). `remember: true` keeps the session for 30 days instead of 12 hours.',
           body: {
             type: 'object',
-            required: ['token'],
             additionalProperties: false,
-            properties: { token: { type: 'string', minLength: 1, maxLength: 512 } },
+            properties: {
+              token: { type: 'string', minLength: 1, maxLength: 512, description: 'The admin token (for set-up and recovery)' },
+              username: { type: 'string', minLength: 1, maxLength: 64 },
+              password: { type: 'string', minLength: 1, maxLength: 1024 },
+              remember: { type: 'boolean', default: false, description: 'Remember this device: a 30-day session' },
+            },
           },
           response: noContent('Signed in: the session cookie is set'),
         },
         config: { auth: 'public', rateLimit: SIGN_IN_LIMIT, problems: ['unauthorized'] },
       },
       async (request, reply) => {
-        const { token } = request.body;
-        if (!safeEqual(token, this.adminToken)) {
-          this.refusedToken(request, 'sign-in');
-          throw unauthorized();
+        const { token, username, password, remember = false } = request.body;
+        let user: string | null = null;
+        if (token !== undefined) {
+          if (username !== undefined || password !== undefined) throw invalid('/token', 'send either the admin token or a user name and password, not both');
+          // A pasted token often brings a space or a line break along; the token itself has none.
+          if (!safeEqual(token.trim(), this.adminToken)) {
+            this.refusedToken(request, 'sign-in');
+            throw unauthorized();
+          }
+        } else {
+          if (username === undefined) throw invalid('/username', 'must have a user name and a password, or the admin token');
+          if (password === undefined) throw invalid('/password', 'must have a password');
+          const verified = await this.checks.verifyUser(username.trim().toLowerCase(), password);
+          if (!verified) {
+            request.server.throttledLog.write(request.log, addressKey(request.ip), 'info', { ip: request.ip }, 'sign-in refused: wrong user name or password');
+            throw new ProblemError('unauthorized', 'Wrong user name or password');
+          }
+          user = verified.username;
         }
-        reply.setCookie(SESSION_COOKIE, await this.sessions.open(), { ...SESSION_COOKIE_OPTIONS, maxAge: SESSION_TTL_MS / 1000 });
+        const session = await this.sessions.open({ user, remember, device: deviceLabel(request.headers['user-agent']) });
+        reply.setCookie(SESSION_COOKIE, session, { ...SESSION_COOKIE_OPTIONS, maxAge: (remember ? REMEMBERED_TTL_MS : SESSION_TTL_MS) / 1000 });
         return reply.code(204).send();
       },
     );
@@ -290,16 +341,6 @@ export class RouteAuth {
       async (request, reply) => {
         const session = request.cookies[SESSION_COOKIE];
         if (session) await this.sessions.close(session);
-        reply.clearCookie(SESSION_COOKIE, SESSION_COOKIE_OPTIONS);
-        return reply.code(204).send();
-      },
-    );
-
-    app.delete(
-      '/api/sessions',
-      { schema: { tags: ['session'], summary: 'Sign out everywhere: ends every dashboard session', response: noContent('Every session ended') } },
-      async (_request, reply) => {
-        await this.sessions.closeAll();
         reply.clearCookie(SESSION_COOKIE, SESSION_COOKIE_OPTIONS);
         return reply.code(204).send();
       },

@@ -408,13 +408,14 @@ export async function createHttpServer(options: {
             type: 'http',
             scheme: 'bearer',
             description:
-              'The admin token (ADMIN_TOKEN or DATA_DIR/admin-token), or an API token (mst_..., POST /api/tokens) of one of the scopes the operation lists: `ingest` (events and heartbeats), `read` (GET and HEAD), `admin` (everything). A token without the scope gets 403 naming the scope needed.',
+              'The admin token (ADMIN_TOKEN or DATA_DIR/admin-token), or an API token (mst_..., POST /api/tokens) of one of the scopes the operation lists: `ingest` (events and heartbeats), `read` (GET and HEAD), `ci` (push and read baselines), `admin` (everything). A token without the scope gets 403 naming the scope needed.',
           },
           session: {
             type: 'apiKey',
             in: 'cookie',
             name: SESSION_COOKIE,
-            description: 'The dashboard session from POST /api/session; honoured on same-origin requests only',
+            description:
+              'The dashboard session from POST /api/session; honoured on same-origin requests only. The operation lists the roles it accepts: `admin`, `household`.',
           },
           // A bot request carries four headers, all required: one requirement naming the four schemes.
           botId: { type: 'apiKey', in: 'header', name: 'X-Bot-Id', description: 'The bot id' },
@@ -435,7 +436,7 @@ export async function createHttpServer(options: {
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, index) => String(json.$id ?? `def-${index}`) },
     transform: ({ schema, url, route }) => {
-      const security = route.config?.auth && openApiSecurity(route.config.auth, [route.method].flat()[0]!);
+      const security = route.config?.auth && openApiSecurity(route.config.auth, [route.method].flat()[0]!, route.url);
       // Error responses are added to the document only: a route's own response schemas also drive serialization.
       const response = { ...problemResponses(errorCodes(url, schema, route.config)), ...((schema?.response as object) ?? {}) };
       return { schema: { ...(schema ?? {}), response, ...(security ? { security } : {}) } as typeof schema, url };

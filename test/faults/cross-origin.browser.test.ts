@@ -55,6 +55,7 @@ describe('cross-origin pages in Chromium', () => {
   it('a page on another port cannot use the signed-in session, and cannot frame the dashboard', async () => {
     const dashboard = await context.newPage();
     await dashboard.goto(base + '/');
+    await dashboard.click('#signin-mode');
     await dashboard.fill('#signin-form [name=token]', ADMIN_TOKEN);
     await dashboard.click('#signin-form button[type=submit]');
     await dashboard.waitForSelector('#app:not([hidden])');

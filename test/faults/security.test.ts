@@ -92,6 +92,13 @@ describe('secrets never reach the logs or responses', () => {
       await call('POST', '/api/matches', { id: 'm1', status: 'completed', replay: { players: [{ id: 'a', name: 'A' }] } });
       const session = await call('POST', '/api/session', { token: ADMIN_TOKEN }, {});
       assert.equal(session.status, 204);
+      // A dashboard user's password: at creation, a new one, a sign-in and a wrong guess.
+      const password = `pw-${randomBytes(6).toString('hex')}`;
+      secrets.push(password, `${password}-new`, `${password}-guess`);
+      assert.equal((await call('POST', '/api/users', { username: 'kim', role: 'household', password })).status, 201);
+      assert.equal((await call('PATCH', '/api/users/kim', { password: `${password}-new` })).status, 200);
+      assert.equal((await call('POST', '/api/session', { username: 'kim', password: `${password}-new` }, {})).status, 204);
+      assert.equal((await call('POST', '/api/session', { username: 'kim', password: `${password}-guess` }, {})).status, 401);
       const generated = (await call('POST', '/api/settings/integration/webhook-secret')).json.secret;
       secrets.push(generated);
       await call('POST', '/api/settings/integration/test', { target: 'all', mqtt: { password: 'wrong-password-value' } });

@@ -48,7 +48,8 @@ async function request(method, path, body) {
     });
     const text = await response.text();
     const data = text ? JSON.parse(text) : null;
-    if (response.status === 401 && path !== '/api/session') onUnauthorized();
+    // A refused sign-in is answered in its form; any other 401 means the session has ended.
+    if (response.status === 401 && !(method === 'POST' && path === '/api/session')) onUnauthorized();
     if (!response.ok) throw new ApiError(response.status, data);
     return { data, response };
   } finally {

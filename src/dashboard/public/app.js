@@ -13,8 +13,12 @@ import { integrations } from './integrations.js';
 import { enrichment } from './enrichment.js';
 import { baselines } from './baselines.js';
 import { tokensView } from './tokens.js';
+import { usersView } from './users.js';
+import { applyRole, isHousehold, signInMode, signInPayload, signInRefusal } from './account.js';
 
-const VIEWS = [overview, nodesView, integrations, enrichment, baselines, tokensView];
+const VIEWS = [overview, nodesView, integrations, enrichment, baselines, tokensView, usersView];
+/** The pages a household account has (the server refuses it everything else). */
+const HOUSEHOLD_VIEWS = new Set(['overview', 'nodes', 'users']);
 // Record pages of the overview: #/people/<id>, #/zones/<id>.
 const ALIASES = { people: 'overview', zones: 'overview' };
 
@@ -27,20 +31,20 @@ function showSignIn() {
   stream = null;
   $('#app').hidden = true;
   $('#signin').hidden = false;
-  $('#signin-form [name=token]').focus();
+  signInMode();
 }
 whenUnauthorized(showSignIn);
 
 $('#signin-form').addEventListener('submit', async (event) => {
   event.preventDefault();
   const form = event.currentTarget;
+  clearErrors(form);
   try {
-    await api('POST', '/api/session', { token: form.token.value });
+    await api('POST', '/api/session', signInPayload(form));
     form.reset();
-    clearErrors(form);
     await start();
   } catch (error) {
-    $('[data-error-for="/token"]', form).textContent = error.status === 401 ? 'That token is not right.' : error.message;
+    signInRefusal(form, error);
   }
 });
 
@@ -54,7 +58,9 @@ $('#signout').addEventListener('click', async () => {
 function route() {
   const [page = 'overview', ...params] = location.hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
   const name = ALIASES[page] ?? page;
-  const view = VIEWS.find((candidate) => candidate.id === name) ?? overview;
+  const found = VIEWS.find((candidate) => candidate.id === name) ?? overview;
+  // A household account is not offered the admin pages; a bookmark to one opens the overview.
+  const view = isHousehold() && !HOUSEHOLD_VIEWS.has(found.id) ? overview : found;
   const viewParams = ALIASES[page] ? [page, ...params] : params;
   for (const link of $$('#nav a')) link.classList.toggle('active', link.dataset.view === view.id);
   for (const section of $$('.view')) section.hidden = section.id !== `view-${view.id}`;
@@ -112,7 +118,7 @@ function connectStream(after) {
 
 async function start() {
   try {
-    await api('GET', '/api/system/health');
+    applyRole(await api('GET', '/api/session'));
   } catch {
     return; // showSignIn() already ran on the 401
   }

@@ -9,10 +9,11 @@ let selected = null;
 const SCOPES = {
   ingest: 'posts events and heartbeats',
   read: 'reads everything, changes nothing',
+  ci: 'pushes and reads benchmark baselines',
   admin: 'everything',
 };
 // The badge says how much a token can do: admin stands out.
-const SCOPE_KINDS = { ingest: '', read: 'ok', admin: 'warn' };
+const SCOPE_KINDS = { ingest: '', read: 'ok', ci: '', admin: 'warn' };
 
 export const tokensView = {
   id: 'tokens',
@@ -46,7 +47,11 @@ function render() {
   );
   if (!tokens.length)
     body.append(
-      emptyState('tr', 'No API tokens yet. Create one for each sensor node (ingest), for Home Assistant or Grafana (read), or for a script (admin).', 5),
+      emptyState(
+        'tr',
+        'No API tokens yet. Create one for each sensor node (ingest), for Home Assistant or Grafana (read), for a CI job (ci), or for a script (admin).',
+        5,
+      ),
     );
   $('.selected', $('#view-tokens'))?.scrollIntoView({ block: 'nearest' });
 }

@@ -1,0 +1,53 @@
+/** How a command talks to a running server: its URL (`--server` or MOTHERSHIP_SERVER) and a token (MOTHERSHIP_TOKEN). */
+
+const SERVER_TIMEOUT_MS = 30_000;
+
+/** A mistake in how the command was called: its message says what to type instead. */
+export class UsageError extends Error {}
+/** The server could not be reached or refused the request: the message says why. */
+export class ServerError extends Error {}
+
+/** The server a command talks to: `--server`, else MOTHERSHIP_SERVER; undefined for neither. Throws a UsageError for a URL that is not http(s). */
+export function serverUrl(option: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
+  const server = option ?? (env.MOTHERSHIP_SERVER || undefined);
+  if (server === undefined) return undefined;
+  if (!/^https?:\/\/[^/]/.test(server))
+    throw new UsageError(`${option === undefined ? 'MOTHERSHIP_SERVER' : '--server'} must be an http:// or https:// URL, got "${server}"`);
+  return server.replace(/\/+$/, '');
+}
+
+/**
+ * One call to the server with the token from MOTHERSHIP_TOKEN (`needs` says which token, for the
+ * message when it is missing); answers the parsed JSON (undefined for 204). Any failure is a
+ * ServerError naming why.
+ */
+export async function serverRequest<T>(url: string, env: NodeJS.ProcessEnv, init: { method: string; body?: string; needs: string }): Promise<T> {
+  const token = env.MOTHERSHIP_TOKEN?.trim();
+  if (!token) throw new UsageError(`MOTHERSHIP_TOKEN is not set: it carries the token the server accepts (${init.needs})`);
+  let response: Response;
+  try {
+    response = await fetch(url, {
+      method: init.method,
+      body: init.body,
+      headers: { authorization: `Bearer ${token}`, ...(init.body ? { 'content-type': 'application/json' } : {}) },
+      signal: AbortSignal.timeout(SERVER_TIMEOUT_MS),
+    });
+  } catch (error) {
+    const cause = (error as Error & { cause?: { code?: string; message?: string } }).cause;
+    throw new ServerError(`could not reach ${new URL(url).origin}: ${cause?.code ?? cause?.message ?? (error as Error).message}`);
+  }
+  if (response.status === 204) return undefined as T;
+  const text = await response.text();
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new ServerError(`${new URL(url).origin} answered ${response.status} with no JSON: is the server URL the Mothership URL?`);
+  }
+  if (!response.ok) {
+    const problem = body as { detail?: string; errors?: { path: string; message: string }[] };
+    const fields = (problem.errors ?? []).map((error) => `\n  ${error.path}: ${error.message}`).join('');
+    throw new ServerError(`the server refused the request (${response.status}): ${problem.detail ?? text}${fields}`);
+  }
+  return body as T;
+}

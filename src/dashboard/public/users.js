@@ -1,0 +1,159 @@
+// Users (admins only: add, change the role, set a new password, delete) and the signed-in devices
+// (everyone: a household user sees their own sessions, an admin every one; each can be ended).
+import { api } from './api.js';
+import { $, ago, busy, clearErrors, dateTime, el, emptyState, row, showErrors } from './dom.js';
+import { currentUser, isHousehold } from './account.js';
+
+let users = null;
+let sessions = null;
+
+const ROLES = { household: 'Overview, People, Nodes, clearing a fall', admin: 'everything' };
+
+export const usersView = {
+  id: 'users',
+  async show() {
+    render();
+    await load();
+  },
+  apply() {},
+};
+
+async function load() {
+  [users, sessions] = await Promise.all([isHousehold() ? null : api('GET', '/api/users'), api('GET', '/api/sessions')]);
+  render();
+}
+
+function render() {
+  const household = isHousehold();
+  $('#sessions-title').textContent = household ? 'Your signed-in devices' : 'Signed-in devices';
+  $('#sessions-hint').textContent = household
+    ? 'Where you are signed in. End a session you do not recognise, or one on a device you gave away.'
+    : 'Every signed-in dashboard, whoever it is. A remembered device stays signed in for 30 days; others end after 12 hours or 2 idle hours.';
+  if (users && !household) renderUsers();
+  if (sessions) renderSessions();
+}
+
+function renderUsers() {
+  const body = $('#users tbody');
+  body.replaceChildren(
+    ...users.map((user) =>
+      row({ 'data-user': user.username }, [
+        ['User', el('span', {}, user.name, el('small', { class: 'hint' }, ` (${user.username})`))],
+        [
+          'Role',
+          el(
+            'select',
+            { 'aria-label': `Role of ${user.name}`, title: ROLES[user.role], onchange: (event) => change(user, { role: event.target.value }) },
+            ...Object.keys(ROLES).map((role) => el('option', { value: role, selected: role === user.role }, role)),
+          ),
+        ],
+        ['Created', dateTime(user.created_at)],
+        [
+          '',
+          el(
+            'span',
+            { class: 'row-actions' },
+            el('button', { type: 'button', class: 'link', onclick: () => setPassword(user) }, 'New password'),
+            el('button', { type: 'button', class: 'link danger', onclick: () => remove(user) }, 'Delete'),
+          ),
+        ],
+      ]),
+    ),
+  );
+  if (!users.length)
+    body.append(emptyState('tr', 'No users yet. Add one for each person: household for the family, admin for whoever looks after the system.', 4));
+}
+
+function renderSessions() {
+  const body = $('#sessions tbody');
+  body.replaceChildren(
+    ...sessions.map((session) =>
+      row({ 'data-session': session.id, class: session.current ? 'selected' : undefined }, [
+        [
+          'Device',
+          el(
+            'span',
+            { class: 'device' },
+            session.device ?? 'Unknown device',
+            session.current ? el('span', { class: 'badge ok' }, 'this device') : null,
+            session.remembered ? el('span', { class: 'badge' }, 'remembered') : null,
+          ),
+        ],
+        ['Who', session.user ? `${session.name} (${session.role})` : 'admin token'],
+        ['Signed in', dateTime(session.created_at)],
+        ['Last used', ago(session.last_seen_at)],
+        ['Ends', dateTime(session.expires_at)],
+        ['', el('button', { type: 'button', class: 'link danger', onclick: () => revoke(session) }, session.current ? 'Sign out' : 'End')],
+      ]),
+    ),
+  );
+  if (!sessions.length) body.append(emptyState('tr', 'No dashboard sessions: API clients use tokens, not sessions.', 6));
+}
+
+async function change(user, body) {
+  try {
+    const changed = await api('PATCH', `/api/users/${encodeURIComponent(user.username)}`, body);
+    users = users.map((known) => (known.username === user.username ? changed : known));
+    render();
+  } catch (error) {
+    alert(error.message);
+    await load();
+  }
+}
+
+async function setPassword(user) {
+  const password = prompt(`New password for ${user.name} (8 characters or more). It signs ${user.name} out on every device.`);
+  if (password === null) return;
+  try {
+    await api('PATCH', `/api/users/${encodeURIComponent(user.username)}`, { password });
+    if (user.username === currentUser()?.user) location.reload();
+    else await load();
+  } catch (error) {
+    alert(error.problem?.errors?.[0] ? `The password ${error.problem.errors[0].message}` : error.message);
+  }
+}
+
+async function remove(user) {
+  if (!confirm(`Delete ${user.name} (${user.username})? They are signed out on every device and cannot sign in again.`)) return;
+  try {
+    await api('DELETE', `/api/users/${encodeURIComponent(user.username)}`);
+    await load();
+  } catch (error) {
+    alert(error.message);
+  }
+}
+
+async function revoke(session) {
+  const what = session.current ? 'Sign out on this device?' : `End the session on ${session.device ?? 'this unknown device'}? It has to sign in again.`;
+  if (!confirm(what)) return;
+  try {
+    await api('DELETE', `/api/sessions/${encodeURIComponent(session.id)}`);
+    if (session.current) location.reload();
+    else await load();
+  } catch (error) {
+    alert(error.message);
+  }
+}
+
+$('#signout-everywhere').addEventListener('click', async () => {
+  const whose = isHousehold() ? 'every device you are signed in on' : 'every signed-in dashboard, yours included';
+  if (!confirm(`Sign out ${whose}?`)) return;
+  await api('DELETE', '/api/sessions').catch(() => {});
+  location.reload();
+});
+
+$('#user-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const form = event.currentTarget;
+  const name = form.name.value.trim();
+  const body = { username: form.username.value.trim().toLowerCase(), role: form.role.value, password: form.password.value, ...(name ? { name } : {}) };
+  try {
+    await busy($('button', form), () => api('POST', '/api/users', body));
+    form.reset();
+    clearErrors(form);
+    await load();
+  } catch (error) {
+    if (error.status === 409) error.problem = { errors: [{ path: '/username', message: 'is taken: choose another user name' }] };
+    showErrors(form, error);
+  }
+});
