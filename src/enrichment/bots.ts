@@ -8,8 +8,8 @@ import { insertWithNewId, uniqueId } from '../db/ids.js';
 import { prepare, type Prepared } from '../db/prepared.js';
 import { ROTATION_GRACE_MS, type SecretBox } from '../crypto.js';
 import type { BotsTable } from '../db/schema.js';
-import { conflict, notFound } from '../http/problem.js';
 import { memoByKey } from '../memo.js';
+import { EnrichmentError } from './errors.js';
 
 /**
  * How long decrypted secrets are cached. A rotation or deletion takes effect at once on this instance
@@ -105,7 +105,7 @@ export class BotService {
           created_at: now(),
         }),
       );
-      if (id === null) throw conflict(`Bot "${input.id}" already exists`);
+      if (id === null) throw new EnrichmentError('record_exists', { kind: 'Bot', id: input.id! });
       return { id, name: input.name, shared_secret: secret };
     });
   }
@@ -117,14 +117,14 @@ export class BotService {
   async remove(id: string): Promise<void> {
     const result = await this.database.write((db) => db.deleteFrom('bots').where('id', '=', id).executeTakeFirst());
     this.invalidate(id);
-    if (Number(result.numDeletedRows) === 0) throw notFound('Bot', id);
+    if (Number(result.numDeletedRows) === 0) throw new EnrichmentError('record_not_found', { kind: 'Bot', id });
   }
 
   /** A new secret; the current one keeps working for ROTATION_GRACE_MS. */
   async rotate(id: string): Promise<BotWithSecret & { previous_secret_expires_at: string }> {
     return this.database.transaction(async (trx) => {
       const bot = await trx.selectFrom('bots').select(['id', 'name', 'secret_encrypted']).where('id', '=', id).executeTakeFirst();
-      if (!bot) throw notFound('Bot', id);
+      if (!bot) throw new EnrichmentError('record_not_found', { kind: 'Bot', id });
       const secret = newSecret();
       const expires = new Date(Date.now() + ROTATION_GRACE_MS).toISOString();
       await trx
