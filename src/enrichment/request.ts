@@ -1,4 +1,5 @@
 import type { Database, Db } from '../db/index.js';
+import { prepare } from '../db/index.js';
 import type { Emit, EventLog } from '../events/index.js';
 import type { DatabaseNonceStore } from './bot-auth.js';
 import { replayRefusal, type Rule } from './commentary.js';
@@ -29,6 +30,48 @@ interface Ask {
 }
 
 /**
+ * The request's statements, built and compiled by Kysely once for the database's dialect
+ * (db/prepared.ts): only the values change per request.
+ */
+function requestQueries(database: Database) {
+  return {
+    lockBot: prepare(database, ['botId'], (db, param) => database.forUpdate(db.selectFrom('bots').select('id').where('id', '=', param('botId')))),
+    counted: prepare(database, ['botId', 'since'], (db, param) =>
+      db
+        .selectFrom('enrichment_jobs')
+        .select('enqueued_at')
+        .where('bot_id', '=', param('botId'))
+        .where('enqueued_at', '>', param('since'))
+        .orderBy('enqueued_at'),
+    ),
+    // A completed, never requested match with a replay, marked requested in one step (its row lock on PostgreSQL).
+    claimMatch: prepare(database, ['at', 'matchId'], (db, param) =>
+      db
+        .updateTable('matches')
+        .set({ enrichment_requested_at: param('at'), enrichment_status: 'queued', enrichment_error: null })
+        .where('id', '=', param('matchId'))
+        .where('status', '=', 'completed')
+        .where('enrichment_requested_at', 'is', null)
+        .where('replay', 'is not', null)
+        .returning('replay'),
+    ),
+    // The new job's id and the head of the queue, for its place in it.
+    insertJob: prepare(database, ['matchId', 'botId', 'at'], (db, param) =>
+      db
+        .insertInto('enrichment_jobs')
+        .values({ match_id: param('matchId'), bot_id: param('botId'), state: 'queued', attempts: 0, run_after: param('at'), enqueued_at: param('at') })
+        .returning((eb) => ['id', oldestJob(eb, 'queued'), oldestJob(eb, 'running')]),
+    ),
+    match: prepare(database, ['matchId'], (db, param) =>
+      db.selectFrom('matches').select(['status', 'enrichment_requested_at']).where('id', '=', param('matchId')),
+    ),
+    jobOfMatch: prepare(database, ['matchId'], (db, param) =>
+      db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', param('matchId')),
+    ),
+  };
+}
+
+/**
  * The enrichment request (docs/enrichment.md, steps 2 to 5): one TypeScript transaction on both
  * databases. The bot's row lock (PostgreSQL: `FOR UPDATE`; SQLite's write transaction is serial
  * already) serializes one bot's requests on every instance, so the quota is counted after the
@@ -38,13 +81,16 @@ interface Ask {
  */
 export class EnrichmentRequests {
   private readonly atQuota = new AtQuota();
+  private readonly queries: ReturnType<typeof requestQueries>;
 
   constructor(
     private readonly database: Database,
     private readonly events: EventLog,
     private readonly estimate: WaitEstimate,
     private readonly options: { nonces: DatabaseNonceStore; replayRule: Rule },
-  ) {}
+  ) {
+    this.queries = requestQueries(database);
+  }
 
   /**
    * Quota, nonce, match checks, idempotency, enqueue, in that order. `nonce` is recorded in the same
@@ -84,15 +130,9 @@ export class EnrichmentRequests {
    * exist would serialize nothing.
    */
   private async admit(trx: Db, botId: string, nowMs: number): Promise<{ used: number; oldest: string | null }> {
-    const bot = await this.database.forUpdate(trx.selectFrom('bots').select('id').where('id', '=', botId)).executeTakeFirst();
+    const [bot] = (await this.queries.lockBot.execute(trx, { botId })).rows;
     if (!bot) throw new EnrichmentError('bot_refused', { reason: 'bot deleted' });
-    const counted = await trx
-      .selectFrom('enrichment_jobs')
-      .select('enqueued_at')
-      .where('bot_id', '=', botId)
-      .where('enqueued_at', '>', windowStart(nowMs))
-      .orderBy('enqueued_at')
-      .execute();
+    const { rows: counted } = await this.queries.counted.execute(trx, { botId, since: windowStart(nowMs) });
     const oldest = counted[0]?.enqueued_at ?? null;
     if (counted.length >= DAILY_QUOTA) {
       this.atQuota.remember(botId, leavesWindowAt(oldest!));
@@ -106,25 +146,13 @@ export class EnrichmentRequests {
    * on PostgreSQL), then enqueues its job and the event; null when the match was not claimable.
    */
   private async enqueue(trx: Db, emit: Emit, ask: Ask): Promise<EnqueueResult | null> {
-    const claimed = await trx
-      .updateTable('matches')
-      .set({ enrichment_requested_at: ask.at, enrichment_status: 'queued', enrichment_error: null })
-      .where('id', '=', ask.matchId)
-      .where('status', '=', 'completed')
-      .where('enrichment_requested_at', 'is', null)
-      .where('replay', 'is not', null)
-      .returning('replay')
-      .executeTakeFirst();
+    const [claimed] = (await this.queries.claimMatch.execute(trx, { at: ask.at, matchId: ask.matchId })).rows;
     if (!claimed) return null;
     // Thrown, the claim rolls back with the nonce.
     const refusal = replayRefusal(this.options.replayRule, JSON.parse(claimed.replay!));
     if (refusal) throw new EnrichmentError('replay_invalid', { matchId: ask.matchId, field: refusal.field, reason: refusal.message });
-    const job = await trx
-      .insertInto('enrichment_jobs')
-      .values({ match_id: ask.matchId, bot_id: ask.botId, state: 'queued', attempts: 0, run_after: ask.at, enqueued_at: ask.at })
-      .returning((eb) => ['id', oldestJob(eb, 'queued'), oldestJob(eb, 'running')])
-      .executeTakeFirstOrThrow();
-    const jobId = Number(job.id);
+    const [job] = (await this.queries.insertJob.execute(trx, { matchId: ask.matchId, botId: ask.botId, at: ask.at })).rows;
+    const jobId = Number(job!.id);
     emit('enrichment.requested', { detail: { match_id: ask.matchId, bot_id: ask.botId, job_id: jobId } });
     return this.answer(trx, { ...ask, used: ask.used + 1, oldest: ask.oldest ?? ask.at }, { jobId, state: 'queued', requestedAt: ask.at }, job);
   }
@@ -137,8 +165,8 @@ export class EnrichmentRequests {
     // Completed, never requested, not claimed: no replay. Refused before it is counted: a request that
     // could only fail must not cost the bot its quota.
     if (match.enrichment_requested_at === null) throw new EnrichmentError('replay_unusable', { matchId: ask.matchId });
-    const job = await trx.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', ask.matchId).executeTakeFirstOrThrow();
-    return this.answer(trx, ask, { jobId: Number(job.id), state: job.state, requestedAt: match.enrichment_requested_at, duplicate: true });
+    const [job] = (await this.queries.jobOfMatch.execute(trx, { matchId: ask.matchId })).rows;
+    return this.answer(trx, ask, { jobId: Number(job!.id), state: job!.state, requestedAt: match.enrichment_requested_at, duplicate: true });
   }
 
   private async answer(

@@ -127,16 +127,16 @@ export function enrichmentRoutes(server: FastifyInstance, deps: RouteDeps): void
     scope.setErrorHandler((error) => {
       throw problemOf(error);
     });
-    adminRoutes(scope, deps);
+    botAdminRoutes(scope, deps);
+    matchRoutes(scope, deps);
     botRoutes(scope, deps);
   });
 }
 
-function adminRoutes(server: FastifyInstance, deps: RouteDeps): void {
+function botAdminRoutes(server: FastifyInstance, deps: RouteDeps): void {
   const app = withSchemaTypes(server);
-  const { bots, matches, requests } = deps;
+  const { bots, requests } = deps;
 
-  // ---- bots (admin) ----
   const botWithSecret = {
     type: 'object',
     properties: { id: { type: 'string' }, name: { type: 'string' }, shared_secret: { type: 'string' }, previous_secret_expires_at: { type: 'string' } },
@@ -187,8 +187,11 @@ function adminRoutes(server: FastifyInstance, deps: RouteDeps): void {
     { schema: { tags: ['bots'], summary: 'New shared secret; the previous one keeps working for 24 h', params: idParams, response: { 200: botWithSecret } } },
     (request) => bots.rotate(request.params.id),
   );
+}
 
-  // ---- matches (admin) ----
+function matchRoutes(server: FastifyInstance, deps: RouteDeps): void {
+  const app = withSchemaTypes(server);
+  const { matches } = deps;
   app.post(
     '/api/matches',
     {
