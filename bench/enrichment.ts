@@ -263,7 +263,8 @@ export async function benchEnrichment(): Promise<boolean> {
       if (failed) throw new Error(`${dialect}, ${scenario.name}: ${failed.errors} errors`);
       const label = `${dialect} ${scenario.name} vs bare route (best rounds)`;
       if (dialect === 'postgres') {
-        met = ratio(label, best(ours).rps, best(reference).rps, scenario.status === 202 ? 0.25 : 0.8) && met;
+        // Accepted requests on PostgreSQL have no target: a bot may make 5 a day (issue #37).
+        met = ratio(label, best(ours).rps, best(reference).rps, scenario.status === 202 ? null : 0.8) && met;
         if (replay.length) {
           ratio(`bare route sending our ${scenario.status} answer vs bare route`, best(replay).rps, best(reference).rps, null);
           ratio(

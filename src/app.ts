@@ -199,7 +199,7 @@ export async function buildApp(config: Config): Promise<App> {
     const deleted = await applyRetention([
       { name: 'events', days: config.eventRetentionDays, prune: (cutoff) => events.prune(cutoff) },
       { name: 'webhook_deliveries', days: config.webhookLogRetentionDays, prune: (cutoff) => webhook.prune(cutoff) },
-      { name: 'enrichments', days: config.enrichmentRetentionDays, prune: (cutoff) => enrichment.queue.prune(cutoff) },
+      { name: 'enrichments', days: config.enrichmentRetentionDays, prune: (cutoff) => enrichment.prune(cutoff) },
     ]);
     if (Object.values(deleted).some(Boolean)) log.info({ deleted }, 'retention: expired rows deleted');
   };

@@ -67,8 +67,6 @@ export class StorageBudget implements AppendHook {
     if (this.used > this.levels.high) this.kick();
   }
 
-  appendedInSql(): void {}
-
   /** `log`, `throttledLog`: the server's, which exist only after the event pipeline this budget guards. */
   async start(log: FastifyBaseLogger, throttledLog: ThrottledLog): Promise<void> {
     this.log = log;

@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, wr
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ConfigError, loadConfig, prepareDataDir } from '../src/config.js';
-import { DAILY_QUOTA } from '../src/enrichment/queue.js';
+import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 import { backoffDelay } from '../src/mqtt/backoff.js';
 import { MAX_WEBHOOK_ATTEMPTS, outcomeOf } from '../src/webhook/policy.js';
 

@@ -13,7 +13,9 @@ import { WAL_SIZE_LIMIT_BYTES } from '../src/db/database.js';
 import { startCheckpointer, type CheckpointFailure } from '../src/db/checkpointer.js';
 import { GroupCommit } from '../src/db/group-commit.js';
 import { prepare } from '../src/db/prepared.js';
-import { EnrichmentQueue, estimateWaitSeconds, jobsAhead } from '../src/enrichment/queue.js';
+import { WaitEstimate } from '../src/enrichment/estimate.js';
+import { JobQueue } from '../src/enrichment/jobs.js';
+import { EnrichmentRequests } from '../src/enrichment/request.js';
 import { DatabaseNonceStore } from '../src/enrichment/bot-auth.js';
 import { parseReplay } from '../src/enrichment/commentary.js';
 import { EventLog } from '../src/events/index.js';
@@ -231,16 +233,13 @@ for (const dialect of DIALECTS) {
   describe(`enrichment queue claims (${dialect})`, () => {
     let database: Database;
     let close: () => Promise<void>;
-    let queue: EnrichmentQueue;
+    let queue: JobQueue;
     const at = '2026-11-22T00:00:00.000Z';
     before(async () => {
       ({ database, close } = await openDatabase(dialect));
-      queue = new EnrichmentQueue(database, new EventLog(database, []), {
-        leaseMs: 60_000,
-        retryBaseMs: 1000,
-        nonces: new DatabaseNonceStore(database),
-        replayRule: parseReplay,
-      });
+      const events = new EventLog(database, []);
+      const requests = new EnrichmentRequests(database, events, new WaitEstimate(), { nonces: new DatabaseNonceStore(database), replayRule: parseReplay });
+      queue = new JobQueue(database, events, { leaseMs: 60_000, retryBaseMs: 1000 });
       await database.db
         .insertInto('bots')
         .values({ id: 'bot', name: 'Bot', secret_encrypted: 'x', previous_secret_encrypted: null, previous_secret_expires_at: null, created_at: at })
@@ -257,7 +256,7 @@ for (const dialect of DIALECTS) {
         created_at: at,
       }));
       await database.db.insertInto('matches').values(matches).execute();
-      for (const match of matches) await queue.request('bot', match.id);
+      for (const match of matches) await requests.request('bot', match.id);
     });
     after(() => close());
 
@@ -544,18 +543,3 @@ for (const dialect of DIALECTS) {
     });
   });
 }
-
-describe('enrichment estimate', () => {
-  it("counts a job's place from the oldest pending job, itself included", () => {
-    assert.equal(jobsAhead(10, 10, null), 1);
-    assert.equal(jobsAhead(15, 12, 10), 6);
-    assert.equal(jobsAhead(7, null, null), 1);
-  });
-
-  it('multiplies by the mean duration, divides by live workers, rounds up, at least 1 s', () => {
-    assert.equal(estimateWaitSeconds(3, 5, 1), 15);
-    assert.equal(estimateWaitSeconds(3, 5, 2), 8);
-    assert.equal(estimateWaitSeconds(1, 0.1, 4), 1);
-    assert.equal(estimateWaitSeconds(2, 5, 0), 10);
-  });
-});

@@ -391,13 +391,13 @@ for (const dialect of DIALECTS) {
       await shift(86_400 + 1);
       assert.equal((await request({ match_id: 'm6' })).status, 429, 'refused from memory');
       // ...until the service is told to forget (only tests move jobs in time).
-      app.enrichment.queue.forgetQuotas();
+      app.enrichment.requests.forgetQuotas();
       await shift(86_400 - 5);
       const stillCounted = await request({ match_id: 'm6' });
       assert.equal(stillCounted.status, 429);
       assert.ok(Number(stillCounted.headers['retry-after']) <= 5);
       await shift(86_400 + 1);
-      app.enrichment.queue.forgetQuotas();
+      app.enrichment.requests.forgetQuotas();
       assert.equal((await request({ match_id: 'm6' })).status, 202);
       assert.equal((await jobs()).length, 6);
     });
@@ -606,7 +606,7 @@ for (const dialect of DIALECTS) {
 
     it('a bot at its quota is refused for its quota first; once corrected the request is accepted', async () => {
       for (const id of ['g1', 'g2', 'g3', 'g4', 'g5']) assert.equal((await request(id)).status, 202);
-      app.enrichment.queue.forgetQuotas();
+      app.enrichment.requests.forgetQuotas();
       const atQuota = await request('old');
       assert.equal(atQuota.status, 429, JSON.stringify(atQuota.body));
       assert.equal(atQuota.body.code, 'quota_exceeded');
@@ -614,7 +614,7 @@ for (const dialect of DIALECTS) {
         .updateTable('enrichment_jobs')
         .set({ enqueued_at: new Date(Date.now() - 25 * 3600_000).toISOString() })
         .execute();
-      app.enrichment.queue.forgetQuotas();
+      app.enrichment.requests.forgetQuotas();
       assert.equal((await request('old')).status, 400);
       assert.equal((await app.api('PATCH', '/api/matches/old', { replay: REPLAY })).status, 200);
       const accepted = await request('old');

@@ -144,14 +144,14 @@ for (const dialect of DIALECTS) {
       await finish('rm5', 'completed', daysAgo(1), daysAgo(1.5));
       await db.updateTable('matches').set({ enrichment_status: 'completed' }).where('id', 'in', ['rm1', 'rm3', 'rm5']).execute();
 
-      assert.equal(await app.enrichment.queue.prune(daysAgo(90)), 6, 'two jobs with their matches, two matches never requested');
+      assert.equal(await app.enrichment.prune(daysAgo(90)), 6, 'two jobs with their matches, two matches never requested');
       const matches = (await db.selectFrom('matches').select('id').orderBy('id').execute()).map((row) => row.id);
       assert.deepEqual(matches, ['rm3', 'rm4', 'rm5', 'scheduled-old', 'unasked-young']);
       const jobs = (await db.selectFrom('enrichment_jobs').select('match_id').orderBy('match_id').execute()).map((row) => row.match_id);
       assert.deepEqual(jobs, ['rm3', 'rm4', 'rm5']);
 
       // Two jobs (rm3, rm5) are in the window again, as the database counts: retention kept them.
-      app.enrichment.queue.forgetQuotas();
+      app.enrichment.requests.forgetQuotas();
       await db
         .updateTable('enrichment_jobs')
         .set({ enqueued_at: daysAgo(0.4) })
@@ -161,13 +161,13 @@ for (const dialect of DIALECTS) {
         assert.equal((await app.api('POST', '/api/matches', { id: `rm${i}`, status: 'completed', replay })).status, 201);
         assert.equal((await request(`rm${i}`)).status, 202, `rm${i}`);
       }
-      await app.enrichment.queue.prune(daysAgo(90));
-      app.enrichment.queue.forgetQuotas();
+      await app.enrichment.prune(daysAgo(90));
+      app.enrichment.requests.forgetQuotas();
       assert.equal((await app.api('POST', '/api/matches', { id: 'rm9', status: 'completed', replay })).status, 201);
       const refused = await request('rm9');
       assert.equal(refused.status, 429, 'the bot has 5 jobs in the window (rm3, rm4, rm6 to rm8): still refused after retention');
       // Idempotency: a kept match answers its job; a deleted one no longer exists.
-      app.enrichment.queue.forgetQuotas();
+      app.enrichment.requests.forgetQuotas();
       await db
         .updateTable('enrichment_jobs')
         .set({ enqueued_at: daysAgo(2) })

@@ -2,11 +2,10 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { Database, Db } from '../db/index.js';
 import { prepare, type Prepared } from '../db/prepared.js';
-import { BOT_CHALLENGE, unauthorized } from '../http/auth.js';
-import { ProblemError } from '../http/problem.js';
 import { ID_PATTERN } from '../ids.js';
 import { addressKey } from '../http/client-key.js';
 import type { BotService } from './bots.js';
+import { EnrichmentError } from './errors.js';
 import { MAX_CLOCK_SKEW_SECONDS, NONCE_PATTERN, NONCE_TTL_SECONDS, parseSignatures, timestampFresh, verifySignatures } from './signing.js';
 
 /**
@@ -16,7 +15,6 @@ import { MAX_CLOCK_SKEW_SECONDS, NONCE_PATTERN, NONCE_TTL_SECONDS, parseSignatur
  */
 export class DatabaseNonceStore {
   // Inserted, or an expired entry taken over: first use. A live entry: replay (no row returned).
-  // PostgreSQL's enrichment request does the same in SQL (db/migrations.ts 012).
   private readonly record: Prepared<{ key: string }, 'key' | 'expires' | 'now'>;
 
   constructor(private readonly database: Database) {
@@ -35,7 +33,7 @@ export class DatabaseNonceStore {
   }
 
   /** The row a first use of `key` at `nowMs` writes, and the time before which a stored one is live. */
-  entry(key: string, nowMs = Date.now()): { key: string; now: string; expires: string } {
+  private entry(key: string, nowMs = Date.now()): { key: string; now: string; expires: string } {
     return { key, now: new Date(nowMs).toISOString(), expires: new Date(nowMs + NONCE_TTL_SECONDS * 1000).toISOString() };
   }
 
@@ -83,15 +81,15 @@ export class BotAuthenticator {
    * bot, without the signature or any secret, a line per client and reason a minute. `knownBot` when
    * the bot exists: its refusals are counted apart from those of other bots on the same host.
    */
-  private refused(request: FastifyRequest, reason: string, botId?: string, knownBot = false, detail: Record<string, string> = {}): ProblemError {
+  private refused(request: FastifyRequest, reason: string, botId?: string, knownBot = false, detail: Record<string, string> = {}): EnrichmentError {
     const client = addressKey(request.ip) + (knownBot ? ` bot:${botId}` : '');
     // The client's address is in no other line at info (the access log is debug's).
     request.server.throttledLog.write(request.log, client, 'info', { bot_id: botId, ip: request.ip, reason, ...detail }, `bot request refused: ${reason}`);
-    return unauthorized(BOT_CHALLENGE);
+    return new EnrichmentError('bot_refused', { reason });
   }
 
   /** A verified request refused afterwards (its nonce seen before, here or in the enrichment request's own write). */
-  readonly refusedBot = (request: FastifyRequest, reason: string): ProblemError => this.refused(request, reason, request.botId, true);
+  readonly refusedBot = (request: FastifyRequest, reason: string): EnrichmentError => this.refused(request, reason, request.botId, true);
 
   /** The bot that signed the request, and its nonce's key in the store (not yet recorded). */
   async verify(request: FastifyRequest): Promise<{ botId: string; nonce: string }> {
@@ -129,7 +127,7 @@ export class BotAuthenticator {
     } catch (error) {
       // Without the nonce store a replay cannot be ruled out: refuse, but say why.
       request.server.throttledLog.write(request.log, 'nonces', 'warn', { err: error }, 'nonce store unavailable: bot requests are refused');
-      throw new ProblemError('service_unavailable', 'Replay protection is unavailable; try again shortly', undefined, { 'retry-after': '5' });
+      throw new EnrichmentError('nonce_store_unavailable');
     }
     if (!firstUse) throw this.refusedBot(request, 'nonce already used');
   }

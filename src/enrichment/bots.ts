@@ -1,15 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import DataLoader from 'dataloader';
 import { LRUCache } from 'lru-cache';
-import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import { now } from '../db/index.js';
 import { insertWithNewId, uniqueId } from '../db/ids.js';
 import { prepare, type Prepared } from '../db/prepared.js';
 import { ROTATION_GRACE_MS, type SecretBox } from '../crypto.js';
 import type { BotsTable } from '../db/schema.js';
-import { conflict, notFound } from '../http/problem.js';
 import { memoByKey } from '../memo.js';
+import { EnrichmentError } from './errors.js';
 
 /**
  * How long decrypted secrets are cached. A rotation or deletion takes effect at once on this instance
@@ -46,17 +44,10 @@ export class BotService {
    */
   private readonly encryptedSecrets: Prepared<SealedSecrets, 'id'>;
   /**
-   * PostgreSQL: the rows the cache misses of one event-loop turn need, in one `id = any(...)` query
-   * (each query there is a round trip). Only batching: the memo above keeps them for SECRET_CACHE_MS.
-   */
-  private readonly sealedLoader: DataLoader<string, SealedSecrets | null> | null;
-  /**
    * Decrypted secrets by sealed text: the row is still read once per SECRET_CACHE_MS (a rotation or
    * deletion shows at once), but a sealed text seen before is not decrypted again.
    */
   private readonly opened = new LRUCache<string, string>({ max: OPENED_MAX });
-  /** Queries that read secrets so far (tests and diagnostics). */
-  secretReads = 0;
 
   constructor(
     private readonly database: Database,
@@ -64,26 +55,6 @@ export class BotService {
   ) {
     this.encryptedSecrets = prepare(database, ['id'], (db, param) =>
       db.selectFrom('bots').select(['secret_encrypted', 'previous_secret_encrypted', 'previous_secret_expires_at']).where('id', '=', param('id')),
-    );
-    this.sealedLoader = database.dialect === 'postgres' ? this.loaderOfSealedSecrets() : null;
-  }
-
-  private loaderOfSealedSecrets(): DataLoader<string, SealedSecrets | null> {
-    const sealedOfMany = prepare(this.database, ['ids'], (db, param) =>
-      db
-        .selectFrom('bots')
-        .select(['id', 'secret_encrypted', 'previous_secret_encrypted', 'previous_secret_expires_at'])
-        .where('id', '=', sql<string>`any(${param('ids')}::text[])`),
-    );
-    return new DataLoader(
-      async (ids) => {
-        this.secretReads++;
-        const { rows } = await sealedOfMany.execute(this.database.db, { ids });
-        const byId = new Map(rows.map((row) => [row.id, row]));
-        return ids.map((id) => byId.get(id) ?? null);
-      },
-      // The whole turn, not only one microtask run: each socket's request arrives in a callback of its own.
-      { cache: false, maxBatchSize: 1000, batchScheduleFn: (run) => setImmediate(run) },
     );
   }
 
@@ -105,7 +76,7 @@ export class BotService {
           created_at: now(),
         }),
       );
-      if (id === null) throw conflict(`Bot "${input.id}" already exists`);
+      if (id === null) throw new EnrichmentError('record_exists', { kind: 'Bot', id: input.id! });
       return { id, name: input.name, shared_secret: secret };
     });
   }
@@ -117,14 +88,14 @@ export class BotService {
   async remove(id: string): Promise<void> {
     const result = await this.database.write((db) => db.deleteFrom('bots').where('id', '=', id).executeTakeFirst());
     this.invalidate(id);
-    if (Number(result.numDeletedRows) === 0) throw notFound('Bot', id);
+    if (Number(result.numDeletedRows) === 0) throw new EnrichmentError('record_not_found', { kind: 'Bot', id });
   }
 
   /** A new secret; the current one keeps working for ROTATION_GRACE_MS. */
   async rotate(id: string): Promise<BotWithSecret & { previous_secret_expires_at: string }> {
     return this.database.transaction(async (trx) => {
       const bot = await trx.selectFrom('bots').select(['id', 'name', 'secret_encrypted']).where('id', '=', id).executeTakeFirst();
-      if (!bot) throw notFound('Bot', id);
+      if (!bot) throw new EnrichmentError('record_not_found', { kind: 'Bot', id });
       const secret = newSecret();
       const expires = new Date(Date.now() + ROTATION_GRACE_MS).toISOString();
       await trx
@@ -150,8 +121,7 @@ export class BotService {
   }
 
   private async loadSecrets(id: string): Promise<{ current: string; previous: string | null; previousExpiresMs: number } | null> {
-    if (!this.sealedLoader) this.secretReads++;
-    const bot = this.sealedLoader ? await this.sealedLoader.load(id) : (await this.encryptedSecrets.execute(this.database.db, { id })).rows[0];
+    const [bot] = (await this.encryptedSecrets.execute(this.database.db, { id })).rows;
     if (!bot) return null;
     const previous = bot.previous_secret_encrypted && bot.previous_secret_expires_at ? bot.previous_secret_encrypted : null;
     return {

@@ -163,6 +163,21 @@ function soleTop(entries: [string, number][]): [string, number] | undefined {
   return top && top[1] > 0 && (!second || second[1] < top[1]) ? top : undefined;
 }
 
+/** What happened in one event, told with `actor` (the event's player, named) as the subject. */
+function momentOf(event: ReplayEvent, actor: string, name: (id: string | undefined) => string): string {
+  switch (event.type) {
+    case 'goal':
+    case 'score':
+      return `${actor} scores${event.target ? ` past ${name(event.target)}` : ''}`;
+    case 'kill':
+      return `${actor} takes down ${name(event.target)}`;
+    case 'objective':
+      return `${actor} secures ${event.text ?? 'the objective'}`;
+    default:
+      return event.text ? `${actor}: ${event.text}` : `${actor} (${event.type.replace(/_/g, ' ')})`;
+  }
+}
+
 export function builtInCommentary(input: unknown, matchId: string): string {
   const replay = parseReplay(input);
   const names = new Map(replay.players.map((player) => [player.id, player.name]));
@@ -186,21 +201,7 @@ export function builtInCommentary(input: unknown, matchId: string): string {
   const moments: string[] = [];
   for (const event of [...replay.events].sort((a, b) => a.t - b.t)) {
     const actor = name(event.player);
-    let line: string;
-    switch (event.type) {
-      case 'goal':
-      case 'score':
-        line = `${actor} scores${event.target ? ` past ${name(event.target)}` : ''}`;
-        break;
-      case 'kill':
-        line = `${actor} takes down ${name(event.target)}`;
-        break;
-      case 'objective':
-        line = `${actor} secures ${event.text ?? 'the objective'}`;
-        break;
-      default:
-        line = event.text ? `${actor}: ${event.text}` : `${actor} (${event.type.replace(/_/g, ' ')})`;
-    }
+    let line = momentOf(event, actor, name);
     const gained = pointsOf(event);
     if (gained && event.player) {
       const side = sideOf(event.player);

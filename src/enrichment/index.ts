@@ -9,7 +9,11 @@ import { BotAuthenticator, DatabaseNonceStore } from './bot-auth.js';
 import { BotService } from './bots.js';
 import { commentaryFor } from './commentary.js';
 import { MatchService } from './matches.js';
-import { EnrichmentQueue } from './queue.js';
+import { WaitEstimate } from './estimate.js';
+import { JobQueue } from './jobs.js';
+import { EnrichmentRequests } from './request.js';
+import { pruneEnrichments } from './retention.js';
+import { enrichmentStatus } from './status.js';
 import { botCheck, enrichmentRoutes } from './routes.js';
 import { EnrichmentWorker } from './worker.js';
 
@@ -32,12 +36,9 @@ export function createEnrichment(deps: EnrichmentDeps) {
   const matches = new MatchService(database, commentary.rule);
   // Replay protection is the database's alone, whatever REDIS_URL says (docs/enrichment.md).
   const nonces = new DatabaseNonceStore(database);
-  const queue = new EnrichmentQueue(database, events, {
-    leaseMs: config.enrichmentLeaseMs,
-    retryBaseMs: config.enrichmentRetryBaseMs,
-    nonces,
-    replayRule: commentary.rule,
-  });
+  const estimate = new WaitEstimate();
+  const requests = new EnrichmentRequests(database, events, estimate, { nonces, replayRule: commentary.rule });
+  const queue = new JobQueue(database, events, { leaseMs: config.enrichmentLeaseMs, retryBaseMs: config.enrichmentRetryBaseMs });
   const auth = new BotAuthenticator(bots, nonces);
   const newWorker = () => new EnrichmentWorker(queue, commentary, deps.log, deps.metrics, { leaseMs: config.enrichmentLeaseMs });
   const worker = config.worker === 'embedded' ? newWorker() : null;
@@ -46,14 +47,24 @@ export function createEnrichment(deps: EnrichmentDeps) {
   return {
     bots,
     matches,
+    requests,
     queue,
     worker,
     newWorker,
     register(app: FastifyInstance) {
-      enrichmentRoutes(app, { bots, matches, queue, auth, onEnqueued: () => worker?.notify() });
+      enrichmentRoutes(app, {
+        bots,
+        matches,
+        requests,
+        status: (matchId, bot) => enrichmentStatus(database, estimate, matchId, bot),
+        auth,
+        onEnqueued: () => worker?.notify(),
+      });
     },
     /** The bot signature check for the routes that accept bots (see http/auth.ts RouteAuth), charging `rateLimit`. */
     botCheck: (rateLimit: RateLimitGuard) => botCheck(auth, rateLimit),
+    /** Retention: the enrichments finished before `cutoff` (retention.ts). */
+    prune: (cutoff: string) => pruneEnrichments(database, cutoff),
     /** Periodic upkeep: forget the nonces of requests no longer fresh. */
     purgeNonces: () => nonces.purgeExpired(),
   };

@@ -1,13 +1,17 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { idParams, idString, jsonObject, nameString, noContent, withSchemaTypes } from '../http/schemas.js';
 import { JSON_LIMITS } from '../limits.js';
-import { ProblemError } from '../http/problem.js';
+import { invalid, ProblemError } from '../http/problem.js';
+import { BOT_CHALLENGE, unauthorized } from '../http/auth.js';
 import { addressKey } from '../http/client-key.js';
 import { rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
 import type { BotAuthenticator } from './bot-auth.js';
 import type { BotService } from './bots.js';
+import { EnrichmentError, type EnrichmentErrorCode, type EnrichmentErrorDetails } from './errors.js';
 import { MATCH_STATUSES, type MatchService } from './matches.js';
-import { DAILY_QUOTA, QUOTA_POLICY, QUOTA_WINDOW_MS, type EnrichmentQueue } from './queue.js';
+import { DAILY_QUOTA, QUOTA_POLICY, QUOTA_WINDOW_MS } from './quota.js';
+import type { EnrichmentRequests } from './request.js';
+import type { EnrichmentStatus } from './status.js';
 
 const matchSchema = {
   type: 'object',
@@ -27,6 +31,40 @@ const matchSchema = {
     created_at: { type: 'string' },
   },
 } as const;
+
+/**
+ * The answer to each of the room's errors (errors.ts): the one place where they become problem+json.
+ * Every code must have its entry (a new one does not compile without it).
+ */
+const PROBLEM_OF: { [C in EnrichmentErrorCode]: (details: EnrichmentErrorDetails<C>, message: string) => ProblemError } = {
+  record_not_found: (_details, message) => new ProblemError('not_found', message),
+  record_exists: (_details, message) => new ProblemError('conflict', message),
+  replay_refused: (details) => invalid(details.field, details.reason),
+  match_not_found: (_details, message) => new ProblemError('match_not_found', message),
+  match_not_completed: (_details, message) => new ProblemError('match_not_completed', message),
+  replay_unusable: (_details, message) => new ProblemError('replay_unusable', message),
+  replay_invalid: (details, message) => new ProblemError('replay_invalid', message, [{ path: details.field, message: details.reason }]),
+  quota_exceeded: (details, message) => {
+    const retryAfter = String(details.retryAfterSeconds);
+    return new ProblemError(
+      'quota_exceeded',
+      message,
+      undefined,
+      { 'retry-after': retryAfter, 'x-quota-remaining': '0', 'x-quota-reset': retryAfter },
+      { 'violated-policies': [QUOTA_POLICY] },
+    );
+  },
+  // The same opaque 401 whatever was refused; the reason went to the log (bot-auth.ts).
+  bot_refused: () => unauthorized(BOT_CHALLENGE),
+  nonce_store_unavailable: (_details, message) => new ProblemError('service_unavailable', message, undefined, { 'retry-after': '5' }),
+};
+
+/** The problem+json answer to an error of the enrichment room; any other error is returned as it is. */
+export function problemOf(error: unknown): unknown {
+  if (!(error instanceof EnrichmentError)) return error;
+  const answer = PROBLEM_OF[error.code as EnrichmentErrorCode] as (details: unknown, message: string) => ProblemError;
+  return answer(error.details, error.message);
+}
 
 const replaySchema = jsonObject(JSON_LIMITS.replay, 'Replay document the worker reads (docs/enrichment.md).');
 
@@ -70,14 +108,35 @@ declare module 'fastify' {
   }
 }
 
-export function enrichmentRoutes(
-  server: FastifyInstance,
-  deps: { bots: BotService; matches: MatchService; queue: EnrichmentQueue; auth: BotAuthenticator; onEnqueued: () => void },
-): void {
-  const app = withSchemaTypes(server);
-  const { bots, matches, queue } = deps;
+interface RouteDeps {
+  bots: BotService;
+  matches: MatchService;
+  requests: EnrichmentRequests;
+  /** A match's enrichment as `bot` sees it (none: an admin). */
+  status: (matchId: string, bot?: string) => Promise<EnrichmentStatus>;
+  auth: BotAuthenticator;
+  onEnqueued: () => void;
+}
 
-  // ---- bots (admin) ----
+/**
+ * The room's routes, in a scope of their own whose error handler turns the room's errors into
+ * problems (`problemOf`) and hands them on to the server's handler, which answers them.
+ */
+export function enrichmentRoutes(server: FastifyInstance, deps: RouteDeps): void {
+  void server.register(async (scope) => {
+    scope.setErrorHandler((error) => {
+      throw problemOf(error);
+    });
+    botAdminRoutes(scope, deps);
+    matchRoutes(scope, deps);
+    botRoutes(scope, deps);
+  });
+}
+
+function botAdminRoutes(server: FastifyInstance, deps: RouteDeps): void {
+  const app = withSchemaTypes(server);
+  const { bots, requests } = deps;
+
   const botWithSecret = {
     type: 'object',
     properties: { id: { type: 'string' }, name: { type: 'string' }, shared_secret: { type: 'string' }, previous_secret_expires_at: { type: 'string' } },
@@ -115,7 +174,7 @@ export function enrichmentRoutes(
       schema: { tags: ['bots'], summary: 'Every bot with its quota use (secrets are never returned)', response: { 200: { type: 'array', items: botSchema } } },
     },
     async () => {
-      const [all, use] = await Promise.all([bots.list(), queue.quotaUse()]);
+      const [all, use] = await Promise.all([bots.list(), requests.quotaUse()]);
       return all.map((bot) => ({ ...bot, quota: { used: use.get(bot.id) ?? 0, limit: DAILY_QUOTA } }));
     },
   );
@@ -128,8 +187,11 @@ export function enrichmentRoutes(
     { schema: { tags: ['bots'], summary: 'New shared secret; the previous one keeps working for 24 h', params: idParams, response: { 200: botWithSecret } } },
     (request) => bots.rotate(request.params.id),
   );
+}
 
-  // ---- matches (admin) ----
+function matchRoutes(server: FastifyInstance, deps: RouteDeps): void {
+  const app = withSchemaTypes(server);
+  const { matches } = deps;
   app.post(
     '/api/matches',
     {
@@ -172,8 +234,10 @@ export function enrichmentRoutes(
     },
     (request) => matches.update(request.params.id, request.body),
   );
+}
 
-  // ---- bot-signed ----
+function botRoutes(server: FastifyInstance, deps: RouteDeps): void {
+  const app = withSchemaTypes(server);
   app.post(
     '/api/request-enrichment',
     {
@@ -200,15 +264,14 @@ export function enrichmentRoutes(
     async (request, reply) => {
       const { match_id: matchId } = request.body;
       try {
-        const result = await queue.request(request.botId!, matchId, request.botNonce);
+        const result = await deps.requests.request(request.botId!, matchId, request.botNonce);
         quotaHeaders(reply, result.quota_remaining, result.quota_reset_seconds);
         if (!result.duplicate) deps.onEnqueued();
         return reply.code(202).header('location', `/api/matches/${matchId}/enrichment`).send(result);
       } catch (error) {
-        if (error instanceof ProblemError && error.code === 'quota_exceeded') quotaHeaders(reply, 0, Number(error.headers['retry-after']));
+        if (error instanceof EnrichmentError && error.is('quota_exceeded')) quotaHeaders(reply, 0, error.details.retryAfterSeconds);
         // Refused in the request's own write (a nonce seen before, a bot deleted meanwhile): log why, as the bot check does.
-        if (error instanceof ProblemError && error.code === 'unauthorized')
-          throw deps.auth.refusedBot(request, 'reason' in error ? String(error.reason) : 'refused');
+        if (error instanceof EnrichmentError && error.is('bot_refused')) throw deps.auth.refusedBot(request, error.details.reason);
         throw error;
       }
     },
@@ -235,6 +298,6 @@ export function enrichmentRoutes(
         },
       },
     },
-    (request) => queue.status(request.params.id, request.isAdmin ? undefined : request.botId),
+    (request) => deps.status(request.params.id, request.isAdmin ? undefined : request.botId),
   );
 }

@@ -4,7 +4,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import { COMMENTARY_LIMIT, FAILURE_MESSAGE_LIMIT, truncateUtf8 } from '../limits.js';
 import type { Metrics } from '../ops/metrics.js';
 import { replayRefusal, type Commentary } from './commentary.js';
-import { MAX_ATTEMPTS, WORKER_HEARTBEAT_MS, type EnrichmentQueue, type Job } from './queue.js';
+import { WORKER_HEARTBEAT_MS } from './estimate.js';
+import { MAX_ATTEMPTS, type Job, type JobQueue } from './jobs.js';
 
 const IDLE_POLL_MS = 1000;
 
@@ -21,7 +22,7 @@ export class EnrichmentWorker {
   private heartbeatTimer: NodeJS.Timeout | null = null;
 
   constructor(
-    private readonly queue: EnrichmentQueue,
+    private readonly queue: JobQueue,
     private readonly commentary: Commentary,
     private readonly log: FastifyBaseLogger,
     private readonly metrics: Metrics | null,

@@ -10,8 +10,6 @@ type Subscriber = (event: StoredEvent) => void;
 export interface AppendHook {
   /** Runs inside the appending transaction. */
   append(trx: Db, events: StoredEvent[]): Promise<void>;
-  /** After the commit of a database function that appended events and wrote this hook's rows itself (PostgreSQL, migration 012). */
-  appendedInSql(): void;
 }
 /** The event log as the pruning helpers see it (retention and the storage budget). */
 export const EVENT_LOG: LogTable = { table: 'events', key: 'seq', time: 'timestamp' };
@@ -80,15 +78,6 @@ export class EventLog {
     }
     for (const hook of this.appendHooks) await hook.append(trx, stored);
     return stored;
-  }
-
-  /**
-   * Hands subscribers events a database function appended, after its commit (PostgreSQL, migration
-   * 012: the function took the append lock; `hooksWrote`: it wrote the hooks' rows too).
-   */
-  publishAppendedInSql(events: StoredEvent[], hooksWrote: boolean): void {
-    if (hooksWrote) for (const hook of this.appendHooks) hook.appendedInSql();
-    this.publish(events);
   }
 
   private publish(events: StoredEvent[]): void {

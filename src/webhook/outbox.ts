@@ -59,10 +59,6 @@ export class WebhookOutbox implements AppendHook {
     this.enqueued = true;
   }
 
-  appendedInSql(): void {
-    this.enqueued = true;
-  }
-
   /** Whether this process added deliveries since the last call: its dispatcher then wakes at once instead of at the next poll. */
   takeEnqueued(): boolean {
     const enqueued = this.enqueued;

@@ -1,0 +1,120 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { EnrichmentError } from '../src/enrichment/errors.js';
+import { estimateWaitSeconds, jobsAhead, meanJobSeconds, PRIOR_JOB_SECONDS } from '../src/enrichment/estimate.js';
+import { retryDelayMs } from '../src/enrichment/jobs.js';
+import { AtQuota, DAILY_QUOTA, QUOTA_WINDOW_MS, quotaLeft, secondsUntil } from '../src/enrichment/quota.js';
+import { problemOf } from '../src/enrichment/routes.js';
+import { ProblemError } from '../src/http/problem.js';
+
+describe('enrichment estimate', () => {
+  it("counts a job's place from the oldest pending job, itself included", () => {
+    assert.equal(jobsAhead(10, 10, null), 1);
+    assert.equal(jobsAhead(15, 12, 10), 6);
+    assert.equal(jobsAhead(7, null, null), 1);
+  });
+
+  it('multiplies by the mean duration, divides by live workers, rounds up, at least 1 s', () => {
+    assert.equal(estimateWaitSeconds(3, 5, 1), 15);
+    assert.equal(estimateWaitSeconds(3, 5, 2), 8);
+    assert.equal(estimateWaitSeconds(1, 0.1, 4), 1);
+    assert.equal(estimateWaitSeconds(2, 5, 0), 10);
+  });
+
+  it('takes the mean of the finished jobs, the prior when none finished', () => {
+    const at = (seconds: number) => new Date(Date.UTC(2026, 10, 25, 0, 0, seconds)).toISOString();
+    assert.equal(
+      meanJobSeconds([
+        { started_at: at(0), finished_at: at(2) },
+        { started_at: at(10), finished_at: at(14) },
+        { started_at: at(20), finished_at: null },
+      ]),
+      3,
+    );
+    assert.equal(meanJobSeconds([]), PRIOR_JOB_SECONDS);
+  });
+});
+
+describe('enrichment quota', () => {
+  const nowMs = Date.UTC(2026, 10, 25, 12);
+  const hoursAgo = (hours: number) => new Date(nowMs - hours * 3600_000).toISOString();
+
+  it('counts down the requests left and the seconds until the oldest counted job leaves the window', () => {
+    assert.deepEqual(quotaLeft(0, null, nowMs), { remaining: DAILY_QUOTA, resetSeconds: 0 });
+    assert.deepEqual(quotaLeft(2, hoursAgo(23), nowMs), { remaining: DAILY_QUOTA - 2, resetSeconds: 3600 });
+    assert.equal(secondsUntil(nowMs + 1, nowMs), 1, 'rounded up, at least 1');
+    assert.equal(secondsUntil(nowMs - 5000, nowMs), 1);
+  });
+
+  it('remembers a bot at its quota until its oldest job leaves the window, then forgets it', () => {
+    const atQuota = new AtQuota();
+    const freeAtMs = nowMs + 90_000;
+    atQuota.remember('bot', freeAtMs);
+    const refusal = atQuota.refusal('bot', nowMs);
+    assert.ok(refusal?.is('quota_exceeded'));
+    assert.equal(refusal.details.retryAfterSeconds, 90);
+    assert.equal(atQuota.refusal('bot', freeAtMs), null, 'free once the job left the window');
+    assert.equal(atQuota.refusal('other', nowMs), null);
+    atQuota.forget();
+    assert.equal(atQuota.refusal('bot', nowMs), null);
+    assert.equal(QUOTA_WINDOW_MS, 86_400_000);
+  });
+});
+
+describe('enrichment job retries', () => {
+  it('backs off by the base, then 4 x the base', () => {
+    assert.deepEqual(
+      [1, 2].map((attempts) => retryDelayMs(attempts, 1000)),
+      [1000, 4000],
+    );
+  });
+});
+
+describe("the enrichment room's errors as problems", () => {
+  const answer = (error: EnrichmentError) => {
+    const problem = problemOf(error);
+    assert.ok(problem instanceof ProblemError);
+    return { ...problem.toProblem(), headers: problem.headers };
+  };
+
+  it('keeps the status, code and detail clients depend on', () => {
+    const cases: [EnrichmentError, number, string, string][] = [
+      [new EnrichmentError('record_not_found', { kind: 'Bot', id: 'b' }), 404, 'not_found', 'Bot "b" does not exist'],
+      [new EnrichmentError('record_exists', { kind: 'Match', id: 'm' }), 409, 'conflict', 'Match "m" already exists'],
+      [new EnrichmentError('match_not_found', { matchId: 'm' }), 404, 'match_not_found', 'Match "m" does not exist'],
+      [new EnrichmentError('match_not_completed', { matchId: 'm', status: 'scheduled' }), 409, 'match_not_completed', 'Match "m" is scheduled, not completed'],
+      [
+        new EnrichmentError('replay_unusable', { matchId: 'm' }),
+        409,
+        'replay_unusable',
+        'Match "m" has no replay to write commentary from; set one with PATCH /api/matches/m',
+      ],
+      [new EnrichmentError('bot_refused', { reason: 'bot deleted' }), 401, 'unauthorized', 'Missing or invalid credentials'],
+      [new EnrichmentError('nonce_store_unavailable'), 503, 'service_unavailable', 'Replay protection is unavailable; try again shortly'],
+    ];
+    for (const [error, status, code, detail] of cases)
+      assert.deepEqual([answer(error).status, answer(error).code, answer(error).detail], [status, code, detail]);
+  });
+
+  it('names the field of a refused replay, in the body and in the match', () => {
+    const written = answer(new EnrichmentError('replay_refused', { field: '/replay/players', reason: 'must list at least two players' }));
+    assert.deepEqual(
+      [written.status, written.code, written.errors],
+      [400, 'validation_failed', [{ path: '/replay/players', message: 'must list at least two players' }]],
+    );
+    const stored = answer(new EnrichmentError('replay_invalid', { matchId: 'm', field: '/replay/events/0/t', reason: 'is too large' }));
+    assert.deepEqual([stored.status, stored.code, stored.errors], [400, 'replay_invalid', [{ path: '/replay/events/0/t', message: 'is too large' }]]);
+  });
+
+  it('answers a bot at its quota with Retry-After and the violated policy; a refused signature with its challenge', () => {
+    const quota = answer(new EnrichmentError('quota_exceeded', { botId: 'b', quota: DAILY_QUOTA, retryAfterSeconds: 42 }));
+    assert.deepEqual([quota.status, quota.code, quota['violated-policies']], [429, 'quota_exceeded', ['daily']]);
+    assert.deepEqual(quota.headers, { 'retry-after': '42', 'x-quota-remaining': '0', 'x-quota-reset': '42' });
+    assert.match(answer(new EnrichmentError('bot_refused', { reason: 'x' })).headers['www-authenticate']!, /^Mothership-Signature/);
+  });
+
+  it('passes any other error on as it is', () => {
+    const error = new Error('boom');
+    assert.equal(problemOf(error), error);
+  });
+});
