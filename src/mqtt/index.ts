@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
-import type { MqttClient } from 'mqtt';
 import type { Database } from '../db/index.js';
 import { tailLog, type EventDetails, type EventLog, type StoredEvent } from '../events/index.js';
 import { conflict, invalid, ProblemError } from '../http/problem.js';
@@ -34,6 +33,7 @@ import type { OwnerReport } from './leadership.js';
 import { emptyPending, hasWork, recordChange, type Pending } from './pending.js';
 import { logConnectionChange, NOTHING_LOGGED } from './status-log.js';
 import type { TakeoverPolicy } from './takeover.js';
+import { NO_REFUSALS, refusalCode, RefusalLog } from './refusals.js';
 
 export type { MqttStatus } from './connection.js';
 export { MqttLeadership } from './leadership.js';
@@ -77,6 +77,7 @@ export class MqttIntegration {
   private lifecycle: Promise<void> = Promise.resolve();
   /** Which inbound commands are followed (rate limits per topic) and how refusals are logged. */
   private readonly inbound: InboundGuard;
+  private readonly refusals: RefusalLog;
 
   constructor(
     private readonly deps: {
@@ -104,6 +105,7 @@ export class MqttIntegration {
     this.record = new RetainedRecord(deps.database);
     this.publisher = new RetainedPublisher(this.record, () => deps.metrics?.mqttPublishes.inc());
     this.inbound = new InboundGuard(deps);
+    this.refusals = new RefusalLog(deps);
   }
 
   get clientId(): string {
@@ -117,7 +119,7 @@ export class MqttIntegration {
   status(): MqttStatus & { enabled: boolean; role: 'leader' | 'standby'; leader_since: string | null } {
     const { owner, ...role } = this.deps.ownership?.status() ?? { role: 'leader' as const, leader_since: null, owner: null };
     // An owner of an earlier release reports no client_id_conflict.
-    if (owner) return { client_id_conflict: false, ...owner, role: role.role };
+    if (owner) return { client_id_conflict: false, ...NO_REFUSALS, ...owner, role: role.role };
     return { ...this.ownStatus(), ...role };
   }
 
@@ -180,6 +182,7 @@ export class MqttIntegration {
         },
         onReconnectAttempt: () => this.deps.metrics?.mqttReconnects.inc(),
         onCutShort: () => this.deps.metrics?.mqttCutShort.inc(),
+        onRefusal: (refused) => this.refusals.report(refused),
       },
     );
     connection.client.on(
@@ -259,7 +262,7 @@ export class MqttIntegration {
    * (another instance owns the connection), from a short-lived client of its own, as the cleanup
    * does: the configs are the owner's, read from the same database.
    */
-  async publishDiscovery(): Promise<number> {
+  async publishDiscovery(): Promise<{ published: number; refused: number }> {
     if (this.deps.ownership?.status().role === 'standby') return this.publishDiscoveryFromStandby();
     const connection = this.connection;
     if (!connection?.client.connected) throw conflict('MQTT is not connected');
@@ -268,7 +271,9 @@ export class MqttIntegration {
     await this.scheduleFlush();
     if (!connection.client.connected) throw conflict('MQTT connection lost while publishing');
     const [persons, zones] = await Promise.all([this.deps.presence.listPersons(), this.deps.presence.listZones()]);
-    return this.discoveryMessages(persons, zones).length;
+    const configs = this.discoveryMessages(persons, zones).map((message) => message.topic);
+    const refused = configs.filter((topic) => this.publisher.refused.has(topic)).length;
+    return { published: configs.length - refused, refused };
   }
 
   /**
@@ -277,7 +282,7 @@ export class MqttIntegration {
    * publishes, and corrects what changed meanwhile (a deletion that commits after that read is
    * cleared by the owner after these publishes), until a read finds nothing new.
    */
-  private async publishDiscoveryFromStandby(): Promise<number> {
+  private async publishDiscoveryFromStandby(): Promise<{ published: number; refused: number }> {
     const settings = await this.deps.savedSettings();
     if (!settings.enabled || !settings.broker_url) throw conflict('MQTT is not enabled');
     const context = { topics: new Topics(settings.topic_root, this.deps.mothershipId, settings.discovery_prefix, settings.birth_topic), version: VERSION };
@@ -295,8 +300,18 @@ export class MqttIntegration {
     try {
       await atBroker(connected(client, ONE_OFF_CONNECT_TIMEOUT_MS));
       let changes: [topic: string, payload: string][] = [...published];
+      const refused = new Set<string>();
+      // A refusal (MQTT 5) is counted, not a failure: the broker answered.
+      const publish = ([topic, payload]: [string, string]) =>
+        client.publishAsync(topic, payload, RETAINED).then(
+          () => refused.delete(topic),
+          (error: unknown) => {
+            if (refusalCode(error) === null) throw error;
+            refused.add(topic);
+          },
+        );
       for (let round = 0; changes.length > 0 && round < STANDBY_DISCOVERY_ROUNDS; round++) {
-        await atBroker(Promise.all(changes.map(([topic, payload]) => client.publishAsync(topic, payload, RETAINED))));
+        await atBroker(Promise.all(changes.map(publish)));
         const now = await current();
         changes = [
           ...[...published.keys()].filter((topic) => !now.has(topic)).map((topic): [string, string] => [topic, '']),
@@ -304,7 +319,8 @@ export class MqttIntegration {
         ];
         published = now;
       }
-      return published.size;
+      const refusedNow = [...refused].filter((topic) => published.has(topic)).length;
+      return { published: published.size - refusedNow, refused: refusedNow };
     } finally {
       await client.endAsync().catch(() => {});
     }
@@ -325,16 +341,15 @@ export class MqttIntegration {
 
   private async onConnect(connection: MqttConnection): Promise<void> {
     const topics = this.topics!;
-    const { client } = connection;
     // Commands first: a mode command sent during the full sync is not lost.
-    const commands = client.subscribeAsync([topics.haStatus, topics.modeCommand], { qos: 1 });
-    await this.loadRecord(client, topics);
+    const commands = connection.subscribe([topics.haStatus, topics.modeCommand]);
+    await this.loadRecord(connection, topics);
     // Our discovery topics, for as long as we are connected: a config there that is not what we
     // published (a ghost left by someone else, a fake) is corrected. At QoS 1: at QoS 0 a broker
     // with more retained configs there than it queues for a client (Mosquitto's max_queued_messages)
     // drops the excess and our PUBACKs with it, and a publish whose PUBACK is lost holds the one
     // writer for as long as the connection lasts.
-    await Promise.all([commands, client.subscribeAsync(topics.discoveryFilters, { qos: 1 })]);
+    await Promise.all([commands, connection.subscribe(topics.discoveryFilters)]);
     this.pending.all = true;
     await this.scheduleFlush();
   }
@@ -345,12 +360,12 @@ export class MqttIntegration {
    * retained messages, another broker) every recorded topic is in doubt and gets published again,
    * and the marker of a new generation says so from now on.
    */
-  private async loadRecord(client: MqttClient, topics: Topics): Promise<void> {
-    const [, generation, marker] = await Promise.all([this.publisher.load(), this.record.generation(), readRetained(client, topics.generation)]);
+  private async loadRecord(connection: MqttConnection, topics: Topics): Promise<void> {
+    const [, generation, marker] = await Promise.all([this.publisher.load(), this.record.generation(), readRetained(connection, topics.generation)]);
     if (generation !== null && marker === generation) return;
     const next = await this.record.forgetContents();
     for (const topic of this.publisher.held.keys()) this.publisher.held.set(topic, null);
-    await client.publishAsync(topics.generation, next, RETAINED);
+    await this.publish(connection, topics.generation, next);
   }
 
   /**
@@ -377,10 +392,7 @@ export class MqttIntegration {
       [topics.health, JSON.stringify(this.lastHealth ?? { ...health, timestamp: new Date().toISOString() })],
     ];
     const force = work.forceConfigs ? new Set(configs.map(([topic]) => topic)) : undefined;
-    await this.publisher.send(
-      connection.client,
-      planPublish([...this.clears(work), ...configs, ...states], this.publisher.held, { clearUnexpected: true, force }),
-    );
+    await this.publisher.send(connection, planPublish([...this.clears(work), ...configs, ...states], this.publisher.held, { clearUnexpected: true, force }));
   }
 
   /** The explicit clears of a change: deleted entities' configs (per-entity form) and state. */
@@ -411,18 +423,27 @@ export class MqttIntegration {
     if (moved) cleared.push(...oldForm);
     // Through the record: what does not finish before the close is cleared by the next full sync.
     const messages = [...cleared.map((topic): StateMessage => [topic, '']), ...migrated.map((topic): StateMessage => [topic, MIGRATE_DISCOVERY])];
-    await this.publisher.send(connection.client, planPublish(messages, this.publisher.held));
+    await this.publisher.send(connection, planPublish(messages, this.publisher.held));
   }
 
   private publishAvailability(connection: MqttConnection, state: 'online' | 'offline'): Promise<void> {
     return this.publish(connection, this.topics!.availability, state);
   }
 
-  /** A message outside the record: availability (the Last Will changes it behind our back), anomalies (not retained). */
+  /**
+   * A message outside the record: availability (the Last Will changes it behind our back), the
+   * generation marker, anomalies (not retained). A refusal is counted, not thrown.
+   */
   private async publish(connection: MqttConnection, topic: string, payload: string, options: { qos: 0 | 1; retain: boolean } = RETAINED): Promise<void> {
     if (!connection.client.connected) return;
-    await connection.client.publishAsync(topic, payload, options);
-    this.deps.metrics?.mqttPublishes.inc();
+    try {
+      await connection.client.publishAsync(topic, payload, options);
+      this.deps.metrics?.mqttPublishes.inc();
+    } catch (error) {
+      const code = refusalCode(error);
+      if (code === null) throw error;
+      connection.refused('publish', topic, code);
+    }
   }
 
   private async onMessage(topic: string, payload: string, retained: boolean): Promise<void> {
@@ -535,7 +556,7 @@ export class MqttIntegration {
     if (work.fall) messages.push([topics.fall, JSON.stringify(await presence.fallState())]);
     if (work.mode) messages.push([topics.mode, await presence.mode()]);
     if (work.health && this.lastHealth) messages.push([topics.health, JSON.stringify(this.lastHealth)]);
-    await this.publisher.send(connection.client, planPublish(messages, this.publisher.held));
+    await this.publisher.send(connection, planPublish(messages, this.publisher.held));
   }
 }
 
@@ -544,7 +565,8 @@ export class MqttIntegration {
  * subscribing comes back after the retained message (the broker queues both to us in order), so
  * its arrival says the retained message, if any, has come.
  */
-async function readRetained(client: MqttClient, topic: string): Promise<string | null> {
+async function readRetained(connection: MqttConnection, topic: string): Promise<string | null> {
+  const { client } = connection;
   const probe = `${topic}/probe`;
   const nonce = randomUUID();
   let retained: string | null = null;
@@ -558,10 +580,19 @@ async function readRetained(client: MqttClient, topic: string): Promise<string |
       };
       onClose = () => reject(new Error('MQTT connection closed while reading the generation marker'));
       client.on('message', onMessage).once('close', onClose);
-      client
-        .subscribeAsync(`${topic}/#`, { qos: 1 })
-        .then(() => client.publishAsync(probe, nonce, { qos: 1 }))
-        .catch(reject);
+      // Refused (the broker's ACL), the marker cannot be read: what the record says is in doubt.
+      connection
+        .subscribe([`${topic}/#`])
+        .then(async (refused) => {
+          if (refused.length > 0) resolve(null);
+          else await client.publishAsync(probe, nonce, { qos: 1 });
+        })
+        .catch((error: unknown) => {
+          const code = refusalCode(error);
+          if (code === null) return reject(error);
+          connection.refused('publish', probe, code);
+          resolve(null);
+        });
     });
   } finally {
     client.off('message', onMessage).off('close', onClose);
