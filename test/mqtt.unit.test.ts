@@ -263,8 +263,14 @@ describe('what an event changes on the broker', () => {
       pending.removed.map((message) => [message.topic, message.payload]),
       zoneConfigs(context, { id: 'hall', name: '' }).map((config) => [config.topic, null]),
     );
+    const removedBefore = pending.removed.length;
     recordChange(pending, makeEvent('person.deleted', { person: 'cy', detail: { name: 'Cy' } }), context);
-    assert.ok(pending.clearTopics.has('ms/mid/person/cy/presence') && pending.clearTopics.has('ms/mid/person/cy/attributes'));
+    for (const topic of ['presence', 'attributes', 'tracker']) assert.ok(pending.clearTopics.has(`ms/mid/person/cy/${topic}`), topic);
+    assert.deepEqual(
+      pending.removed.slice(removedBefore).map((message) => [message.topic, message.payload]),
+      personConfigs(context, { id: 'cy', name: '' }).map((config) => [config.topic, null]),
+      "a deleted person's discovery configs are queued for removal",
+    );
     recordChange(pending, makeEvent('person.created', { person: 'di', detail: { name: 'Di' } }), context);
     assert.ok(pending.configs.persons.has('di') && pending.persons.has('di'));
     recordChange(pending, makeEvent('fall.detected', { detail: { state: 'ON' } }), context);
