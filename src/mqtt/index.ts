@@ -24,9 +24,10 @@ function composeParts(deps: MqttDependencies) {
   const sync: SyncPart = new SyncPart(connection, deps, {
     beforeLoad: (connected) => commands.subscribe(connected),
     afterLoad: (connected) => discovery.watch(connected),
+    afterSync: () => cleanup.sweepSoon(),
   });
   const commands = new CommandsPart(connection, sync, deps);
-  const discovery = new DiscoveryPart(connection, sync, deps);
+  const discovery = new DiscoveryPart(connection, sync, deps, () => cleanup.sweepSoon());
   const cleanup = new CleanupPart(connection, sync, deps);
   const ownership = new OwnershipPart(connection, deps);
   const parts: MqttPart[] = [ownership, connection, sync, commands, discovery, cleanup];

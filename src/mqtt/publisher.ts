@@ -27,6 +27,8 @@ export class RetainedPublisher {
   held: Held = new Map();
   /** Topics the broker refused the last time they were sent. */
   readonly refused = new Set<string>();
+  /** Sets that collect every topic sent while they are here (what a read-back must not judge by an older record). */
+  readonly watchers = new Set<Set<string>>();
 
   constructor(
     private readonly record: RetainedRecord,
@@ -61,6 +63,7 @@ export class RetainedPublisher {
       }
       if (hash === null) this.held.delete(topic);
       else this.held.set(topic, hash);
+      for (const watcher of this.watchers) watcher.add(topic);
       inFlight++;
       client.publish(topic, payload, { qos: 1, retain: true }, (error) => {
         inFlight--;

@@ -4,6 +4,7 @@ import { cleanupRefusal, clearInstallation, unreachable } from '../cleanup.js';
 import type { MqttConnection } from '../connection.js';
 import { discoveryInForm } from '../discovery.js';
 import { personState, zoneState, type StateMessage } from '../state.js';
+import { readForeign } from '../sweep.js';
 import type { ConnectionPart, Placement } from './connection.js';
 import type { MqttDependencies, MqttPart } from './part.js';
 import type { SyncPart } from './sync.js';
@@ -12,19 +13,73 @@ import type { SyncPart } from './sync.js';
 const MIGRATE_DISCOVERY = JSON.stringify({ migrate_discovery: true });
 
 /**
- * The cleanup part: what a move of topics leaves behind, and what a previous installation id left
- * on the broker. (Ghosts of this installation are the sync's: the record minus what should exist.)
+ * The cleanup part: what a move of topics leaves behind, what others left under the service's own
+ * topics (the sweep), and what a previous installation id left on the broker. (Ghosts the service
+ * published itself are the sync's: the record minus what should exist.)
  */
 export class CleanupPart implements MqttPart {
+  private sweeping: Promise<void> | null = null;
+  private ending = new AbortController();
+  private sweepAgain = false;
+  private running = false;
+
   constructor(
     private readonly link: ConnectionPart,
     private readonly sync: SyncPart,
     private readonly deps: MqttDependencies,
   ) {}
 
-  async start(): Promise<void> {}
+  async start(): Promise<void> {
+    this.running = true;
+    this.ending = new AbortController();
+  }
 
-  async stop(): Promise<void> {}
+  async stop(): Promise<void> {
+    this.running = false;
+    this.ending.abort();
+    await this.sweeping;
+  }
+
+  /**
+   * Reads every retained message under our topics (after each connect's sync, and when a config
+   * that is not ours shows up) and clears what the service did not publish: a flood of fakes larger
+   * than the broker queues for the watch, the state topics of an older release. One sweep at a time;
+   * asked again meanwhile, one more follows.
+   */
+  sweepSoon(): void {
+    if (!this.running) return;
+    if (this.sweeping) {
+      this.sweepAgain = true;
+      return;
+    }
+    this.sweeping = (async () => {
+      do {
+        this.sweepAgain = false;
+        await this.sweep();
+      } while (this.sweepAgain && this.running);
+    })()
+      .catch((error: Error) => {
+        // Stopped: the read was ended on purpose.
+        if (this.running) this.deps.throttledLog.write(this.deps.log, 'mqtt-sweep', 'warn', { err: error }, 'MQTT: reading our retained topics failed');
+      })
+      .finally(() => {
+        this.sweeping = null;
+      });
+  }
+
+  private async sweep(): Promise<void> {
+    const { settings, topics, connection } = this.link;
+    if (!settings || !topics || !connection?.client.connected) return;
+    const [read, sent] = await this.sync.sentDuring(() =>
+      readForeign(settings, this.link.oneOffClientId('sweep'), topics, (topic, payload) => this.sync.holds(topic, payload), this.ending.signal),
+    );
+    // What was sent while reading is newer than what was read; another connection has its own sweep.
+    const foreign = read.filter((topic) => !sent.has(topic));
+    if (!this.running || this.link.connection !== connection || foreign.length === 0) return;
+    this.deps.log.info({ count: foreign.length }, 'MQTT: clearing retained messages under our topics that we did not publish');
+    for (const topic of foreign) this.sync.doubt(topic);
+    await this.sync.requestFullSync({ forceConfigs: false });
+  }
 
   /**
    * Clears what a previous installation id left retained on the saved broker (the dashboard's

@@ -32,6 +32,8 @@ export class DiscoveryPart implements MqttPart {
     private readonly link: ConnectionPart,
     private readonly sync: SyncPart,
     private readonly deps: MqttDependencies,
+    /** A config that is not ours showed up: others may have been dropped by the broker's queue. */
+    private readonly onForeign: () => void,
   ) {}
 
   async start(): Promise<void> {
@@ -61,6 +63,7 @@ export class DiscoveryPart implements MqttPart {
     this.deps.throttledLog.write(this.deps.log, 'mqtt:foreign-config', 'info', { topic }, 'a discovery config that is not ours: correcting it');
     this.sync.doubt(topic);
     void this.sync.requestFullSync({ forceConfigs: false });
+    this.onForeign();
   };
 
   /**

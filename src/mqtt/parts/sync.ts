@@ -29,6 +29,8 @@ export interface SyncHooks {
   beforeLoad(connection: MqttConnection): Promise<unknown>;
   /** Subscribed once the record is loaded: what comes back is compared with it. */
   afterLoad(connection: MqttConnection): Promise<unknown>;
+  /** The connect's full sync is done. */
+  afterSync(): void;
 }
 
 /**
@@ -92,6 +94,17 @@ export class SyncPart implements MqttPart {
     this.publisher.held.set(topic, null);
   }
 
+  /** Runs `read` and answers which topics were sent meanwhile: a read-back cannot judge those by the record. */
+  async sentDuring<T>(read: () => Promise<T>): Promise<[T, Set<string>]> {
+    const sent = new Set<string>();
+    this.publisher.watchers.add(sent);
+    try {
+      return [await read(), sent];
+    } finally {
+      this.publisher.watchers.delete(sent);
+    }
+  }
+
   /** Whether the broker refused `topic` the last time it was sent. */
   refused(topic: string): boolean {
     return this.publisher.refused.has(topic);
@@ -136,6 +149,7 @@ export class SyncPart implements MqttPart {
     await Promise.all([subscribed, this.hooks.afterLoad(connection)]);
     this.pending.all = true;
     await this.scheduleFlush();
+    this.hooks.afterSync();
   }
 
   /**
