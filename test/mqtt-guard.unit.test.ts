@@ -7,6 +7,7 @@ import { InboundGuard } from '../src/mqtt/inbound.js';
 import { logConnectionChange, NOTHING_LOGGED } from '../src/mqtt/status-log.js';
 import { attemptFailed, connectionClosed, contestedReason, reconnectDelay, UNCONTESTED } from '../src/mqtt/takeover.js';
 import { NO_CONNECTION } from '../src/mqtt/connection.js';
+import { refusal, refusalCode, RefusalLog } from '../src/mqtt/refusals.js';
 
 const policy = { sessionMs: 60_000, backoffMs: 300_000 };
 
@@ -114,5 +115,45 @@ describe('inbound MQTT commands', () => {
       assert.equal(guard.admit(topic, 'away', { kind: 'ignore' }), false);
     }
     assert.equal(lines.length, 0);
+  });
+});
+
+describe('what the broker refuses', () => {
+  it('is a reason code of 0x80 or more; success codes and connection failures are not refusals', () => {
+    assert.equal(refusalCode(Object.assign(new Error('Publish error: Not authorized'), { code: 0x87 })), 0x87);
+    assert.equal(refusalCode(Object.assign(new Error('x'), { code: 0x10 })), null);
+    assert.equal(refusalCode(new Error('connection closed before the broker acknowledged')), null);
+    assert.equal(refusalCode(Object.assign(new Error('x'), { code: 'ECONNRESET' })), null);
+    assert.deepEqual(
+      { ...refusal('subscribe', 'homeassistant/status', 0x87), at: '' },
+      {
+        kind: 'subscribe',
+        topic: 'homeassistant/status',
+        reason: 'not authorized',
+        reason_code: 0x87,
+        at: '',
+      },
+    );
+  });
+
+  it('is logged at most once a minute per kind and reason, and every refusal is counted', async () => {
+    const { lines, log } = recorder();
+    const metrics = new Metrics();
+    const refusals = new RefusalLog({ log, throttledLog: new ThrottledLog(log), metrics });
+    for (let index = 0; index < 100; index++) refusals.report(refusal('publish', `ha/binary_sensor/ms-1/x${index}/config`, 0x87));
+    refusals.report(refusal('publish', 'ha/sensor/ms-1/quality/config', 0x97));
+    refusals.report(refusal('subscribe', 'homeassistant/status', 0x87));
+    refusals.report(refusal('subscribe', 'homeassistant/status', 0x87));
+    assert.deepEqual(
+      lines.map((line) => `${line.level} ${line.msg} ${line.fields.reason}`),
+      [
+        'warn MQTT: the broker refused a publish (check its ACL) not authorized',
+        'warn MQTT: the broker refused a publish (check its ACL) quota exceeded',
+        'warn MQTT: the broker refused a subscription (check its ACL) not authorized',
+      ],
+    );
+    assert.equal(lines[0]!.fields.topic, 'ha/binary_sensor/ms-1/x0/config');
+    const counted = (await metrics.mqttRefusals.get()).values.map((value) => `${value.labels.kind} ${value.labels.reason} ${value.value}`);
+    assert.deepEqual(counted.sort(), ['publish not authorized 100', 'publish quota exceeded 1', 'subscribe not authorized 2']);
   });
 });

@@ -333,7 +333,7 @@ describe('MQTT publishing', () => {
   it('republishes discovery on request', async () => {
     const response = await app.api('POST', '/api/settings/integration/discovery');
     assert.equal(response.status, 200);
-    assert.deepEqual(response.body, { published: 9 });
+    assert.deepEqual(response.body, { published: 9, refused: 0 });
   });
 });
 
@@ -823,6 +823,7 @@ describe('MQTT settings validation', () => {
         discovery_mode: 'entity',
         topic_root: 'mothership',
         birth_topic: 'homeassistant/status',
+        protocol_version: '5',
         status: {
           connected: false,
           last_error: null,
@@ -831,6 +832,9 @@ describe('MQTT settings validation', () => {
           client_id_conflict: false,
           role: 'leader',
           leader_since: null,
+          refused_publishes: 0,
+          refused_subscriptions: 0,
+          last_refusal: null,
         },
       });
       assert.deepEqual(settings.webhook, {

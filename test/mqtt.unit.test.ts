@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { backoffDelay } from '../src/mqtt/backoff.js';
 import { allConfigs, defaultEntityId, deviceConfig, personConfigs, removal, systemConfigs, zoneConfigs } from '../src/mqtt/discovery.js';
 import { Topics } from '../src/mqtt/topics.js';
+import { sweepable } from '../src/mqtt/sweep.js';
 import { emptyPending, hasWork, recordChange } from '../src/mqtt/pending.js';
 import { interpretMessage } from '../src/mqtt/commands.js';
 import { makeEvent } from '../src/events/index.js';
@@ -263,8 +264,14 @@ describe('what an event changes on the broker', () => {
       pending.removed.map((message) => [message.topic, message.payload]),
       zoneConfigs(context, { id: 'hall', name: '' }).map((config) => [config.topic, null]),
     );
+    const removedBefore = pending.removed.length;
     recordChange(pending, makeEvent('person.deleted', { person: 'cy', detail: { name: 'Cy' } }), context);
-    assert.ok(pending.clearTopics.has('ms/mid/person/cy/presence') && pending.clearTopics.has('ms/mid/person/cy/attributes'));
+    for (const topic of ['presence', 'attributes', 'tracker']) assert.ok(pending.clearTopics.has(`ms/mid/person/cy/${topic}`), topic);
+    assert.deepEqual(
+      pending.removed.slice(removedBefore).map((message) => [message.topic, message.payload]),
+      personConfigs(context, { id: 'cy', name: '' }).map((config) => [config.topic, null]),
+      "a deleted person's discovery configs are queued for removal",
+    );
     recordChange(pending, makeEvent('person.created', { person: 'di', detail: { name: 'Di' } }), context);
     assert.ok(pending.configs.persons.has('di') && pending.persons.has('di'));
     recordChange(pending, makeEvent('fall.detected', { detail: { state: 'ON' } }), context);
@@ -498,5 +505,22 @@ describe("Home Assistant's person over what Mothership publishes (HA's own logic
       JSON.parse(new Map(personState(topics, { id: 'ada', name: 'Ada', last_seen: null, ...person }, zoneName)).get(state_topic)!);
     assert.equal(mqttSensorState(render(attributesOf(inKitchen, 'Kitchen'))), 'Kitchen');
     assert.equal(mqttSensorState(render(attributesOf(away, null))), null);
+  });
+});
+
+describe('what the sweep may clear when the service did not publish it', () => {
+  const topics = new Topics('ms', 'mid', 'homeassistant');
+  it('configs under its discovery topics and its state topics; not availability, the generation marker, commands or others', () => {
+    for (const topic of ['homeassistant/sensor/mid/fake/config', 'homeassistant/device/mid/config', 'ms/mid/person/ada/state', 'ms/mid/legacy'])
+      assert.equal(sweepable(topics, topic), true, topic);
+    for (const topic of [
+      'ms/mid/availability',
+      'ms/mid/generation',
+      'ms/mid/generation/probe',
+      'ms/mid/system/mode/set',
+      'ms/other/person/ada/presence',
+      'homeassistant/sensor/other/x/config',
+    ])
+      assert.equal(sweepable(topics, topic), false, topic);
   });
 });

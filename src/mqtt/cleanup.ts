@@ -1,5 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { clientOptions, connectBroker, connected, type MqttSettings } from './connection.js';
+import { ProblemError } from '../http/problem.js';
+import { clientOptions, connectBroker, connected, describeMqttError, type MqttSettings } from './connection.js';
 import { Topics } from './topics.js';
 
 /** Retained messages arrive right after the subscription is acknowledged; this is ample on a LAN. */
@@ -49,4 +50,9 @@ export async function clearInstallation(settings: MqttSettings, clientId: string
   } finally {
     await client.endAsync().catch(() => {});
   }
+}
+
+/** The broker of a short-lived connection could not be reached (502, with the reason). */
+export function unreachable(error: unknown): ProblemError {
+  return new ProblemError('bad_gateway', `Could not reach the broker: ${describeMqttError(error as Error & { code?: string | number })}`);
 }

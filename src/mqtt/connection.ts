@@ -7,9 +7,10 @@ import { describeTlsError, ForbiddenTargetError, guardedLookup, isForbiddenAddre
 import { effectiveBrokerUrl, type IntegrationSettings } from '../settings/index.js';
 import { backoffDelay } from './backoff.js';
 import { describeClientCertificateAlert } from './client-certificate.js';
+import { countRefusal, NO_REFUSALS, refusal, type Refusal, type RefusalCounts, type RefusalKind } from './refusals.js';
 import { attemptFailed, connectionClosed, contestedReason, reconnectDelay, UNCONTESTED, type TakeoverPolicy, type TakeoverState } from './takeover.js';
 
-export interface MqttStatus {
+export interface MqttStatus extends RefusalCounts {
   connected: boolean;
   last_error: string | null;
   last_connected_at: string | null;
@@ -18,18 +19,26 @@ export interface MqttStatus {
   client_id_conflict: boolean;
 }
 
-export const NO_CONNECTION: MqttStatus = { connected: false, last_error: null, last_connected_at: null, next_reconnect_at: null, client_id_conflict: false };
+export const NO_CONNECTION: MqttStatus = {
+  connected: false,
+  last_error: null,
+  last_connected_at: null,
+  next_reconnect_at: null,
+  client_id_conflict: false,
+  ...NO_REFUSALS,
+};
 
 export type MqttSettings = IntegrationSettings['mqtt'];
 
 const CLOSE_GRACE_MS = 2000;
 
-/** mqtt.js options from the settings: TLS for mqtts://, wss:// or the TLS flag, with an optional CA and client certificate. */
+/** mqtt.js options from the settings: MQTT 5 unless set to 3.1.1; TLS for mqtts://, wss:// or the TLS flag, with an optional CA and client certificate. */
 export function clientOptions(settings: MqttSettings, clientId: string, will?: IClientOptions['will']): { url: string; options: IClientOptions } {
   const url = effectiveBrokerUrl(settings);
   const tls = url.protocol === 'mqtts:' || url.protocol === 'wss:';
   const options: IClientOptions = {
     clientId,
+    protocolVersion: settings.protocol_version === '3.1.1' ? 4 : 5,
     clean: true,
     // We run the reconnect schedule ourselves (mqtt.js only has a fixed period).
     reconnectPeriod: 0,
@@ -126,7 +135,13 @@ export class MqttConnection {
     clientId: string,
     will: NonNullable<IClientOptions['will']>,
     private readonly backoff: { initialMs: number; maxMs: number; takeover: TakeoverPolicy },
-    private readonly hooks: { onConnect: () => void; onStatus: (status: MqttStatus) => void; onReconnectAttempt: () => void; onCutShort: () => void },
+    private readonly hooks: {
+      onConnect: () => void;
+      onStatus: (status: MqttStatus) => void;
+      onReconnectAttempt: () => void;
+      onCutShort: () => void;
+      onRefusal: (refused: Refusal) => void;
+    },
   ) {
     this.client = connectBroker(clientOptions(settings, clientId, will));
     this.client.on('connect', () => {
@@ -160,6 +175,30 @@ export class MqttConnection {
       if (!this.closing) this.scheduleReconnect();
       hooks.onStatus(this.status);
     });
+  }
+
+  /** Counts a publish or subscription the broker refused, in the status too. */
+  refused(kind: RefusalKind, topic: string, code: number): void {
+    const refused = refusal(kind, topic, code);
+    countRefusal(this.status, refused);
+    this.hooks.onRefusal(refused);
+    this.hooks.onStatus(this.status);
+  }
+
+  /**
+   * Subscribes at QoS 1 and resolves with the filters the broker refused (counted as refusals), where
+   * mqtt.js fails the whole subscription; rejects when the subscription fails otherwise.
+   */
+  subscribe(filters: string[]): Promise<string[]> {
+    return new Promise((resolve, reject) =>
+      this.client.subscribe(filters, { qos: 1 }, (error, _granted, packet) => {
+        const codes = packet && 'granted' in packet ? (packet.granted as number[]) : null;
+        if (error && codes?.length !== filters.length) return reject(error);
+        const refused = filters.filter((_filter, index) => (codes?.[index] ?? 0) >= 0x80);
+        for (const filter of refused) this.refused('subscribe', filter, codes![filters.indexOf(filter)]!);
+        resolve(refused);
+      }),
+    );
   }
 
   /** Records whether the client id is contested, in the status too; true when that changed. */

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
+import type { RefusalCounts } from './refusals.js';
 
 /** The advisory lock class of MQTT ownership (the second key is the installation's hash). */
 const LOCK_CLASS = 0x4d5154; // "MQT"
@@ -13,8 +14,8 @@ const IDLE_POLLS = 3;
 /** The settings row where the owner reports its connection, for the instances standing by. */
 const REPORT_KEY = 'mqtt.owner';
 
-/** The installation's MQTT connection as its owner last reported it. */
-export interface OwnerReport {
+/** The installation's MQTT connection as its owner last reported it (refusal counts: absent from earlier releases' reports). */
+export interface OwnerReport extends Partial<RefusalCounts> {
   enabled: boolean;
   connected: boolean;
   last_error: string | null;

@@ -90,7 +90,23 @@ export function recordChange(pending: Pending, event: EventPayload, context: Dis
     case 'system.health':
       pending.health = true;
       return true;
-    default:
+    // No retained state: anomalies are published as they come (not retained), node changes reach the
+    // broker with the health report they cause, the rest is not mirrored.
+    case 'anomaly.detected':
+    case 'node.online':
+    case 'node.offline':
+    case 'enrichment.requested':
+    case 'enrichment.completed':
+    case 'enrichment.failed':
+    case 'baseline.recorded':
+    case 'webhook.test':
       return false;
+    default:
+      // A new event type fails to compile here until it is handled above.
+      return unhandled(event);
   }
+}
+
+function unhandled(event: never): never {
+  throw new Error(`MQTT: event type ${(event as EventPayload).event_type} is not handled`);
 }

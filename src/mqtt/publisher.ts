@@ -1,6 +1,13 @@
 import type { MqttClient } from 'mqtt';
 import type { Outgoing } from './plan.js';
 import type { Held, RetainedRecord } from './record.js';
+import { refusalCode, type RefusalKind } from './refusals.js';
+
+/** Where a publisher sends: the client, and where the broker's refusals are counted. */
+export interface PublishTarget {
+  client: MqttClient;
+  refused(kind: RefusalKind, topic: string, code: number): void;
+}
 
 /** Publishes unacknowledged at once at most: enough to keep a LAN broker busy, bounded in memory. */
 const WINDOW = 200;
@@ -13,10 +20,15 @@ const STEP = 2000;
  * stranger's; the table changes around the broker's acknowledgements: a topic is marked in doubt
  * before it is sent and gets its hash (or leaves the record, for a clear) once acknowledged. At most
  * WINDOW publishes wait for an acknowledgement: no timeout, since a publish ends either acknowledged
- * or failed when its connection closes.
+ * or failed when its connection closes. A publish the broker refuses (MQTT 5) stays in doubt, so the
+ * next full sync tries it again, and the rest goes on.
  */
 export class RetainedPublisher {
   held: Held = new Map();
+  /** Topics the broker refused the last time they were sent. */
+  readonly refused = new Set<string>();
+  /** Sets that collect every topic sent while they are here (what a read-back must not judge by an older record). */
+  readonly watchers = new Set<Set<string>>();
 
   constructor(
     private readonly record: RetainedRecord,
@@ -28,11 +40,12 @@ export class RetainedPublisher {
   }
 
   /** Sends `messages` on `client`; throws when the connection is lost (the next connect resyncs). */
-  async send(client: MqttClient, messages: readonly Outgoing[]): Promise<void> {
-    for (let start = 0; start < messages.length; start += STEP) await this.step(client, messages.slice(start, start + STEP));
+  async send(target: PublishTarget, messages: readonly Outgoing[]): Promise<void> {
+    for (let start = 0; start < messages.length; start += STEP) await this.step(target, messages.slice(start, start + STEP));
   }
 
-  private async step(client: MqttClient, messages: readonly Outgoing[]): Promise<void> {
+  private async step(target: PublishTarget, messages: readonly Outgoing[]): Promise<void> {
+    const { client } = target;
     await this.record.write(messages.filter(([, , hash]) => hash !== null).map(([topic]): [string, null] => [topic, null]));
     const acknowledged: [string, string][] = [];
     const cleared: string[] = [];
@@ -50,15 +63,22 @@ export class RetainedPublisher {
       }
       if (hash === null) this.held.delete(topic);
       else this.held.set(topic, hash);
+      for (const watcher of this.watchers) watcher.add(topic);
       inFlight++;
       client.publish(topic, payload, { qos: 1, retain: true }, (error) => {
         inFlight--;
+        const refusal = refusalCode(error);
         if (error) {
-          failure ??= error;
+          if (refusal === null) failure ??= error;
+          else {
+            this.refused.add(topic);
+            target.refused('publish', topic, refusal);
+          }
           // The broker may or may not have it: a failed clear stays recorded, in doubt.
           this.held.set(topic, null);
           if (hash === null) inDoubt.push([topic, null]);
         } else {
+          this.refused.delete(topic);
           if (hash === null) cleared.push(topic);
           else acknowledged.push([topic, hash]);
           this.onAcknowledged();

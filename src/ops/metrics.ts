@@ -34,6 +34,12 @@ export class Metrics {
     help: '1 while another client keeps connecting with the installation client id (the service backs off)',
     registers: [this.registry],
   });
+  readonly mqttRefusals = new Counter({
+    name: 'mothership_mqtt_refusals_total',
+    help: 'Publishes and subscriptions the MQTT broker refused (MQTT 5 reason codes; its ACL most often), by kind and reason',
+    labelNames: ['kind', 'reason'],
+    registers: [this.registry],
+  });
   readonly mqttCommands = new Counter({
     name: 'mothership_mqtt_commands_total',
     help: 'MQTT commands received (mode, Home Assistant birth) by outcome: accepted, invalid, rate_limited',

@@ -7,6 +7,13 @@ import { randomBytes } from 'node:crypto';
  */
 export const DISCOVERY_MODES = ['entity', 'device'] as const;
 
+/**
+ * The MQTT protocol version: `5` reports what the broker refuses (reason codes); `3.1.1` for brokers
+ * that do not speak 5 (Mosquitto before 1.6), where a publish the broker's ACL denies is
+ * acknowledged like any other.
+ */
+export const PROTOCOL_VERSIONS = ['5', '3.1.1'] as const;
+
 /** The integration settings with secrets in clear; never leaves the process. */
 export interface IntegrationSettings {
   mqtt: {
@@ -25,6 +32,7 @@ export interface IntegrationSettings {
     discovery_mode: (typeof DISCOVERY_MODES)[number];
     topic_root: string;
     birth_topic: string;
+    protocol_version: (typeof PROTOCOL_VERSIONS)[number];
   };
   webhook: {
     enabled: boolean;
@@ -64,6 +72,7 @@ export const DEFAULT_SETTINGS: IntegrationSettings = {
     discovery_mode: 'entity',
     topic_root: 'mothership',
     birth_topic: 'homeassistant/status',
+    protocol_version: '5',
   },
   webhook: { enabled: false, url: '', secret: '', previous_secret: '', previous_secret_expires_at: '', disabled_reason: '' },
 };

@@ -3,7 +3,7 @@ import { ProblemError } from '../http/problem.js';
 import { idString, nullableString, withSchemaTypes } from '../http/schemas.js';
 import { TEXT_LIMITS } from '../limits.js';
 import { certificateSummary } from './certificates.js';
-import { DISCOVERY_MODES, generateWebhookSecret, webhookSigningSecrets, type IntegrationSettings } from './model.js';
+import { DISCOVERY_MODES, PROTOCOL_VERSIONS, generateWebhookSecret, webhookSigningSecrets, type IntegrationSettings } from './model.js';
 import type { SettingsStore } from './store.js';
 import { brokerEndpoint, candidateSettings, webhookOrigin } from './validate.js';
 
@@ -41,6 +41,11 @@ const mqttInput = {
     },
     topic_root: text(128),
     birth_topic: { ...text(256), description: "Home Assistant's birth message topic (its MQTT setting, default homeassistant/status)" },
+    protocol_version: {
+      type: 'string',
+      enum: PROTOCOL_VERSIONS,
+      description: '5 (default) reports publishes and subscriptions the broker refuses; 3.1.1 for brokers without MQTT 5, where refused publishes go unnoticed',
+    },
   },
 } as const;
 
@@ -77,6 +82,7 @@ const viewSchema = {
         discovery_mode: { type: 'string', enum: DISCOVERY_MODES },
         birth_topic: { type: 'string' },
         topic_root: { type: 'string' },
+        protocol_version: { type: 'string', enum: PROTOCOL_VERSIONS },
         status: statusSchema({
           connected: { type: 'boolean' },
           last_error: nullableString,
@@ -89,6 +95,22 @@ const viewSchema = {
           },
           role: { type: 'string', enum: ['leader', 'standby'], description: 'standby: another instance on this database owns the MQTT connection' },
           leader_since: nullableString,
+          refused_publishes: {
+            type: 'integer',
+            description: 'Publishes the broker refused on this connection (MQTT 5 only: a 3.1.1 broker acknowledges them)',
+          },
+          refused_subscriptions: { type: 'integer', description: 'Subscriptions the broker refused on this connection' },
+          last_refusal: {
+            type: ['object', 'null'],
+            description: 'The last publish or subscription the broker refused, with its MQTT reason (0x87: not authorized by its ACL)',
+            properties: {
+              kind: { type: 'string', enum: ['publish', 'subscribe'] },
+              topic: { type: 'string' },
+              reason: { type: 'string' },
+              reason_code: { type: 'integer' },
+              at: { type: 'string' },
+            },
+          },
         }),
       },
     },
@@ -131,9 +153,12 @@ export interface IntegrationControls {
       client_id_conflict: boolean;
       role: 'leader' | 'standby';
       leader_since: string | null;
+      refused_publishes: number;
+      refused_subscriptions: number;
+      last_refusal: { kind: 'publish' | 'subscribe'; topic: string; reason: string; reason_code: number; at: string } | null;
     };
     test(settings: IntegrationSettings['mqtt'], options: { detailed: boolean }): Promise<{ ok: boolean; latency_ms: number | null; error: string | null }>;
-    publishDiscovery(): Promise<number>;
+    publishDiscovery(): Promise<{ published: number; refused: number }>;
     cleanupInstallation(installation: string): Promise<number>;
   };
   webhook: {
@@ -267,11 +292,20 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
         summary:
           'Republish every Home Assistant discovery config (409 when MQTT is not connected; on an instance standing by for the MQTT owner, from a short-lived connection: 502 when the broker cannot be reached)',
         response: {
-          200: { type: 'object', properties: { published: { type: 'integer', description: 'Retained config messages published (1 in device mode)' } } },
+          200: {
+            type: 'object',
+            properties: {
+              published: { type: 'integer', description: 'Retained config messages the broker accepted (1 in device mode)' },
+              refused: {
+                type: 'integer',
+                description: 'Config messages the broker refused (its ACL): reported with MQTT 5 only, a 3.1.1 broker acknowledges them and drops them',
+              },
+            },
+          },
         },
       },
     },
-    async () => ({ published: await mqtt.publishDiscovery() }),
+    async () => mqtt.publishDiscovery(),
   );
 
   app.post(

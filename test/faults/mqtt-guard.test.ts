@@ -57,7 +57,7 @@ describe('MQTT: another client with the installation client id (an older release
     });
     const clientId = `mothership-${service.mid}`;
     // The broker logs every connect with its client id and keepalive: the service's are k30, the rival's k45.
-    const ourConnects = () => broker.output().split(`as ${clientId} (p2, c1, k30`).length - 1;
+    const ourConnects = () => broker.output().split(`as ${clientId} (p5, c1, k30`).length - 1;
     let rival: mqtt.MqttClient | null = null;
     let view: Awaited<ReturnType<typeof observer>> | null = null;
     try {

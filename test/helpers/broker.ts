@@ -62,11 +62,46 @@ export function makeClientCertificate(dir: string, name: string, { days = 2, sel
   return { cert: readFileSync(path.join(dir, `${name}.crt`), 'utf8'), key: readFileSync(path.join(dir, `${name}.key`), 'utf8') };
 }
 
+const DYNAMIC_SECURITY_PLUGIN = '/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so';
+
+/** Mosquitto's dynamic security configuration (its JSON file): who may publish and subscribe where. */
+export interface DynamicSecurity {
+  defaultACLAccess: { publishClientSend: boolean; publishClientReceive: boolean; subscribe: boolean; unsubscribe: boolean };
+  clients: unknown[];
+  groups: { groupname: string; roles: { rolename: string }[]; clients: unknown[] }[];
+  roles: { rolename: string; acls: { acltype: string; topic: string; priority?: number; allow: boolean }[] }[];
+  anonymousGroup?: string;
+}
+
+/**
+ * An ACL for anonymous clients: they may publish under `publish` and subscribe under `subscribe`
+ * (MQTT filters), and nowhere else; everyone receives what they subscribed to.
+ */
+export function anonymousAcl(publish: string[], subscribe: string[]): DynamicSecurity {
+  return {
+    defaultACLAccess: { publishClientSend: false, publishClientReceive: true, subscribe: false, unsubscribe: true },
+    clients: [],
+    groups: [{ groupname: 'anonymous', roles: [{ rolename: 'limited' }], clients: [] }],
+    roles: [
+      {
+        rolename: 'limited',
+        acls: [
+          ...publish.map((topic) => ({ acltype: 'publishClientSend', topic, allow: true })),
+          ...subscribe.map((topic) => ({ acltype: 'subscribePattern', topic, allow: true })),
+        ],
+      },
+    ],
+    anonymousGroup: 'anonymous',
+  };
+}
+
 /**
  * A private Mosquitto the test starts, stops and restarts on a fixed port. `requireCertificate`
  * (with `tls`): clients must present a certificate signed by its CA (`broker.clientCertificate`).
  */
-export async function startBroker(options: { tls?: boolean; requireCertificate?: boolean; users?: Record<string, string>; config?: string[] } = {}) {
+export async function startBroker(
+  options: { tls?: boolean; requireCertificate?: boolean; users?: Record<string, string>; config?: string[]; dynamicSecurity?: DynamicSecurity } = {},
+) {
   const dir = mkdtempSync(path.join(tmpdir(), 'mothership-broker-'));
   const port = await freePort();
   // The broker's log goes to the test (`output()`): it names every client that connects.
@@ -84,6 +119,11 @@ export async function startBroker(options: { tls?: boolean; requireCertificate?:
     lines.push('allow_anonymous false', `password_file ${file}`);
   } else {
     lines.push('allow_anonymous true');
+  }
+  if (options.dynamicSecurity) {
+    // Mosquitto's ACL plugin: unlike `acl_file` (Mosquitto 2.0 grants any subscription), it refuses subscriptions too.
+    writeFileSync(path.join(dir, 'dynamic-security.json'), JSON.stringify(options.dynamicSecurity));
+    lines.push(`plugin ${DYNAMIC_SECURITY_PLUGIN}`, `plugin_opt_config_file ${dir}/dynamic-security.json`);
   }
   lines.push(...(options.config ?? []));
   const config = path.join(dir, 'mosquitto.conf');

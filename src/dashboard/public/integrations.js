@@ -82,6 +82,11 @@ async function loadSettings() {
   else statusBadge($('#mqtt-status'), mqtt.next_reconnect_at ? `retrying ${time(mqtt.next_reconnect_at)}` : 'disconnected', 'bad');
   $('#mqtt-last-error').hidden = !mqtt.last_error || (mqtt.connected && !mqtt.client_id_conflict);
   $('#mqtt-last-error').textContent = mqtt.last_error ? `Last error: ${mqtt.last_error}` : '';
+  const refusal = settings.mqtt.enabled ? mqtt.last_refusal : null;
+  $('#mqtt-refusals').hidden = !refusal;
+  $('#mqtt-refusals').textContent = refusal
+    ? `The broker refused ${mqtt.refused_publishes} publishes and ${mqtt.refused_subscriptions} subscriptions (check its ACL); last: ${refusal.kind} ${refusal.topic}: ${refusal.reason}`
+    : '';
   const hook = settings.webhook.status;
   if (!settings.webhook.enabled) statusBadge($('#webhook-status'), 'disabled', '');
   else if (hook.last_status_code === null && !hook.last_error) statusBadge($('#webhook-status'), 'no deliveries yet', '');
@@ -149,6 +154,7 @@ function mqttValues(form) {
     topic_root: form.topic_root.value.trim(),
     birth_topic: form.birth_topic.value.trim(),
     discovery_mode: form.discovery_mode.value,
+    protocol_version: form.protocol_version.value,
   };
   // Write-only fields: left empty they keep the saved value.
   if (form.password.value) values.password = form.password.value;
@@ -224,8 +230,9 @@ $('#webhook-test').addEventListener('click', (event) => runTest(event.currentTar
 
 $('#mqtt-discovery').addEventListener('click', async (event) => {
   try {
-    const { published } = await busy(event.currentTarget, () => api('POST', '/api/settings/integration/discovery'));
-    result($('#mqtt-result'), true, `Published ${published} discovery configs.`);
+    const { published, refused } = await busy(event.currentTarget, () => api('POST', '/api/settings/integration/discovery'));
+    if (refused) result($('#mqtt-result'), false, `Published ${published} discovery configs; the broker refused ${refused} (check its ACL).`);
+    else result($('#mqtt-result'), true, `Published ${published} discovery configs.`);
   } catch (error) {
     result($('#mqtt-result'), false, error.status === 409 ? 'MQTT is not connected: save working settings first.' : error.message);
   }
