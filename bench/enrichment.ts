@@ -1,44 +1,11 @@
 import Fastify, { type FastifyReply } from 'fastify';
-import type autocannon from 'autocannon';
-import { randomBytes } from 'node:crypto';
-import { signatureHeader } from '../src/enrichment/signing.js';
 import { benchApp, load, type LoadResult } from './harness.js';
+import { PER_BOT, signedRequests, type Bot } from './signed-requests.js';
 import { QUICK, fmt, header, ratio } from './lib.js';
 
 const CONNECTIONS = 50;
-const PER_BOT = 5;
 /** Ours and the reference alternate over this many measured rounds, as the micro-benchmarks do. */
 const ROUNDS = 3;
-
-type Bot = { id: string; shared_secret: string };
-
-/**
- * A request generator signing every request as a bot would (the same client cost for both targets).
- * Consecutive requests come from different bots, as many bots' requests would (one bot's five are
- * spread over the run, not sent at once), counting from request `first`; each match once. `secret`
- * signs with another secret than the bot's (a bad signature).
- */
-function signedRequests(bots: Bot[], first: number, secret?: string) {
-  let counter = first;
-  return {
-    method: 'POST' as const,
-    path: '/api/request-enrichment',
-    setupRequest: (request: autocannon.Request) => {
-      const index = counter++;
-      const botIndex = index % bots.length;
-      const bot = bots[botIndex]!;
-      const body = JSON.stringify({ match_id: `m${botIndex * PER_BOT + (Math.floor(index / bots.length) % PER_BOT)}` });
-      const timestamp = String(Math.floor(Date.now() / 1000));
-      const nonce = randomBytes(16).toString('hex');
-      const signature = signatureHeader(secret ?? bot.shared_secret, { method: 'POST', pathAndQuery: '/api/request-enrichment', timestamp, nonce, body });
-      return {
-        ...request,
-        body,
-        headers: { 'content-type': 'application/json', 'x-bot-id': bot.id, 'x-bot-timestamp': timestamp, 'x-bot-nonce': nonce, 'x-bot-signature': signature },
-      };
-    },
-  };
-}
 
 /** A recorded answer: status, headers and body, as the service sent them. */
 interface Answer {
@@ -181,23 +148,23 @@ async function compare(
   try {
     let sent = 0;
     const oursRun = async (amount: number) => {
-      const result = await load({ url: service.url, connections: CONNECTIONS, amount, requests: [signedRequests(service.bots, sent, secret)] });
+      const result = await load({ url: service.url, connections: CONNECTIONS, amount }, { bots: service.bots, first: sent, secret });
       sent += amount;
       return result;
     };
-    const bareRun = (url: string, amount: number) => load({ url, connections: CONNECTIONS, amount, requests: [signedRequests(service.bots, 0, secret)] });
+    const bareRun = (url: string, amount: number) => load({ url, connections: CONNECTIONS, amount }, { bots: service.bots, first: 0, secret });
     await oursRun(warmup);
     await bareRun(bare.url, warmup);
     // A refusal writes nothing, so one more changes nothing: its answer, replayed by a bare route.
     if (scenario.status !== 202) {
-      const answer = await recordAnswer(service.url, signedRequests(service.bots, sent, secret).setupRequest({}));
+      const answer = await recordAnswer(service.url, signedRequests({ bots: service.bots, first: sent, secret }).setupRequest({}));
       if (answer.status !== scenario.status) throw new Error(`${scenario.name}: recorded a ${answer.status} to replay, expected ${scenario.status}`);
       replayed = await bareRoute(answer);
       await bareRun(replayed.url, warmup);
       shellService = await shellRoute(dialect);
     }
     const shellRun = (url: string, amount: number) =>
-      load({ url, connections: CONNECTIONS, amount, requests: [{ ...signedRequests(service.bots, 0, secret), path: SHELL_PATH }] });
+      load({ url, connections: CONNECTIONS, amount }, { bots: service.bots, first: 0, secret, path: SHELL_PATH });
     if (shellService) await shellRun(shellService.url, warmup);
     const before = { jobs: await count(service, 'enrichment_jobs'), nonces: await count(service, 'nonces') };
     const ours: LoadResult[] = [];

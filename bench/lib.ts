@@ -1,7 +1,17 @@
 import os from 'node:os';
+import { appendFileSync } from 'node:fs';
 
 /** `--quick` (or BENCH_QUICK=1): a small size, so CI can prove every benchmark still runs. */
 export const QUICK = process.argv.includes('--quick') || process.env.BENCH_QUICK === '1';
+
+/**
+ * `--check`: the guard's run (README.md, "The guard"): only the ratios bench/floors.json names, at
+ * a size that tells a 2x regression from a busy machine's noise.
+ */
+export const CHECK = process.argv.includes('--check');
+
+/** Where `ratio` records each figure for the guard, one JSON line per ratio (set by run.ts). */
+export const RATIOS_FILE_ENV = 'MOTHERSHIP_BENCH_RATIOS';
 
 export interface Row {
   name: string;
@@ -64,6 +74,8 @@ export function table(rows: Row[]): void {
 /** Prints `ours / reference` with the target (none when null), and returns whether it was met. */
 export function ratio(label: string, ours: number, reference: number, target: number | null, higherIsBetter = true): boolean {
   const value = ours / reference;
+  const ratiosFile = process.env[RATIOS_FILE_ENV];
+  if (ratiosFile) appendFileSync(ratiosFile, JSON.stringify({ label, value }) + '\n');
   if (target === null) {
     console.log(`ratio ${label}: ${value.toFixed(2)}x (no target)`);
     return true;
