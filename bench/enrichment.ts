@@ -1,11 +1,14 @@
 import Fastify, { type FastifyReply } from 'fastify';
 import { benchApp, load, type LoadResult } from './harness.js';
 import { PER_BOT, signedRequests, type Bot } from './signed-requests.js';
-import { QUICK, fmt, header, ratio } from './lib.js';
+import { CHECK, QUICK, fmt, header, ratio } from './lib.js';
 
 const CONNECTIONS = 50;
-/** Ours and the reference alternate over this many measured rounds, as the micro-benchmarks do. */
-const ROUNDS = 3;
+/**
+ * Ours and the reference alternate over this many measured rounds, as the micro-benchmarks do; the
+ * guard's run on a busy machine takes more, shorter ones (README.md, "The guard").
+ */
+const ROUNDS = CHECK ? 6 : 3;
 
 /** A recorded answer: status, headers and body, as the service sent them. */
 interface Answer {
@@ -157,10 +160,13 @@ async function compare(
     await bareRun(bare.url, warmup);
     // A refusal writes nothing, so one more changes nothing: its answer, replayed by a bare route.
     if (scenario.status !== 202) {
-      const answer = await recordAnswer(service.url, signedRequests({ bots: service.bots, first: sent, secret }).setupRequest({}));
-      if (answer.status !== scenario.status) throw new Error(`${scenario.name}: recorded a ${answer.status} to replay, expected ${scenario.status}`);
-      replayed = await bareRoute(answer);
-      await bareRun(replayed.url, warmup);
+      // The guard's run leaves out the replayed answer, which has no floor.
+      if (!CHECK) {
+        const answer = await recordAnswer(service.url, signedRequests({ bots: service.bots, first: sent, secret }).setupRequest({}));
+        if (answer.status !== scenario.status) throw new Error(`${scenario.name}: recorded a ${answer.status} to replay, expected ${scenario.status}`);
+        replayed = await bareRoute(answer);
+        await bareRun(replayed.url, warmup);
+      }
       shellService = await shellRoute(dialect);
     }
     const shellRun = (url: string, amount: number) =>
@@ -198,6 +204,9 @@ async function compare(
   }
 }
 
+/** The guard's scenarios (`--check`): a refusal passes the whole HTTP shell and the signature check. */
+const GUARDED_SCENARIOS = ['postgres:bad signature'];
+
 const best = (results: LoadResult[]) => results.reduce((a, b) => (b.rps > a.rps ? b : a));
 
 /**
@@ -209,15 +218,15 @@ const best = (results: LoadResult[]) => results.reduce((a, b) => (b.rps > a.rps 
  */
 export async function benchEnrichment(): Promise<boolean> {
   header(`Enrichment endpoint: signed requests per second, ${CONNECTIONS} connections, best of ${ROUNDS} alternating rounds`);
-  const only = process.env.BENCH_ENRICHMENT?.split(',');
+  const only = process.env.BENCH_ENRICHMENT?.split(',') ?? (CHECK ? GUARDED_SCENARIOS : undefined);
   let met = true;
   for (const dialect of ['sqlite', 'postgres'] as const) {
     for (const scenario of SCENARIOS) {
       if (dialect === 'sqlite' && scenario.status !== 202) continue;
       if (only && !only.includes(`${dialect}:${scenario.name}`)) continue;
       // PostgreSQL accepts fewer requests per second: smaller rounds keep the benchmark inside its time budget.
-      const measured = QUICK ? 50 : dialect === 'sqlite' || scenario.status !== 202 ? 12_000 : 6_000;
-      const { ours, reference, replay, shell } = await compare(dialect, scenario, QUICK ? 1_000 : 3_000, measured);
+      const measured = QUICK ? 50 : CHECK ? 1_000 : dialect === 'sqlite' || scenario.status !== 202 ? 12_000 : 6_000;
+      const { ours, reference, replay, shell } = await compare(dialect, scenario, QUICK ? 1_000 : CHECK ? 1_000 : 3_000, measured);
       const line = (name: string, r: LoadResult) =>
         console.log(`${name.padEnd(40)} ${fmt(r.rps).padStart(8)} req/s   p50 ${r.p50} ms   p99 ${r.p99} ms   errors ${r.errors}`);
       ours.forEach((result, round) => {
@@ -230,17 +239,27 @@ export async function benchEnrichment(): Promise<boolean> {
       if (failed) throw new Error(`${dialect}, ${scenario.name}: ${failed.errors} errors`);
       const label = `${dialect} ${scenario.name} vs bare route (best rounds)`;
       if (dialect === 'postgres') {
-        met = ratio(label, best(ours).rps, best(reference).rps, scenario.status === 202 ? 0.25 : 0.8) && met;
-        if (replay.length) {
-          ratio(`bare route sending our ${scenario.status} answer vs bare route`, best(replay).rps, best(reference).rps, null);
-          ratio(
-            `postgres ${scenario.name} vs bare route sending the same answer (what the checks and building the answer cost)`,
-            best(ours).rps,
-            best(replay).rps,
-            null,
-          );
-          ratio(`our HTTP shell, a route checking nothing, vs bare route (what any route of ours reaches)`, best(shell).rps, best(reference).rps, null);
-          ratio(`postgres ${scenario.name} vs our shell's route checking nothing (what the checks cost)`, best(ours).rps, best(shell).rps, null);
+        // On PostgreSQL only the refusals have targets, against the shell's route that every
+        // request passes (README.md, "Figures").
+        ratio(label, best(ours).rps, best(reference).rps, null);
+        if (shell.length) {
+          if (replay.length) {
+            ratio(`bare route sending our ${scenario.status} answer vs bare route`, best(replay).rps, best(reference).rps, null);
+            ratio(
+              `postgres ${scenario.name} vs bare route sending the same answer (what the checks and building the answer cost)`,
+              best(ours).rps,
+              best(replay).rps,
+              null,
+            );
+          }
+          met =
+            ratio(
+              `our HTTP shell, a route checking nothing, vs bare route (what any route of ours reaches; ${scenario.name} rounds)`,
+              best(shell).rps,
+              best(reference).rps,
+              0.75,
+            ) && met;
+          met = ratio(`postgres ${scenario.name} vs our shell's route checking nothing (what the checks cost)`, best(ours).rps, best(shell).rps, 0.9) && met;
         }
         continue;
       }

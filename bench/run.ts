@@ -36,7 +36,7 @@ const CHILD = 'MOTHERSHIP_BENCH_CHILD';
 const NOT_MET = 10;
 const banner = () => console.log(`# Mothership benchmarks${QUICK ? ' (quick: sizes too small for real figures)' : ''}\n\n${machine()}`);
 
-if (names.length === 1 && !CHECK) {
+if (names.length === 1 && (!CHECK || process.env[CHILD])) {
   // One benchmark: run it here, in a process of its own.
   const [name] = names as [string];
   if (!process.env[CHILD]) banner();
@@ -77,7 +77,9 @@ try {
       .filter(Boolean)
       .map((line) => JSON.parse(line) as { label: string; value: number });
     const { lines, held } = checkFloors(guarded, measured);
-    console.log(`\n## Guard: ratios against bench/floors.json\n\n${lines.join('\n')}\n\n${held ? 'Every ratio held its floor.' : 'A ratio fell below its floor.'}`);
+    console.log(
+      `\n## Guard: ratios against bench/floors.json\n\n${lines.join('\n')}\n\n${held ? 'Every ratio held its floor.' : 'A ratio fell below its floor.'}`,
+    );
     process.exitCode = held ? 0 : 1;
   }
   if (broken) process.exitCode = 1;
