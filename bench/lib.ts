@@ -33,9 +33,42 @@ export async function opsPerSecond(step: () => Promise<unknown> | unknown, durat
   return operations / ((performance.now() - started) / 1000);
 }
 
+/** The middle value (the mean of the two middle ones for an even count). */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+/**
+ * The guard's way (`--check`): the two contenders alternate step by step (each step `batch`
+ * operations, the one going first swapping every pair) for `durationMs`, and each side's rate is that of its
+ * median step. A busy machine preempts a step now and then, on either side; the median steps are
+ * the ones it left alone, so the ratio holds where best-of rounds swung by a factor of 2
+ * (README.md, "The guard").
+ */
+async function pairedRates(ours: () => Promise<unknown> | unknown, reference: () => Promise<unknown> | unknown, durationMs: number, batch: number) {
+  const warmUntil = performance.now() + Math.min(300, durationMs / 5);
+  while (performance.now() < warmUntil) {
+    await ours();
+    await reference();
+  }
+  const times: [number[], number[]] = [[], []];
+  const steps = [ours, reference];
+  const started = performance.now();
+  for (let pair = 0; performance.now() - started < durationMs; pair++)
+    for (const side of pair % 2 ? [1, 0] : [0, 1]) {
+      const stepStarted = performance.now();
+      await steps[side]!();
+      times[side]!.push(performance.now() - stepStarted);
+    }
+  return times.map((sideTimes) => (batch * 1000) / median(sideTimes)) as [number, number];
+}
+
 /**
  * Measures two contenders in alternation over `rounds` rounds and keeps each one's best rate, so
- * machine noise and JIT warm-up order favour neither.
+ * machine noise and JIT warm-up order favour neither. The guard's run alternates them step by step
+ * instead (`pairedRates`).
  */
 export async function compareRates(
   ours: () => Promise<unknown> | unknown,
@@ -44,6 +77,7 @@ export async function compareRates(
   batch: number,
   rounds = 3,
 ): Promise<[number, number]> {
+  if (CHECK) return pairedRates(ours, reference, durationMs, batch);
   let best: [number, number] = [0, 0];
   for (let round = 0; round < rounds; round++) {
     best = [
@@ -52,6 +86,16 @@ export async function compareRates(
     ];
   }
   return best;
+}
+
+/**
+ * What a ratio of HTTP rounds compares: each side's best round, or in the guard's run (where a busy
+ * machine moves both sides between rounds by a factor of 2) the median of the rounds' own ratios,
+ * each round measured right after the other side's (README.md, "The guard").
+ */
+export function roundsCompared(ours: readonly { rps: number }[], reference: readonly { rps: number }[]): [number, number] {
+  if (CHECK) return [median(ours.map((result, round) => result.rps / reference[round]!.rps)), 1];
+  return [Math.max(...ours.map((result) => result.rps)), Math.max(...reference.map((result) => result.rps))];
 }
 
 export function percentile(sorted: number[], p: number): number {

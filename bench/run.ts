@@ -5,6 +5,7 @@ import { benchDetector } from './detector.js';
 import { benchFanout } from './fanout.js';
 import { benchMemory } from './memory.js';
 import { benchMqttSync } from './mqtt-sync.js';
+import { benchIdle } from './idle.js';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,6 +23,7 @@ const BENCHMARKS: Record<string, () => Promise<boolean>> = {
   detector: benchDetector,
   memory: benchMemory,
   'mqtt-sync': benchMqttSync,
+  idle: benchIdle,
 };
 
 const names = process.argv.slice(2).filter((arg) => !arg.startsWith('--'));
