@@ -90,8 +90,12 @@ export async function benchBaselines(): Promise<boolean> {
   const best = (results: LoadResult[]) => results.reduce((a, b) => (b.rps > a.rps ? b : a));
   const stored = best(storedRounds);
   const bareRoute = best(bareRounds);
-  console.log(`POST /api/baselines (SQLite)   ${fmt(stored.rps).padStart(8)} req/s   p50 ${stored.p50} ms   p99 ${stored.p99} ms   non-2xx ${stored.non2xx}`);
-  console.log(`bare validating route         ${fmt(bareRoute.rps).padStart(8)} req/s   p50 ${bareRoute.p50} ms   p99 ${bareRoute.p99} ms`);
+  console.log(
+    `POST /api/baselines (SQLite)   ${fmt(stored.rps).padStart(8)} req/s   p50 ${stored.p50} ms   p99 ${stored.p99} ms   non-2xx ${stored.non2xx}   ${fmt(stored.perCpuSecond)} per CPU second`,
+  );
+  console.log(
+    `bare validating route         ${fmt(bareRoute.rps).padStart(8)} req/s   p50 ${bareRoute.p50} ms   p99 ${bareRoute.p99} ms   ${fmt(bareRoute.perCpuSecond)} per CPU second`,
+  );
   const storedMet = ratio('POST /api/baselines vs bare validating route', ...roundsCompared(storedRounds, bareRounds), 0.3);
   if ([...storedRounds, ...bareRounds].some((result) => result.non2xx)) throw new Error('non-2xx answers');
   return validationMet && storedMet;

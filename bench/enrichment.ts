@@ -231,7 +231,9 @@ export async function benchEnrichment(): Promise<boolean> {
       const measured = QUICK ? { amount: 50 } : CHECK ? { duration: 1 } : { amount: dialect === 'sqlite' || scenario.status !== 202 ? 12_000 : 6_000 };
       const { ours, reference, replay, shell } = await compare(dialect, scenario, QUICK ? 1_000 : CHECK ? 1_000 : 3_000, measured);
       const line = (name: string, r: LoadResult) =>
-        console.log(`${name.padEnd(40)} ${fmt(r.rps).padStart(8)} req/s   p50 ${r.p50} ms   p99 ${r.p99} ms   errors ${r.errors}`);
+        console.log(
+          `${name.padEnd(40)} ${fmt(r.rps).padStart(8)} req/s   p50 ${r.p50} ms   p99 ${r.p99} ms   errors ${r.errors}   ${fmt(r.perCpuSecond)} per CPU second`,
+        );
       ours.forEach((result, round) => {
         line(`mothership (${dialect}, ${scenario.name}) #${round + 1}`, result);
         line(`bare Fastify 202 route #${round + 1}`, reference[round]!);

@@ -7,10 +7,11 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { buildApp, type App } from '../src/app.js';
 import { loadConfig, prepareDataDir } from '../src/config.js';
-import type { LoadRequest, LoadResult } from './loadgen.js';
+import type { LoadRequest, LoadResult as GeneratorResult } from './loadgen.js';
 import type { SignedPlan } from './signed-requests.js';
 
-export type { LoadResult } from './loadgen.js';
+/** A run's figures, with the servers' CPU. */
+export type LoadResult = GeneratorResult & { perCpuSecond: number };
 
 export const PG_ADMIN_URL = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -71,12 +72,12 @@ export async function benchApp(
 /** The load generator's process, started with the first run and shared by every later one. */
 let generator: ChildProcess | null = null;
 let nextRun = 0;
-const pending = new Map<number, { resolve: (result: LoadResult) => void; reject: (error: Error) => void }>();
+const pending = new Map<number, { resolve: (result: GeneratorResult) => void; reject: (error: Error) => void }>();
 
 function loadGenerator(): ChildProcess {
   if (generator) return generator;
   const child = fork(fileURLToPath(new URL('./loadgen.js', import.meta.url)), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  child.on('message', (message: { id: number; result?: LoadResult; error?: string }) => {
+  child.on('message', (message: { id: number; result?: GeneratorResult; error?: string }) => {
     const run = pending.get(message.id);
     pending.delete(message.id);
     if (message.error !== undefined) run?.reject(new Error(`load generator: ${message.error}`));
@@ -96,16 +97,20 @@ function loadGenerator(): ChildProcess {
 /**
  * Runs autocannon in a process of its own, as real clients are: the client's work (building,
  * signing and parsing requests) is not counted against the server measured, on either side of a
- * ratio (README.md, "How they measure").
+ * ratio (README.md, "How they measure"). Also counts the requests per second of CPU this process
+ * (the servers) spent meanwhile, which a busy machine moves far less than the rate.
  */
-export function load(options: LoadRequest['options'], signed?: SignedPlan): Promise<LoadResult> {
+export async function load(options: LoadRequest['options'], signed?: SignedPlan): Promise<LoadResult> {
   const child = loadGenerator();
   const id = nextRun++;
-  return new Promise<LoadResult>((resolve, reject) => {
+  const cpuBefore = process.cpuUsage();
+  const result = await new Promise<GeneratorResult>((resolve, reject) => {
     pending.set(id, { resolve, reject });
     child.channel?.ref();
     child.send({ id, request: { options, signed } });
   }).finally(() => {
     if (!pending.size) child.channel?.unref();
   });
+  const cpu = process.cpuUsage(cpuBefore);
+  return { ...result, perCpuSecond: result.total / ((cpu.user + cpu.system) / 1e6) };
 }

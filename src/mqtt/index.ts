@@ -162,6 +162,7 @@ export class MqttIntegration {
     this.deps.metrics?.mqttConnected.set(0);
     this.deps.metrics?.mqttClientIdConflict.set(0);
     this.deps.ownership?.report(this.ownStatus());
+    this.follow(Boolean(settings.enabled && settings.broker_url));
     if (!settings.enabled || !settings.broker_url) return;
     let logged = NOTHING_LOGGED;
     const connection: MqttConnection = new MqttConnection(
@@ -193,17 +194,27 @@ export class MqttIntegration {
   }
 
   /**
-   * Follows the event log, whichever process appends to it, and connects with the saved settings.
-   * Events from before the start need no replay: every connect publishes the current state.
+   * Connects with the saved settings, following the event log (whichever process appends to it)
+   * while MQTT is enabled. Events from before the start need no replay: every connect publishes the
+   * current state.
    */
   async start(settings: IntegrationSettings['mqtt']): Promise<void> {
+    await this.configure(settings);
+  }
+
+  /** Reads the log's new events as they come; an idle service with MQTT off polls nothing. */
+  private follow(following: boolean): void {
+    if (!following) {
+      this.stopFollowing?.();
+      this.stopFollowing = null;
+      return;
+    }
     this.stopFollowing ??= tailLog(this.deps.events, {
       pollMs: FOLLOW_POLL_MS,
       deliver: (page) => page.forEach((event) => this.onEvent(event)),
       onError: (error) =>
         this.deps.throttledLog.write(this.deps.log, 'mqtt-follow', 'warn', { err: error }, 'MQTT: reading the event log failed; trying again'),
     });
-    await this.configure(settings);
   }
 
   /**
@@ -216,8 +227,7 @@ export class MqttIntegration {
   }
 
   private async disconnect(offline: boolean): Promise<void> {
-    this.stopFollowing?.();
-    this.stopFollowing = null;
+    this.follow(false);
     if (this.birthTimer) clearTimeout(this.birthTimer);
     this.birthTimer = null;
     const connection = this.connection;
