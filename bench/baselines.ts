@@ -54,8 +54,8 @@ export async function benchBaselines(): Promise<boolean> {
 
   // Both listen the whole time and alternate over rounds of the same size; each keeps its best.
   const rounds = QUICK ? 1 : CHECK ? 6 : 3;
-  // The guard's rounds last a second each, however busy the machine.
-  const size = QUICK ? { amount: 300 } : CHECK ? { duration: 1 } : { amount: 2000 };
+  // The guard's rounds last two seconds each, however busy the machine.
+  const size = QUICK ? { amount: 300 } : CHECK ? { duration: 2 } : { amount: 2000 };
   const body = JSON.stringify(valid);
   const service = await benchApp('sqlite');
   const route = Fastify();

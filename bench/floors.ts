@@ -32,8 +32,10 @@ export function checkFloors(floors: Floors, measured: readonly Measured[]): { li
         continue;
       }
       const value = Math.min(...values);
-      if (value < floor) held = false;
-      lines.push(`${value < floor ? 'FELL' : 'held'} ${benchmark}: ${label} ${value.toFixed(2)}x (floor ${floor}x)`);
+      // NaN (nothing measured in any round) falls too.
+      const fell = !(value >= floor);
+      if (fell) held = false;
+      lines.push(`${fell ? 'FELL' : 'held'} ${benchmark}: ${label} ${value.toFixed(2)}x (floor ${floor}x)`);
     }
   return { lines, held };
 }

@@ -112,5 +112,5 @@ export async function load(options: LoadRequest['options'], signed?: SignedPlan)
     if (!pending.size) child.channel?.unref();
   });
   const cpu = process.cpuUsage(cpuBefore);
-  return { ...result, perCpuSecond: result.total / ((cpu.user + cpu.system) / 1e6) };
+  return { ...result, perCpuSecond: result.total ? result.total / ((cpu.user + cpu.system) / 1e6) : 0 };
 }

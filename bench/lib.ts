@@ -97,7 +97,9 @@ export function roundsCompared(
   ours: readonly { rps: number; perCpuSecond: number }[],
   reference: readonly { rps: number; perCpuSecond: number }[],
 ): [number, number] {
-  if (CHECK) return [median(ours.map((result) => result.perCpuSecond)), median(reference.map((result) => result.perCpuSecond))];
+  // A round that ended before its first answer says nothing.
+  const perCpuSecond = (results: readonly { perCpuSecond: number }[]) => median(results.map((result) => result.perCpuSecond).filter((value) => value > 0));
+  if (CHECK) return [perCpuSecond(ours), perCpuSecond(reference)];
   return [Math.max(...ours.map((result) => result.rps)), Math.max(...reference.map((result) => result.rps))];
 }
 

@@ -37,7 +37,8 @@ async function run({ options, signed }: LoadRequest): Promise<LoadResult> {
     });
   });
   return {
-    rps: result.requests.total / ((lastResponse - started) / 1000),
+    // A round on a very busy machine may end before its first answer.
+    rps: result.requests.total ? result.requests.total / ((lastResponse - started) / 1000) : 0,
     p50: result.latency.p50,
     p99: result.latency.p99,
     non2xx: result.non2xx,
