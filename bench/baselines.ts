@@ -3,7 +3,7 @@ import addFormats from 'ajv-formats';
 import Fastify from 'fastify';
 import { baselineErrors, baselineSchema } from '../src/baselines/schema.js';
 import { benchApp, load, type LoadResult } from './harness.js';
-import { QUICK, compareRates, fmt, header, ratio, table } from './lib.js';
+import { CHECK, QUICK, compareRates, fmt, header, ratio, roundsCompared, table } from './lib.js';
 
 const valid = {
   commit_sha: 'a1b2c3d',
@@ -52,22 +52,12 @@ export async function benchBaselines(): Promise<boolean> {
   ]);
   const validationMet = ratio('validation vs bare Ajv', ours, reference, 0.9);
 
-  const amount = QUICK ? 300 : 5000;
+  // Both listen the whole time and alternate over rounds of the same size; each keeps its best.
+  const rounds = QUICK ? 1 : CHECK ? 6 : 3;
+  // The guard's rounds last two seconds each, however busy the machine.
+  const size = QUICK ? { amount: 300 } : CHECK ? { duration: 2 } : { amount: 2000 };
   const body = JSON.stringify(valid);
-  const { url, close } = await benchApp('sqlite');
-  let stored: LoadResult;
-  try {
-    stored = await load({
-      url: `${url}/api/baselines`,
-      connections: 10,
-      amount,
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: 'Bearer bench-admin-token-0123456789' },
-      body,
-    });
-  } finally {
-    await close();
-  }
+  const service = await benchApp('sqlite');
   const route = Fastify();
   route.post(
     '/api/baselines',
@@ -75,18 +65,38 @@ export async function benchBaselines(): Promise<boolean> {
     async (_request, reply) => reply.code(201).send({ id: 1 }),
   );
   const routeUrl = await route.listen({ port: 0, host: '127.0.0.1' });
-  const bareRoute = await load({
-    url: `${routeUrl}/api/baselines`,
-    connections: 10,
-    amount,
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body,
-  });
-  await route.close();
-  console.log(`POST /api/baselines (SQLite)   ${fmt(stored.rps).padStart(8)} req/s   p50 ${stored.p50} ms   p99 ${stored.p99} ms   non-2xx ${stored.non2xx}`);
-  console.log(`bare validating route         ${fmt(bareRoute.rps).padStart(8)} req/s   p50 ${bareRoute.p50} ms   p99 ${bareRoute.p99} ms`);
-  ratio('POST /api/baselines vs bare validating route', stored.rps, bareRoute.rps, null);
-  if (stored.non2xx || bareRoute.non2xx) throw new Error(`non-2xx answers: ${stored.non2xx} stored, ${bareRoute.non2xx} reference`);
-  return validationMet;
+  const storedRounds: LoadResult[] = [];
+  const bareRounds: LoadResult[] = [];
+  try {
+    for (let round = 0; round < rounds; round++) {
+      storedRounds.push(
+        await load({
+          url: `${service.url}/api/baselines`,
+          connections: 10,
+          ...size,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: 'Bearer bench-admin-token-0123456789' },
+          body,
+        }),
+      );
+      bareRounds.push(
+        await load({ url: `${routeUrl}/api/baselines`, connections: 10, ...size, method: 'POST', headers: { 'content-type': 'application/json' }, body }),
+      );
+    }
+  } finally {
+    await route.close();
+    await service.close();
+  }
+  const best = (results: LoadResult[]) => results.reduce((a, b) => (b.rps > a.rps ? b : a));
+  const stored = best(storedRounds);
+  const bareRoute = best(bareRounds);
+  console.log(
+    `POST /api/baselines (SQLite)   ${fmt(stored.rps).padStart(8)} req/s   p50 ${stored.p50} ms   p99 ${stored.p99} ms   non-2xx ${stored.non2xx}   ${fmt(stored.perCpuSecond)} per CPU second`,
+  );
+  console.log(
+    `bare validating route         ${fmt(bareRoute.rps).padStart(8)} req/s   p50 ${bareRoute.p50} ms   p99 ${bareRoute.p99} ms   ${fmt(bareRoute.perCpuSecond)} per CPU second`,
+  );
+  const storedMet = ratio('POST /api/baselines vs bare validating route', ...roundsCompared(storedRounds, bareRounds), 0.3);
+  if ([...storedRounds, ...bareRounds].some((result) => result.non2xx)) throw new Error('non-2xx answers');
+  return validationMet && storedMet;
 }

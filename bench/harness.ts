@@ -1,4 +1,5 @@
-import autocannon from 'autocannon';
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -6,6 +7,11 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { buildApp, type App } from '../src/app.js';
 import { loadConfig, prepareDataDir } from '../src/config.js';
+import type { LoadRequest, LoadResult as GeneratorResult } from './loadgen.js';
+import type { SignedPlan } from './signed-requests.js';
+
+/** A run's figures, with the servers' CPU. */
+export type LoadResult = GeneratorResult & { perCpuSecond: number };
 
 export const PG_ADMIN_URL = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -63,39 +69,48 @@ export async function benchApp(
   };
 }
 
-export interface LoadResult {
-  rps: number;
-  p50: number;
-  p99: number;
-  non2xx: number;
-  errors: number;
-  total: number;
-  /** Answers by HTTP status. */
-  statuses: Record<string, number>;
+/** The load generator's process, started with the first run and shared by every later one. */
+let generator: ChildProcess | null = null;
+let nextRun = 0;
+const pending = new Map<number, { resolve: (result: GeneratorResult) => void; reject: (error: Error) => void }>();
+
+function loadGenerator(): ChildProcess {
+  if (generator) return generator;
+  const child = fork(fileURLToPath(new URL('./loadgen.js', import.meta.url)), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  child.on('message', (message: { id: number; result?: GeneratorResult; error?: string }) => {
+    const run = pending.get(message.id);
+    pending.delete(message.id);
+    if (message.error !== undefined) run?.reject(new Error(`load generator: ${message.error}`));
+    else run?.resolve(message.result!);
+  });
+  child.on('exit', (code, signal) => {
+    generator = null;
+    for (const run of pending.values()) run.reject(new Error(`load generator exited (${code ?? signal})`));
+    pending.clear();
+  });
+  // The benchmark's process may end while the generator idles: it exits when its channel closes.
+  child.unref();
+  child.channel?.unref();
+  return (generator = child);
 }
 
 /**
- * Runs autocannon and reduces its result to what the benchmarks report. Throughput is requests
- * over the time from the start to the last response: with `amount`, autocannon only notices the end
- * at its next one-second tick and reports that rounded-up duration, which understates a short run
- * (README.md, "How they measure").
+ * Runs autocannon in a process of its own, as real clients are: the client's work (building,
+ * signing and parsing requests) is not counted against the server measured, on either side of a
+ * ratio (README.md, "How they measure"). Also counts the requests per second of CPU this process
+ * (the servers) spent meanwhile, which a busy machine moves far less than the rate.
  */
-export async function load(options: autocannon.Options): Promise<LoadResult> {
-  const started = performance.now();
-  let lastResponse = started;
-  const result = await new Promise<autocannon.Result>((resolve, reject) => {
-    const instance = autocannon(options, (error, finished) => (error ? reject(error) : resolve(finished)));
-    instance.on('response', () => {
-      lastResponse = performance.now();
-    });
+export async function load(options: LoadRequest['options'], signed?: SignedPlan): Promise<LoadResult> {
+  const child = loadGenerator();
+  const id = nextRun++;
+  const cpuBefore = process.cpuUsage();
+  const result = await new Promise<GeneratorResult>((resolve, reject) => {
+    pending.set(id, { resolve, reject });
+    child.channel?.ref();
+    child.send({ id, request: { options, signed } });
+  }).finally(() => {
+    if (!pending.size) child.channel?.unref();
   });
-  return {
-    rps: result.requests.total / ((lastResponse - started) / 1000),
-    p50: result.latency.p50,
-    p99: result.latency.p99,
-    non2xx: result.non2xx,
-    errors: result.errors + result.timeouts,
-    total: result.requests.total,
-    statuses: Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([status, stats]) => [status, stats.count ?? 0])),
-  };
+  const cpu = process.cpuUsage(cpuBefore);
+  return { ...result, perCpuSecond: result.total ? result.total / ((cpu.user + cpu.system) / 1e6) : 0 };
 }

@@ -107,10 +107,18 @@ describe('baseline schema', () => {
   }
 
   it('refuses a run stamped in year 9999 (it would stay "latest" for good) or before 1970 (outside attack)', () => {
-    for (const timestamp of ['9999-12-31T23:59:60Z', '2100-01-01T00:00:00Z', '0000-01-01T00:00:00+23:59', '1969-12-31T23:59:59Z']) {
+    // The bounds are instants: a time of 1970 or 2099 is measured in UTC, its offset included.
+    for (const timestamp of [
+      '9999-12-31T23:59:60Z',
+      '2100-01-01T00:00:00Z',
+      '0000-01-01T00:00:00+23:59',
+      '1969-12-31T23:59:59Z',
+      '1970-01-01T00:30:00+01:00',
+      '2099-12-31T23:00:00-05:00',
+    ]) {
       assert.deepEqual(baselineErrors({ ...valid, timestamp }), [{ path: '/timestamp', message: 'must be a time from 1970 up to 2100' }], timestamp);
     }
-    for (const timestamp of ['2099-12-31T23:59:59Z', '2016-12-31T23:59:60Z', '1970-01-01T00:00:00Z'])
+    for (const timestamp of ['2099-12-31T23:59:59Z', '2016-12-31T23:59:60Z', '1970-01-01T00:00:00Z', '1970-01-01T00:30:00-01:00', '2099-12-31T20:00:00-03:59'])
       assert.deepEqual(baselineErrors({ ...valid, timestamp }), [], timestamp);
   });
 

@@ -1,6 +1,8 @@
 import { Worker } from 'node:worker_threads';
 
 const INTERVAL_MS = 100;
+/** While nothing is committed, the thread looks less often: an idle service should not wake a core. */
+const IDLE_INTERVAL_MS = 1000;
 
 /** What the thread reports when a checkpoint fails (or the thread itself does). */
 export interface CheckpointFailure {
@@ -28,7 +30,9 @@ export interface Checkpointer {
  */
 export function startCheckpointer(file: string): Checkpointer {
   const lastSeconds = new Float64Array(new SharedArrayBuffer(Float64Array.BYTES_PER_ELEMENT));
-  const worker = new Worker(new URL('./checkpointer-thread.js', import.meta.url), { workerData: { file, intervalMs: INTERVAL_MS, lastSeconds } });
+  const worker = new Worker(new URL('./checkpointer-thread.js', import.meta.url), {
+    workerData: { file, intervalMs: INTERVAL_MS, idleIntervalMs: IDLE_INTERVAL_MS, lastSeconds },
+  });
   worker.unref();
   let failures = 0;
   const listeners = new Set<(failure: CheckpointFailure) => void>();

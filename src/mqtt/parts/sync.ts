@@ -56,25 +56,41 @@ export class SyncPart implements MqttPart {
     this.publisher = new RetainedPublisher(this.record, () => deps.metrics?.mqttPublishes.inc());
   }
 
-  /** Events from before the start need no replay: every connect publishes the current state. */
+  /**
+   * Follows the log while MQTT is enabled (an idle service with MQTT off reads nothing). Events from
+   * before the start need no replay: every connect publishes the current state.
+   */
   async start(): Promise<void> {
     this.running = true;
     this.link.events.on('connected', this.onConnected);
-    this.stopFollowing ??= tailLog(this.deps.events, {
-      pollMs: FOLLOW_POLL_MS,
-      deliver: (page) => page.forEach((event) => this.onEvent(event)),
-      onError: (error) =>
-        this.deps.throttledLog.write(this.deps.log, 'mqtt-follow', 'warn', { err: error }, 'MQTT: reading the event log failed; trying again'),
-    });
+    this.link.events.on('status', this.onStatus);
   }
 
   /** Stops following; the last flush gets a moment (closing fails whatever the broker has not acknowledged). */
   async stop(): Promise<void> {
     this.running = false;
     this.link.events.off('connected', this.onConnected);
-    this.stopFollowing?.();
-    this.stopFollowing = null;
+    this.link.events.off('status', this.onStatus);
+    this.follow(false);
     if (this.flushing) await Promise.race([this.flushing, delay(STOP_GRACE_MS, undefined, { ref: false })]);
+  }
+
+  private readonly onStatus = (status: { enabled: boolean }, current: boolean): void => {
+    if (current) this.follow(status.enabled);
+  };
+
+  private follow(following: boolean): void {
+    if (!following) {
+      this.stopFollowing?.();
+      this.stopFollowing = null;
+      return;
+    }
+    this.stopFollowing ??= tailLog(this.deps.events, {
+      pollMs: FOLLOW_POLL_MS,
+      deliver: (page) => page.forEach((event) => this.onEvent(event)),
+      onError: (error) =>
+        this.deps.throttledLog.write(this.deps.log, 'mqtt-follow', 'warn', { err: error }, 'MQTT: reading the event log failed; trying again'),
+    });
   }
 
   /** Asks for a full sync (`forceConfigs`: every config even where the broker holds it); resolves when flushed. */
