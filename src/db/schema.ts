@@ -72,14 +72,19 @@ export interface WebhookDeliveriesTable {
   url: string;
   payload: string;
   attempt: number;
-  /** One row per attempt: pending -> sending -> delivered | failed | retry_scheduled (a new row is the retry). */
-  state: 'pending' | 'sending' | 'delivered' | 'failed' | 'retry_scheduled';
+  /**
+   * One row per attempt: pending -> sending -> delivered | failed | retry_scheduled (a new row is the
+   * retry), and retry_scheduled -> retried once that retry has its own outcome (022).
+   */
+  state: 'pending' | 'sending' | 'delivered' | 'failed' | 'retry_scheduled' | 'retried';
   due_at: string;
   status_code: number | null;
   error: string | null;
   duration_ms: number | null;
   created_at: string;
   attempted_at: string | null;
+  /** The start of the receiver's answer (WEBHOOK_LOG_BODY_LIMIT); null before the attempt, without an answer, or from a release before 022. */
+  response_body: Optional<string>;
 }
 
 export interface BotsTable {
