@@ -47,6 +47,12 @@ export const WEBHOOK_LOG_BODY_LIMIT = 4096;
 /** `GET /api/nodes` pages: the size without `?limit=`, and the most one page holds. */
 export const NODE_PAGE = { default: 200, max: 1000 } as const;
 
+/**
+ * `GET /api/persons` and `/api/zones` pages. The default is the largest page, so a client written
+ * before the lists were paged (one GET, no Link) still reads a whole household at once.
+ */
+export const LIST_PAGE = { default: 1000, max: 1000 } as const;
+
 /** The UTF-8 size of a value's JSON text. */
 export const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');
 

@@ -151,6 +151,9 @@ export const EVENT_APPEND_LOCK = 0x6d5f6576; // "m_ev"
 /** PostgreSQL: the transaction-level advisory lock a heartbeat registering a new node holds, so NODE_LIMIT is exact. */
 export const NODE_CREATE_LOCK = 0x6d5f6e64; // "m_nd"
 
+/** PostgreSQL: the transaction-level advisory lock a person or zone create or rename holds while it checks that the name is not taken. */
+export const NAME_CHECK_LOCK = 0x6d5f6e6d; // "m_nm"
+
 /** PostgreSQL: what a log row costs beyond its payload (its other columns, tuple header and index entries), in the storage budget's count (migration 016). */
 export const LOG_ROW_OVERHEAD = 200;
 
