@@ -8,14 +8,15 @@ import { applyToHousehold, loadHousehold } from './household.js';
 import { applyToActivity } from './activity.js';
 import { applyToFall, loadFall, renderFall } from './fall.js';
 import { overview } from './overview.js';
+import { peopleView } from './people.js';
 import { nodesView } from './nodes.js';
 import { integrations } from './integrations.js';
 import { enrichment } from './enrichment.js';
 import { baselines } from './baselines.js';
 import { tokensView } from './tokens.js';
 
-const VIEWS = [overview, nodesView, integrations, enrichment, baselines, tokensView];
-// Record pages of the overview: #/people/<id>, #/zones/<id>.
+const VIEWS = [overview, peopleView, nodesView, integrations, enrichment, baselines, tokensView];
+// Record pages of the overview: #/people/<id>, #/zones/<id> (#/people alone is the People page).
 const ALIASES = { people: 'overview', zones: 'overview' };
 
 // ---- sign in ----
@@ -53,9 +54,9 @@ $('#signout').addEventListener('click', async () => {
 
 function route() {
   const [page = 'overview', ...params] = location.hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
-  const name = ALIASES[page] ?? page;
-  const view = VIEWS.find((candidate) => candidate.id === name) ?? overview;
-  const viewParams = ALIASES[page] ? [page, ...params] : params;
+  const alias = params.length ? ALIASES[page] : undefined;
+  const view = VIEWS.find((candidate) => candidate.id === (alias ?? page)) ?? overview;
+  const viewParams = alias ? [page, ...params] : params;
   for (const link of $$('#nav a')) link.classList.toggle('active', link.dataset.view === view.id);
   for (const section of $$('.view')) section.hidden = section.id !== `view-${view.id}`;
   $('#app').classList.remove('menu-open');
