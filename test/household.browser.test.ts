@@ -81,6 +81,8 @@ describe('the household dashboard in Chromium (#38)', () => {
     await page.reload();
     await page.waitForSelector('#events li:has-text("system.health")');
     assert.equal(await page.inputValue('#event-filter'), 'system', 'the filter survives a reload');
+    await page.selectOption('#event-filter', 'changes');
+    await page.waitForSelector('#events li:first-child:has-text("Newbie added")');
     await page.selectOption('#event-filter', 'household');
     await page.waitForSelector('#events li:has-text("Bob entered Kitchen")');
     assert.doesNotMatch(page.url(), /events=/);
@@ -176,6 +178,23 @@ describe('the household dashboard in Chromium (#38)', () => {
     await page.waitForSelector('#webhook-new-secret button:is(:text("Copied"), :text("Press Ctrl+C"))');
     await page.waitForSelector('#webhook-grace:not([hidden])');
     await shots('integrations', '#deliveries tr[data-state]');
+    // The parts a phone scrolls to, at their real size.
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const [name, selector] of [
+      ['webhook', '#webhook-form'],
+      ['delivery-log', '#deliveries'],
+    ] as const) {
+      const box = (await page.locator(selector).boundingBox())!;
+      await page.screenshot({
+        path: `${ARTIFACTS}household-phone-${name}.png`,
+        fullPage: true,
+        clip: { x: 0, y: box.y - 10, width: 390, height: Math.min(box.height + 20, 900) },
+      });
+    }
+    // Every value of a delivery card sits at the right edge of the card, level with its label.
+    const cells = await page.$$eval('#deliveries tbody tr:first-child td', (tds) => tds.map((td) => Math.round(td.getBoundingClientRect().right)));
+    assert.equal(new Set(cells.filter((right) => right > 0)).size <= 2, true, `card columns end at ${cells}`);
+    await page.setViewportSize({ width: 1280, height: 900 });
   });
 
   it('lists the nodes on a phone without wrapping the time since the last heartbeat', async () => {
@@ -213,6 +232,10 @@ describe('the household dashboard in Chromium (#38)', () => {
     await page.waitForSelector(`#people-count:text-is("${total}")`);
     await page.waitForSelector('#people-list li[data-person]');
     const opened = Date.now() - started;
+    // The page's own work: from the last page of the list arriving to the rows on screen.
+    const rendered = (await page.evaluate(
+      "Math.round(performance.now() - Math.max(...performance.getEntriesByType('resource').filter((entry) => entry.name.includes('/api/persons')).map((entry) => entry.responseEnd)))",
+    )) as number;
     const drawn = await page.locator('#people-list li[data-person]').count();
     assert.ok(drawn < 60, `${drawn} rows drawn for ${total} people: only those on screen`);
     const typed = Date.now();
@@ -225,8 +248,14 @@ describe('the household dashboard in Chromium (#38)', () => {
     await page.evaluate("document.querySelector('#people-list').scrollTop = document.querySelector('#people-list').scrollHeight");
     await page.waitForSelector('#people-list li[data-person="person-4999"]');
     const bottom = Date.now() - scrolled;
-    figures.push(`${total} people: People page opened and drawn in ${opened} ms (page load, sign-in check, 6 pages of the list), search in ${searched} ms, cleared and scrolled to the end in ${bottom} ms`);
-    assert.ok(opened < 1000, `opened in ${opened} ms`);
+    const load = (await import('node:os')).loadavg()[0]!.toFixed(1);
+    figures.push(
+      `${total} people (load average ${load}): People page opened and drawn in ${opened} ms (page load, sign-in check, 6 pages of the list; drawn ${rendered} ms after the last page arrived), search in ${searched} ms, cleared and scrolled to the end in ${bottom} ms`,
+    );
+    // Under 1 s on a quiet machine; this machine may be shared, so the whole load gets a looser bound
+    // that still catches the 10 to 27 s of drawing every person.
+    assert.ok(opened < 3000, `opened in ${opened} ms`);
+    assert.ok(rendered < 1000, `drawn ${rendered} ms after the data arrived`);
     assert.ok(searched < 1000, `searched in ${searched} ms`);
     assert.ok(bottom < 1000, `scrolled in ${bottom} ms`);
     await page.fill('#people-search', '');
@@ -235,7 +264,9 @@ describe('the household dashboard in Chromium (#38)', () => {
     const overviewStarted = Date.now();
     await page.reload();
     await page.waitForSelector(`#persons li.more:has-text("All ${total} people")`);
-    figures.push(`Overview with ${total} people drawn in ${Date.now() - overviewStarted} ms (${await page.locator('#persons li[data-person]').count()} listed)`);
+    figures.push(
+      `Overview with ${total} people drawn in ${Date.now() - overviewStarted} ms (${await page.locator('#persons li[data-person]').count()} listed)`,
+    );
   });
 
   it('raised no script error', () => {

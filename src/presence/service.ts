@@ -162,7 +162,7 @@ export class PresenceService {
   /** Every zone with its occupants, in id order (what MQTT publishes). */
   async listZones(): Promise<ZoneView[]> {
     const zones: ZoneView[] = [];
-    for (let page: Page<ZoneView> | null = null; page === null || page.next !== null; ) {
+    for (let page: Page<ZoneView> | null = null; page === null || page.next !== null;) {
       page = await this.zonesPage({ limit: 1000, cursor: page?.next ?? undefined });
       zones.push(...page.items);
     }

@@ -5,7 +5,15 @@ import { getSetting, putSetting, settingUpdatedAt } from '../db/kv.js';
 import { ProblemError } from '../http/problem.js';
 import { memo } from '../memo.js';
 import { integrationErrors, storedPasswordError } from './validate.js';
-import { applyPatch, changedFields, DEFAULT_SETTINGS, derivedWebhookFields, type IntegrationPatch, type IntegrationSettings, type SettingsChange } from './model.js';
+import {
+  applyPatch,
+  changedFields,
+  DEFAULT_SETTINGS,
+  derivedWebhookFields,
+  type IntegrationPatch,
+  type IntegrationSettings,
+  type SettingsChange,
+} from './model.js';
 
 const SECRET_FIELDS = { mqtt: ['password', 'ca_cert'], webhook: ['secret', 'previous_secret'] } as const;
 /** Reads outside a transaction are cached this long; a save clears the cache, a change by another instance is seen by the watch. */

@@ -25,7 +25,10 @@ const deliverySchema = {
     attempted_at: { type: ['string', 'null'] },
     due_at: { type: 'string' },
     payload: { type: 'string', description: `The JSON text sent (the first ${WEBHOOK_LOG_BODY_LIMIT} bytes)` },
-    response_body: { type: ['string', 'null'], description: `The start of the receiver's answer (${WEBHOOK_LOG_BODY_LIMIT} bytes); null before the attempt or without an answer` },
+    response_body: {
+      type: ['string', 'null'],
+      description: `The start of the receiver's answer (${WEBHOOK_LOG_BODY_LIMIT} bytes); null before the attempt or without an answer`,
+    },
   },
 } as const;
 

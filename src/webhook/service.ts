@@ -439,10 +439,7 @@ export class WebhookService {
         .where(({ not, exists, selectFrom }) =>
           not(
             exists(
-              selectFrom('webhook_deliveries as later')
-                .select('later.id')
-                .whereRef('later.webhook_id', '=', 'd.webhook_id')
-                .whereRef('later.id', '>', 'd.id'),
+              selectFrom('webhook_deliveries as later').select('later.id').whereRef('later.webhook_id', '=', 'd.webhook_id').whereRef('later.id', '>', 'd.id'),
             ),
           ),
         )

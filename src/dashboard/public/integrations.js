@@ -125,6 +125,10 @@ for (const filter of ['#delivery-state', '#delivery-type']) $(filter).addEventLi
 
 const STATES = { retry_scheduled: 'retry scheduled', retried: 'failed, retried' };
 
+/** When the attempt was made; one not made yet says when it is due, one in flight says so. */
+const attemptTime = (delivery) =>
+  delivery.attempted_at ? time(delivery.attempted_at) : delivery.state === 'pending' ? `due ${time(delivery.due_at)}` : 'sending now';
+
 /** What was sent and what came back, folded: the JSON payload and the start of the receiver's answer. */
 function exchange(delivery) {
   return el(
@@ -155,13 +159,12 @@ async function loadDeliveries() {
   body.replaceChildren(
     ...deliveries.map((delivery) =>
       row({ 'data-state': delivery.state }, [
-        ['Time', delivery.attempted_at ? time(delivery.attempted_at) : `due ${time(delivery.due_at)}`, 'num'],
+        ['Time', attemptTime(delivery), 'num'],
         ['Event', delivery.event_type],
         ['Attempt', delivery.attempt, 'num'],
         ['State', STATES[delivery.state] ?? delivery.state],
-        ['Status', delivery.status_code ?? '-', 'num'],
+        ['Answer', delivery.duration_ms === null ? '-' : `${delivery.status_code ?? 'none'} in ${delivery.duration_ms} ms`, 'num'],
         ['Error', delivery.error ?? ''],
-        ['ms', delivery.duration_ms ?? '-', 'num'],
         ['Sent and answered', exchange(delivery)],
         [
           '',
@@ -181,7 +184,7 @@ async function loadDeliveries() {
         query.size > 1
           ? 'No deliveries match these filters.'
           : 'No deliveries yet. Once the webhook is enabled, every event is delivered to its URL and listed here.',
-        9,
+        8,
       ),
     );
 }
@@ -222,7 +225,10 @@ function webhookValues(form) {
   if (form.secret.value) values.secret = form.secret.value.trim();
   // The subscription is sent only when it was changed here, so a save never pins the default list.
   if (subscriptionReset) values.event_types = null;
-  else if (eventBoxes().some((box) => box.dataset.edited)) values.event_types = eventBoxes().filter((box) => box.checked).map((box) => box.value);
+  else if (eventBoxes().some((box) => box.dataset.edited))
+    values.event_types = eventBoxes()
+      .filter((box) => box.checked)
+      .map((box) => box.value);
   return values;
 }
 

@@ -82,7 +82,8 @@ function renderSystem() {
   if (document.activeElement !== $('#mode')) $('#mode').value = health.mode;
 }
 
-const byName = (a, b) => a.name.localeCompare(b.name);
+const collator = new Intl.Collator(undefined, { numeric: true });
+const byName = (a, b) => collator.compare(a.name, b.name);
 
 function actions(collection, item) {
   return el(

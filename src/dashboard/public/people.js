@@ -10,30 +10,36 @@ const ROW_PX = 48;
 const OVERSCAN = 8;
 
 let matches = [];
+/** Everyone by name, sorted once per change of the household rather than per keystroke. */
+let everyone = null;
+const byName = new Intl.Collator(undefined, { numeric: true }).compare;
 
 export const peopleView = {
   id: 'people',
   async show() {
     if (!household.loaded) await loadHousehold();
+    everyone = null;
     filter();
   },
   apply(event) {
-    if (isOpen() && /^(person\.|zone\.|presence\.)/.test(event.event_type)) filter();
+    if (!/^(person\.|zone\.|presence\.)/.test(event.event_type)) return;
+    if (event.event_type.startsWith('person.')) everyone = null;
+    if (isOpen()) filter(false);
   },
 };
 
 const isOpen = () => !$('#view-people').hidden;
 
-/** What the search box keeps: a name or id containing the words, in any case. */
-function filter() {
+/** What the search box keeps: a name or id containing the words, in any case. `top`: back to the first row (a new search). */
+function filter(top = true) {
   const words = $('#people-search').value.trim().toLowerCase().split(/\s+/).filter(Boolean);
-  const everyone = [...household.persons.values()];
-  matches = everyone
-    .filter((person) => words.every((word) => person.name.toLowerCase().includes(word) || person.id.includes(word)))
-    .sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id));
+  everyone ??= [...household.persons.values()]
+    .sort((a, b) => byName(a.name, b.name) || byName(a.id, b.id))
+    .map((person) => ({ person, text: `${person.name.toLowerCase()} ${person.id}` }));
+  matches = (words.length ? everyone.filter(({ text }) => words.every((word) => text.includes(word))) : everyone).map(({ person }) => person);
   const count = everyone.length.toLocaleString();
   $('#people-count').textContent = words.length ? `${matches.length.toLocaleString()} of ${count}` : count;
-  $('#people-list').scrollTop = 0;
+  if (top) $('#people-list').scrollTop = 0;
   draw();
 }
 

@@ -79,7 +79,8 @@ function drawTimeline(container, days, segments, knownFrom) {
     svg.append(node('text', { x: 0, y: y + rowHeight / 2 + 5, class: 'tick' }, day.label));
     svg.append(node('rect', { x: left, y, width: width - left - 8, height: rowHeight, class: 'day' }));
     for (const segment of clip(segments, day.start, day.end)) {
-      if (!colour.has(segment.place)) colour.set(segment.place, segment.place === 'away' || segment.place === 'between' ? segment.place : `c${colour.size % COLOURS}`);
+      if (!colour.has(segment.place))
+        colour.set(segment.place, segment.place === 'away' || segment.place === 'between' ? segment.place : `c${colour.size % COLOURS}`);
       const from = x(segment.from, day);
       const rect = node('rect', { x: from, y, width: Math.max(1, x(segment.to, day) - from), height: rowHeight, class: `seg ${colour.get(segment.place)}` });
       rect.append(node('title', {}, `${placeName(segment.place)}: ${clock(segment.from)} – ${clock(segment.to)}`));
@@ -89,16 +90,16 @@ function drawTimeline(container, days, segments, knownFrom) {
   });
   const axisY = top + days.length * (rowHeight + 10) + 12;
   for (let hour = 0; hour <= 24; hour += 3)
-    svg.append(node('text', { x: x(days[0].start + hour * 3600_000, days[0]), y: axisY, class: 'tick', 'text-anchor': 'middle' }, String(hour).padStart(2, '0')));
+    svg.append(
+      node('text', { x: x(days[0].start + hour * 3600_000, days[0]), y: axisY, class: 'tick', 'text-anchor': 'middle' }, String(hour).padStart(2, '0')),
+    );
   const legend = el(
     'ul',
     { class: 'legend' },
     [...colour].map(([place, kind]) => el('li', {}, el('span', { class: `swatch ${kind}` }), placeName(place))),
   );
   const note =
-    knownFrom > days[0].start
-      ? el('p', { class: 'hint' }, `The log read goes back to ${new Date(knownFrom).toLocaleString()}; earlier is not drawn.`)
-      : null;
+    knownFrom > days[0].start ? el('p', { class: 'hint' }, `The log read goes back to ${new Date(knownFrom).toLocaleString()}; earlier is not drawn.`) : null;
   container.replaceChildren(
     svg,
     shown.length ? legend : el('p', { class: 'hint' }, 'No room recorded yesterday or today: the timeline fills as entries and exits arrive.'),
