@@ -173,7 +173,8 @@ describe('the household dashboard in Chromium (#38)', () => {
     assert.equal(await page.inputValue('#webhook-new-secret input'), first, 'cancelled: not rotated');
     page.once('dialog', (dialog) => void dialog.accept());
     await page.click('#webhook-generate');
-    await page.waitForFunction(`document.querySelector('#webhook-new-secret input').value !== ${JSON.stringify(first)}`);
+    // Polled from here: the page's CSP forbids the string evaluation waitForFunction would use.
+    await eventually(async () => (await page.inputValue('#webhook-new-secret input')) !== first, 5000, 'the rotated secret');
     await page.click('#webhook-new-secret button:has-text("Copy")');
     await page.waitForSelector('#webhook-new-secret button:is(:text("Copied"), :text("Press Ctrl+C"))');
     await page.waitForSelector('#webhook-grace:not([hidden])');
