@@ -64,8 +64,9 @@ export async function renderTimeline(container, personId) {
 }
 
 function drawTimeline(container, days, segments, knownFrom) {
-  const width = 1000;
-  const left = 90;
+  // Drawn at the size it is shown, so its labels stay readable on a phone.
+  const width = Math.max(container.clientWidth || 1000, 300);
+  const left = 76;
   const rowHeight = 34;
   const top = 8;
   const axis = 22;
@@ -101,8 +102,10 @@ function drawTimeline(container, days, segments, knownFrom) {
   const note =
     knownFrom > days[0].start ? el('p', { class: 'hint' }, `The log read goes back to ${new Date(knownFrom).toLocaleString()}; earlier is not drawn.`) : null;
   container.replaceChildren(
-    svg,
-    shown.length ? legend : el('p', { class: 'hint' }, 'No room recorded yesterday or today: the timeline fills as entries and exits arrive.'),
-    note,
+    ...[
+      svg,
+      shown.length ? legend : el('p', { class: 'hint' }, 'No room recorded yesterday or today: the timeline fills as entries and exits arrive.'),
+      note,
+    ].filter(Boolean),
   );
 }
