@@ -43,8 +43,17 @@ export const FAILURE_MESSAGE_LIMIT = 1024;
 /** The most bytes read of an LLM endpoint's answer: a larger answer fails the attempt. */
 export const LLM_RESPONSE_LIMIT = 1024 * 1024;
 
+/** How much of a webhook delivery's payload and of the receiver's answer the delivery log keeps and shows, in bytes of UTF-8. */
+export const WEBHOOK_LOG_BODY_LIMIT = 4096;
+
 /** `GET /api/nodes` pages: the size without `?limit=`, and the most one page holds. */
 export const NODE_PAGE = { default: 200, max: 1000 } as const;
+
+/**
+ * `GET /api/persons` and `/api/zones` pages. The default is the largest page, so a client written
+ * before the lists were paged (one GET, no Link) still reads a whole household at once.
+ */
+export const LIST_PAGE = { default: 1000, max: 1000 } as const;
 
 /** The UTF-8 size of a value's JSON text. */
 export const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');

@@ -137,10 +137,12 @@ describe('dashboard in Chromium', () => {
     assert.match((await page.textContent('#persons li[data-person="ada"] .badge'))!, /home · Kitchen/);
     assert.ok(await page.$('#persons li[data-person="dee"]'));
     assert.equal(await page.inputValue('#mode'), 'sleep');
-    // Event rows in words, with names rather than ids.
-    assert.match((await page.textContent('#events li:first-child .what'))!, /^Zone renamed to Main bedroom$/);
+    // Event rows in words, with names rather than ids: presence first, the rest behind the filter.
     await page.waitForSelector('#events li:has-text("Ada entered Kitchen")');
     await page.waitForSelector('#events li:has-text("Bob left Kitchen")');
+    await page.selectOption('#event-filter', 'changes');
+    await page.waitForSelector('#events li:first-child:has-text("Zone renamed to Main bedroom")');
+    await page.selectOption('#event-filter', 'household');
     // The state matches the server's.
     const zones = (await app.api('GET', '/api/zones')).body as Array<{ id: string; count: number }>;
     for (const zone of zones) assert.equal(await page.textContent(`[data-zone="${zone.id}"] .count`), String(zone.count), zone.id);
@@ -502,7 +504,7 @@ describe('dashboard in Chromium', () => {
     );
     assert.deepEqual(
       cells.map((cell) => cell.label),
-      ['Time', 'Event', 'Attempt', 'State', 'Status', 'Error', 'ms', ''],
+      ['Time', 'Event', 'Attempt', 'State', 'Answer', 'Error', 'Sent and answered', ''],
     );
     assert.ok(
       cells.every((cell) => (cell.visible || cell.empty) && cell.right <= 390),

@@ -172,6 +172,7 @@ describe('OpenAPI document conformance', () => {
       validCase('POST', '/api/settings/integration/webhook-secret', 200),
       validCase('GET', '/api/webhook/deliveries', 200),
       validCase('POST', '/api/webhook/deliveries/{id}/redeliver', 202, { url: '/api/webhook/deliveries/1/redeliver' }),
+      validCase('POST', '/api/webhook/deliveries/redeliver-failed', 202),
       validCase('GET', '/api/bots', 200),
       validCase('POST', '/api/bots', 201, { body: { name: 'Second Bot' } }),
       validCase('POST', '/api/bots/{id}/rotate-secret', 200, { url: '/api/bots/second-bot/rotate-secret' }),

@@ -13,7 +13,7 @@ for (const dialect of DIALECTS) {
     it('creates persons and zones, deriving unique ids from names', async () => {
       const ada = await app.api('POST', '/api/persons', { name: 'Ada Lovelace' });
       assert.equal(ada.status, 201);
-      assert.deepEqual(ada.body, { id: 'ada-lovelace', name: 'Ada Lovelace', presence: 'not_home', zone: null, last_seen: null });
+      assert.deepEqual(ada.body, { id: 'ada-lovelace', name: 'Ada Lovelace', presence: 'unknown', zone: null, last_seen: null });
       const twin = await app.api('POST', '/api/persons', { name: 'Ada  Lovelace!' });
       assert.equal(twin.body.id, 'ada-lovelace-2');
       const bob = await app.api('POST', '/api/persons', { id: 'bob', name: 'Bob' });

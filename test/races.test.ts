@@ -38,9 +38,18 @@ for (const dialect of DIALECTS) {
       });
     }
 
+    for (const path of ['/api/persons', '/api/zones']) {
+      it(`${path}: of 12 creates at once of one new name, one is stored and the others get 409 naming /name`, async () => {
+        const responses = await parallel(12, () => app.api('POST', path, { name: 'Ann Race' }));
+        assert.deepEqual(statuses(responses), [201, ...Array(11).fill(409)], JSON.stringify(responses.map((response) => response.body)));
+        for (const response of responses.filter((candidate) => candidate.status === 409)) assert.equal(response.body.errors[0].path, '/name');
+      });
+    }
+
     for (const path of ['/api/persons', '/api/zones', '/api/bots']) {
-      it(`${path}: 12 creates at once deriving their id from one name all succeed, each with its own suffix`, async () => {
-        const responses = await parallel(12, () => app.api('POST', path, { name: 'Bob Race' }));
+      it(`${path}: 12 creates at once deriving their id from one confirmed name all succeed, each with its own suffix`, async () => {
+        const confirmed = path === '/api/bots' ? {} : { duplicate_name: true };
+        const responses = await parallel(12, () => app.api('POST', path, { name: 'Bob Race', ...confirmed }));
         assert.deepEqual(statuses(responses), Array(12).fill(201), JSON.stringify(responses.map((response) => response.body)));
         const ids = responses.map((response) => response.body.id).sort();
         assert.deepEqual(ids, ['bob-race', ...Array.from({ length: 11 }, (_, index) => `bob-race-${index + 2}`)].sort());
@@ -98,8 +107,9 @@ for (const dialect of DIALECTS) {
         if (entry.status === 404) assert.equal(entry.body.detail, `Zone "${zone}" does not exist`);
         const after = (await app.api('GET', `/api/persons/${person}`)).body;
         assert.equal(after.zone, null, `round ${round}: the entry answered ${entry.status} and left ${person} in the deleted zone`);
-        // Answered 202: the entry happened before the deletion, which then moved the person out.
-        assert.equal(after.presence, entry.status === 202 ? 'home' : 'not_home');
+        // Answered 202: the entry happened before the deletion, which then moved the person out;
+        // 404: the person was never seen anywhere.
+        assert.equal(after.presence, entry.status === 202 ? 'home' : 'unknown');
       }
     });
 

@@ -236,7 +236,7 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(
         log.map((row: any) => [row.attempt, row.state, row.status_code]),
         [
-          [1, 'retry_scheduled', 500],
+          [1, 'retried', 500],
           [2, 'delivered', 200],
         ],
       );
@@ -252,7 +252,7 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(
         log.map((row: any) => [row.attempt, row.state]),
         [
-          [1, 'retry_scheduled'],
+          [1, 'retried'],
           [2, 'failed'],
         ],
       );
@@ -287,7 +287,7 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(
         log.map((row: any) => [row.attempt, row.state]),
         [
-          [1, 'retry_scheduled'],
+          [1, 'retried'],
           [2, 'delivered'],
         ],
       );
@@ -434,7 +434,7 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(
         log.map((row: any) => [row.attempt, row.state, row.status_code]),
         [
-          [1, 'retry_scheduled', 429],
+          [1, 'retried', 429],
           [2, 'delivered', 200],
         ],
       );
@@ -514,7 +514,7 @@ describe('webhook retry across a restart', () => {
           async () =>
             JSON.stringify(await states()) ===
             JSON.stringify([
-              [1, 'retry_scheduled'],
+              [1, 'retried'],
               [2, 'delivered'],
             ]),
           3000,

@@ -539,5 +539,33 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('admin_sessions_by_user').on('admin_sessions').column('user_id').execute();
       },
     },
+    '022_webhook_subscriptions_and_log': {
+      // The delivery log keeps the start of each answer (nullable: the previous release writes rows
+      // without it); a delivery's attempts are found by webhook-id (an attempt marks the one it
+      // retried, "redeliver all failed" skips deliveries sent again since); attempts retried before
+      // this release are marked as such. On PostgreSQL, the enrichment batch function queues a
+      // delivery only when the webhook subscribes to enrichment.requested (settings/model.ts).
+      async up(db: Kysely<any>) {
+        await db.schema.alterTable('webhook_deliveries').addColumn('response_body', 'text').execute();
+        await db.schema.createIndex('webhook_deliveries_webhook_id').on('webhook_deliveries').columns(['webhook_id', 'id']).execute();
+        await sql`
+          update webhook_deliveries set state = 'retried'
+          where state = 'retry_scheduled' and exists (
+            select 1 from webhook_deliveries later
+            where later.webhook_id = webhook_deliveries.webhook_id and later.id > webhook_deliveries.id
+              and later.state in ('delivered', 'failed', 'retry_scheduled'))`.execute(db);
+        if (dialect !== 'postgres') return;
+        const unconditional = `v_deliver := coalesce((v_webhook ->> 'enabled')::boolean, false) and coalesce(v_webhook ->> 'url', '') <> '';`;
+        const subscribed =
+          unconditional.slice(0, -1) +
+          ` and (json_typeof(v_webhook -> 'event_types') is distinct from 'array' or exists (` +
+          `select 1 from json_array_elements_text(v_webhook -> 'event_types') as subscribed(type) where subscribed.type = 'enrichment.requested'));`;
+        const { rows } = await sql<{ definition: string }>`
+          select pg_get_functiondef('mothership_request_enrichment_batch'::regproc) as definition`.execute(db);
+        const definition = rows[0]!.definition;
+        if (definition.split(unconditional).length !== 2) throw new Error('mothership_request_enrichment_batch: the delivery condition was not found');
+        await sql.raw(definition.replace(unconditional, subscribed)).execute(db);
+      },
+    },
   };
 }

@@ -72,14 +72,19 @@ export interface WebhookDeliveriesTable {
   url: string;
   payload: string;
   attempt: number;
-  /** One row per attempt: pending -> sending -> delivered | failed | retry_scheduled (a new row is the retry). */
-  state: 'pending' | 'sending' | 'delivered' | 'failed' | 'retry_scheduled';
+  /**
+   * One row per attempt: pending -> sending -> delivered | failed | retry_scheduled (a new row is the
+   * retry), and retry_scheduled -> retried once that retry has its own outcome (022).
+   */
+  state: 'pending' | 'sending' | 'delivered' | 'failed' | 'retry_scheduled' | 'retried';
   due_at: string;
   status_code: number | null;
   error: string | null;
   duration_ms: number | null;
   created_at: string;
   attempted_at: string | null;
+  /** The start of the receiver's answer (WEBHOOK_LOG_BODY_LIMIT); null before the attempt, without an answer, or from a release before 022. */
+  response_body: Optional<string>;
 }
 
 export interface BotsTable {
@@ -163,6 +168,9 @@ export interface UsersTable {
 export const EVENT_APPEND_LOCK = 0x6d5f6576; // "m_ev"
 /** PostgreSQL: the transaction-level advisory lock a heartbeat registering a new node holds, so NODE_LIMIT is exact. */
 export const NODE_CREATE_LOCK = 0x6d5f6e64; // "m_nd"
+
+/** PostgreSQL: the transaction-level advisory lock a person or zone create or rename holds while it checks that the name is not taken. */
+export const NAME_CHECK_LOCK = 0x6d5f6e6d; // "m_nm"
 
 /** PostgreSQL: what a log row costs beyond its payload (its other columns, tuple header and index entries), in the storage budget's count (migration 016). */
 export const LOG_ROW_OVERHEAD = 200;

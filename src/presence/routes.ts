@@ -1,14 +1,15 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { eventPayloadSchema, idParams, idString, jsonObject, nameString, noContent, nullableString, withSchemaTypes } from '../http/schemas.js';
-import { JSON_LIMITS, NODE_PAGE, TEXT_LIMITS } from '../limits.js';
-import { MODES, type PresenceService } from './service.js';
+import { JSON_LIMITS, LIST_PAGE, NODE_PAGE, TEXT_LIMITS } from '../limits.js';
+import { MODES, type Page, type PersonView, type PresenceService } from './service.js';
+import { reportedPresence } from './transitions.js';
 
 const personSchema = {
   type: 'object',
   properties: {
     id: { type: 'string' },
     name: { type: 'string' },
-    presence: { type: 'string', enum: ['home', 'not_home'] },
+    presence: { type: 'string', enum: ['home', 'not_home', 'unknown'], description: 'unknown until the first zone entry or exit' },
     zone: { type: ['string', 'null'] },
     last_seen: { type: ['string', 'null'] },
   },
@@ -25,14 +26,46 @@ const zoneSchema = {
   },
 } as const;
 
+const duplicateName = {
+  type: 'boolean',
+  description: 'true: derive an id from a name another record already has (bob-2); otherwise that is a 409 naming /name',
+} as const;
+
 const createBody = {
   type: 'object',
   required: ['name'],
   additionalProperties: false,
-  properties: { id: idString, name: nameString },
+  properties: { id: idString, name: nameString, duplicate_name: duplicateName },
 } as const;
 
 const patchBody = { type: 'object', additionalProperties: false, properties: { name: nameString } } as const;
+
+/** The query of a cursor-paged list: `limit` records after `cursor` (an id), in id order. */
+const pageQuery = (size: { default: number; max: number }) =>
+  ({
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      limit: { type: 'integer', minimum: 1, maximum: size.max, default: size.default },
+      cursor: { ...idString, description: 'The last id of the previous page (from its Link header)' },
+    },
+  }) as const;
+
+const pageDescription = (size: { default: number; max: number }) =>
+  `\`limit\` records (default ${size.default}, at most ${size.max}) after \`cursor\`, in id order; when more follow, the \`Link\` header names the next page (\`rel="next"\`), whose \`cursor\` is this page's last id.`;
+
+const linkHeader = (path: string) => ({
+  link: { type: 'string', description: `RFC 8288: \`<${path}?limit=..&cursor=..>; rel="next"\` while more follow` },
+});
+
+/** Sends a page's items, with the Link header of the next page while there is one. */
+function sendPage<T>(reply: FastifyReply, path: string, limit: number, page: Page<T>): T[] {
+  if (page.next !== null) reply.header('link', `<${path}?${new URLSearchParams({ limit: String(limit), cursor: page.next })}>; rel="next"`);
+  return page.items;
+}
+
+/** A person as the API answers: presence `unknown` until the first entry or exit. */
+const personAnswer = (person: PersonView) => ({ ...person, presence: reportedPresence(person) });
 
 const optionalRefs = { person: idString, zone: idString, blob_id: { type: 'string', minLength: 1, maxLength: TEXT_LIMITS.blob_id } } as const;
 
@@ -72,9 +105,9 @@ function crudRoutes<View>(
     path: string;
     tag: string;
     schema: object;
-    list: () => Promise<View[]>;
+    list: (page: { limit: number; cursor?: string }) => Promise<Page<View>>;
     get: (id: string) => Promise<View>;
-    create: (body: { id?: string; name: string }) => Promise<View>;
+    create: (body: { id?: string; name: string; duplicate_name?: boolean }) => Promise<View>;
     update: (id: string, body: { name?: string }) => Promise<View>;
     remove: (id: string) => Promise<void>;
   },
@@ -82,7 +115,18 @@ function crudRoutes<View>(
   const { path, tag, schema } = options;
   const tags = [tag];
   const app = withSchemaTypes(server);
-  app.get(path, { schema: { tags, response: { 200: { type: 'array', items: schema } } } }, () => options.list());
+  app.get(
+    path,
+    {
+      schema: {
+        tags,
+        description: pageDescription(LIST_PAGE),
+        querystring: pageQuery(LIST_PAGE),
+        response: { 200: { type: 'array', items: schema, headers: linkHeader(path) } },
+      },
+    },
+    async (request, reply) => sendPage(reply, path, request.query.limit, await options.list(request.query)),
+  );
   app.post(path, { config: { problems: ['conflict'] }, schema: { tags, body: createBody, response: { 201: schema } } }, async (request, reply) =>
     reply.code(201).send(await options.create(request.body)),
   );
@@ -102,17 +146,20 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
     path: '/api/persons',
     tag: 'persons',
     schema: personSchema,
-    list: () => presence.listPersons(),
-    get: (id) => presence.getPerson(id),
-    create: (body) => presence.createPerson(body),
-    update: (id, body) => presence.updatePerson(id, body),
+    list: async (page) => {
+      const { items, next } = await presence.personsPage(page);
+      return { items: items.map(personAnswer), next };
+    },
+    get: async (id) => personAnswer(await presence.getPerson(id)),
+    create: async (body) => personAnswer(await presence.createPerson(body)),
+    update: async (id, body) => personAnswer(await presence.updatePerson(id, body)),
     remove: (id) => presence.deletePerson(id),
   });
   crudRoutes(app, {
     path: '/api/zones',
     tag: 'zones',
     schema: zoneSchema,
-    list: () => presence.listZones(),
+    list: (page) => presence.zonesPage(page),
     get: (id) => presence.getZone(id),
     create: (body) => presence.createZone(body),
     update: (id, body) => presence.updateZone(id, body),
@@ -155,30 +202,12 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
         tags: nodeTags,
         summary:
           'Every node that sent a heartbeat, in id order, a page at a time: its last heartbeat, its quality, and whether it is online (a heartbeat within NODE_TIMEOUT_MS)',
-        description: `\`limit\` nodes (default ${NODE_PAGE.default}, at most ${NODE_PAGE.max}) after \`cursor\`; when more follow, the \`Link\` header names the next page (\`rel="next"\`), whose \`cursor\` is this page's last id.`,
-        querystring: {
-          type: 'object',
-          additionalProperties: false,
-          properties: {
-            limit: { type: 'integer', minimum: 1, maximum: NODE_PAGE.max, default: NODE_PAGE.default },
-            cursor: { ...idString, description: 'The last id of the previous page (from its Link header)' },
-          },
-        },
-        response: {
-          200: {
-            type: 'array',
-            items: nodeSchema,
-            headers: { link: { type: 'string', description: 'RFC 8288: `</api/nodes?limit=..&cursor=..>; rel="next"` while more nodes follow' } },
-          },
-        },
+        description: pageDescription(NODE_PAGE),
+        querystring: pageQuery(NODE_PAGE),
+        response: { 200: { type: 'array', items: nodeSchema, headers: linkHeader('/api/nodes') } },
       },
     },
-    async (request, reply) => {
-      const { limit, cursor } = request.query;
-      const page = await presence.listNodes({ limit, cursor });
-      if (page.next !== null) reply.header('link', `</api/nodes?${new URLSearchParams({ limit: String(limit), cursor: page.next })}>; rel="next"`);
-      return page.nodes;
-    },
+    async (request, reply) => sendPage(reply, '/api/nodes', request.query.limit, await presence.listNodes(request.query)),
   );
   app.get('/api/nodes/:id', { schema: { tags: nodeTags, params: idParams, response: { 200: nodeSchema } } }, (request) => presence.getNode(request.params.id));
   app.patch(

@@ -5,8 +5,8 @@ import { insertWithNewId, uniqueId } from '../db/ids.js';
 import { getSetting, putSetting } from '../db/kv.js';
 import type { Emit, EventDetails, EventLog, Severity, ZoneOccupancy } from '../events/index.js';
 import { conflict, notFound, ProblemError } from '../http/problem.js';
-import { NODE_CREATE_LOCK, type PersonsTable } from '../db/schema.js';
-import { enterZone, exitZone, isAwayDue, markAway, type PersonState, type Transition, type TransitionEvent } from './transitions.js';
+import { NAME_CHECK_LOCK, NODE_CREATE_LOCK, type PersonsTable } from '../db/schema.js';
+import { enterZone, exitZone, isAwayDue, markAway, sameName, type PersonState, type Transition, type TransitionEvent } from './transitions.js';
 
 export const MODES = ['home', 'away', 'sleep', 'vacation'] as const;
 export type Mode = (typeof MODES)[number];
@@ -42,10 +42,24 @@ export interface NodeView {
   online: boolean;
 }
 
-/** One page of nodes in id order; `next` is the cursor of the following page (null on the last). */
-export interface NodePage {
-  nodes: NodeView[];
+/** One page of a list in id order; `next` is the cursor of the following page (null on the last). */
+export interface Page<T> {
+  items: T[];
   next: string | null;
+}
+export type NodePage = Page<NodeView>;
+
+/** Where a list page starts (after `cursor`, an id) and how many it holds. */
+export interface PageRequest {
+  limit: number;
+  cursor?: string;
+}
+
+/** A create: `duplicate_name` confirms a name another person (zone) already has. */
+export interface NamedInput {
+  id?: string;
+  name: string;
+  duplicate_name?: boolean;
 }
 
 export interface FallState {
@@ -83,16 +97,29 @@ export class PresenceService {
 
   // ---- persons ----
 
+  /** Every person, in id order (what MQTT publishes). */
   async listPersons(): Promise<PersonView[]> {
     return (await this.db.selectFrom('persons').selectAll().orderBy('id').execute()).map(toPersonView);
+  }
+
+  /** A page of persons in id order, after `cursor` (the previous page's last id). */
+  async personsPage(page: PageRequest): Promise<Page<PersonView>> {
+    let query = this.db
+      .selectFrom('persons')
+      .selectAll()
+      .orderBy('id')
+      .limit(page.limit + 1);
+    if (page.cursor !== undefined) query = query.where('id', '>', page.cursor);
+    return pageOf((await query.execute()).map(toPersonView), page.limit);
   }
 
   getPerson(id: string): Promise<PersonView> {
     return readPerson(this.db, id);
   }
 
-  createPerson(input: { id?: string; name: string }): Promise<PersonView> {
+  createPerson(input: NamedInput): Promise<PersonView> {
     return this.events.write(async (trx, emit) => {
+      await this.lockNames(trx);
       const createdAt = now();
       const newPerson = (id: string): PersonsTable => ({
         id,
@@ -105,6 +132,7 @@ export class PresenceService {
       });
       const id = await insertWithNewId(trx, 'persons', input.id, () => uniqueId(trx, 'persons', input.name, 'person'), newPerson);
       if (id === null) throw conflict(`Person "${input.id}" already exists`);
+      await refuseTakenName(trx, 'persons', id, input);
       emit('person.created', { person: id, detail: { name: input.name } });
       return toPersonView(newPerson(id));
     });
@@ -131,22 +159,50 @@ export class PresenceService {
 
   // ---- zones ----
 
+  /** Every zone with its occupants, in id order (what MQTT publishes). */
   async listZones(): Promise<ZoneView[]> {
-    const [zones, persons] = await Promise.all([
-      this.db.selectFrom('zones').select(['id', 'name']).orderBy('id').execute(),
-      this.db.selectFrom('persons').select(['id', 'zone_id']).where('zone_id', 'is not', null).orderBy('id').execute(),
-    ]);
+    const zones: ZoneView[] = [];
+    for (let page: Page<ZoneView> | null = null; page === null || page.next !== null;) {
+      page = await this.zonesPage({ limit: 1000, cursor: page?.next ?? undefined });
+      zones.push(...page.items);
+    }
+    return zones;
+  }
+
+  /** A page of zones in id order, after `cursor`, each with its occupants. */
+  async zonesPage(page: PageRequest): Promise<Page<ZoneView>> {
+    let query = this.db
+      .selectFrom('zones')
+      .select(['id', 'name'])
+      .orderBy('id')
+      .limit(page.limit + 1);
+    if (page.cursor !== undefined) query = query.where('id', '>', page.cursor);
+    const { items: zones, next } = pageOf(await query.execute(), page.limit);
+    // The occupants of this page's zones only: a page costs its zones, not the whole household.
+    const persons = zones.length
+      ? await this.db
+          .selectFrom('persons')
+          .select(['id', 'zone_id'])
+          .where(
+            'zone_id',
+            'in',
+            zones.map((zone) => zone.id),
+          )
+          .orderBy('id')
+          .execute()
+      : [];
     const occupants = new Map<string, string[]>();
     for (const person of persons) occupants.set(person.zone_id!, [...(occupants.get(person.zone_id!) ?? []), person.id]);
-    return zones.map((zone) => zoneView(zone, occupants.get(zone.id) ?? []));
+    return { items: zones.map((zone) => zoneView(zone, occupants.get(zone.id) ?? [])), next };
   }
 
   getZone(id: string): Promise<ZoneView> {
     return readZone(this.db, id);
   }
 
-  createZone(input: { id?: string; name: string }): Promise<ZoneView> {
+  createZone(input: NamedInput): Promise<ZoneView> {
     return this.events.write(async (trx, emit) => {
+      await this.lockNames(trx);
       const id = await insertWithNewId(
         trx,
         'zones',
@@ -155,6 +211,7 @@ export class PresenceService {
         (id) => ({ id, name: input.name, created_at: now() }),
       );
       if (id === null) throw conflict(`Zone "${input.id}" already exists`);
+      await refuseTakenName(trx, 'zones', id, input);
       emit('zone.created', { zone: id, detail: { name: input.name } });
       return zoneView({ id, name: input.name }, []);
     });
@@ -183,6 +240,14 @@ export class PresenceService {
       await trx.deleteFrom('zones').where('id', '=', id).execute();
       emit('zone.deleted', { zone: id, detail: { name: zone.name, count: occupants.length } });
     });
+  }
+
+  /**
+   * On PostgreSQL, creates of persons and zones check names one at a time (two requests at once
+   * would each find the name free); SQLite writes one transaction at a time anyway.
+   */
+  private async lockNames(trx: Db): Promise<void> {
+    if (this.database.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${NAME_CHECK_LOCK})`.execute(trx);
   }
 
   // ---- sensing events ----
@@ -360,15 +425,16 @@ export class PresenceService {
   }
 
   /** A page of nodes in id order, after `cursor` (the previous page's last id). */
-  async listNodes(page: { limit: number; cursor?: string }): Promise<NodePage> {
+  async listNodes(page: PageRequest): Promise<NodePage> {
     let query = this.nodeRows(this.db)
       .orderBy('nodes.id')
       .limit(page.limit + 1);
     if (page.cursor !== undefined) query = query.where('nodes.id', '>', page.cursor);
-    const rows = await query.execute();
     const since = this.onlineSince(Date.now());
-    const nodes = rows.slice(0, page.limit).map((row) => nodeView(row, since));
-    return { nodes, next: rows.length > page.limit ? nodes.at(-1)!.id : null };
+    return pageOf(
+      (await query.execute()).map((row) => nodeView(row, since)),
+      page.limit,
+    );
   }
 
   getNode(id: string): Promise<NodeView> {
@@ -453,6 +519,30 @@ const storedQuality = (quality: number): number => Math.round(quality * 100) / 1
 
 function nodeView(row: { id: string; name: string | null; zone: string | null; quality: number; last_seen: string }, onlineSince: string): NodeView {
   return { id: row.id, name: row.name, zone: row.zone, quality: Number(row.quality), last_seen: row.last_seen, online: row.last_seen >= onlineSince };
+}
+
+/** `rows` read with a limit one above the page's: the page, and the cursor of the next when that extra row came. */
+function pageOf<T extends { id: string }>(rows: T[], limit: number): Page<T> {
+  const items = rows.slice(0, limit);
+  return { items, next: rows.length > limit ? items.at(-1)!.id : null };
+}
+
+/**
+ * A 409 naming `/name` when the create derives its id from a name another row of `table` already
+ * has (sameName), unless the request confirms it (`duplicate_name`): a second "Bob" is a mistake
+ * more often than a second Bob, and was stored as `bob-2` without a word. A create that names its
+ * own `id` chose it knowingly, as clients before this rule did, and is not asked.
+ */
+async function refuseTakenName(trx: Db, table: 'persons' | 'zones', id: string, input: NamedInput): Promise<void> {
+  if (input.id !== undefined || input.duplicate_name) return;
+  const name = input.name;
+  const rows = await trx.selectFrom(table).select(['id', 'name']).where('id', '!=', id).execute();
+  const taken = rows.find((row) => sameName(row.name, name));
+  if (!taken) return;
+  const what = table === 'persons' ? 'person' : 'zone';
+  throw new ProblemError('conflict', `The ${what} "${taken.id}" is already called "${taken.name}"`, [
+    { path: '/name', message: `is already the name of ${what} "${taken.id}"; send "duplicate_name": true to use it again` },
+  ]);
 }
 
 function zoneView(zone: { id: string; name: string }, occupants: string[]): ZoneView {

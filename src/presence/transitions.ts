@@ -62,3 +62,15 @@ export function markAway(person: PersonState, events: Transition['events'] = [])
     events: [...events, { type: 'presence.changed', zone: null, detail: { from: 'home', to: 'not_home' } }],
   };
 }
+
+/**
+ * Presence as the API reports it: `unknown` until the person's first entry or exit (the only events
+ * that set `last_seen`), rather than the `not_home` a new person is stored with.
+ */
+export function reportedPresence(person: Pick<PersonState, 'presence' | 'last_seen'>): Presence | 'unknown' {
+  return person.last_seen === null ? 'unknown' : person.presence;
+}
+
+/** Two names are the same name when they differ only in case, compatibility forms or white space. */
+export const sameName = (a: string, b: string): boolean => nameKey(a) === nameKey(b);
+const nameKey = (name: string) => name.normalize('NFKC').trim().replace(/\s+/g, ' ').toLowerCase();

@@ -1,5 +1,20 @@
 /** The integration settings as data: their shape, defaults, and the pure rules for merging and comparing them. */
 import { randomBytes } from 'node:crypto';
+import { ROTATION_GRACE_MS } from '../crypto.js';
+import { EVENT_TYPES, type EventType } from '../events/index.js';
+
+/** The event types a webhook can subscribe to: every type the log records (`webhook.test` is only ever sent by the Test button). */
+export const WEBHOOK_EVENT_TYPES = EVENT_TYPES.filter((type) => type !== 'webhook.test');
+/**
+ * What a webhook receives until its subscription is set: every type except `system.health`, a
+ * heartbeat of the whole system that arrives every minute and after each node change.
+ */
+export const DEFAULT_WEBHOOK_EVENT_TYPES = WEBHOOK_EVENT_TYPES.filter((type) => type !== 'system.health');
+
+/** Whether a webhook with this subscription (null: the default, which also takes types added by later releases) gets events of `type`. */
+export function webhookSubscribed(eventTypes: readonly string[] | null, type: string): boolean {
+  return (eventTypes ?? DEFAULT_WEBHOOK_EVENT_TYPES).includes(type as EventType);
+}
 
 /**
  * How discovery configs reach Home Assistant: `entity`, one retained config per entity (every HA
@@ -38,6 +53,8 @@ export interface IntegrationSettings {
     enabled: boolean;
     url: string;
     secret: string;
+    /** The event types delivered; null: the default (DEFAULT_WEBHOOK_EVENT_TYPES). */
+    event_types: EventType[] | null;
     /** Kept by the store, never set by a save: the secret before the last change, still signing until the time below. */
     previous_secret: string;
     previous_secret_expires_at: string;
@@ -54,7 +71,7 @@ export interface IntegrationPatch {
     /** Unlocks an encrypted `client_key` sent with it; never stored. */
     client_key_passphrase?: string | null;
   };
-  webhook?: Partial<Pick<IntegrationSettings['webhook'], 'enabled' | 'url'>> & { secret?: string | null };
+  webhook?: Partial<Pick<IntegrationSettings['webhook'], 'enabled' | 'url' | 'event_types'>> & { secret?: string | null };
 }
 
 export const DEFAULT_SETTINGS: IntegrationSettings = {
@@ -74,7 +91,7 @@ export const DEFAULT_SETTINGS: IntegrationSettings = {
     birth_topic: 'homeassistant/status',
     protocol_version: '5',
   },
-  webhook: { enabled: false, url: '', secret: '', previous_secret: '', previous_secret_expires_at: '', disabled_reason: '' },
+  webhook: { enabled: false, url: '', secret: '', event_types: null, previous_secret: '', previous_secret_expires_at: '', disabled_reason: '' },
 };
 
 /** Which fields of each group a save changed: what each integration reacts to, and nothing else. */
@@ -84,7 +101,8 @@ export interface SettingsChange {
 }
 
 export function changedFields(previous: IntegrationSettings, next: IntegrationSettings): SettingsChange['changed'] {
-  const diff = <T extends object>(before: T, after: T) => (Object.keys(after) as Array<keyof T>).filter((key) => before[key] !== after[key]);
+  const diff = <T extends object>(before: T, after: T) =>
+    (Object.keys(after) as Array<keyof T>).filter((key) => JSON.stringify(before[key]) !== JSON.stringify(after[key]));
   return { mqtt: diff(previous.mqtt, next.mqtt), webhook: diff(previous.webhook, next.webhook) };
 }
 
@@ -98,11 +116,14 @@ export function webhookSigningSecrets(webhook: IntegrationSettings['webhook'], n
   return previousValid ? [webhook.secret, webhook.previous_secret] : [webhook.secret];
 }
 
-/** Merges a patch into settings with the write-only rules for secrets; what is no setting (a key's passphrase) stays out. */
+/**
+ * Merges a patch into settings with the write-only rules for secrets: null clears a text field to
+ * "" and resets the event subscription to its default; what is no setting (a key's passphrase) stays out.
+ */
 export function applyPatch(current: IntegrationSettings, patch: IntegrationPatch): IntegrationSettings {
   const merge = <T extends object>(base: T, changes: object | undefined): T => {
     const next = { ...base } as Record<string, unknown>;
-    for (const [key, value] of Object.entries(changes ?? {})) if (value !== undefined && key in base) next[key] = value ?? '';
+    for (const [key, value] of Object.entries(changes ?? {})) if (value !== undefined && key in base) next[key] = value ?? (key === 'event_types' ? null : '');
     return next as T;
   };
   return { mqtt: merge(current.mqtt, patch.mqtt), webhook: merge(current.webhook, patch.webhook) };
@@ -110,3 +131,24 @@ export function applyPatch(current: IntegrationSettings, patch: IntegrationPatch
 
 /** A fresh Standard Webhooks secret: `whsec_` + base64 of 32 random bytes (the form `webhookSecretError` accepts). */
 export const generateWebhookSecret = () => 'whsec_' + randomBytes(32).toString('base64');
+
+/**
+ * The webhook fields a save does not set but follow from it: a replaced secret stays valid for the
+ * grace period (a cleared one does not: the user asked for unsigned deliveries), and enabling the
+ * webhook clears why it was switched off. The Test button signs with the same result, so it is
+ * signed as the deliveries after the save would be.
+ */
+export function derivedWebhookFields(
+  stored: IntegrationSettings['webhook'],
+  merged: IntegrationSettings['webhook'],
+  nowMs: number,
+): IntegrationSettings['webhook'] {
+  const next = { ...merged };
+  if (merged.secret !== stored.secret) {
+    const keepPrevious = Boolean(stored.secret && merged.secret);
+    next.previous_secret = keepPrevious ? stored.secret : '';
+    next.previous_secret_expires_at = keepPrevious ? new Date(nowMs + ROTATION_GRACE_MS).toISOString() : '';
+  }
+  if (merged.enabled) next.disabled_reason = '';
+  return next;
+}

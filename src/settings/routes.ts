@@ -3,7 +3,16 @@ import { ProblemError } from '../http/problem.js';
 import { idString, nullableString, withSchemaTypes } from '../http/schemas.js';
 import { TEXT_LIMITS } from '../limits.js';
 import { certificateSummary } from './certificates.js';
-import { DISCOVERY_MODES, PROTOCOL_VERSIONS, generateWebhookSecret, webhookSigningSecrets, type IntegrationSettings } from './model.js';
+import {
+  DEFAULT_WEBHOOK_EVENT_TYPES,
+  derivedWebhookFields,
+  DISCOVERY_MODES,
+  generateWebhookSecret,
+  PROTOCOL_VERSIONS,
+  WEBHOOK_EVENT_TYPES,
+  webhookSigningSecrets,
+  type IntegrationSettings,
+} from './model.js';
 import type { SettingsStore } from './store.js';
 import { brokerEndpoint, candidateSettings, webhookOrigin } from './validate.js';
 
@@ -56,6 +65,13 @@ const webhookInput = {
     enabled: { type: 'boolean' },
     url: { ...text(2048), description: 'http:// or https:// URL receiving every event' },
     secret: writeOnly(200, 'Standard Webhooks secret (whsec_ + base64).'),
+    event_types: {
+      type: ['array', 'null'],
+      items: { type: 'string', enum: WEBHOOK_EVENT_TYPES },
+      uniqueItems: true,
+      maxItems: WEBHOOK_EVENT_TYPES.length,
+      description: `The event types delivered (an empty list: none). null: the default, every type except system.health, including types added by later releases`,
+    },
   },
 } as const;
 
@@ -120,6 +136,8 @@ const viewSchema = {
         enabled: { type: 'boolean' },
         url: { type: 'string' },
         secret_set: { type: 'boolean' },
+        event_types: { type: 'array', items: { type: 'string' }, description: 'The event types delivered' },
+        event_types_default: { type: 'boolean', description: 'true: the default subscription (every type except system.health), which takes new types too' },
         previous_secret_expires_at: {
           ...nullableString,
           description: 'Until then deliveries also carry a signature with the secret replaced last (rotation grace)',
@@ -164,7 +182,7 @@ export interface IntegrationControls {
   webhook: {
     status(): Promise<{ last_delivery_at: string | null; last_status_code: number | null; last_error: string | null }>;
     test(
-      candidate: { url: string; secret: string },
+      candidate: { url: string; secrets: string[] },
       options: { detailed: boolean },
     ): Promise<{ ok: boolean; statusCode: number | null; durationMs: number; error: string | null }>;
   };
@@ -177,7 +195,7 @@ export interface IntegrationControls {
 async function view(settings: IntegrationSettings, { mqtt, webhook }: IntegrationControls) {
   const { password, ca_cert, client_cert, client_key, ...mqttRest } = settings.mqtt;
   const certificate = certificateSummary(client_cert);
-  const { secret, previous_secret: _previous, previous_secret_expires_at, disabled_reason, ...webhookRest } = settings.webhook;
+  const { secret, previous_secret: _previous, previous_secret_expires_at, disabled_reason, event_types, ...webhookRest } = settings.webhook;
   const { enabled: _enabled, ...mqttStatus } = mqtt.status();
   const inGrace = webhookSigningSecrets(settings.webhook, Date.now()).length > 1;
   return {
@@ -194,6 +212,8 @@ async function view(settings: IntegrationSettings, { mqtt, webhook }: Integratio
     webhook: {
       ...webhookRest,
       secret_set: Boolean(secret),
+      event_types: event_types ?? DEFAULT_WEBHOOK_EVENT_TYPES,
+      event_types_default: event_types === null,
       previous_secret_expires_at: inGrace ? previous_secret_expires_at : null,
       status: { ...(await webhook.status()), disabled_reason: disabled_reason || null },
     },
@@ -276,7 +296,11 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
           mqtt.test(candidate.mqtt, { detailed: brokerEndpoint(candidate.mqtt) === brokerEndpoint(stored.mqtt) }).then((outcome) => (result.mqtt = outcome)),
         (target === 'webhook' || target === 'all') &&
           webhook
-            .test(candidate.webhook, { detailed: webhookOrigin(candidate.webhook.url) === webhookOrigin(stored.webhook.url) })
+            .test(
+              // Signed as the deliveries after saving these values would be: during a rotation's grace, with both secrets.
+              { url: candidate.webhook.url, secrets: webhookSigningSecrets(derivedWebhookFields(stored.webhook, candidate.webhook, Date.now()), Date.now()) },
+              { detailed: webhookOrigin(candidate.webhook.url) === webhookOrigin(stored.webhook.url) },
+            )
             .then(({ ok, statusCode, durationMs, error }) => (result.webhook = { ok, status_code: statusCode, latency_ms: durationMs, error })),
       ]);
       return result;

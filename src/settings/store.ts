@@ -1,11 +1,11 @@
 import { EventEmitter } from 'node:events';
-import { ROTATION_GRACE_MS, type SecretBox } from '../crypto.js';
+import type { SecretBox } from '../crypto.js';
 import type { Database, Db } from '../db/index.js';
 import { getSetting, putSetting, settingUpdatedAt } from '../db/kv.js';
 import { ProblemError } from '../http/problem.js';
 import { memo } from '../memo.js';
 import { candidateSettings } from './validate.js';
-import { changedFields, DEFAULT_SETTINGS, type IntegrationPatch, type IntegrationSettings, type SettingsChange } from './model.js';
+import { changedFields, DEFAULT_SETTINGS, derivedWebhookFields, type IntegrationPatch, type IntegrationSettings, type SettingsChange } from './model.js';
 
 /**
  * Secrets, sealed with the SecretBox: those of release 0.1.0 as `<field>_sealed`, later ones in the
@@ -20,22 +20,6 @@ const CACHE_MS = 2000;
 /** How often each instance looks for a save made by another one (settings reach every instance within about this). */
 const WATCH_MS = 1000;
 const KEY = 'integration';
-
-/**
- * The fields a save does not set but follow from it: a replaced secret stays valid for the grace
- * period (a cleared one does not: the user asked for unsigned deliveries), and enabling the webhook
- * clears why it was switched off.
- */
-function derivedWebhookFields(stored: IntegrationSettings['webhook'], merged: IntegrationSettings['webhook'], nowMs: number): IntegrationSettings['webhook'] {
-  const next = { ...merged };
-  if (merged.secret !== stored.secret) {
-    const keepPrevious = Boolean(stored.secret && merged.secret);
-    next.previous_secret = keepPrevious ? stored.secret : '';
-    next.previous_secret_expires_at = keepPrevious ? new Date(nowMs + ROTATION_GRACE_MS).toISOString() : '';
-  }
-  if (merged.enabled) next.disabled_reason = '';
-  return next;
-}
 
 /**
  * The settings table row `integration`: secrets sealed with the SecretBox, everything else as is.
@@ -69,9 +53,10 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
    * accepted after the webhook was enabled (here or on another instance) gets its delivery.
    * Reads the row without opening its secrets: it runs for every event.
    */
-  async webhookTargetWithin(trx: Db): Promise<Pick<IntegrationSettings['webhook'], 'enabled' | 'url'>> {
-    const stored = await getSetting<{ webhook?: { enabled?: boolean; url?: string } }>(trx, KEY);
-    return { enabled: stored?.webhook?.enabled ?? DEFAULT_SETTINGS.webhook.enabled, url: stored?.webhook?.url ?? DEFAULT_SETTINGS.webhook.url };
+  async webhookTargetWithin(trx: Db): Promise<Pick<IntegrationSettings['webhook'], 'enabled' | 'url' | 'event_types'>> {
+    const stored = await getSetting<{ webhook?: Partial<IntegrationSettings['webhook']> }>(trx, KEY);
+    const { enabled, url, event_types } = DEFAULT_SETTINGS.webhook;
+    return { enabled: stored?.webhook?.enabled ?? enabled, url: stored?.webhook?.url ?? url, event_types: stored?.webhook?.event_types ?? event_types };
   }
 
   /** Remembers what the integrations start with, and watches for saves by other instances. */

@@ -3,11 +3,11 @@ import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import { prepare, type Prepared } from '../db/prepared.js';
 import type { AppendHook, StoredEvent } from '../events/index.js';
-import type { SettingsStore } from '../settings/index.js';
+import { webhookSubscribed, type SettingsStore } from '../settings/index.js';
 
 /**
  * The webhook's transactional outbox: inside an event's transaction, one pending delivery per event
- * while the webhook is on. It is part of writing an event in every process (see
+ * of a subscribed type while the webhook is on (an event nobody subscribed to gets no row). It is part of writing an event in every process (see
  * `createEventPipeline`), so events a standalone worker writes are delivered like any other; the
  * dispatcher (WebhookService) of whichever process serves sends them.
  */
@@ -47,6 +47,7 @@ export class WebhookOutbox implements AppendHook {
     if (!webhook.enabled || !webhook.url) return;
     const at = now();
     for (const event of events) {
+      if (!webhookSubscribed(webhook.event_types, event.payload.event_type)) continue;
       await this.insertPending.execute(trx, {
         webhookId: newWebhookId(),
         seq: event.seq,
@@ -55,8 +56,8 @@ export class WebhookOutbox implements AppendHook {
         payload: event.json,
         at,
       });
+      this.enqueued = true;
     }
-    this.enqueued = true;
   }
 
   /** Whether this process added deliveries since the last call: its dispatcher then wakes at once instead of at the next poll. */

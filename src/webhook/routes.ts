@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { rowIdParams, withSchemaTypes } from '../http/schemas.js';
 import { EVENT_TYPES } from '../events/index.js';
-import type { WebhookService } from './service.js';
+import { WEBHOOK_LOG_BODY_LIMIT } from '../limits.js';
+import { REDELIVER_ALL_BATCH, type WebhookService } from './service.js';
 
 const deliverySchema = {
   type: 'object',
@@ -12,13 +13,22 @@ const deliverySchema = {
     event_type: { type: 'string' },
     url: { type: 'string' },
     attempt: { type: 'integer' },
-    state: { type: 'string', enum: ['pending', 'sending', 'delivered', 'failed', 'retry_scheduled'] },
+    state: {
+      type: 'string',
+      enum: ['pending', 'sending', 'delivered', 'failed', 'retry_scheduled', 'retried'],
+      description: 'This attempt: retry_scheduled while its retry waits, retried once the retry has its own outcome',
+    },
     status_code: { type: ['integer', 'null'] },
     error: { type: ['string', 'null'] },
     duration_ms: { type: ['integer', 'null'] },
     created_at: { type: 'string' },
     attempted_at: { type: ['string', 'null'] },
     due_at: { type: 'string' },
+    payload: { type: 'string', description: `The JSON text sent (the first ${WEBHOOK_LOG_BODY_LIMIT} bytes)` },
+    response_body: {
+      type: ['string', 'null'],
+      description: `The start of the receiver's answer (${WEBHOOK_LOG_BODY_LIMIT} bytes); null before the attempt or without an answer`,
+    },
   },
 } as const;
 
@@ -29,7 +39,7 @@ export function webhookRoutes(server: FastifyInstance, webhook: WebhookService):
     {
       schema: {
         tags: ['webhook'],
-        summary: 'Recent delivery attempts, newest first (one row per attempt)',
+        summary: 'The delivery attempts written last, newest attempt first (one row per attempt, with the payload sent and the answer)',
         querystring: {
           type: 'object',
           additionalProperties: false,
@@ -56,5 +66,22 @@ export function webhookRoutes(server: FastifyInstance, webhook: WebhookService):
       },
     },
     async (request, reply) => reply.code(202).send(await webhook.redeliver(request.params.id)),
+  );
+  app.post(
+    '/api/webhook/deliveries/redeliver-failed',
+    {
+      config: { problems: ['conflict'] },
+      schema: {
+        tags: ['webhook'],
+        summary: `Send every delivery whose last attempt failed again (at most ${REDELIVER_ALL_BATCH} per call, oldest first) to the URL configured now; 409 without one`,
+        response: {
+          202: {
+            type: 'object',
+            properties: { redelivered: { type: 'integer', description: `How many were queued; ${REDELIVER_ALL_BATCH} means more may be left: call again` } },
+          },
+        },
+      },
+    },
+    async (_request, reply) => reply.code(202).send({ redelivered: await webhook.redeliverFailed() }),
   );
 }

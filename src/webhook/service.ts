@@ -11,6 +11,7 @@ import type { ThrottledLog } from '../http/index.js';
 import { conflict, notFound } from '../http/problem.js';
 import type { Metrics } from '../ops/metrics.js';
 import { webhookSigningSecrets, type SettingsStore } from '../settings/index.js';
+import { truncateUtf8, WEBHOOK_LOG_BODY_LIMIT } from '../limits.js';
 import { VERSION } from '../version.js';
 import { postJson, type PostResult } from './http-client.js';
 import { newWebhookId, type WebhookOutbox } from './outbox.js';
@@ -30,6 +31,9 @@ export interface DeliveryView {
   created_at: string;
   attempted_at: string | null;
   due_at: string;
+  /** The JSON text sent, cut at WEBHOOK_LOG_BODY_LIMIT bytes. */
+  payload: string;
+  response_body: string | null;
 }
 
 export interface WebhookStatus {
@@ -58,9 +62,11 @@ const resendOf = (row: DeliveryRow, attempt: number, dueAt: string, url = row.ur
 });
 
 const BATCH = 50;
+/** The most deliveries one "redeliver all failed" queues: a month of failures to a dead receiver is sent in rounds, not one huge write. */
+export const REDELIVER_ALL_BATCH = 1000;
 
 /** The finished attempts (states an attempt never leaves: a retry is a new row), one log per state, as the pruning helpers see them. */
-export const FINISHED_DELIVERY_LOGS: LogTable[] = (['delivered', 'failed', 'retry_scheduled'] as const).map((state) => ({
+export const FINISHED_DELIVERY_LOGS: LogTable[] = (['delivered', 'failed', 'retry_scheduled', 'retried'] as const).map((state) => ({
   table: 'webhook_deliveries',
   key: 'id',
   time: 'created_at',
@@ -102,7 +108,7 @@ export class WebhookService {
   private abandon = new AbortController();
   private unsubscribe: (() => void) | null = null;
   private readonly lanes: Lane[];
-  private readonly recordAttempt: Prepared<unknown, 'id' | 'state' | 'statusCode' | 'error' | 'durationMs' | 'attemptedAt'>;
+  private readonly recordAttempt: Prepared<unknown, 'id' | 'state' | 'statusCode' | 'error' | 'durationMs' | 'attemptedAt' | 'responseBody'>;
 
   constructor(
     private readonly database: Database,
@@ -141,7 +147,7 @@ export class WebhookService {
           .returningAll(),
       ),
     }));
-    this.recordAttempt = prepare(database, ['id', 'state', 'statusCode', 'error', 'durationMs', 'attemptedAt'], (db, param) =>
+    this.recordAttempt = prepare(database, ['id', 'state', 'statusCode', 'error', 'durationMs', 'attemptedAt', 'responseBody'], (db, param) =>
       db
         .updateTable('webhook_deliveries')
         .set({
@@ -150,6 +156,7 @@ export class WebhookService {
           error: param('error'),
           duration_ms: param('durationMs'),
           attempted_at: param('attemptedAt'),
+          response_body: param('responseBody'),
         })
         .where('id', '=', param('id')),
     );
@@ -281,7 +288,18 @@ export class WebhookService {
           error: result.error,
           durationMs: result.durationMs,
           attemptedAt,
+          responseBody: result.responseBody,
         });
+        // The attempt this one retried has its answer now: it no longer waits for a retry.
+        if (row.attempt > 1)
+          await trx
+            .updateTable('webhook_deliveries')
+            .set({ state: 'retried' })
+            .where('webhook_id', '=', row.webhook_id)
+            .where('state', '=', 'retry_scheduled')
+            .where('attempt', '=', row.attempt - 1)
+            .where('id', '<', row.id)
+            .execute();
         if (outcome === 'retry') {
           const delayMs = retryDelayOf(result, this.options.retryDelayMs);
           nextRetryMs = Math.min(nextRetryMs, delayMs);
@@ -337,7 +355,7 @@ export class WebhookService {
    * The settings page's Test: a real `webhook.test` delivery to the candidate URL and secret, logged
    * like any other, answered with its outcome (no retry: the person is waiting for the answer).
    */
-  async test(candidate: { url: string; secret: string }, { detailed }: { detailed: boolean }): Promise<PostResult & { ok: boolean }> {
+  async test(candidate: { url: string; secrets: string[] }, { detailed }: { detailed: boolean }): Promise<PostResult & { ok: boolean }> {
     const payload = JSON.stringify(makeEvent('webhook.test', { detail: { message: 'Test delivery from Mothership' } }));
     const webhookId = newWebhookId();
     const at = now();
@@ -364,12 +382,19 @@ export class WebhookService {
         .returning('id')
         .executeTakeFirstOrThrow(),
     );
-    const result = await this.send(candidate.url, webhookId, payload, 'webhook.test', candidate.secret ? [candidate.secret] : [], detailed);
+    const result = await this.send(candidate.url, webhookId, payload, 'webhook.test', candidate.secrets, detailed);
     const ok = outcomeOf(result, 1) === 'delivered';
     await this.database.write((db) =>
       db
         .updateTable('webhook_deliveries')
-        .set({ state: ok ? 'delivered' : 'failed', status_code: result.statusCode, error: result.error, duration_ms: result.durationMs, attempted_at: now() })
+        .set({
+          state: ok ? 'delivered' : 'failed',
+          status_code: result.statusCode,
+          error: result.error,
+          duration_ms: result.durationMs,
+          attempted_at: now(),
+          response_body: result.responseBody,
+        })
         .where('id', '=', id)
         .execute(),
     );
@@ -397,6 +422,41 @@ export class WebhookService {
     return this.get(Number(newId));
   }
 
+  /**
+   * Sends every delivery whose last attempt failed again, as `redeliver` does one: those not sent
+   * again since (a failure redelivered once is not queued twice), oldest first, at most
+   * REDELIVER_ALL_BATCH per call. Answers how many were queued.
+   */
+  async redeliverFailed(): Promise<number> {
+    const { url } = (await this.settings.get()).webhook;
+    if (!url) throw conflict('No webhook URL is configured: save one before redelivering');
+    const at = now();
+    const queued = await this.database.write(async (db) => {
+      const failed = await db
+        .selectFrom('webhook_deliveries as d')
+        .selectAll('d')
+        .where('d.state', '=', 'failed')
+        .where(({ not, exists, selectFrom }) =>
+          not(
+            exists(
+              selectFrom('webhook_deliveries as later').select('later.id').whereRef('later.webhook_id', '=', 'd.webhook_id').whereRef('later.id', '>', 'd.id'),
+            ),
+          ),
+        )
+        .orderBy('d.id')
+        .limit(REDELIVER_ALL_BATCH)
+        .execute();
+      for (let start = 0; start < failed.length; start += BATCH)
+        await db
+          .insertInto('webhook_deliveries')
+          .values(failed.slice(start, start + BATCH).map((row) => resendOf(row, 1, at, url)))
+          .execute();
+      return failed.length;
+    });
+    if (queued) this.kick();
+    return queued;
+  }
+
   async get(id: number): Promise<DeliveryView> {
     const row = await this.database.db.selectFrom('webhook_deliveries').selectAll().where('id', '=', id).executeTakeFirst();
     if (!row) throw notFound('Delivery', String(id));
@@ -413,9 +473,15 @@ export class WebhookService {
     return deleted;
   }
 
-  /** Attempts newest first, optionally of one state and one event type. */
+  /**
+   * The `limit` attempts written last, optionally of one state and one event type, newest attempt
+   * first: a retry's row is written when it is scheduled but sent later, so the page is ordered by
+   * when each attempt was made (one not made yet: when it is due).
+   */
   async list(filter: DeliveryFilter): Promise<DeliveryView[]> {
-    return (await deliveryLogQuery(this.database.db, filter).execute()).map(toView);
+    const rows = (await deliveryLogQuery(this.database.db, filter).execute()).map(toView);
+    const at = (row: DeliveryView) => row.attempted_at ?? row.due_at;
+    return rows.sort((a, b) => (at(a) === at(b) ? b.id - a.id : at(a) < at(b) ? 1 : -1));
   }
 
   async status(): Promise<WebhookStatus> {
@@ -455,6 +521,11 @@ export function deliveryLogQuery(db: Db, { limit, state, event_type: eventType }
 }
 
 function toView(row: DeliveryRow): DeliveryView {
-  const { payload: _payload, ...rest } = row;
-  return { ...rest, id: Number(row.id), event_seq: row.event_seq === null ? null : Number(row.event_seq) };
+  return {
+    ...row,
+    id: Number(row.id),
+    event_seq: row.event_seq === null ? null : Number(row.event_seq),
+    payload: truncateUtf8(row.payload, WEBHOOK_LOG_BODY_LIMIT),
+    response_body: row.response_body ?? null,
+  };
 }

@@ -78,33 +78,67 @@ function summarize(detail) {
   return text.length > 90 ? text.slice(0, 89) + '…' : text;
 }
 
+/**
+ * The overview's event filter: what a household looks at first (where people are, and safety), and
+ * the rest by who causes it. The key is kept in the address (`?events=`).
+ */
+export const EVENT_FILTERS = {
+  household: {
+    label: 'Presence and safety',
+    types: ['zone.entry', 'zone.exit', 'presence.changed', 'fall.detected', 'fall.cleared', 'anomaly.detected'],
+  },
+  changes: {
+    label: 'People and zones added or changed',
+    types: ['person.created', 'person.updated', 'person.deleted', 'zone.created', 'zone.updated', 'zone.deleted', 'system.mode_changed'],
+  },
+  system: { label: 'Nodes and system health', types: ['system.health', 'node.online', 'node.offline'] },
+  automation: {
+    label: 'CI and bots',
+    types: ['baseline.recorded', 'enrichment.requested', 'enrichment.completed', 'enrichment.failed', 'webhook.test'],
+  },
+  all: { label: 'Everything', types: null },
+};
+
 const MAX_EVENTS = 100;
-/** The newest events first, as received; the overview and the record pages read it. */
+/** The newest events first, as received; the record pages read it. */
 export const recent = [];
+/** The newest events of each filter that was shown, loaded from the log when first chosen, then kept by the stream. */
+const filtered = new Map();
 const fallHistory = [];
 let loaded = false;
 
-export async function loadActivity() {
-  if (loaded) return;
-  const [history, falls] = await Promise.all([
-    api('GET', '/api/events?order=desc&limit=30'),
-    api('GET', '/api/events?type=fall.detected&type=fall.cleared&order=desc&limit=10'),
+const typeQuery = (types) => (types ?? []).map((type) => `&type=${encodeURIComponent(type)}`).join('');
+
+export async function loadActivity(filter = 'household') {
+  const [history, falls, matching] = await Promise.all([
+    loaded ? null : api('GET', '/api/events?order=desc&limit=30'),
+    loaded ? null : api('GET', '/api/events?type=fall.detected&type=fall.cleared&order=desc&limit=10'),
+    filtered.has(filter) ? null : api('GET', `/api/events?order=desc&limit=30${typeQuery(EVENT_FILTERS[filter].types)}`),
   ]);
-  // Events the stream delivered while the history loaded are already in the list.
-  for (const event of history.events) if (!recent.some((known) => known.seq === event.seq)) recent.push(event);
-  recent.sort((a, b) => b.seq - a.seq);
-  fallHistory.push(...falls.events.filter((event) => !fallHistory.some((known) => known.seq === event.seq)));
+  // Events the stream delivered while the history loaded are already in the lists.
+  if (history) merge(recent, history.events);
+  if (falls) merge(fallHistory, falls.events);
+  if (matching) merge(filtered.get(filter) ?? filtered.set(filter, []).get(filter), matching.events);
   loaded = true;
 }
 
+function merge(list, events) {
+  for (const event of events) if (!list.some((known) => known.seq === event.seq)) list.push(event);
+  list.sort((a, b) => b.seq - a.seq);
+}
+
+const keeps = (filter, event) => !EVENT_FILTERS[filter].types || EVENT_FILTERS[filter].types.includes(event.event_type);
+
+function prepend(list, event, max) {
+  if (list.some((known) => known.seq === event.seq)) return;
+  list.unshift(event);
+  list.length = Math.min(list.length, max);
+}
+
 export function applyToActivity(event) {
-  if (recent.some((known) => known.seq === event.seq)) return;
-  recent.unshift(event);
-  recent.length = Math.min(recent.length, MAX_EVENTS);
-  if (event.event_type.startsWith('fall.')) {
-    fallHistory.unshift(event);
-    fallHistory.length = Math.min(fallHistory.length, 10);
-  }
+  prepend(recent, event, MAX_EVENTS);
+  for (const [filter, list] of filtered) if (keeps(filter, event)) prepend(list, event, MAX_EVENTS);
+  if (event.event_type.startsWith('fall.')) prepend(fallHistory, event, 10);
 }
 
 function eventItem(event, when = time) {
@@ -117,10 +151,21 @@ function eventItem(event, when = time) {
   );
 }
 
-/** Renders the events `filter` keeps into `list`. */
-export function renderEvents(list, filter = () => true, empty = 'No events yet. Entries, exits, falls and changes appear here as they happen.') {
+/** Renders the recent events `concerns` keeps into `list` (a record page: its person's or zone's). */
+export function renderEvents(list, concerns, empty) {
   if (!loaded) return;
-  const events = recent.filter(filter);
+  const events = recent.filter(concerns);
+  list.replaceChildren(...(events.length ? events.map((event) => eventItem(event)) : [emptyState('li', empty)]));
+}
+
+/** Renders the newest events of one of EVENT_FILTERS into `list`. */
+export function renderFiltered(list, filter) {
+  const events = filtered.get(filter);
+  if (!events) return;
+  const empty =
+    filter === 'household'
+      ? 'No presence or safety events yet. Entries, exits, presence changes and falls appear here as they happen; other events are under the filter.'
+      : 'No events of this kind yet.';
   list.replaceChildren(...(events.length ? events.map((event) => eventItem(event)) : [emptyState('li', empty)]));
 }
 

@@ -8,6 +8,7 @@ import { applyToHousehold, loadHousehold } from './household.js';
 import { applyToActivity } from './activity.js';
 import { applyToFall, loadFall, renderFall } from './fall.js';
 import { overview } from './overview.js';
+import { peopleView } from './people.js';
 import { nodesView } from './nodes.js';
 import { integrations } from './integrations.js';
 import { enrichment } from './enrichment.js';
@@ -16,10 +17,10 @@ import { tokensView } from './tokens.js';
 import { usersView } from './users.js';
 import { applyRole, isHousehold, signInMode, signInPayload, signInRefusal } from './account.js';
 
-const VIEWS = [overview, nodesView, integrations, enrichment, baselines, tokensView, usersView];
+const VIEWS = [overview, peopleView, nodesView, integrations, enrichment, baselines, tokensView, usersView];
 /** The pages a household account has (the server refuses it everything else). */
-const HOUSEHOLD_VIEWS = new Set(['overview', 'nodes', 'users']);
-// Record pages of the overview: #/people/<id>, #/zones/<id>.
+const HOUSEHOLD_VIEWS = new Set(['overview', 'people', 'nodes', 'users']);
+// Record pages of the overview: #/people/<id>, #/zones/<id> (#/people alone is the People page).
 const ALIASES = { people: 'overview', zones: 'overview' };
 
 // ---- sign in ----
@@ -57,11 +58,11 @@ $('#signout').addEventListener('click', async () => {
 
 function route() {
   const [page = 'overview', ...params] = location.hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
-  const name = ALIASES[page] ?? page;
-  const found = VIEWS.find((candidate) => candidate.id === name) ?? overview;
+  const alias = params.length ? ALIASES[page] : undefined;
+  const found = VIEWS.find((candidate) => candidate.id === (alias ?? page)) ?? overview;
   // A household account is not offered the admin pages; a bookmark to one opens the overview.
   const view = isHousehold() && !HOUSEHOLD_VIEWS.has(found.id) ? overview : found;
-  const viewParams = ALIASES[page] ? [page, ...params] : params;
+  const viewParams = alias ? [page, ...params] : params;
   for (const link of $$('#nav a')) link.classList.toggle('active', link.dataset.view === view.id);
   for (const section of $$('.view')) section.hidden = section.id !== `view-${view.id}`;
   $('#app').classList.remove('menu-open');

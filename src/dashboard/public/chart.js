@@ -1,7 +1,7 @@
-// A small dependency-free SVG line chart: one x axis (run index, labelled by commit), several series.
+// A small dependency-free SVG line chart (and `node`, the SVG element helper the timeline shares): one x axis (run index, labelled by commit), several series.
 const NS = 'http://www.w3.org/2000/svg';
 
-function node(name, attributes = {}, text) {
+export function node(name, attributes = {}, text) {
   const element = document.createElementNS(NS, name);
   for (const [key, value] of Object.entries(attributes)) element.setAttribute(key, String(value));
   if (text !== undefined) element.textContent = text;

@@ -113,3 +113,24 @@ export function statusBadge(badge, text, kind = '') {
   badge.textContent = text;
   badge.className = `badge ${kind}`;
 }
+
+/**
+ * A read-only field holding a secret shown once, with a Copy button. The Clipboard API needs a
+ * secure context (HTTPS or localhost); on a plain-HTTP LAN address the selected text is copied the
+ * old way, or the button says to press Ctrl+C.
+ */
+export function copyRow(value, label) {
+  const input = el('input', { readonly: true, value, 'aria-label': label, spellcheck: 'false', onfocus: (event) => event.target.select() });
+  const copy = el('button', { type: 'button' }, 'Copy');
+  copy.addEventListener('click', async () => {
+    input.select();
+    const copied = navigator.clipboard
+      ? await navigator.clipboard.writeText(value).then(
+          () => true,
+          () => false,
+        )
+      : document.execCommand('copy');
+    copy.textContent = copied ? 'Copied' : 'Press Ctrl+C';
+  });
+  return el('div', { class: 'copy-row' }, input, copy);
+}

@@ -1,11 +1,12 @@
 // Persons, zones and system health as the page knows them: loaded once, then kept current by the
 // events themselves (each carries what it changed), so the event stream costs no API request.
-import { api } from './api.js';
+import { api, apiAll } from './api.js';
 
 export const household = { persons: new Map(), zones: new Map(), health: null, loaded: false };
 
 export async function loadHousehold() {
-  const [persons, zones, health] = await Promise.all([api('GET', '/api/persons'), api('GET', '/api/zones'), api('GET', '/api/system/health')]);
+  // Every page of the lists (1000 a page): the names in events and the People page's search need them all.
+  const [persons, zones, health] = await Promise.all([apiAll('/api/persons'), apiAll('/api/zones'), api('GET', '/api/system/health')]);
   household.persons = new Map(persons.map((person) => [person.id, person]));
   household.zones = new Map(zones.map((zone) => [zone.id, zone]));
   household.health = health;
@@ -37,9 +38,9 @@ export function applyToHousehold({ event_type: type, person: personId, zone: zon
     case 'zone.exit':
       // An ignored exit changed nobody's place; its count is the zone's unchanged one.
       if (!detail.ignored) setOccupancy(zoneId, personId, type === 'zone.entry', detail.count);
-      if (!person) return true;
+      // An ignored exit changes nothing about the person, not even when they were last seen.
+      if (!person || detail.ignored) return true;
       person.last_seen = timestamp;
-      if (detail.ignored) return true;
       if (type === 'zone.entry') Object.assign(person, { zone: zoneId, presence: 'home' });
       else if (person.zone === zoneId) person.zone = null;
       return true;
@@ -47,7 +48,7 @@ export function applyToHousehold({ event_type: type, person: personId, zone: zon
       if (person) Object.assign(person, { presence: detail.to, ...(detail.to === 'not_home' ? { zone: null } : {}) });
       return true;
     case 'person.created':
-      household.persons.set(personId, { id: personId, name: detail.name, presence: 'not_home', zone: null, last_seen: null });
+      household.persons.set(personId, { id: personId, name: detail.name, presence: 'unknown', zone: null, last_seen: null });
       return true;
     case 'person.updated':
       if (person) person.name = detail.name;

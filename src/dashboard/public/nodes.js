@@ -98,7 +98,7 @@ function render() {
         ['Zone', zoneSelect(node)],
         ['State', el('span', { class: `badge ${node.online ? 'ok' : 'bad'}` }, node.online ? 'online' : 'offline')],
         ['Quality', `${node.quality}%`, 'num'],
-        ['Last heartbeat', el('span', { title: dateTime(node.last_seen) }, ago(node.last_seen))],
+        ['Last heartbeat', el('span', { title: dateTime(node.last_seen), class: 'nowrap' }, ago(node.last_seen))],
         [
           '',
           el(

@@ -2,7 +2,11 @@
 import { api, report } from './api.js';
 import { $, ago, busy, clearErrors, dateTime, el, emptyState, showErrors } from './dom.js';
 import { household, loadHousehold, personName, zoneName } from './household.js';
-import { loadActivity, renderEvents, renderFalls } from './activity.js';
+import { EVENT_FILTERS, loadActivity, renderEvents, renderFalls, renderFiltered } from './activity.js';
+import { renderTimeline } from './timeline.js';
+
+/** How many people the overview lists (those at home first); the People page lists and searches them all. */
+const OVERVIEW_PEOPLE = 12;
 
 /** The object id part of an entity id, as the server builds it (src/mqtt/discovery.ts, defaultEntityId). */
 const entitySlug = (id) =>
@@ -31,8 +35,9 @@ export const overview = {
   async show(params = []) {
     record = params.length === 2 && ['people', 'zones'].includes(params[0]) ? { kind: params[0], id: params[1] } : null;
     render(); // what is already known, at once
-    await Promise.all([household.loaded ? null : loadHousehold(), loadActivity()]);
+    await Promise.all([household.loaded ? null : loadHousehold(), loadActivity(eventFilter())]);
     render();
+    if (record?.kind === 'people' && household.persons.has(record.id)) await renderTimeline($('#timeline'), record.id);
   },
   /** The household and the activity were updated by the app; this only redraws. */
   apply() {
@@ -47,9 +52,28 @@ function render() {
     renderPersons();
   }
   renderFalls($('#falls'));
-  renderEvents($('#events'));
+  $('#event-filter').value = eventFilter();
+  renderFiltered($('#events'), eventFilter());
   renderRecord();
 }
+
+// ---- the events filter, kept in the address's query string (?events=system#/overview) ----
+
+for (const [key, { label }] of Object.entries(EVENT_FILTERS)) $('#event-filter').append(el('option', { value: key }, label));
+
+function eventFilter() {
+  const key = new URLSearchParams(location.search).get('events');
+  return key && EVENT_FILTERS[key] ? key : 'household';
+}
+
+$('#event-filter').addEventListener('change', async (event) => {
+  const url = new URL(location.href);
+  if (event.target.value === 'household') url.searchParams.delete('events');
+  else url.searchParams.set('events', event.target.value);
+  history.replaceState(history.state, '', url);
+  await loadActivity(eventFilter()).catch(report);
+  render();
+});
 
 function renderSystem() {
   const { health } = household;
@@ -58,7 +82,8 @@ function renderSystem() {
   if (document.activeElement !== $('#mode')) $('#mode').value = health.mode;
 }
 
-const byName = (a, b) => a.name.localeCompare(b.name);
+const collator = new Intl.Collator(undefined, { numeric: true });
+const byName = (a, b) => collator.compare(a.name, b.name);
 
 function actions(collection, item) {
   return el(
@@ -87,7 +112,9 @@ function renderZones() {
     $('#zones').append(emptyState('p', 'No zones yet. Add the rooms your sensing nodes cover; each becomes an occupancy sensor in Home Assistant.'));
 }
 
-function presenceBadge(person) {
+export function presenceBadge(person) {
+  if (person.presence === 'unknown')
+    return el('span', { class: 'badge unknown', title: 'No entry or exit seen yet: the first one from a sensing node tells' }, 'unknown');
   return el(
     'span',
     { class: `badge ${person.presence === 'home' ? 'ok' : ''}` },
@@ -95,23 +122,28 @@ function presenceBadge(person) {
   );
 }
 
-function renderPersons() {
-  const persons = [...household.persons.values()].sort(byName);
-  $('#persons').replaceChildren(
-    ...persons.map((person) =>
-      el(
-        'li',
-        { 'data-person': person.id },
-        el(
-          'span',
-          {},
-          el('a', { href: `#/people/${encodeURIComponent(person.id)}` }, person.name),
-          el('small', { class: 'hint' }, person.last_seen ? ` · seen ${ago(person.last_seen)}` : ''),
-        ),
-        el('span', { class: 'row-actions' }, presenceBadge(person), actions('persons', person)),
-      ),
+/** A person's line: name, when last seen, presence; `withActions` adds Rename and Delete. */
+export function personItem(person, withActions = true) {
+  return el(
+    'li',
+    { 'data-person': person.id },
+    el(
+      'span',
+      { class: 'who' },
+      el('a', { href: `#/people/${encodeURIComponent(person.id)}` }, person.name),
+      person.last_seen ? el('small', { class: 'hint seen' }, `seen ${ago(person.last_seen)}`) : null,
     ),
+    el('span', { class: 'row-actions' }, presenceBadge(person), withActions ? actions('persons', person) : null),
   );
+}
+
+const RANK = { home: 0, not_home: 1, unknown: 2 };
+
+function renderPersons() {
+  const persons = [...household.persons.values()].sort((a, b) => RANK[a.presence] - RANK[b.presence] || byName(a, b));
+  $('#persons').replaceChildren(...persons.slice(0, OVERVIEW_PEOPLE).map((person) => personItem(person)));
+  if (persons.length > OVERVIEW_PEOPLE)
+    $('#persons').append(el('li', { class: 'more' }, el('a', { href: '#/people' }, `All ${persons.length.toLocaleString()} people: search and list →`)));
   if (!persons.length)
     $('#persons').append(emptyState('li', 'No people yet. Add the people who live here; each gets a presence sensor and a device tracker in Home Assistant.'));
 }
@@ -134,7 +166,7 @@ function renderRecord() {
       ? [
           ['Presence', presenceBadge(item)],
           ['Zone', item.zone ? el('a', { href: `#/zones/${encodeURIComponent(item.zone)}` }, zoneName(item.zone)) : '-'],
-          ['Last seen', item.last_seen ? `${dateTime(item.last_seen)} (${ago(item.last_seen)})` : 'never'],
+          ['Last seen', item.last_seen ? `${dateTime(item.last_seen)} (${ago(item.last_seen)})` : 'not yet'],
           ['Id', item.id],
         ]
       : [
@@ -148,9 +180,13 @@ function renderRecord() {
           ['Id', item.id],
         ];
   const list = el('ol', { class: 'events' });
+  // The timeline is drawn by show() once the log is read; a redraw of the card keeps the picture.
+  const timeline = collection === 'persons' ? ($('#timeline', card) ?? el('div', { id: 'timeline', class: 'timeline-box' })) : null;
   card.replaceChildren(
     el('h2', {}, item.name, el('span', { class: 'row-actions' }, actions(collection, item), close)),
     el('dl', { class: 'facts' }, ...facts.map(([term, value]) => el('div', {}, el('dt', {}, term), el('dd', {}, value)))),
+    timeline ? el('h3', {}, 'Yesterday and today') : null,
+    timeline,
     el('h3', {}, 'Recent events'),
     list,
   );
@@ -186,15 +222,28 @@ async function remove(collection, item) {
   }
 }
 
+/** Creates a person or zone; a name already taken is asked about (the API refuses it unless confirmed). */
+async function create(collection, name) {
+  try {
+    return await api('POST', `/api/${collection}`, { name });
+  } catch (error) {
+    const taken = error.status === 409 && error.problem?.errors?.[0]?.path === '/name';
+    const what = collection === 'persons' ? 'person' : 'zone';
+    if (!taken || !confirm(`There is already a ${what} called "${name}". Add another ${what} with the same name?`)) throw error;
+    return api('POST', `/api/${collection}`, { name, duplicate_name: true });
+  }
+}
+
 for (const [selector, collection] of [
   ['#zone-form', 'zones'],
   ['#person-form', 'persons'],
+  ['#people-form', 'persons'],
 ]) {
   $(selector).addEventListener('submit', async (event) => {
     event.preventDefault();
     const form = event.currentTarget;
     try {
-      const created = await busy($('button', form), () => api('POST', `/api/${collection}`, { name: form.name.value.trim() }));
+      const created = await busy($('button', form), () => create(collection, form.name.value.trim()));
       clearErrors(form);
       form.reset();
       remember(collection, created);

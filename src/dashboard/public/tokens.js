@@ -1,7 +1,7 @@
 // API tokens: list (never the token), create (the token shown once, with a Copy button), revoke.
 // #/tokens/<id> marks a token.
 import { api } from './api.js';
-import { $, ago, busy, clearErrors, dateTime, el, emptyState, row, showErrors } from './dom.js';
+import { $, ago, busy, clearErrors, copyRow, dateTime, el, emptyState, row, showErrors } from './dom.js';
 
 let tokens = null;
 let selected = null;
@@ -63,29 +63,10 @@ function forgetNewToken() {
 }
 
 function showNewToken(created) {
-  const input = el('input', {
-    readonly: true,
-    value: created.token,
-    'aria-label': 'The new token',
-    spellcheck: 'false',
-    onfocus: (event) => event.target.select(),
-  });
-  const copy = el('button', { type: 'button' }, 'Copy');
-  copy.addEventListener('click', async () => {
-    input.select();
-    // The Clipboard API needs a secure context (HTTPS or localhost); on a plain-HTTP LAN address the selected text is copied the old way.
-    const copied = navigator.clipboard
-      ? await navigator.clipboard.writeText(created.token).then(
-          () => true,
-          () => false,
-        )
-      : document.execCommand('copy');
-    copy.textContent = copied ? 'Copied' : 'Press Ctrl+C';
-  });
   $('#token-new').hidden = false;
   $('#token-new').replaceChildren(
     el('p', {}, `Token "${created.name}" (${created.scope}) created. Copy it now: it is shown only once.`),
-    el('div', { class: 'copy-row' }, input, copy),
+    copyRow(created.token, 'The new token'),
     el('p', { class: 'hint' }, 'Send it in the Authorization header: Bearer mst_…'),
   );
 }

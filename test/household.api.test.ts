@@ -1,0 +1,101 @@
+// #38 items 2 and 8: presence unknown until the first event, duplicate names refused or confirmed,
+// persons and zones listed a page at a time.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { reportedPresence, sameName } from '../src/presence/transitions.js';
+import { DIALECTS, startTestApp, type TestApp } from './helpers/app.js';
+
+describe('household rules (pure)', () => {
+  it('presence is unknown until the first entry or exit', () => {
+    assert.equal(reportedPresence({ presence: 'not_home', last_seen: null }), 'unknown');
+    assert.equal(reportedPresence({ presence: 'not_home', last_seen: '2026-11-25T10:00:00.000Z' }), 'not_home');
+    assert.equal(reportedPresence({ presence: 'home', last_seen: '2026-11-25T10:00:00.000Z' }), 'home');
+  });
+
+  it('names are the same when they differ in case, compatibility forms or white space only', () => {
+    assert.equal(sameName('Bob', ' bob '), true);
+    assert.equal(sameName('Ada  Lovelace', 'ada lovelace'), true);
+    assert.equal(sameName('Ｂｏｂ', 'bob'), true);
+    assert.equal(sameName('Bob', 'Bobby'), false);
+    assert.equal(sameName('Ada Lovelace', 'Ada Lovelace!'), false);
+  });
+});
+
+for (const dialect of DIALECTS) {
+  describe(`household API (${dialect})`, () => {
+    let app: TestApp;
+    before(async () => {
+      app = await startTestApp(dialect, {}, { start: true });
+    });
+    after(() => app.cleanup());
+
+    it('a new person is unknown until the first entry or exit, in every answer', async () => {
+      const created = await app.api('POST', '/api/persons', { id: 'newbie', name: 'Newbie' });
+      assert.equal(created.body.presence, 'unknown');
+      assert.equal((await app.api('GET', '/api/persons/newbie')).body.presence, 'unknown');
+      await app.api('POST', '/api/zones', { id: 'hall', name: 'Hall' });
+      // An exit from a zone the person is not in changes nothing: still unknown.
+      await app.api('POST', '/api/events', { type: 'zone.exit', person: 'newbie', zone: 'hall' });
+      assert.equal((await app.api('GET', '/api/persons/newbie')).body.presence, 'unknown');
+      await app.api('POST', '/api/events', { type: 'zone.entry', person: 'newbie', zone: 'hall' });
+      const listed = (await app.api('GET', '/api/persons')).body.find((person: { id: string }) => person.id === 'newbie');
+      assert.equal(listed.presence, 'home');
+    });
+
+    it('refuses to derive an id from a name already taken (409 naming /name), unless confirmed', async () => {
+      assert.equal((await app.api('POST', '/api/persons', { name: 'Bob' })).status, 201);
+      const twin = await app.api('POST', '/api/persons', { name: ' bob ' });
+      assert.equal(twin.status, 409);
+      assert.equal(twin.headers['content-type'], 'application/problem+json; charset=utf-8');
+      assert.equal(twin.body.code, 'conflict');
+      assert.equal(twin.body.errors[0].path, '/name');
+      assert.match(twin.body.errors[0].message, /person "bob"/);
+      assert.equal((await app.api('GET', '/api/persons')).body.filter((person: { name: string }) => /bob/i.test(person.name)).length, 1, 'nothing stored');
+      const confirmed = await app.api('POST', '/api/persons', { name: 'Bob', duplicate_name: true });
+      assert.equal(confirmed.status, 201);
+      assert.equal(confirmed.body.name, 'Bob');
+      assert.equal(confirmed.body.id, 'bob-2');
+      // A client that chooses the id chose knowingly (as clients before this rule did): not asked.
+      assert.equal((await app.api('POST', '/api/persons', { id: 'bob-senior', name: 'Bob' })).status, 201);
+      await app.api('POST', '/api/persons', { id: 'carol', name: 'Carol' });
+      assert.equal((await app.api('POST', '/api/zones', { name: 'hall' })).status, 409);
+      assert.equal((await app.api('POST', '/api/zones', { name: 'hall', duplicate_name: true })).body.id, 'hall-2');
+    });
+
+    it('of several creates of one name at once, one is stored and the others get 409', async () => {
+      const responses = await Promise.all(Array.from({ length: 6 }, () => app.api('POST', '/api/persons', { name: 'Same Time' })));
+      assert.deepEqual(responses.map((response) => response.status).sort(), [201, 409, 409, 409, 409, 409]);
+    });
+
+    it('lists persons and zones a page at a time by cursor, with a Link to the next page', async () => {
+      for (let index = 0; index < 7; index++) await app.api('POST', '/api/zones', { id: `z${index}`, name: `Zone ${index}` });
+      await app.api('POST', '/api/events', { type: 'zone.entry', person: 'carol', zone: 'z3' });
+      const all = (await app.api('GET', '/api/zones')).body as { id: string }[];
+      assert.equal(all.length, 9, 'without limit: everything (up to 1000), as before');
+      const seen: { id: string; occupants: string[] }[] = [];
+      let url: string | undefined = '/api/zones?limit=4';
+      let pages = 0;
+      while (url) {
+        const page = await app.api('GET', url);
+        assert.equal(page.status, 200);
+        assert.ok(page.body.length <= 4);
+        seen.push(...page.body);
+        url = /<([^>]+)>;\s*rel="next"/.exec(String(page.headers.link ?? ''))?.[1];
+        pages++;
+      }
+      assert.equal(pages, 3);
+      assert.deepEqual(
+        seen.map((zone) => zone.id),
+        all.map((zone) => zone.id),
+      );
+      assert.deepEqual(seen.find((zone) => zone.id === 'z3')!.occupants, ['carol'], 'occupants on the page');
+      const persons = await app.api('GET', '/api/persons?limit=2');
+      assert.equal(persons.body.length, 2);
+      assert.match(String(persons.headers.link), /^<\/api\/persons\?limit=2&cursor=[a-z0-9-]+>; rel="next"$/);
+      const bad = await app.api('GET', '/api/persons?limit=0');
+      assert.equal(bad.status, 400);
+      assert.equal(bad.body.errors[0].path, 'querystring:/limit');
+      assert.equal((await app.api('GET', '/api/persons?cursor=Not%20An%20Id')).status, 400);
+    });
+  });
+}

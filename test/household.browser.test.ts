@@ -1,0 +1,276 @@
+// #38 in Chromium: the household view first (filter in the address, unknown presence, duplicate
+// names asked about, a day timeline), the webhook page, 5,000 people, and the phone layout, with
+// screenshots (phone and desktop, light and dark) in test-artifacts/.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import type { Browser, Page } from 'playwright-core';
+import { launchChromium } from './helpers/browser.js';
+import { ADMIN_TOKEN, eventually, startTestApp, type TestApp } from './helpers/app.js';
+import { startReceiver } from './helpers/receiver.js';
+
+const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url).pathname;
+const DOCS_IMAGES = new URL('../../docs/images/', import.meta.url).pathname;
+const PEOPLE = 5000;
+
+describe('the household dashboard in Chromium (#38)', () => {
+  let app: TestApp;
+  let browser: Browser;
+  let page: Page;
+  let base: string;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  const pageErrors: string[] = [];
+  const figures: string[] = [];
+  const shot = async (name: string) => {
+    await page.screenshot({ path: `${ARTIFACTS}household-${name}.png`, fullPage: true });
+    if (process.env.UPDATE_DOCS_SCREENSHOTS) await page.screenshot({ path: `${DOCS_IMAGES}${name}.png`, fullPage: true });
+  };
+  /** Desktop and phone, light and dark, of the page showing now. */
+  const shots = async (name: string, ready: string) => {
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      for (const [device, width, height] of [
+        ['desktop', 1280, 900],
+        ['phone', 390, 844],
+      ] as const) {
+        await page.setViewportSize({ width, height });
+        await page.waitForSelector(ready);
+        const overflow = (await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number;
+        assert.ok(overflow <= 0, `${name} on a ${device} (${scheme}) is ${overflow}px wider than the screen`);
+        await shot(`${name}-${device}-${scheme}`);
+      }
+    }
+    await page.emulateMedia({ colorScheme: 'light' });
+    await page.setViewportSize({ width: 1280, height: 900 });
+  };
+
+  before(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    receiver = await startReceiver();
+    app = await startTestApp('sqlite', { WEBHOOK_RETRY_DELAY_MS: '300', WEBHOOK_TIMEOUT_MS: '400' }, { start: true });
+    base = await app.http.listen({ port: 0, host: '127.0.0.1' });
+    await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } });
+    for (const name of ['Kitchen', 'Living room', 'Bedroom']) await app.api('POST', '/api/zones', { name });
+    for (const name of ['Ada', 'Bob', 'Newbie']) await app.api('POST', '/api/persons', { name });
+    await app.api('POST', '/api/events', { type: 'zone.entry', person: 'bob', zone: 'bedroom' });
+    await app.api('POST', '/api/events', { type: 'zone.entry', person: 'bob', zone: 'kitchen' });
+    await app.api('POST', '/api/events', { type: 'zone.entry', person: 'ada', zone: 'living-room' });
+    // The noise that buried the household's events: health reports, a CI run, a bot.
+    for (let index = 0; index < 40; index++) await app.presence.emitHealth();
+    browser = await launchChromium();
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    await page.goto(base + '/');
+    await page.fill('#signin-form [name=token]', ADMIN_TOKEN);
+    await page.click('#signin-form button[type=submit]');
+    await page.waitForSelector('#live:has-text("live")');
+  });
+  after(async () => {
+    await browser?.close();
+    await app?.cleanup();
+    await receiver?.close();
+    if (figures.length) console.log(figures.join('\n'));
+  });
+
+  it('shows presence and safety first; the other events are behind a filter kept in the address', async () => {
+    await page.waitForSelector('#events li:has-text("Bob entered Kitchen")');
+    assert.equal(await page.locator('#events li:has-text("system.health")').count(), 0, 'no health report in the household view');
+    await page.selectOption('#event-filter', 'system');
+    await page.waitForSelector('#events li:has-text("system.health")');
+    assert.match(page.url(), /\?events=system(#|$)/);
+    await page.reload();
+    await page.waitForSelector('#events li:has-text("system.health")');
+    assert.equal(await page.inputValue('#event-filter'), 'system', 'the filter survives a reload');
+    await page.selectOption('#event-filter', 'changes');
+    await page.waitForSelector('#events li:first-child:has-text("Newbie added")');
+    await page.selectOption('#event-filter', 'household');
+    await page.waitForSelector('#events li:has-text("Bob entered Kitchen")');
+    assert.doesNotMatch(page.url(), /events=/);
+    // Live: a presence event appears at once in the household view, a health report does not.
+    await app.presence.emitHealth();
+    await app.api('POST', '/api/events', { type: 'zone.exit', person: 'ada', zone: 'living-room' });
+    await page.waitForSelector('#events li:first-child:has-text("Ada left Living room")');
+  });
+
+  it('shows a new person as unknown until the first entry or exit', async () => {
+    await page.waitForSelector('#persons li[data-person="newbie"] .badge.unknown:text-is("unknown")');
+    await app.api('POST', '/api/persons', { name: 'Carol' });
+    await page.waitForSelector('#persons li[data-person="carol"] .badge.unknown');
+    await app.api('POST', '/api/events', { type: 'zone.entry', person: 'carol', zone: 'kitchen' });
+    await page.waitForSelector('#persons li[data-person="carol"] .badge.ok:has-text("home")');
+  });
+
+  it('asks before adding a second person with a name already taken, and never adds one silently', async () => {
+    let question = '';
+    page.once('dialog', (dialog) => {
+      question = dialog.message();
+      void dialog.dismiss();
+    });
+    await page.fill('#person-form [name=name]', 'Bob');
+    await page.click('#person-form button');
+    await eventually(() => question, 3000, 'the question');
+    assert.match(question, /already a person called "Bob"/);
+    assert.equal((await app.api('GET', '/api/persons/bob-2')).status, 404, 'dismissed: nothing stored');
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.click('#person-form button');
+    await page.waitForSelector('#persons li[data-person="bob-2"]');
+  });
+
+  it("draws a person's yesterday and today: which room when", async () => {
+    await page.goto(`${base}/#/people/bob`);
+    await page.waitForSelector('#record svg.timeline rect.seg');
+    const titles = await page.$$eval('#record svg.timeline rect.seg title', (nodes) => nodes.map((node) => node.textContent));
+    assert.ok(
+      titles.some((title) => /^Kitchen: /.test(title!)),
+      JSON.stringify(titles),
+    );
+    assert.match((await page.textContent('#record .legend'))!, /Bedroom.*Kitchen/);
+    await shots('person', '#record svg.timeline');
+    await page.goto(`${base}/#/overview`);
+    await shots('overview', '#events li');
+  });
+
+  it('subscribes the webhook per event type, shows payload and answer, redelivers every failure, copies a new secret after asking', async () => {
+    await page.goto(`${base}/#/integrations`);
+    await page.click('#webhook-events summary');
+    assert.equal(await page.isChecked('#webhook-event-types input[value="system.health"]'), false, 'health is off by default');
+    assert.equal(await page.isChecked('#webhook-event-types input[value="zone.entry"]'), true);
+    await page.uncheck('#webhook-event-types input[value="node.online"]');
+    await page.waitForSelector('#webhook-form .unsaved:not([hidden])');
+    await page.click('#webhook-form button[type=submit]');
+    await page.waitForSelector('#webhook-form .unsaved', { state: 'hidden' });
+    const saved = (await app.api('GET', '/api/settings/integration')).body.webhook;
+    assert.equal(saved.event_types.includes('node.online'), false);
+    assert.equal(saved.event_types_default, false);
+    await page.click('#webhook-events-default');
+    await page.click('#webhook-form button[type=submit]');
+    await page.waitForSelector('#webhook-form .unsaved', { state: 'hidden' });
+    assert.equal((await app.api('GET', '/api/settings/integration')).body.webhook.event_types_default, true);
+
+    // A failure, and its payload and answer in the log.
+    receiver.answerNext(404);
+    await app.api('POST', '/api/zones', { name: 'Cellar' });
+    await page.waitForSelector('#deliveries tr[data-state="failed"]:has-text("zone.created")');
+    await page.click('#deliveries tr[data-state="failed"] details summary');
+    assert.match((await page.textContent('#deliveries tr[data-state="failed"] details pre'))!, /"event_type": "zone.created"/);
+    await page.click('#redeliver-failed');
+    await page.waitForSelector('#redeliver-failed:has-text("Redelivering 1")');
+    await page.waitForSelector('#deliveries tr[data-state="delivered"]:has-text("zone.created")');
+
+    // No secret yet: Generate asks nothing. With one: it asks, and Cancel keeps the secret.
+    await page.click('#webhook-generate');
+    await page.waitForSelector('#webhook-new-secret .copy-row input');
+    const first = await page.inputValue('#webhook-new-secret input');
+    assert.match(first, /^whsec_/);
+    let question = '';
+    page.once('dialog', (dialog) => {
+      question = dialog.message();
+      void dialog.dismiss();
+    });
+    await page.click('#webhook-generate');
+    await eventually(() => question, 3000, 'the confirmation');
+    assert.match(question, /replaces the current one; for 24 hours every delivery is signed with both/);
+    assert.equal(await page.inputValue('#webhook-new-secret input'), first, 'cancelled: not rotated');
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.click('#webhook-generate');
+    // Polled from here: the page's CSP forbids the string evaluation waitForFunction would use.
+    await eventually(async () => (await page.inputValue('#webhook-new-secret input')) !== first, 5000, 'the rotated secret');
+    await page.click('#webhook-new-secret button:has-text("Copy")');
+    await page.waitForSelector('#webhook-new-secret button:is(:text("Copied"), :text("Press Ctrl+C"))');
+    await page.waitForSelector('#webhook-grace:not([hidden])');
+    await shots('integrations', '#deliveries tr[data-state]');
+    // The parts a phone scrolls to, at their real size.
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const [name, selector] of [
+      ['webhook', '#webhook-form'],
+      ['delivery-log', '#deliveries'],
+    ] as const) {
+      const box = (await page.locator(selector).boundingBox())!;
+      await page.screenshot({
+        path: `${ARTIFACTS}household-phone-${name}.png`,
+        fullPage: true,
+        clip: { x: 0, y: box.y - 10, width: 390, height: Math.min(box.height + 20, 900) },
+      });
+    }
+    // Every value of a delivery card sits at the right edge of the card, level with its label.
+    const cells = await page.$$eval('#deliveries tbody tr:first-child td', (tds) => tds.map((td) => Math.round(td.getBoundingClientRect().right)));
+    assert.equal(new Set(cells.filter((right) => right > 0)).size <= 2, true, `card columns end at ${cells}`);
+    await page.setViewportSize({ width: 1280, height: 900 });
+  });
+
+  it('lists the nodes on a phone without wrapping the time since the last heartbeat', async () => {
+    const ingest = (await app.api('POST', '/api/tokens', { name: 'node', scope: 'ingest' })).body.token;
+    for (const node of ['hall-sensor', 'kitchen-sensor'])
+      await app.api('POST', `/api/nodes/${node}/heartbeat`, { quality: 88 }, { authorization: `Bearer ${ingest}` });
+    await page.goto(`${base}/#/nodes`);
+    await page.waitForSelector('#nodes tr[data-node="hall-sensor"]');
+    await shots('nodes', '#nodes tr[data-node]');
+  });
+
+  it(`searches and draws ${PEOPLE.toLocaleString('en')} people in under a second`, async () => {
+    const household = (await app.api('GET', '/api/persons')).body.length as number;
+    const rows = Array.from({ length: PEOPLE }, (_, index) => ({
+      id: `person-${String(index).padStart(4, '0')}`,
+      name: `Person ${String(index).padStart(4, '0')}`,
+      presence: 'not_home' as const,
+      zone_id: null,
+      last_seen: null,
+      left_at: null,
+      created_at: new Date().toISOString(),
+    }));
+    for (let start = 0; start < rows.length; start += 500)
+      await app.database.write((db) =>
+        db
+          .insertInto('persons')
+          .values(rows.slice(start, start + 500))
+          .execute(),
+      );
+    const total = (PEOPLE + household).toLocaleString('en');
+    await page.goto(`${base}/#/people`);
+    // A fresh load: the page reads the whole household (the rows above were written behind its back).
+    const started = Date.now();
+    await page.reload();
+    await page.waitForSelector(`#people-count:text-is("${total}")`);
+    await page.waitForSelector('#people-list li[data-person]');
+    const opened = Date.now() - started;
+    // The page's own work: from the last page of the list arriving to the rows on screen.
+    const rendered = (await page.evaluate(
+      "Math.round(performance.now() - Math.max(...performance.getEntriesByType('resource').filter((entry) => entry.name.includes('/api/persons')).map((entry) => entry.responseEnd)))",
+    )) as number;
+    const drawn = await page.locator('#people-list li[data-person]').count();
+    assert.ok(drawn < 60, `${drawn} rows drawn for ${total} people: only those on screen`);
+    const typed = Date.now();
+    await page.fill('#people-search', 'person 4321');
+    await page.waitForSelector('#people-count:text-is("1 of ' + total + '")');
+    await page.waitForSelector('#people-list li[data-person="person-4321"]');
+    const searched = Date.now() - typed;
+    const scrolled = Date.now();
+    await page.fill('#people-search', '');
+    await page.evaluate("document.querySelector('#people-list').scrollTop = document.querySelector('#people-list').scrollHeight");
+    await page.waitForSelector('#people-list li[data-person="person-4999"]');
+    const bottom = Date.now() - scrolled;
+    const load = (await import('node:os')).loadavg()[0]!.toFixed(1);
+    figures.push(
+      `${total} people (load average ${load}): People page opened and drawn in ${opened} ms (page load, sign-in check, 6 pages of the list; drawn ${rendered} ms after the last page arrived), search in ${searched} ms, cleared and scrolled to the end in ${bottom} ms`,
+    );
+    // Under 1 s on a quiet machine; this machine may be shared, so the whole load gets a looser bound
+    // that still catches the 10 to 27 s of drawing every person.
+    assert.ok(opened < 3000, `opened in ${opened} ms`);
+    assert.ok(rendered < 1000, `drawn ${rendered} ms after the data arrived`);
+    assert.ok(searched < 1000, `searched in ${searched} ms`);
+    assert.ok(bottom < 1000, `scrolled in ${bottom} ms`);
+    await page.fill('#people-search', '');
+    await shots('people', '#people-list li[data-person]');
+    await page.goto(`${base}/#/overview`);
+    const overviewStarted = Date.now();
+    await page.reload();
+    await page.waitForSelector(`#persons li.more:has-text("All ${total} people")`);
+    figures.push(
+      `Overview with ${total} people drawn in ${Date.now() - overviewStarted} ms (${await page.locator('#persons li[data-person]').count()} listed)`,
+    );
+  });
+
+  it('raised no script error', () => {
+    assert.deepEqual(pageErrors, []);
+  });
+});
