@@ -15,7 +15,7 @@ import { dashboardRoutes } from './dashboard/index.js';
 import { createEnrichment, type Enrichment } from './enrichment/index.js';
 import { MqttIntegration, MqttLeadership } from './mqtt/index.js';
 import { settingsRoutes, type SettingsChange, type SettingsStore } from './settings/index.js';
-import { FINISHED_DELIVERY_LOGS, WebhookService, webhookRoutes } from './webhook/index.js';
+import { FINISHED_DELIVERY_LOGS, OutboxBound, WebhookService, webhookRoutes } from './webhook/index.js';
 import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, TOKEN_POLICY, type RateLimitStore } from './ratelimit/index.js';
 import { ApiTokenStore, tokenRoutes } from './tokens/index.js';
 
@@ -65,7 +65,11 @@ export async function buildApp(config: Config): Promise<App> {
     await database.close();
     throw error;
   });
-  const budget = config.storageBudgetMb > 0 ? new StorageBudget(database, config.storageBudgetMb * 2 ** 20, [EVENT_LOG, ...FINISHED_DELIVERY_LOGS]) : null;
+  const outboxBound = new OutboxBound(database, config.webhookPendingMax, metrics);
+  const budget =
+    config.storageBudgetMb > 0
+      ? new StorageBudget(database, config.storageBudgetMb * 2 ** 20, [EVENT_LOG, ...FINISHED_DELIVERY_LOGS], (limit) => outboxBound.makeRoom(limit))
+      : null;
   const { events, settings, outbox } = createEventPipeline(database, box, budget ? [budget] : []);
   events.subscribe((event) => metrics.events.inc({ event_type: event.payload.event_type }));
   const presence = new PresenceService(database, events, {
@@ -218,6 +222,7 @@ export async function buildApp(config: Config): Promise<App> {
         await leadership?.stop();
       },
     },
+    { start: () => outboxBound.start(log, http.throttledLog), stop: () => outboxBound.stop() },
     { start: () => budget?.start(log, http.throttledLog), stop: () => budget?.stop() },
     { start: () => webhook.start(), stop: () => webhook.stop() },
     {

@@ -29,6 +29,8 @@ export interface EnvConfig {
   worker: 'embedded' | 'off';
   webhookTimeoutMs: number;
   webhookRetryDelayMs: number;
+  /** The most webhook deliveries that wait for the receiver; beyond it the oldest are abandoned. */
+  webhookPendingMax: number;
   mqttBackoffInitialMs: number;
   mqttBackoffMaxMs: number;
   mqttBirthDelayMaxMs: number;
@@ -108,6 +110,7 @@ const ENV_SCHEMA = {
     WORKER: oneOf(WORKERS, 'embedded'),
     WEBHOOK_TIMEOUT_MS: milliseconds(15_000, 1),
     WEBHOOK_RETRY_DELAY_MS: milliseconds(30_000),
+    WEBHOOK_PENDING_MAX: wholeNumber(10_000, 1, 10_000_000),
     MQTT_BACKOFF_INITIAL_MS: milliseconds(5_000, 1),
     MQTT_BACKOFF_MAX_MS: milliseconds(120_000, 1),
     MQTT_BIRTH_DELAY_MAX_MS: milliseconds(3_000),
@@ -232,6 +235,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     worker: values.WORKER,
     webhookTimeoutMs: values.WEBHOOK_TIMEOUT_MS,
     webhookRetryDelayMs: values.WEBHOOK_RETRY_DELAY_MS,
+    webhookPendingMax: values.WEBHOOK_PENDING_MAX,
     mqttBackoffInitialMs: values.MQTT_BACKOFF_INITIAL_MS,
     mqttBackoffMaxMs: values.MQTT_BACKOFF_MAX_MS,
     mqttBirthDelayMaxMs: values.MQTT_BIRTH_DELAY_MAX_MS,

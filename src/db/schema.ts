@@ -72,8 +72,11 @@ export interface WebhookDeliveriesTable {
   url: string;
   payload: string;
   attempt: number;
-  /** One row per attempt: pending -> sending -> delivered | failed | retry_scheduled (a new row is the retry). */
-  state: 'pending' | 'sending' | 'delivered' | 'failed' | 'retry_scheduled';
+  /**
+   * One row per attempt: pending -> sending -> delivered | failed | retry_scheduled (a new row is the
+   * retry); pending -> abandoned when the outbox is at its bound (webhook/outbox.ts).
+   */
+  state: 'pending' | 'sending' | 'delivered' | 'failed' | 'retry_scheduled' | 'abandoned';
   due_at: string;
   status_code: number | null;
   error: string | null;

@@ -12,7 +12,7 @@ const deliverySchema = {
     event_type: { type: 'string' },
     url: { type: 'string' },
     attempt: { type: 'integer' },
-    state: { type: 'string', enum: ['pending', 'sending', 'delivered', 'failed', 'retry_scheduled'] },
+    state: { type: 'string', enum: ['pending', 'sending', 'delivered', 'failed', 'retry_scheduled', 'abandoned'] },
     status_code: { type: ['integer', 'null'] },
     error: { type: ['string', 'null'] },
     duration_ms: { type: ['integer', 'null'] },

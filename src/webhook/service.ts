@@ -60,7 +60,7 @@ const resendOf = (row: DeliveryRow, attempt: number, dueAt: string, url = row.ur
 const BATCH = 50;
 
 /** The finished attempts (states an attempt never leaves: a retry is a new row), one log per state, as the pruning helpers see them. */
-export const FINISHED_DELIVERY_LOGS: LogTable[] = (['delivered', 'failed', 'retry_scheduled'] as const).map((state) => ({
+export const FINISHED_DELIVERY_LOGS: LogTable[] = (['delivered', 'failed', 'retry_scheduled', 'abandoned'] as const).map((state) => ({
   table: 'webhook_deliveries',
   key: 'id',
   time: 'created_at',
