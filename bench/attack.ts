@@ -154,7 +154,7 @@ async function budgetCountedMb(): Promise<number> {
   const text = await (await fetch(`${base}/metrics`)).text();
   return Number(/^mothership_storage_bytes (\S+)$/m.exec(text)?.[1] ?? Number.NaN) / 2 ** 20;
 }
-/** SQLite's write-ahead log: on disk, outside the pages the budget counts. */
+/** SQLite's write-ahead log on disk (the budget sets its limit aside). */
 const walMb = () =>
   pgClient ? 0 : readdirSync(dataDir).reduce((sum, file) => sum + (file.endsWith('-wal') ? statSync(path.join(dataDir, file)).size : 0), 0) / 2 ** 20;
 

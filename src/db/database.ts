@@ -15,13 +15,29 @@ import type { Dialect, Schema } from './schema.js';
 
 export type Db = Kysely<Schema>;
 
-/** The writer checkpoints for itself only past this WAL size (about 40 MB): see checkpointer.ts. */
+/** The writer checkpoints for itself only past this WAL size (about 40 MB at 4 KiB pages): see checkpointer.ts. */
 const WAL_BACKSTOP_PAGES = 10_000;
 /**
  * The WAL file is cut back to this once a checkpoint has emptied it: a burst otherwise leaves the
- * file at its largest for good, beside the storage budget (which counts the pages in use).
+ * file at its largest for good.
  */
 export const WAL_SIZE_LIMIT_BYTES = 4 * 2 ** 20;
+/** The WAL's share of a storage budget, which sets it aside for the WAL file beside the database (db/usage.ts). */
+const WAL_SHARE_OF_BUDGET = 0.1;
+/** Below this the writer would checkpoint nearly every commit. */
+const WAL_MIN_PAGES = 16;
+
+/**
+ * The WAL pages after which the writer checkpoints for itself, and the size the WAL file is cut back
+ * to: with a storage budget, a tenth of it at most, so that the database and its WAL together stay
+ * within the budget.
+ */
+export function walLimits(storageBudgetMb: number, pageSize: number): { autocheckpointPages: number; sizeLimitBytes: number } {
+  if (storageBudgetMb <= 0) return { autocheckpointPages: WAL_BACKSTOP_PAGES, sizeLimitBytes: WAL_SIZE_LIMIT_BYTES };
+  const shareBytes = storageBudgetMb * 2 ** 20 * WAL_SHARE_OF_BUDGET;
+  const autocheckpointPages = Math.max(WAL_MIN_PAGES, Math.min(WAL_BACKSTOP_PAGES, Math.floor(shareBytes / pageSize)));
+  return { autocheckpointPages, sizeLimitBytes: Math.min(WAL_SIZE_LIMIT_BYTES, autocheckpointPages * pageSize) };
+}
 
 // PostgreSQL returns int8 (bigserial ids, counts) as strings by default; every value we keep fits a double.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
@@ -54,13 +70,16 @@ export class Database {
     sqlite: { file: BetterSqlite3.Database; statements: SqliteDatabase } | null = null,
     /** SQLite only: the checkpointer thread, whose failures the composition logs and counts. */
     readonly checkpointer: Checkpointer | null = null,
+    /** SQLite with a storage budget: the most the WAL takes (walLimits), which the budget sets aside for it. */
+    readonly walReserveBytes = 0,
   ) {
     this.groupCommit = sqlite ? new GroupCommit(db, sqlite.file, (error) => this.writes.observe(error)) : null;
     this.statements = sqlite?.statements ?? null;
     this.file = sqlite?.file ?? null;
   }
 
-  static async open(options: { databaseUrl: string | null; dataDir: string }): Promise<Database> {
+  /** `storageBudgetMb`: SQLite's WAL is kept within a share of it (walLimits). */
+  static async open(options: { databaseUrl: string | null; dataDir: string; storageBudgetMb?: number }): Promise<Database> {
     let database: Database;
     if (options.databaseUrl) {
       const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
@@ -80,8 +99,10 @@ export class Database {
       file.pragma('journal_mode = WAL');
       file.pragma('synchronous = NORMAL');
       file.pragma('busy_timeout = 5000');
-      file.pragma(`wal_autocheckpoint = ${WAL_BACKSTOP_PAGES}`);
-      file.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
+      const pageSize = file.pragma('page_size', { simple: true }) as number;
+      const wal = walLimits(options.storageBudgetMb ?? 0, pageSize);
+      file.pragma(`wal_autocheckpoint = ${wal.autocheckpointPages}`);
+      file.pragma(`journal_size_limit = ${wal.sizeLimitBytes}`);
       const checkpointer = startCheckpointer(filename);
       const statements = cachingStatements(file);
       database = new Database(
@@ -89,6 +110,7 @@ export class Database {
         'sqlite',
         { file, statements },
         checkpointer,
+        options.storageBudgetMb ? wal.autocheckpointPages * pageSize : 0,
       );
     }
     await database.migrate();
