@@ -23,6 +23,8 @@ export interface EnvConfig {
   host: string;
   dataDir: string;
   databaseUrl: string | null;
+  /** PostgreSQL: how long a connection or a query may take before the request fails with 503. */
+  databaseTimeoutMs: number;
   redisUrl: string | null;
   /** The installation's values the environment sets; null: kept in DATA_DIR (see `prepareDataDir`). */
   given: { adminToken: string | null; mothershipId: string | null; secretsKey: Buffer | null };
@@ -102,6 +104,7 @@ const ENV_SCHEMA = {
     HOST: text('a host name or address', { default: '127.0.0.1' }),
     DATA_DIR: text('a directory', { default: './data' }),
     DATABASE_URL: text('a postgres:// URL (unset means SQLite)', { pattern: '^postgres(ql)?://' }),
+    DATABASE_TIMEOUT_MS: milliseconds(5_000, 1),
     REDIS_URL: text('a redis:// URL', { pattern: '^rediss?://' }),
     REDIS_PREFIX: text('a string', { default: 'mothership:' }),
     ADMIN_TOKEN: text('at least 16 characters', { minLength: 16 }),
@@ -226,6 +229,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     host: values.HOST,
     dataDir: path.resolve(values.DATA_DIR),
     databaseUrl: values.DATABASE_URL ?? null,
+    databaseTimeoutMs: values.DATABASE_TIMEOUT_MS,
     redisUrl: values.REDIS_URL ?? null,
     given: {
       adminToken: values.ADMIN_TOKEN ?? null,

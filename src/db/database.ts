@@ -78,43 +78,60 @@ export class Database {
     this.file = sqlite?.file ?? null;
   }
 
-  /** `storageBudgetMb`: SQLite's WAL is kept within a share of it (walLimits). */
-  static async open(options: { databaseUrl: string | null; dataDir: string; storageBudgetMb?: number }): Promise<Database> {
-    let database: Database;
+  /**
+   * `storageBudgetMb`: SQLite's WAL is kept within a share of it (walLimits). `databaseTimeoutMs`:
+   * PostgreSQL's connection and query timeout (DATABASE_TIMEOUT_MS), without which a server that
+   * stops answering (frozen, a network that drops packets) holds every request, and then every pooled
+   * connection, for good.
+   */
+  static async open(options: { databaseUrl: string | null; dataDir: string; storageBudgetMb?: number; databaseTimeoutMs?: number }): Promise<Database> {
     if (options.databaseUrl) {
-      const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
-      // A connection the server terminates (restart, failover) emits 'error' on its client, idle or
-      // checked out; unhandled, that would crash the process. The failing query rejects on its own and
-      // the pool replaces the client.
-      pool.on('error', () => {});
-      pool.on('connect', (client) => client.on('error', () => {}));
-      database = new Database(new Kysely<Schema>({ dialect: guardedDialect(new PostgresDialect({ pool })) }), 'postgres');
-    } else {
-      const filename = path.join(options.dataDir, 'mothership.db');
-      // Owner-only, created so before SQLite opens it (its -wal and -shm files take the same mode);
-      // an existing file from an older version is tightened too.
-      closeSync(openSync(filename, 'a', 0o600));
-      chmodSync(filename, 0o600);
-      const file = new BetterSqlite3(filename);
-      file.pragma('journal_mode = WAL');
-      file.pragma('synchronous = NORMAL');
-      file.pragma('busy_timeout = 5000');
-      const pageSize = file.pragma('page_size', { simple: true }) as number;
-      const wal = walLimits(options.storageBudgetMb ?? 0, pageSize);
-      file.pragma(`wal_autocheckpoint = ${wal.autocheckpointPages}`);
-      file.pragma(`journal_size_limit = ${wal.sizeLimitBytes}`);
-      const checkpointer = startCheckpointer(filename);
-      const statements = cachingStatements(file);
-      database = new Database(
-        new Kysely<Schema>({ dialect: guardedDialect(new SqliteDialect({ database: statements })) }),
-        'sqlite',
-        { file, statements },
-        checkpointer,
-        options.storageBudgetMb ? wal.autocheckpointPages * pageSize : 0,
-      );
+      // Migrations may take long (an index on a large log): on a connection of their own, without the timeout.
+      const migrator = Database.postgres(options.databaseUrl, { max: 1 });
+      try {
+        await migrator.migrate();
+      } finally {
+        await migrator.db.destroy();
+      }
+      const timeout = options.databaseTimeoutMs ?? 0;
+      const database = Database.postgres(options.databaseUrl, { max: 10, connectionTimeoutMillis: timeout, query_timeout: timeout });
+      database.migratedFrom = migrator.migratedFrom;
+      return database;
     }
+    const filename = path.join(options.dataDir, 'mothership.db');
+    // Owner-only, created so before SQLite opens it (its -wal and -shm files take the same mode);
+    // an existing file from an older version is tightened too.
+    closeSync(openSync(filename, 'a', 0o600));
+    chmodSync(filename, 0o600);
+    const file = new BetterSqlite3(filename);
+    file.pragma('journal_mode = WAL');
+    file.pragma('synchronous = NORMAL');
+    file.pragma('busy_timeout = 5000');
+    const pageSize = file.pragma('page_size', { simple: true }) as number;
+    const wal = walLimits(options.storageBudgetMb ?? 0, pageSize);
+    file.pragma(`wal_autocheckpoint = ${wal.autocheckpointPages}`);
+    file.pragma(`journal_size_limit = ${wal.sizeLimitBytes}`);
+    const checkpointer = startCheckpointer(filename);
+    const statements = cachingStatements(file);
+    const database = new Database(
+      new Kysely<Schema>({ dialect: guardedDialect(new SqliteDialect({ database: statements })) }),
+      'sqlite',
+      { file, statements },
+      checkpointer,
+      options.storageBudgetMb ? wal.autocheckpointPages * pageSize : 0,
+    );
     await database.migrate();
     return database;
+  }
+
+  private static postgres(connectionString: string, options: pg.PoolConfig): Database {
+    const pool = new pg.Pool({ connectionString, ...options });
+    // A connection the server terminates (restart, failover) emits 'error' on its client, idle or
+    // checked out; unhandled, that would crash the process. The failing query rejects on its own and
+    // the pool replaces the client.
+    pool.on('error', () => {});
+    pool.on('connect', (client) => client.on('error', () => {}));
+    return new Database(new Kysely<Schema>({ dialect: guardedDialect(new PostgresDialect({ pool })) }), 'postgres');
   }
 
   private async migrate(): Promise<void> {
