@@ -1,13 +1,23 @@
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
-import type { Config } from './config.js';
+import { ConfigError, type Config } from './config.js';
 import { SecretBox } from './crypto.js';
 import { createEventPipeline } from './pipeline.js';
 import { VERSION } from './version.js';
 import { claimInterval, Database } from './db/index.js';
 import { EVENT_LOG, eventRoutes, type EventLog } from './events/index.js';
 import { createHttpServer, RouteAuth, SessionStore, SIGN_IN_LIMIT } from './http/index.js';
-import { applyRetention, checkInstallation, Metrics, opsRoutes, redisUnreachable, RETENTION_INTERVAL_MS, serviceTarget } from './ops/index.js';
+import {
+  applyRetention,
+  checkInstallation,
+  Metrics,
+  missingRedisDatabase,
+  opsRoutes,
+  redisProbe,
+  redisUnreachable,
+  RETENTION_INTERVAL_MS,
+  serviceTarget,
+} from './ops/index.js';
 import { StorageBudget } from './storage-budget.js';
 import { PresenceService, presenceRoutes } from './presence/index.js';
 import { BaselineService, baselineRoutes } from './baselines/index.js';
@@ -84,7 +94,15 @@ export async function buildApp(config: Config): Promise<App> {
   let redisError: unknown = null;
   const keepRedisError = (error: unknown) => (redisError = error);
   redis?.on('error', keepRedisError);
-  if (redis) await waitForRedis(redis);
+  if (redis) {
+    await waitForRedis(redis);
+    const missing = await missingRedisDatabase(redis, config.redisUrl!);
+    if (missing) {
+      redis.disconnect();
+      await database.close();
+      throw new ConfigError(missing);
+    }
+  }
   const store: RateLimitStore = redis ? new RedisStore(redis, config.redisPrefix + 'rl:') : new MemoryStore();
   const limiter = new RateLimiter(store, { capacity: config.rateLimit.capacity, refillPerSecond: config.rateLimit.refillPerSecond });
   const tokenLimiter = new RateLimiter(store, {
@@ -176,7 +194,7 @@ export async function buildApp(config: Config): Promise<App> {
     database,
     metrics,
     mqttState: () => mqtt.status(),
-    dependencies: redis ? [{ name: 'redis', probe: () => redis.ping(), where: serviceTarget(config.redisUrl!, 6379, '/0') }] : [],
+    dependencies: redis ? [{ name: 'redis', probe: () => redisProbe(redis, config.redisUrl!), where: serviceTarget(config.redisUrl!, 6379, '/0') }] : [],
   });
   presenceRoutes(http, presence);
   eventRoutes(http, events, metrics, config.eventStreams);
