@@ -10,10 +10,12 @@
  * retries pile up. Exit 1 when a bound of the issue is missed.
  */
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import mqtt from 'mqtt';
 import pg from 'pg';
 import { freePort, startBroker } from '../test/helpers/broker.js';
@@ -120,20 +122,12 @@ for (let i = 0; i < PERSONS; i += 50) {
 }
 await call(adminToken, 'POST', '/api/persons', { id: 'resident', name: 'Resident' });
 
-/** The normal client: one zone move and one read every 100 ms; the latencies of a phase. */
+/** The normal client (bench/normal-client.ts, a thread of its own): the latencies of a phase, sorted, and its answers by status. */
 async function normalClient(untilMs: number): Promise<number[]> {
-  const latencies: number[] = [];
-  for (let i = 0; Date.now() < untilMs; i++) {
-    const started = performance.now();
-    const response =
-      i % 2 === 0
-        ? await call(normal, 'POST', '/api/events', { type: 'zone.entry', person: 'resident', zone: i % 4 === 0 ? 'hall' : 'kitchen' })
-        : await call(normal, 'GET', '/api/persons/resident');
-    await response.arrayBuffer();
-    latencies.push(performance.now() - started);
-    await sleep(100);
-  }
-  return latencies.sort((a, b) => a - b);
+  const worker = new Worker(new URL('./normal-client.js', import.meta.url), { workerData: { base, token: normal, untilMs } });
+  const [result] = (await once(worker, 'message')) as [{ latencies: number[]; statuses: Record<number, number> }];
+  console.log(`normal client answers: ${JSON.stringify(result.statuses)}`);
+  return result.latencies;
 }
 
 function rssMb(): number {
