@@ -109,6 +109,7 @@ const tokenOf = async (scope: string) =>
 const ingest = await tokenOf('ingest');
 const read = await tokenOf('read');
 const normal = await tokenOf('ingest');
+const normalRead = await tokenOf('read');
 
 // A household and its integrations: a broker, and a webhook whose receiver fails every delivery.
 await call(adminToken, 'POST', '/api/settings/integration', {
@@ -124,7 +125,7 @@ await call(adminToken, 'POST', '/api/persons', { id: 'resident', name: 'Resident
 
 /** The normal client (bench/normal-client.ts, a thread of its own): the latencies of a phase, sorted, and its answers by status. */
 async function normalClient(untilMs: number): Promise<number[]> {
-  const worker = new Worker(new URL('./normal-client.js', import.meta.url), { workerData: { base, token: normal, untilMs } });
+  const worker = new Worker(new URL('./normal-client.js', import.meta.url), { workerData: { base, ingest: normal, read: normalRead, untilMs } });
   const [result] = (await once(worker, 'message')) as [{ latencies: number[]; statuses: Record<number, number> }];
   console.log(`normal client answers: ${JSON.stringify(result.statuses)}`);
   return result.latencies;

@@ -5,8 +5,9 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 
-const { base, token, untilMs } = workerData as { base: string; token: string; untilMs: number };
-const call = (method: string, url: string, body?: unknown) =>
+/** `ingest` writes its zone moves, `read` reads (each token's scope allows only its half). */
+const { base, ingest, read, untilMs } = workerData as { base: string; ingest: string; read: string; untilMs: number };
+const call = (token: string, method: string, url: string, body?: unknown) =>
   fetch(base + url, {
     method,
     headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
@@ -19,8 +20,8 @@ for (let i = 0; Date.now() < untilMs; i++) {
   const started = performance.now();
   const response =
     i % 2 === 0
-      ? await call('POST', '/api/events', { type: 'zone.entry', person: 'resident', zone: i % 4 === 0 ? 'hall' : 'kitchen' })
-      : await call('GET', '/api/persons/resident');
+      ? await call(ingest, 'POST', '/api/events', { type: 'zone.entry', person: 'resident', zone: i % 4 === 0 ? 'hall' : 'kitchen' })
+      : await call(read, 'GET', '/api/persons/resident');
   await response.arrayBuffer();
   latencies.push(performance.now() - started);
   statuses[response.status] = (statuses[response.status] ?? 0) + 1;
