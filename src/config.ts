@@ -104,7 +104,7 @@ const ENV_SCHEMA = {
     HOST: text('a host name or address', { default: '127.0.0.1' }),
     DATA_DIR: text('a directory', { default: './data' }),
     DATABASE_URL: text('a postgres:// URL (unset means SQLite)', { pattern: '^postgres(ql)?://' }),
-    DATABASE_TIMEOUT_MS: milliseconds(5_000, 1),
+    DATABASE_TIMEOUT_MS: milliseconds(10_000, 1),
     REDIS_URL: text('a redis:// URL', { pattern: '^rediss?://' }),
     REDIS_PREFIX: text('a string', { default: 'mothership:' }),
     ADMIN_TOKEN: text('at least 16 characters', { minLength: 16 }),
