@@ -10,10 +10,12 @@
  * retries pile up. Exit 1 when a bound of the issue is missed.
  */
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import mqtt from 'mqtt';
 import pg from 'pg';
 import { freePort, startBroker } from '../test/helpers/broker.js';
@@ -107,6 +109,7 @@ const tokenOf = async (scope: string) =>
 const ingest = await tokenOf('ingest');
 const read = await tokenOf('read');
 const normal = await tokenOf('ingest');
+const normalRead = await tokenOf('read');
 
 // A household and its integrations: a broker, and a webhook whose receiver fails every delivery.
 await call(adminToken, 'POST', '/api/settings/integration', {
@@ -120,20 +123,12 @@ for (let i = 0; i < PERSONS; i += 50) {
 }
 await call(adminToken, 'POST', '/api/persons', { id: 'resident', name: 'Resident' });
 
-/** The normal client: one zone move and one read every 100 ms; the latencies of a phase. */
+/** The normal client (bench/normal-client.ts, a thread of its own): the latencies of a phase, sorted, and its answers by status. */
 async function normalClient(untilMs: number): Promise<number[]> {
-  const latencies: number[] = [];
-  for (let i = 0; Date.now() < untilMs; i++) {
-    const started = performance.now();
-    const response =
-      i % 2 === 0
-        ? await call(normal, 'POST', '/api/events', { type: 'zone.entry', person: 'resident', zone: i % 4 === 0 ? 'hall' : 'kitchen' })
-        : await call(normal, 'GET', '/api/persons/resident');
-    await response.arrayBuffer();
-    latencies.push(performance.now() - started);
-    await sleep(100);
-  }
-  return latencies.sort((a, b) => a - b);
+  const worker = new Worker(new URL('./normal-client.js', import.meta.url), { workerData: { base, ingest: normal, read: normalRead, untilMs } });
+  const [result] = (await once(worker, 'message')) as [{ latencies: number[]; statuses: Record<number, number> }];
+  console.log(`normal client answers: ${JSON.stringify(result.statuses)}`);
+  return result.latencies;
 }
 
 function rssMb(): number {
@@ -154,7 +149,7 @@ async function budgetCountedMb(): Promise<number> {
   const text = await (await fetch(`${base}/metrics`)).text();
   return Number(/^mothership_storage_bytes (\S+)$/m.exec(text)?.[1] ?? Number.NaN) / 2 ** 20;
 }
-/** SQLite's write-ahead log: on disk, outside the pages the budget counts. */
+/** SQLite's write-ahead log on disk (the budget sets its limit aside). */
 const walMb = () =>
   pgClient ? 0 : readdirSync(dataDir).reduce((sum, file) => sum + (file.endsWith('-wal') ? statSync(path.join(dataDir, file)).size : 0), 0) / 2 ** 20;
 

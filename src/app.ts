@@ -1,13 +1,23 @@
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
-import type { Config } from './config.js';
+import { ConfigError, type Config } from './config.js';
 import { SecretBox } from './crypto.js';
 import { createEventPipeline } from './pipeline.js';
 import { VERSION } from './version.js';
 import { claimInterval, Database } from './db/index.js';
 import { EVENT_LOG, eventRoutes, type EventLog } from './events/index.js';
 import { createHttpServer, RouteAuth, SessionStore, SIGN_IN_LIMIT } from './http/index.js';
-import { applyRetention, checkInstallation, Metrics, opsRoutes, redisUnreachable, RETENTION_INTERVAL_MS, serviceTarget } from './ops/index.js';
+import {
+  applyRetention,
+  checkInstallation,
+  Metrics,
+  missingRedisDatabase,
+  opsRoutes,
+  redisProbe,
+  redisUnreachable,
+  RETENTION_INTERVAL_MS,
+  serviceTarget,
+} from './ops/index.js';
 import { StorageBudget } from './storage-budget.js';
 import { PresenceService, presenceRoutes } from './presence/index.js';
 import { BaselineService, baselineRoutes } from './baselines/index.js';
@@ -15,7 +25,7 @@ import { dashboardRoutes } from './dashboard/index.js';
 import { createEnrichment, type Enrichment } from './enrichment/index.js';
 import { MqttIntegration, MqttLeadership } from './mqtt/index.js';
 import { settingsRoutes, type SettingsChange, type SettingsStore } from './settings/index.js';
-import { FINISHED_DELIVERY_LOGS, WebhookService, webhookRoutes } from './webhook/index.js';
+import { FINISHED_DELIVERY_LOGS, OutboxBound, WebhookService, webhookRoutes } from './webhook/index.js';
 import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, TOKEN_POLICY, type RateLimitStore } from './ratelimit/index.js';
 import { ApiTokenStore, tokenRoutes } from './tokens/index.js';
 import { sessionRoutes, UserStore, userRoutes } from './users/index.js';
@@ -66,7 +76,11 @@ export async function buildApp(config: Config): Promise<App> {
     await database.close();
     throw error;
   });
-  const budget = config.storageBudgetMb > 0 ? new StorageBudget(database, config.storageBudgetMb * 2 ** 20, [EVENT_LOG, ...FINISHED_DELIVERY_LOGS]) : null;
+  const outboxBound = new OutboxBound(database, config.webhookPendingMax, metrics);
+  const budget =
+    config.storageBudgetMb > 0
+      ? new StorageBudget(database, config.storageBudgetMb * 2 ** 20, [EVENT_LOG, ...FINISHED_DELIVERY_LOGS], (limit) => outboxBound.makeRoom(limit))
+      : null;
   const { events, settings, outbox } = createEventPipeline(database, box, budget ? [budget] : []);
   events.subscribe((event) => metrics.events.inc({ event_type: event.payload.event_type }));
   const presence = new PresenceService(database, events, {
@@ -81,7 +95,15 @@ export async function buildApp(config: Config): Promise<App> {
   let redisError: unknown = null;
   const keepRedisError = (error: unknown) => (redisError = error);
   redis?.on('error', keepRedisError);
-  if (redis) await waitForRedis(redis);
+  if (redis) {
+    await waitForRedis(redis);
+    const missing = await missingRedisDatabase(redis, config.redisUrl!);
+    if (missing) {
+      redis.disconnect();
+      await database.close();
+      throw new ConfigError(missing);
+    }
+  }
   const store: RateLimitStore = redis ? new RedisStore(redis, config.redisPrefix + 'rl:') : new MemoryStore();
   const limiter = new RateLimiter(store, { capacity: config.rateLimit.capacity, refillPerSecond: config.rateLimit.refillPerSecond });
   const tokenLimiter = new RateLimiter(store, {
@@ -175,7 +197,7 @@ export async function buildApp(config: Config): Promise<App> {
     database,
     metrics,
     mqttState: () => mqtt.status(),
-    dependencies: redis ? [{ name: 'redis', probe: () => redis.ping(), where: serviceTarget(config.redisUrl!, 6379, '/0') }] : [],
+    dependencies: redis ? [{ name: 'redis', probe: () => redisProbe(redis, config.redisUrl!), where: serviceTarget(config.redisUrl!, 6379, '/0') }] : [],
   });
   presenceRoutes(http, presence);
   eventRoutes(http, events, metrics, config.eventStreams);
@@ -223,6 +245,7 @@ export async function buildApp(config: Config): Promise<App> {
         await leadership?.stop();
       },
     },
+    { start: () => outboxBound.start(log, http.throttledLog), stop: () => outboxBound.stop() },
     { start: () => budget?.start(log, http.throttledLog), stop: () => budget?.stop() },
     { start: () => webhook.start(), stop: () => webhook.stop() },
     {

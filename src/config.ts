@@ -23,12 +23,16 @@ export interface EnvConfig {
   host: string;
   dataDir: string;
   databaseUrl: string | null;
+  /** PostgreSQL: how long a connection or a query may take before the request fails with 503. */
+  databaseTimeoutMs: number;
   redisUrl: string | null;
   /** The installation's values the environment sets; null: kept in DATA_DIR (see `prepareDataDir`). */
   given: { adminToken: string | null; mothershipId: string | null; secretsKey: Buffer | null };
   worker: 'embedded' | 'off';
   webhookTimeoutMs: number;
   webhookRetryDelayMs: number;
+  /** The most webhook deliveries that wait for the receiver; beyond it the oldest are abandoned. */
+  webhookPendingMax: number;
   mqttBackoffInitialMs: number;
   mqttBackoffMaxMs: number;
   mqttBirthDelayMaxMs: number;
@@ -100,6 +104,7 @@ const ENV_SCHEMA = {
     HOST: text('a host name or address', { default: '127.0.0.1' }),
     DATA_DIR: text('a directory', { default: './data' }),
     DATABASE_URL: text('a postgres:// URL (unset means SQLite)', { pattern: '^postgres(ql)?://' }),
+    DATABASE_TIMEOUT_MS: milliseconds(10_000, 1),
     REDIS_URL: text('a redis:// URL', { pattern: '^rediss?://' }),
     REDIS_PREFIX: text('a string', { default: 'mothership:' }),
     ADMIN_TOKEN: text('at least 16 characters', { minLength: 16 }),
@@ -108,6 +113,7 @@ const ENV_SCHEMA = {
     WORKER: oneOf(WORKERS, 'embedded'),
     WEBHOOK_TIMEOUT_MS: milliseconds(15_000, 1),
     WEBHOOK_RETRY_DELAY_MS: milliseconds(30_000),
+    WEBHOOK_PENDING_MAX: wholeNumber(10_000, 1, 10_000_000),
     MQTT_BACKOFF_INITIAL_MS: milliseconds(5_000, 1),
     MQTT_BACKOFF_MAX_MS: milliseconds(120_000, 1),
     MQTT_BIRTH_DELAY_MAX_MS: milliseconds(3_000),
@@ -223,6 +229,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     host: values.HOST,
     dataDir: path.resolve(values.DATA_DIR),
     databaseUrl: values.DATABASE_URL ?? null,
+    databaseTimeoutMs: values.DATABASE_TIMEOUT_MS,
     redisUrl: values.REDIS_URL ?? null,
     given: {
       adminToken: values.ADMIN_TOKEN ?? null,
@@ -232,6 +239,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     worker: values.WORKER,
     webhookTimeoutMs: values.WEBHOOK_TIMEOUT_MS,
     webhookRetryDelayMs: values.WEBHOOK_RETRY_DELAY_MS,
+    webhookPendingMax: values.WEBHOOK_PENDING_MAX,
     mqttBackoffInitialMs: values.MQTT_BACKOFF_INITIAL_MS,
     mqttBackoffMaxMs: values.MQTT_BACKOFF_MAX_MS,
     mqttBirthDelayMaxMs: values.MQTT_BIRTH_DELAY_MAX_MS,

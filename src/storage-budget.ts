@@ -25,7 +25,9 @@ export const appendedBytes = (events: StoredEvent[]): number =>
 /**
  * Keeps the event log and the webhook delivery log within STORAGE_BUDGET_MB: oldest rows first across
  * both logs (`logs`: the events, and the delivery attempts that are finished; a pending or in-flight
- * delivery is never deleted, and carries its own copy of its event). As an append hook it refuses an
+ * delivery is not deleted, and carries its own copy of its event). Should pending deliveries alone
+ * fill the budget, `makeRoom` abandons the oldest, which are then deleted: a receiver that is down
+ * never has events refused for good. As an append hook it refuses an
  * event while the database is at the budget (the last measurement plus what this process appended
  * since), so no writer can grow it past the budget between two measurements.
  */
@@ -43,6 +45,8 @@ export class StorageBudget implements AppendHook {
     private readonly database: Database,
     private readonly budgetBytes: number,
     private readonly logs: LogTable[],
+    /** The last resort once nothing in `logs` is left to delete: frees up to `limit` rows for the next pass to delete (the outbox abandons pending deliveries). */
+    private readonly makeRoom: (limit: number) => Promise<number> = async () => 0,
   ) {
     this.levels = budgetLevels(budgetBytes);
   }
@@ -108,7 +112,7 @@ export class StorageBudget implements AppendHook {
     if (used <= this.levels.high) return 0;
     let deleted = 0;
     while (used > this.levels.low) {
-      const chunk = await pruneOldest(this.database, this.logs, BUDGET_CHUNK);
+      const chunk = (await pruneOldest(this.database, this.logs, BUDGET_CHUNK)) || (await this.makeRoom(BUDGET_CHUNK));
       if (chunk === 0) break;
       deleted += chunk;
       used = await this.measure();
@@ -116,13 +120,7 @@ export class StorageBudget implements AppendHook {
     const at = { deleted, usedBytes: used, budgetBytes: this.budgetBytes };
     // Every refused append starts a pass: while pending deliveries fill the budget, a line a minute.
     if (used > this.levels.high)
-      this.throttledLog?.write(
-        this.log!,
-        'storage-budget',
-        'warn',
-        at,
-        'storage budget: still over after deleting every event and finished delivery (pending deliveries fill it)',
-      );
+      this.throttledLog?.write(this.log!, 'storage-budget', 'warn', at, 'storage budget: still over after deleting every event and delivery it may delete');
     else this.log?.info(at, 'storage budget: oldest rows deleted');
     return deleted;
   }

@@ -59,6 +59,13 @@ describe('redisUnreachable', () => {
     assert.equal(redisUnreachable(null, 'redis://localhost'), 'Redis localhost:6379/0 (REDIS_URL) is unreachable: no answer');
   });
 
+  it('says the server lacks the database, when Redis came up after the start and refused its SELECT', () => {
+    assert.equal(
+      redisUnreachable(new Error('ERR DB index is out of range'), url),
+      'Redis cache.lan:6380/3 (REDIS_URL): the server has no database 3; the service uses database 0 until it is fixed',
+    );
+  });
+
   it('serviceTarget keeps a URL it cannot read out of the sentence', () => {
     assert.equal(serviceTarget('not a url', 6379, '/0'), '(unreadable URL)');
   });

@@ -19,7 +19,8 @@ for (const dialect of DIALECTS) {
         const id = String(receiver.received.at(-1)!.headers['webhook-id']);
         response.writeHead(failing.has(id) ? 500 : 200).end();
       });
-      app = await startTestApp(dialect, { WEBHOOK_RETRY_DELAY_MS: '60000' }, { start: true });
+      // Its setup writes 100,000 deliveries in one statement: longer than a request's query may take.
+      app = await startTestApp(dialect, { WEBHOOK_RETRY_DELAY_MS: '60000', DATABASE_TIMEOUT_MS: '120000' }, { start: true });
       assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
     });
     after(async () => {

@@ -15,13 +15,29 @@ import type { Dialect, Schema } from './schema.js';
 
 export type Db = Kysely<Schema>;
 
-/** The writer checkpoints for itself only past this WAL size (about 40 MB): see checkpointer.ts. */
+/** The writer checkpoints for itself only past this WAL size (about 40 MB at 4 KiB pages): see checkpointer.ts. */
 const WAL_BACKSTOP_PAGES = 10_000;
 /**
  * The WAL file is cut back to this once a checkpoint has emptied it: a burst otherwise leaves the
- * file at its largest for good, beside the storage budget (which counts the pages in use).
+ * file at its largest for good.
  */
 export const WAL_SIZE_LIMIT_BYTES = 4 * 2 ** 20;
+/** The WAL's share of a storage budget, which sets it aside for the WAL file beside the database (db/usage.ts). */
+const WAL_SHARE_OF_BUDGET = 0.1;
+/** Below this the writer would checkpoint nearly every commit. */
+const WAL_MIN_PAGES = 16;
+
+/**
+ * The WAL pages after which the writer checkpoints for itself, and the size the WAL file is cut back
+ * to: with a storage budget, a tenth of it at most, so that the database and its WAL together stay
+ * within the budget.
+ */
+export function walLimits(storageBudgetMb: number, pageSize: number): { autocheckpointPages: number; sizeLimitBytes: number } {
+  if (storageBudgetMb <= 0) return { autocheckpointPages: WAL_BACKSTOP_PAGES, sizeLimitBytes: WAL_SIZE_LIMIT_BYTES };
+  const shareBytes = storageBudgetMb * 2 ** 20 * WAL_SHARE_OF_BUDGET;
+  const autocheckpointPages = Math.max(WAL_MIN_PAGES, Math.min(WAL_BACKSTOP_PAGES, Math.floor(shareBytes / pageSize)));
+  return { autocheckpointPages, sizeLimitBytes: Math.min(WAL_SIZE_LIMIT_BYTES, autocheckpointPages * pageSize) };
+}
 
 // PostgreSQL returns int8 (bigserial ids, counts) as strings by default; every value we keep fits a double.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
@@ -54,45 +70,68 @@ export class Database {
     sqlite: { file: BetterSqlite3.Database; statements: SqliteDatabase } | null = null,
     /** SQLite only: the checkpointer thread, whose failures the composition logs and counts. */
     readonly checkpointer: Checkpointer | null = null,
+    /** SQLite with a storage budget: the most the WAL takes (walLimits), which the budget sets aside for it. */
+    readonly walReserveBytes = 0,
   ) {
     this.groupCommit = sqlite ? new GroupCommit(db, sqlite.file, (error) => this.writes.observe(error)) : null;
     this.statements = sqlite?.statements ?? null;
     this.file = sqlite?.file ?? null;
   }
 
-  static async open(options: { databaseUrl: string | null; dataDir: string }): Promise<Database> {
-    let database: Database;
+  /**
+   * `storageBudgetMb`: SQLite's WAL is kept within a share of it (walLimits). `databaseTimeoutMs`:
+   * PostgreSQL's connection and query timeout (DATABASE_TIMEOUT_MS), without which a server that
+   * stops answering (frozen, a network that drops packets) holds every request, and then every pooled
+   * connection, for good.
+   */
+  static async open(options: { databaseUrl: string | null; dataDir: string; storageBudgetMb?: number; databaseTimeoutMs?: number }): Promise<Database> {
     if (options.databaseUrl) {
-      const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10 });
-      // A connection the server terminates (restart, failover) emits 'error' on its client, idle or
-      // checked out; unhandled, that would crash the process. The failing query rejects on its own and
-      // the pool replaces the client.
-      pool.on('error', () => {});
-      pool.on('connect', (client) => client.on('error', () => {}));
-      database = new Database(new Kysely<Schema>({ dialect: guardedDialect(new PostgresDialect({ pool })) }), 'postgres');
-    } else {
-      const filename = path.join(options.dataDir, 'mothership.db');
-      // Owner-only, created so before SQLite opens it (its -wal and -shm files take the same mode);
-      // an existing file from an older version is tightened too.
-      closeSync(openSync(filename, 'a', 0o600));
-      chmodSync(filename, 0o600);
-      const file = new BetterSqlite3(filename);
-      file.pragma('journal_mode = WAL');
-      file.pragma('synchronous = NORMAL');
-      file.pragma('busy_timeout = 5000');
-      file.pragma(`wal_autocheckpoint = ${WAL_BACKSTOP_PAGES}`);
-      file.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
-      const checkpointer = startCheckpointer(filename);
-      const statements = cachingStatements(file);
-      database = new Database(
-        new Kysely<Schema>({ dialect: guardedDialect(new SqliteDialect({ database: statements })) }),
-        'sqlite',
-        { file, statements },
-        checkpointer,
-      );
+      // Migrations may take long (an index on a large log): on a connection of their own, without the timeout.
+      const migrator = Database.postgres(options.databaseUrl, { max: 1 });
+      try {
+        await migrator.migrate();
+      } finally {
+        await migrator.db.destroy();
+      }
+      const timeout = options.databaseTimeoutMs ?? 0;
+      const database = Database.postgres(options.databaseUrl, { max: 10, connectionTimeoutMillis: timeout, query_timeout: timeout });
+      database.migratedFrom = migrator.migratedFrom;
+      return database;
     }
+    const filename = path.join(options.dataDir, 'mothership.db');
+    // Owner-only, created so before SQLite opens it (its -wal and -shm files take the same mode);
+    // an existing file from an older version is tightened too.
+    closeSync(openSync(filename, 'a', 0o600));
+    chmodSync(filename, 0o600);
+    const file = new BetterSqlite3(filename);
+    file.pragma('journal_mode = WAL');
+    file.pragma('synchronous = NORMAL');
+    file.pragma('busy_timeout = 5000');
+    const pageSize = file.pragma('page_size', { simple: true }) as number;
+    const wal = walLimits(options.storageBudgetMb ?? 0, pageSize);
+    file.pragma(`wal_autocheckpoint = ${wal.autocheckpointPages}`);
+    file.pragma(`journal_size_limit = ${wal.sizeLimitBytes}`);
+    const checkpointer = startCheckpointer(filename);
+    const statements = cachingStatements(file);
+    const database = new Database(
+      new Kysely<Schema>({ dialect: guardedDialect(new SqliteDialect({ database: statements })) }),
+      'sqlite',
+      { file, statements },
+      checkpointer,
+      options.storageBudgetMb ? wal.autocheckpointPages * pageSize : 0,
+    );
     await database.migrate();
     return database;
+  }
+
+  private static postgres(connectionString: string, options: pg.PoolConfig): Database {
+    const pool = new pg.Pool({ connectionString, ...options });
+    // A connection the server terminates (restart, failover) emits 'error' on its client, idle or
+    // checked out; unhandled, that would crash the process. The failing query rejects on its own and
+    // the pool replaces the client.
+    pool.on('error', () => {});
+    pool.on('connect', (client) => client.on('error', () => {}));
+    return new Database(new Kysely<Schema>({ dialect: guardedDialect(new PostgresDialect({ pool })) }), 'postgres');
   }
 
   private async migrate(): Promise<void> {

@@ -74,9 +74,10 @@ export interface WebhookDeliveriesTable {
   attempt: number;
   /**
    * One row per attempt: pending -> sending -> delivered | failed | retry_scheduled (a new row is the
-   * retry), and retry_scheduled -> retried once that retry has its own outcome (022).
+   * retry), and retry_scheduled -> retried once that retry has its own outcome (022); pending ->
+   * abandoned when the outbox is at its bound (webhook/outbox.ts).
    */
-  state: 'pending' | 'sending' | 'delivered' | 'failed' | 'retry_scheduled' | 'retried';
+  state: 'pending' | 'sending' | 'delivered' | 'failed' | 'retry_scheduled' | 'retried' | 'abandoned';
   due_at: string;
   status_code: number | null;
   error: string | null;

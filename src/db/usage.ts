@@ -4,7 +4,9 @@ import type { Database } from './database.js';
 /**
  * The bytes the storage budget counts, cheaply (no scan): on SQLite the database's pages in use
  * (page_count - freelist_count, times page_size: the logs are nearly all of it, and deleted rows free
- * their pages at once); on PostgreSQL the two logs' rows as counted by migration 016's triggers.
+ * their pages at once) plus the most its WAL file takes (set aside, not measured: deleting rows writes
+ * to the WAL, so chasing its size would delete ever more); on PostgreSQL the two logs' rows as counted
+ * by migration 016's triggers.
  */
 export async function storageBytes(database: Database): Promise<number> {
   if (database.dialect === 'postgres') {
@@ -15,5 +17,5 @@ export async function storageBytes(database: Database): Promise<number> {
     select (p.page_count - f.freelist_count) * s.page_size as bytes from pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s`.execute(
     database.db,
   );
-  return Number(rows[0]!.bytes);
+  return Number(rows[0]!.bytes) + database.walReserveBytes;
 }

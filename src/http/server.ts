@@ -137,7 +137,7 @@ const STORAGE_RETRY_AFTER_SECONDS = '30';
 export function isUnavailable(error: { code?: unknown; message?: string }): boolean {
   return (
     UNAVAILABLE_CODES.has(String(error.code)) ||
-    /Connection terminated|connection timeout|timeout exceeded when trying to connect|is not queryable/i.test(error.message ?? '')
+    /Connection terminated|connection timeout|timeout exceeded when trying to connect|is not queryable|Query read timeout/i.test(error.message ?? '')
   );
 }
 

@@ -1,3 +1,4 @@
+import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import { UnknownSchemaError } from '../db/index.js';
 
@@ -51,6 +52,45 @@ export function serviceTarget(url: string, defaultPort: number, defaultPath: str
   }
 }
 
+/** The database number REDIS_URL names (its path; 0 without one): config.ts has checked it is a number. */
+const redisDatabase = (redisUrl: string): number => Number(new URL(redisUrl).pathname.slice(1) || 0);
+
+/** Redis's refusal of SELECT for a database number beyond its `databases` setting. */
+const isMissingDatabase = (error: unknown): boolean => /DB index is out of range/i.test((error as Error | null)?.message ?? '');
+
+/**
+ * Whether the Redis server lacks the database REDIS_URL names: the sentence saying so, or null (it
+ * has it, or cannot be asked now). ioredis selects the database on connecting, and when the server
+ * refuses it only emits an error and goes on in database 0, which other installations may use.
+ */
+export async function missingRedisDatabase(redis: Redis, redisUrl: string): Promise<string | null> {
+  const database = redisDatabase(redisUrl);
+  if (database === 0 || redis.status !== 'ready') return null;
+  try {
+    await redis.select(database);
+    return null;
+  } catch (error) {
+    if (!isMissingDatabase(error)) return null;
+    // CONFIG may be refused (a managed Redis, an ACL): the sentence then goes without the range.
+    const count = await redis.config('GET', 'databases').then(
+      (reply) => Number((reply as string[])[1]),
+      () => Number.NaN,
+    );
+    const has = Number.isInteger(count) && count > 0 ? ` (it has 0 to ${count - 1})` : '';
+    const target = serviceTarget(redisUrl, 6379, '/0').replace(/\/[^/]*$/, '');
+    return `REDIS_URL names database ${database}, which the Redis server at ${target} does not have${has}: use one of its databases, or raise its \`databases\` setting.`;
+  }
+}
+
+/**
+ * Readiness's Redis probe: selects REDIS_URL's database where ping would not notice its absence (the
+ * connection would have stayed in database 0).
+ */
+export function redisProbe(redis: Redis, redisUrl: string): Promise<unknown> {
+  const database = redisDatabase(redisUrl);
+  return database === 0 ? redis.ping() : redis.select(database);
+}
+
 const REDIS_REASONS: Record<string, string> = {
   ECONNREFUSED: 'connection refused; is Redis running on that host and port?',
   ENOTFOUND: 'host not found',
@@ -69,6 +109,8 @@ const REDIS_REASONS: Record<string, string> = {
 export function redisUnreachable(error: unknown, redisUrl: string): string {
   const { code, message } = (error ?? {}) as { code?: string; message?: string };
   // ioredis gives a refused AUTH no code: its reply starts with the error name.
+  if (isMissingDatabase(error))
+    return `Redis ${serviceTarget(redisUrl, 6379, '/0')} (REDIS_URL): the server has no database ${redisDatabase(redisUrl)}; the service uses database 0 until it is fixed`;
   const reason = REDIS_REASONS[code ?? ''] ?? REDIS_REASONS[/^[A-Z]+/.exec(message ?? '')?.[0] ?? ''] ?? 'no answer';
   return `Redis ${serviceTarget(redisUrl, 6379, '/0')} (REDIS_URL) is unreachable: ${reason}`;
 }

@@ -1,8 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import { prepare, type Prepared } from '../db/prepared.js';
-import type { AppendHook, StoredEvent } from '../events/index.js';
+import type { AppendHook, EventType, StoredEvent } from '../events/index.js';
+import type { ThrottledLog } from '../http/index.js';
+import type { Metrics } from '../ops/metrics.js';
 import { webhookSubscribed, type SettingsStore } from '../settings/index.js';
 
 /**
@@ -65,5 +68,96 @@ export class WebhookOutbox implements AppendHook {
     const enqueued = this.enqueued;
     this.enqueued = false;
     return enqueued;
+  }
+}
+
+/** How often the outbox's bound is checked. */
+const BOUND_CHECK_MS = 1000;
+/** The deliveries a household must get most: abandoned only once no other pending delivery is left. */
+export const ABANDONED_LAST: readonly EventType[] = ['fall.detected', 'fall.cleared'];
+
+/**
+ * The outbox's own bound (docs/webhook.md, "When the receiver is away"): at most `pendingMax`
+ * deliveries wait; beyond that the oldest are abandoned, falls last. An abandoned delivery keeps its
+ * body (it can be redelivered) and is a finished attempt, deleted by retention and the storage budget
+ * like any other. Nothing is refused: a receiver that is down never stops an event from being taken.
+ */
+export class OutboxBound {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<unknown> | null = null;
+  private log: FastifyBaseLogger | null = null;
+  private throttledLog: ThrottledLog | null = null;
+
+  constructor(
+    private readonly database: Database,
+    private readonly pendingMax: number,
+    private readonly metrics: Metrics | null,
+  ) {}
+
+  start(log: FastifyBaseLogger, throttledLog: ThrottledLog): void {
+    this.log = log;
+    this.throttledLog = throttledLog;
+    this.timer = setInterval(() => {
+      this.running ??= this.keep()
+        .catch((error: Error) => this.log?.warn({ err: error }, 'webhook: bounding the pending deliveries failed'))
+        .finally(() => (this.running = null));
+    }, BOUND_CHECK_MS).unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  /** Abandons the pending deliveries beyond `pendingMax`; returns how many. */
+  async keep(): Promise<number> {
+    const { count } = await this.database.db
+      .selectFrom('webhook_deliveries')
+      .select((eb) => eb.fn.countAll<string | number>().as('count'))
+      .where('state', '=', 'pending')
+      .executeTakeFirstOrThrow();
+    const excess = Number(count) - this.pendingMax;
+    if (excess <= 0) return 0;
+    return this.abandonOldest(excess, `not sent: more than WEBHOOK_PENDING_MAX (${this.pendingMax}) deliveries were waiting`);
+  }
+
+  /** The storage budget's last resort, once nothing finished is left to delete: up to `limit` pending deliveries abandoned. */
+  makeRoom(limit: number): Promise<number> {
+    return this.abandonOldest(limit, 'not sent: waiting deliveries filled the storage budget (STORAGE_BUDGET_MB)');
+  }
+
+  /** Abandons up to `limit` of the oldest pending deliveries, those of ABANDONED_LAST types only when no other is left. */
+  private async abandonOldest(limit: number, reason: string): Promise<number> {
+    let abandoned = 0;
+    for (const others of [true, false]) {
+      if (abandoned >= limit) break;
+      const result = await this.database.write((db) => {
+        let oldest = db.selectFrom('webhook_deliveries').select('id').where('state', '=', 'pending');
+        if (others) oldest = oldest.where('event_type', 'not in', ABANDONED_LAST);
+        return (
+          db
+            .updateTable('webhook_deliveries')
+            .set({ state: 'abandoned', error: reason })
+            // Again in the outer statement: on PostgreSQL a dispatcher may claim one meanwhile.
+            .where('state', '=', 'pending')
+            .where('id', 'in', oldest.orderBy('id').limit(limit - abandoned))
+            .executeTakeFirst()
+        );
+      });
+      abandoned += Number(result.numUpdatedRows);
+    }
+    if (abandoned) {
+      this.metrics?.webhookDeliveries.inc({ outcome: 'abandoned' }, abandoned);
+      // A receiver away under a flood abandons some every second: a line a minute.
+      this.throttledLog?.write(
+        this.log!,
+        'webhook-abandoned',
+        'warn',
+        { abandoned, reason },
+        'webhook: pending deliveries abandoned (the receiver is not taking them)',
+      );
+    }
+    return abandoned;
   }
 }

@@ -15,8 +15,9 @@ const deliverySchema = {
     attempt: { type: 'integer' },
     state: {
       type: 'string',
-      enum: ['pending', 'sending', 'delivered', 'failed', 'retry_scheduled', 'retried'],
-      description: 'This attempt: retry_scheduled while its retry waits, retried once the retry has its own outcome',
+      enum: ['pending', 'sending', 'delivered', 'failed', 'retry_scheduled', 'retried', 'abandoned'],
+      description:
+        'This attempt: retry_scheduled while its retry waits, retried once the retry has its own outcome, abandoned when the outbox was at its bound',
     },
     status_code: { type: ['integer', 'null'] },
     error: { type: ['string', 'null'] },

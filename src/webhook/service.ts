@@ -66,7 +66,7 @@ const BATCH = 50;
 export const REDELIVER_ALL_BATCH = 1000;
 
 /** The finished attempts (states an attempt never leaves: a retry is a new row), one log per state, as the pruning helpers see them. */
-export const FINISHED_DELIVERY_LOGS: LogTable[] = (['delivered', 'failed', 'retry_scheduled', 'retried'] as const).map((state) => ({
+export const FINISHED_DELIVERY_LOGS: LogTable[] = (['delivered', 'failed', 'retry_scheduled', 'retried', 'abandoned'] as const).map((state) => ({
   table: 'webhook_deliveries',
   key: 'id',
   time: 'created_at',

@@ -91,6 +91,14 @@ describe('a start that cannot succeed says why in one sentence, without a stack 
     assertOneSentence(await start({ PORT: '0', HOST: '999.1.1.1' }), /HOST 999\.1\.1\.1 is not an address of this machine: set HOST to one of its addresses/);
   });
 
+  it('REDIS_URL names a database the Redis server does not have', async () => {
+    // The shared Redis on 127.0.0.1:6379 has the default 16 databases (0-15).
+    assertOneSentence(
+      await start({ PORT: '0', REDIS_URL: 'redis://:s3cret@127.0.0.1:6379/99', REDIS_PREFIX: 'readable-errors:' }),
+      /^Configuration error: REDIS_URL names database 99, which the Redis server at 127\.0\.0\.1:6379 does not have \(it has 0 to 15\)/m,
+    );
+  });
+
   it('DATA_DIR is a file', async () => {
     const file = path.join(dataDir, 'a-file');
     writeFileSync(file, 'x');

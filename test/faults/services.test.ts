@@ -110,6 +110,53 @@ describe('readiness while PostgreSQL is away', () => {
   });
 });
 
+describe('PostgreSQL frozen (SIGSTOP)', () => {
+  it('requests get 503 with Retry-After within the timeout, readiness says unreachable, and the service recovers after SIGCONT', async () => {
+    const postgres = await startPostgres();
+    const app = await startTestApp('postgres', { DATABASE_URL: postgres.url, DATABASE_TIMEOUT_MS: '1000' });
+    let frozen = false;
+    /** The response, or 'hung' when none came within 5 s (the timeout is 1 s). */
+    const within = <T>(request: Promise<T>) => Promise.race([request, new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 5000).unref())]);
+    try {
+      assert.equal((await app.api('POST', '/api/persons', { id: 'before', name: 'Before' })).status, 201);
+      postgres.freeze();
+      frozen = true;
+      // More at once than the pool has connections: none may wait for a connection forever either.
+      const responses = await Promise.all(
+        Array.from({ length: 15 }, (_, i) =>
+          within(i % 3 ? app.api('GET', '/api/persons') : app.api('POST', '/api/persons', { id: `frozen${i}`, name: 'Frozen' })),
+        ),
+      );
+      for (const response of responses) {
+        assert.notEqual(response, 'hung', 'a request hung on the frozen database');
+        if (response === 'hung') continue;
+        assert.equal(response.status, 503, JSON.stringify(response.body));
+        assert.equal(response.headers['content-type'], 'application/problem+json; charset=utf-8');
+        assert.equal(response.body.code, 'service_unavailable');
+        assert.ok(Number(response.headers['retry-after']) > 0);
+      }
+      const ready = await within(app.api('GET', '/readyz', undefined, { authorization: '' }));
+      assert.notEqual(ready, 'hung');
+      if (ready !== 'hung') assert.deepEqual([ready.status, ready.body.database], [503, 'unreachable']);
+      // Still answered in time once every connection is taken by a query the server never answered.
+      const again = await within(app.api('GET', '/api/persons'));
+      assert.notEqual(again, 'hung');
+      if (again !== 'hung') assert.equal(again.status, 503);
+
+      postgres.thaw();
+      frozen = false;
+      await eventually(async () => (await app.api('GET', '/readyz', undefined, { authorization: '' })).body.database === 'ok', 15_000, 'ready again');
+      await eventually(async () => (await app.api('POST', '/api/persons', { id: 'after', name: 'After' })).status === 201, 15_000, 'writes again');
+      const stored = (await app.api('GET', '/api/persons')).body.map((person: { id: string }) => person.id);
+      assert.ok(stored.includes('before') && stored.includes('after'), JSON.stringify(stored));
+    } finally {
+      if (frozen) postgres.thaw();
+      await app.cleanup();
+      await postgres.destroy();
+    }
+  });
+});
+
 describe('two standalone workers racing on PostgreSQL', () => {
   it('each job runs exactly once to completion', async () => {
     const env = await createTestEnv('postgres');

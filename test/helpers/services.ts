@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { freePort, waitForPort } from './broker.js';
@@ -45,11 +45,28 @@ export async function startPostgres() {
     asPostgres(`${PG_BIN}/pg_ctl -D ${data} -o "-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off" -l ${dir}/log -w ${action} >/dev/null`);
   pgctl('start');
   await waitForPort(port, true);
+  // The server's process id is the first line of postmaster.pid; its backends are its children.
+  const signalCluster = (signal: NodeJS.Signals) => {
+    const server = Number(readFileSync(path.join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const children = execFileSync('ps', ['-o', 'pid=', '--ppid', String(server)])
+      .toString()
+      .split('\n')
+      .map(Number)
+      .filter(Boolean);
+    for (const pid of [server, ...children]) process.kill(pid, signal);
+  };
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     async stop() {
       pgctl('-m fast stop');
       await waitForPort(port, false);
+    },
+    /** SIGSTOP to the server and each of its processes (a frozen host, a hung VM); `thaw` sends SIGCONT. */
+    freeze() {
+      signalCluster('SIGSTOP');
+    },
+    thaw() {
+      signalCluster('SIGCONT');
     },
     async restart() {
       await this.stop();

@@ -1,0 +1,126 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { storageBytes } from '../src/db/index.js';
+import { DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
+import { startReceiver } from './helpers/receiver.js';
+
+const MB = 2 ** 20;
+const blob = 'x'.repeat(4_000); // within the 4096 bytes an anomaly's detail may take
+
+const deliveries = (app: TestApp): Promise<{ id: number; event_type: string; state: string; error: string | null; payload: string }[]> =>
+  app.database.db.selectFrom('webhook_deliveries').select(['id', 'event_type', 'state', 'error', 'payload']).orderBy('id').execute();
+const abandonedMetric = async (app: TestApp) => {
+  const text = String((await app.api('GET', '/metrics')).body);
+  return Number(/^mothership_webhook_deliveries_total\{outcome="abandoned"\} (\d+)/m.exec(text)?.[1] ?? 0);
+};
+
+/** Watches the app's warn lines that start with `prefix`. */
+function warnings(app: TestApp, prefix: string): string[] {
+  const seen: string[] = [];
+  const warn = app.http.log.warn.bind(app.http.log);
+  app.http.log.warn = ((fields: object, message?: string) => {
+    if (message?.startsWith(prefix)) seen.push(message);
+    warn(fields, message);
+  }) as typeof app.http.log.warn;
+  return seen;
+}
+
+for (const dialect of DIALECTS) {
+  describe(`webhook outbox bound: WEBHOOK_PENDING_MAX (${dialect})`, () => {
+    let app: TestApp;
+    let receiver: Awaited<ReturnType<typeof startReceiver>>;
+    let abandonedLines: string[];
+
+    before(async () => {
+      receiver = await startReceiver('hang');
+      app = await startTestApp(dialect, { STORAGE_BUDGET_MB: '0', WEBHOOK_PENDING_MAX: '20', WEBHOOK_TIMEOUT_MS: '600000' });
+      abandonedLines = warnings(app, 'webhook: pending deliveries abandoned');
+      await app.start();
+      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
+    });
+    after(async () => {
+      await app.cleanup();
+      await receiver.close();
+    });
+
+    it('abandons the oldest pending deliveries beyond the cap, falls last, with a metric and one log line', async () => {
+      // The first delivery hangs at the receiver and holds the first-attempt lane: the rest wait.
+      assert.equal((await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { i: -1 } })).status, 202);
+      await eventually(() => receiver.received.length === 1, 5000, 'the first delivery reaches the receiver');
+      assert.equal((await app.api('POST', '/api/events', { type: 'fall.detected' })).status, 202);
+      for (let i = 0; i < 60; i++) assert.equal((await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { i } })).status, 202);
+
+      await eventually(
+        async () => (await deliveries(app)).filter((row) => row.state === 'pending').length <= 20,
+        5000,
+        'the pending deliveries are cut back to WEBHOOK_PENDING_MAX',
+      );
+      const rows = await deliveries(app);
+      const pending = rows.filter((row) => row.state === 'pending');
+      const abandoned = rows.filter((row) => row.state === 'abandoned');
+      assert.equal(pending.length, 20);
+      assert.ok(
+        pending.some((row) => row.event_type === 'fall.detected'),
+        'the fall is still pending: low-value deliveries go first',
+      );
+      assert.ok(abandoned.length >= 41, `${abandoned.length} abandoned`);
+      assert.ok(
+        abandoned.every((row) => row.event_type === 'anomaly.detected'),
+        'only anomalies abandoned',
+      );
+      const pendingAnomalies = pending.filter((row) => row.event_type === 'anomaly.detected');
+      assert.ok(Math.max(...abandoned.map((row) => row.id)) < Math.min(...pendingAnomalies.map((row) => row.id)), 'the oldest go first');
+      assert.match(abandoned[0]!.error ?? '', /WEBHOOK_PENDING_MAX/);
+      assert.ok(abandoned[0]!.payload.length > 0, 'an abandoned delivery keeps its body: it can be redelivered');
+      assert.equal(await abandonedMetric(app), abandoned.length);
+      assert.equal(abandonedLines.length, 1, 'one line for the lot');
+
+      const listed = await app.api('GET', '/api/webhook/deliveries?state=abandoned&limit=100');
+      assert.equal(listed.status, 200, JSON.stringify(listed.body));
+      assert.equal(listed.body.length, abandoned.length);
+    });
+  });
+
+  describe(`webhook outbox bound: a receiver that hangs cannot fill the storage budget (${dialect})`, () => {
+    it('a fall event is taken, and the database stays within the budget', async () => {
+      const receiver = await startReceiver('hang');
+      const app = await startTestApp(dialect, { STORAGE_BUDGET_MB: '1', WEBHOOK_TIMEOUT_MS: '600000' });
+      try {
+        await app.start();
+        assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
+        let largest = 0;
+        // 400 events of 4 KB, each with its pending delivery: three times the budget.
+        for (let i = 0; i < 400; i++) {
+          const deadline = Date.now() + 5000;
+          let response = await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { i, blob } });
+          while (response.status === 503 && Date.now() < deadline) {
+            assert.equal(response.body.code, 'storage_full');
+            await new Promise((resolve) => setTimeout(resolve, 20));
+            response = await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { i, blob } });
+          }
+          assert.equal(response.status, 202, `event ${i}: ${JSON.stringify(response.body)}`);
+          largest = Math.max(largest, await storageBytes(app.database));
+        }
+        const fall = await eventually(
+          async () => {
+            const response = await app.api('POST', '/api/events', { type: 'fall.detected' });
+            return response.status === 202;
+          },
+          5000,
+          'a fall event is taken',
+        );
+        assert.ok(fall);
+        assert.ok(largest <= MB, `the database reached ${(largest / MB).toFixed(2)} MiB, over the 1 MiB budget`);
+        const rows = await deliveries(app);
+        assert.ok(
+          rows.some((row) => row.event_type === 'fall.detected' && row.state === 'pending'),
+          'the fall is waiting for the receiver',
+        );
+        assert.ok(await abandonedMetric(app), 'pending deliveries were abandoned to make room');
+      } finally {
+        await app.cleanup();
+        await receiver.close();
+      }
+    });
+  });
+}
