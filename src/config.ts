@@ -4,7 +4,7 @@ import { isIP } from 'node:net';
 import path from 'node:path';
 import envSchema from 'env-schema';
 import type { ErrorObject } from 'ajv';
-import { MAX_CAPACITY } from './ratelimit/bucket.js';
+import { MAX_CAPACITY } from './limits.js';
 import { ID_PATTERN } from './ids.js';
 
 /** The values DATA_DIR keeps when the environment does not set them, generated on the first start. */

@@ -9,6 +9,9 @@
  * JSON text, through the `x-max-json-bytes` schema keyword (src/http/server.ts).
  */
 
+/** The largest token bucket (RATE_LIMIT_CAPACITY): its arithmetic in micro-tokens stays an exact integer below it. */
+export const MAX_CAPACITY = 10_000_000;
+
 /** Every request body, in bytes (answered 413 above it). */
 export const BODY_LIMIT = 1024 * 1024;
 

@@ -1,10 +1,8 @@
 #!/usr/bin/env node
 import { loadConfig, prepareDataDir, ConfigError, type Config } from './config.js';
 import { buildApp } from './app.js';
-import { compareCommand, historyCommand, pushCommand, validateCommand } from './cli/baseline.js';
-import { createBotCommand, workerCommand } from './cli/enrichment.js';
-import { mqttCleanupCommand } from './cli/mqtt.js';
-import { startupFailure } from './ops/startup-errors.js';
+import { compareCommand, createBotCommand, historyCommand, mqttCleanupCommand, pushCommand, validateCommand, workerCommand } from './cli/index.js';
+import { startupFailure } from './ops/index.js';
 import { SCHEMA_VERSION } from './db/index.js';
 import { VERSION } from './version.js';
 

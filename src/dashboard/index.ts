@@ -1,7 +1,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { EVENT_TYPES } from '../events/index.js';
-import { withSchemaTypes } from '../http/schemas.js';
+import { withSchemaTypes } from '../http/index.js';
 
 /** The dashboard's files, shipped as written (no build step), read once at start-up. */
 const PUBLIC_DIR = new URL('../../../src/dashboard/public/', import.meta.url);

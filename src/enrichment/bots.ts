@@ -4,11 +4,11 @@ import { LRUCache } from 'lru-cache';
 import { sql } from 'kysely';
 import type { Database } from '../db/index.js';
 import { now } from '../db/index.js';
-import { insertWithNewId, uniqueId } from '../db/ids.js';
-import { prepare, type Prepared } from '../db/prepared.js';
+import { insertWithNewId, uniqueId } from '../db/index.js';
+import { prepare, type Prepared } from '../db/index.js';
 import { ROTATION_GRACE_MS, type SecretBox } from '../crypto.js';
-import type { BotsTable } from '../db/schema.js';
-import { conflict, notFound } from '../http/problem.js';
+import type { BotsTable } from '../db/index.js';
+import { conflict, notFound } from '../errors.js';
 import { memoByKey } from '../memo.js';
 
 /**

@@ -1,16 +1,15 @@
 import { sql, type ExpressionBuilder, type SelectQueryBuilder, type Updateable } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
-import { prepare } from '../db/prepared.js';
-import { PRUNE_CHUNK } from '../db/prune.js';
-import type { EnrichmentJobsTable, Schema } from '../db/schema.js';
+import { prepare } from '../db/index.js';
+import { PRUNE_CHUNK } from '../db/index.js';
+import type { EnrichmentJobsTable, Schema } from '../db/index.js';
 import { makeEvent, type EventLog, type EventPayload, type StoredEvent } from '../events/index.js';
-import { BOT_CHALLENGE, unauthorized } from '../http/auth.js';
-import { ProblemError } from '../http/problem.js';
+import { BOT_CHALLENGE, ProblemError, unauthorized } from '../http/index.js';
 import DataLoader from 'dataloader';
 import { LRUCache } from 'lru-cache';
 import { memo } from '../memo.js';
-import { newWebhookId } from '../webhook/outbox.js';
+import { newWebhookId } from '../webhook/index.js';
 import type { DatabaseNonceStore } from './bot-auth.js';
 import { replayRefusal, type ReplayError, type Rule } from './commentary.js';
 

@@ -1,8 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { idParams, idString, jsonObject, nameString, noContent, withSchemaTypes } from '../http/schemas.js';
+import { addressKey, idParams, idString, jsonObject, nameString, noContent, ProblemError, withSchemaTypes } from '../http/index.js';
 import { JSON_LIMITS } from '../limits.js';
-import { ProblemError } from '../http/problem.js';
-import { addressKey } from '../http/client-key.js';
 import { rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
 import type { BotAuthenticator } from './bot-auth.js';
 import type { BotService } from './bots.js';

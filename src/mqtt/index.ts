@@ -4,10 +4,10 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { MqttClient } from 'mqtt';
 import type { Database } from '../db/index.js';
 import { tailLog, type EventDetails, type EventLog, type StoredEvent } from '../events/index.js';
-import { conflict, invalid, ProblemError } from '../http/problem.js';
+import { conflict, DomainError, invalid } from '../errors.js';
 import type { ThrottledLog } from '../http/index.js';
-import type { Metrics } from '../ops/metrics.js';
-import type { PersonView, PresenceService, ZoneView } from '../presence/service.js';
+import type { Metrics } from '../ops/index.js';
+import type { PersonView, PresenceService, ZoneView } from '../presence/index.js';
 import type { IntegrationSettings } from '../settings/index.js';
 import { VERSION } from '../version.js';
 import { cleanupRefusal, clearInstallation } from './cleanup.js';
@@ -37,6 +37,8 @@ import type { TakeoverPolicy } from './takeover.js';
 
 export type { MqttStatus } from './connection.js';
 export { MqttLeadership } from './leadership.js';
+export { cleanupRefusal, clearInstallation } from './cleanup.js';
+export { describeMqttError } from './connection.js';
 
 const RETAINED = { qos: 1 as const, retain: true };
 /** Home Assistant's hand-over signal between the two discovery forms (mqtt/discovery.py). */
@@ -569,7 +571,7 @@ async function readRetained(client: MqttClient, topic: string): Promise<string |
   }
 }
 
-/** The broker of a short-lived connection could not be reached (502, with the reason). */
-function unreachable(error: unknown): ProblemError {
-  return new ProblemError('bad_gateway', `Could not reach the broker: ${describeMqttError(error as Error & { code?: string | number })}`);
+/** The broker of a short-lived connection could not be reached (`bad_gateway`, with the reason). */
+function unreachable(error: unknown): DomainError {
+  return new DomainError('bad_gateway', `Could not reach the broker: ${describeMqttError(error as Error & { code?: string | number })}`);
 }

@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import { ROTATION_GRACE_MS, type SecretBox } from '../crypto.js';
 import type { Database, Db } from '../db/index.js';
-import { getSetting, putSetting, settingUpdatedAt } from '../db/kv.js';
-import { ProblemError } from '../http/problem.js';
+import { getSetting, putSetting, settingUpdatedAt } from '../db/index.js';
+import { invalidFields } from '../errors.js';
 import { memo } from '../memo.js';
 import { integrationErrors, storedPasswordError } from './validate.js';
 import { applyPatch, changedFields, DEFAULT_SETTINGS, type IntegrationPatch, type IntegrationSettings, type SettingsChange } from './model.js';
@@ -121,7 +121,7 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
       const errors = integrationErrors(merged);
       const passwordError = storedPasswordError(stored.mqtt, merged.mqtt, patch.mqtt);
       if (passwordError) errors.push(passwordError);
-      if (errors.length) throw new ProblemError('validation_failed', errors.map((error) => `${error.path} ${error.message}`).join('; '), errors);
+      if (errors.length) throw invalidFields(errors);
       return merged;
     });
     return next!;

@@ -1,4 +1,4 @@
-import type { FieldError } from '../http/problem.js';
+import type { FieldError } from '../errors.js';
 import { brokerTargetError, normalizedHost, webhookTargetError } from '../outbound.js';
 import type { IntegrationPatch, IntegrationSettings } from './model.js';
 

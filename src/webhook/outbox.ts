@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Database, Db } from '../db/index.js';
-import { now } from '../db/index.js';
-import { prepare, type Prepared } from '../db/prepared.js';
+import { now, prepare, type Prepared } from '../db/index.js';
 import type { AppendHook, StoredEvent } from '../events/index.js';
 import type { SettingsStore } from '../settings/index.js';
 
