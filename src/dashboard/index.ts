@@ -12,7 +12,7 @@ const TYPES: Record<string, string> = {
   '.svg': 'image/svg+xml',
 };
 
-// The page's override of the server-wide header policy (http/server.ts): everything it loads comes
+// The page's override of the server-wide header policy (http/header-policy.ts): everything it loads comes
 // from this server; no inline script, no third party, never framed.
 const DASHBOARD_CSP = {
   useDefaults: false as const,
