@@ -89,7 +89,13 @@ export async function buildApp(config: Config): Promise<App> {
   });
   const rateLimit = new RateLimitGuard(limiter, tokenLimiter, metrics, { failOpen: config.rateLimit.failOpen, costs: config.rateLimit.costs });
 
-  const http = await createHttpServer({ logLevel: config.logLevel, logFormat: config.logFormat, trustProxy: config.trustProxy, version: VERSION });
+  const http = await createHttpServer({
+    logLevel: config.logLevel,
+    logFormat: config.logFormat,
+    trustProxy: config.trustProxy,
+    version: VERSION,
+    corsOrigins: config.corsOrigins,
+  });
   requestMetrics(http, metrics.http);
   rateLimit.register(http);
   const migrated = database.migrationReport();

@@ -99,6 +99,10 @@ describe('configuration', () => {
       [{ TRUST_PROXY: 'garbage/99' }, /^TRUST_PROXY must be a comma-separated list of addresses or CIDRs, got "garbage\/99"$/],
       [{ TRUST_PROXY: '10.0.0.0/33' }, /^TRUST_PROXY must be/],
       [{ DATABASE_URL: 'postgres://u:pw@[bad' }, /^DATABASE_URL must be a postgres:\/\/ URL \(unset means SQLite\)$/],
+      [{ CORS_ORIGINS: 'https://ha.example.com/card' }, /^CORS_ORIGINS must be a comma-separated list of origins, .*, got "https:\/\/ha.example.com\/card"$/],
+      [{ CORS_ORIGINS: 'https://ha.example.com,*' }, /^CORS_ORIGINS must be/],
+      [{ CORS_ORIGINS: 'ha.example.com' }, /^CORS_ORIGINS must be/],
+      [{ CORS_ORIGINS: 'https://HA.example.com' }, /^CORS_ORIGINS must be/],
     ];
     for (const [env, message] of cases) {
       assert.throws(
@@ -127,8 +131,10 @@ describe('configuration', () => {
       RATE_LIMIT_COSTS: ' session=5, discovery=20 ,',
       RATE_LIMIT_REDIS_FAILURE: 'closed',
       TRUST_PROXY: '10.0.0.1',
+      CORS_ORIGINS: 'https://ha.example.com, http://127.0.0.1:8123',
       EVENT_RETENTION_DAYS: '',
     });
+    assert.deepEqual(config.corsOrigins, ['https://ha.example.com', 'http://127.0.0.1:8123']);
     assert.equal(config.port, 9000);
     assert.equal(config.host, '127.0.0.1');
     assert.equal(config.dataDir, '/srv/mothership');

@@ -8,6 +8,7 @@ import { shutdownDrain } from './shutdown.js';
 import { jsonBodies } from './json-body.js';
 import { errorHandler } from './error-handler.js';
 import { notFoundAndMethodNotAllowed } from './not-found.js';
+import { cors } from './cors.js';
 import { apiDocs } from './api-docs.js';
 import { problemPages } from './problem-pages.js';
 import { BODY_LIMIT } from '../limits.js';
@@ -28,6 +29,8 @@ export interface HttpServerOptions {
   logFormat?: 'auto' | 'json' | 'pretty';
   trustProxy: string | false;
   version: string;
+  /** CORS_ORIGINS: the origins whose pages may call the API with a bearer token. */
+  corsOrigins?: readonly string[];
 }
 
 function fastify(options: HttpServerOptions): FastifyInstance {
@@ -50,8 +53,8 @@ function fastify(options: HttpServerOptions): FastifyInstance {
 /**
  * The HTTP shell shared by every capability, in parts registered in order (each hook runs in the
  * order added): the header policy and framing check first, so every answer carries the policy; then
- * the shutdown drain, strict JSON bodies, problem+json for every failure, 404 and 405, each route's
- * auth, the OpenAPI document and the problem pages.
+ * the shutdown drain, strict JSON bodies, problem+json for every failure, 404 and 405, CORS
+ * with its preflight, each route's auth, the OpenAPI document and the problem pages.
  */
 export async function createHttpServer(options: HttpServerOptions): Promise<FastifyInstance> {
   const app = fastify(options);
@@ -64,7 +67,7 @@ export async function createHttpServer(options: HttpServerOptions): Promise<Fast
   shutdownDrain(app);
   jsonBodies(app);
   errorHandler(app);
-  notFoundAndMethodNotAllowed(app);
+  cors(app, options.corsOrigins ?? [], notFoundAndMethodNotAllowed(app));
   // Before any route (and before swagger collects them): each route's auth is fixed at registration.
   resolveRouteAuth(app);
   app.addSchema(PROBLEM_SCHEMA);
