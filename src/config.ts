@@ -148,6 +148,8 @@ const ENV_SCHEMA = {
 
 type Properties = typeof ENV_SCHEMA.properties;
 type Variable = keyof Properties;
+/** Every variable the service reads, in the order of docs/configuration.md's table. */
+export const VARIABLES = Object.keys(ENV_SCHEMA.properties) as Variable[];
 type ValueOf<S> = S extends { enum: readonly (infer E)[] } ? E : S extends { type: 'integer' | 'number' } ? number : string;
 /** The validated environment, typed from the schema: a variable with a default is always there. */
 type EnvValues = { [K in Variable as Properties[K] extends { default: unknown } ? K : never]: ValueOf<Properties[K]> } & {
