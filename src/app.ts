@@ -15,6 +15,7 @@ import {
   opsRoutes,
   redisProbe,
   redisUnreachable,
+  requestMetrics,
   RETENTION_INTERVAL_MS,
   serviceTarget,
 } from './ops/index.js';
@@ -112,7 +113,14 @@ export async function buildApp(config: Config): Promise<App> {
   });
   const rateLimit = new RateLimitGuard(limiter, tokenLimiter, metrics, { failOpen: config.rateLimit.failOpen, costs: config.rateLimit.costs });
 
-  const http = await createHttpServer({ logLevel: config.logLevel, logFormat: config.logFormat, trustProxy: config.trustProxy, version: VERSION });
+  const http = await createHttpServer({
+    logLevel: config.logLevel,
+    logFormat: config.logFormat,
+    trustProxy: config.trustProxy,
+    version: VERSION,
+    corsOrigins: config.corsOrigins,
+  });
+  requestMetrics(http, metrics.http);
   rateLimit.register(http);
   const migrated = database.migrationReport();
   if (migrated) http.log.info(migrated);
@@ -166,8 +174,10 @@ export async function buildApp(config: Config): Promise<App> {
     retryDelayMs: config.webhookRetryDelayMs,
   });
   metrics.gauge('mothership_webhook_backlog', 'Webhook deliveries waiting to be sent', () => webhook.backlog());
-  if (budget)
+  if (budget) {
     metrics.gauge('mothership_storage_bytes', 'Bytes the storage budget counts (STORAGE_BUDGET_MB), at its last measurement', async () => budget.used);
+    metrics.gauge('mothership_storage_budget_bytes', 'The storage budget (STORAGE_BUDGET_MB), in bytes', async () => config.storageBudgetMb * 2 ** 20);
+  }
   // Several instances on one PostgreSQL database: one MQTT owner, elected in the database.
   const leadership = config.databaseUrl ? new MqttLeadership(config.databaseUrl, config.mothershipId, http.log) : null;
   metrics.gauge('mothership_mqtt_owner', 'Whether this instance owns the MQTT connection (1) or stands by for another instance (0)', async () =>

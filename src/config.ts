@@ -4,7 +4,7 @@ import { isIP } from 'node:net';
 import path from 'node:path';
 import envSchema from 'env-schema';
 import type { ErrorObject } from 'ajv';
-import { MAX_CAPACITY } from './ratelimit/bucket.js';
+import { MAX_CAPACITY } from './limits.js';
 import { ID_PATTERN } from './ids.js';
 
 /** The values DATA_DIR keeps when the environment does not set them, generated on the first start. */
@@ -61,6 +61,8 @@ export interface EnvConfig {
   /** Prefix of every Redis key (rate-limit buckets, nonces), so installations and tests can share a server. */
   redisPrefix: string;
   trustProxy: string | false;
+  /** Origins whose pages may call the API with a bearer token (CORS); empty: none. */
+  corsOrigins: string[];
   logLevel: string;
   /** `auto`: readable lines on a terminal, JSON (one object a line) otherwise. */
   logFormat: 'auto' | 'json' | 'pretty';
@@ -144,6 +146,7 @@ const ENV_SCHEMA = {
     ENRICHMENT_RETENTION_DAYS: days(90),
     STORAGE_BUDGET_MB: wholeNumber(1024, 0, 1_000_000_000),
     TRUST_PROXY: text('a comma-separated list of addresses or CIDRs'),
+    CORS_ORIGINS: text('a comma-separated list of origins, each scheme://host[:port] without a path (https://ha.example.com)'),
     LOG_LEVEL: oneOf(LOG_LEVELS, 'info'),
     LOG_FORMAT: oneOf(['auto', 'json', 'pretty'] as const, 'auto'),
   },
@@ -151,6 +154,8 @@ const ENV_SCHEMA = {
 
 type Properties = typeof ENV_SCHEMA.properties;
 type Variable = keyof Properties;
+/** Every variable the service reads, in the order of docs/configuration.md's table. */
+export const VARIABLES = Object.keys(ENV_SCHEMA.properties) as Variable[];
 type ValueOf<S> = S extends { enum: readonly (infer E)[] } ? E : S extends { type: 'integer' | 'number' } ? number : string;
 /** The validated environment, typed from the schema: a variable with a default is always there. */
 type EnvValues = { [K in Variable as Properties[K] extends { default: unknown } ? K : never]: ValueOf<Properties[K]> } & {
@@ -161,6 +166,11 @@ type EnvValues = { [K in Variable as Properties[K] extends { default: unknown } 
 const SECRET: ReadonlySet<Variable> = new Set(['ADMIN_TOKEN', 'SECRETS_KEY', 'ENRICHMENT_LLM_API_KEY', 'DATABASE_URL', 'REDIS_URL', 'ENRICHMENT_LLM_URL']);
 /** An empty variable counts as unset, except where empty is a value: no Redis prefix, or a (refused) empty admin token. */
 const EMPTY_IS_A_VALUE: ReadonlySet<string> = new Set(['REDIS_PREFIX', 'ADMIN_TOKEN']);
+
+/** An origin as a browser sends it: http(s), a host, an optional port, nothing else (`new URL` normalises it to itself). */
+function isOrigin(entry: string): boolean {
+  return /^https?:\/\//.test(entry) && URL.canParse(entry) && new URL(entry).origin === entry;
+}
 
 function invalid(name: Variable, raw: string | undefined): ConfigError {
   const got = SECRET.has(name) || raw === undefined ? '' : `, got "${raw}"`;
@@ -223,6 +233,8 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     throw new ConfigError('REDIS_URL must be a redis:// URL whose path, if any, is a database number (redis://host:6379/0)');
   if (values.TRUST_PROXY !== undefined && !values.TRUST_PROXY.split(',').every((entry) => isProxyEntry(entry.trim())))
     throw invalid('TRUST_PROXY', values.TRUST_PROXY);
+  const corsOrigins = values.CORS_ORIGINS?.split(',').map((entry) => entry.trim()) ?? [];
+  if (!corsOrigins.every(isOrigin)) throw invalid('CORS_ORIGINS', values.CORS_ORIGINS);
 
   return {
     port: values.PORT,
@@ -266,6 +278,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     storageBudgetMb: values.STORAGE_BUDGET_MB,
     redisPrefix: values.REDIS_PREFIX,
     trustProxy: values.TRUST_PROXY ?? false,
+    corsOrigins,
     logLevel: values.LOG_LEVEL,
     logFormat: values.LOG_FORMAT,
   };

@@ -6,8 +6,11 @@
  * Strings are bounded in characters, as JSON Schema's `maxLength` counts them (Unicode code
  * points); a code point is at most 4 bytes of UTF-8, so a string of n characters is at most 4n
  * bytes. JSON documents (an event's `detail`, a match replay) are bounded in bytes of their UTF-8
- * JSON text, through the `x-max-json-bytes` schema keyword (src/http/server.ts).
+ * JSON text, through the `x-max-json-bytes` schema keyword (src/http/json-body.ts).
  */
+
+/** The largest token bucket (RATE_LIMIT_CAPACITY): its arithmetic in micro-tokens stays an exact integer below it. */
+export const MAX_CAPACITY = 10_000_000;
 
 /** Every request body, in bytes (answered 413 above it). */
 export const BODY_LIMIT = 1024 * 1024;

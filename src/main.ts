@@ -1,12 +1,19 @@
 #!/usr/bin/env node
 import { loadConfig, prepareDataDir, ConfigError, type Config } from './config.js';
 import { buildApp } from './app.js';
-import { compareCommand, historyCommand, pushCommand, validateCommand } from './cli/baseline.js';
-import { workerCommand } from './cli/enrichment.js';
-import { botsCommand, localBots, missingLocalDatabase } from './cli/bots.js';
-import { UsageError } from './cli/server.js';
-import { mqttCleanupCommand } from './cli/mqtt.js';
-import { startupFailure } from './ops/startup-errors.js';
+import {
+  botsCommand,
+  compareCommand,
+  historyCommand,
+  localBots,
+  missingLocalDatabase,
+  mqttCleanupCommand,
+  pushCommand,
+  UsageError,
+  validateCommand,
+  workerCommand,
+} from './cli/index.js';
+import { startupFailure } from './ops/index.js';
 import { SCHEMA_VERSION } from './db/index.js';
 import { VERSION } from './version.js';
 

@@ -1,9 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { outsideTransaction, pruneOldest, storageBytes, type Database, type Db, type LogTable } from './db/index.js';
-import { LOG_ROW_OVERHEAD } from './db/schema.js';
+import { type Database, type Db, LOG_ROW_OVERHEAD, type LogTable, outsideTransaction, pruneOldest, storageBytes } from './db/index.js';
 import type { AppendHook, StoredEvent } from './events/index.js';
 import type { ThrottledLog } from './http/index.js';
-import { ProblemError } from './http/problem.js';
+import { DomainError } from './errors.js';
 
 /** How often the keeper measures the database (and at once when this process's writes near the budget). */
 export const BUDGET_CHECK_MS = 1000;
@@ -60,12 +59,9 @@ export class StorageBudget implements AppendHook {
     const bytes = appendedBytes(events);
     if (this.used + bytes > this.levels.refuse) {
       this.kick();
-      throw new ProblemError(
-        'storage_full',
-        'The event log is at its storage budget (STORAGE_BUDGET_MB) and its oldest rows are being deleted; retry shortly',
-        undefined,
-        { 'retry-after': '1' },
-      );
+      throw new DomainError('storage_full', 'The event log is at its storage budget (STORAGE_BUDGET_MB) and its oldest rows are being deleted; retry shortly', {
+        retryAfterSeconds: 1,
+      });
     }
     this.appendedSince += bytes;
     if (this.used > this.levels.high) this.kick();

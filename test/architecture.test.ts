@@ -49,6 +49,15 @@ function folderCycles(graph: Record<string, string[]>): string[][] {
   return cycles;
 }
 
+/** The imports that reach into another folder past its entry point: `from -> to`. */
+function pastEntryPoints(graph: Record<string, string[]>): string[] {
+  return Object.entries(graph).flatMap(([file, imports]) =>
+    imports
+      .filter((imported) => folderOf(imported) !== null && folderOf(imported) !== folderOf(file) && !imported.endsWith('/index.ts'))
+      .map((imported) => `${file} -> ${imported}`),
+  );
+}
+
 describe('architecture of src/', () => {
   let graph: Record<string, string[]>;
   let circular: string[][];
@@ -78,6 +87,19 @@ describe('architecture of src/', () => {
       inside.filter((file) => !file.endsWith('/index.ts')),
       [],
     );
+  });
+
+  it('a file outside a folder imports it only through its entry point (index.ts)', () => {
+    assert.deepEqual(pastEntryPoints(graph), []);
+    assert.ok(
+      Object.keys(graph).some((file) => folderOf(file) !== 'http' && graph[file]!.includes('http/index.ts')),
+      'the rooms reach the HTTP shell',
+    );
+  });
+
+  it('the entry-point check finds an import past an index.ts, from a folder and from the top', () => {
+    const graph = { 'a/x.ts': ['b/y.ts', 'b/index.ts', 'a/z.ts'], 'top.ts': ['a/z.ts', 'a/index.ts'], 'b/y.ts': [] };
+    assert.deepEqual(pastEntryPoints(graph), ['a/x.ts -> b/y.ts', 'top.ts -> a/z.ts']);
   });
 
   it('writes go through Database.write, Database.transaction or EventLog.write, never `database.db`', () => {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ConfigError, loadConfig, prepareDataDir } from '../src/config.js';
+import { ConfigError, loadConfig, prepareDataDir, VARIABLES } from '../src/config.js';
 import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 import { backoffDelay } from '../src/mqtt/backoff.js';
 import { MAX_WEBHOOK_ATTEMPTS, outcomeOf } from '../src/webhook/policy.js';
@@ -52,54 +52,85 @@ function temporaryDir(): { dir: string; remove: () => void } {
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
+/** A bad value of each variable and the message it must get (configuration errors name the variable). */
+const REFUSALS: [Record<string, string>, RegExp][] = [
+  [{ PORT: 'eighty' }, /^PORT must be a whole number >= 0 and <= 65535, got "eighty"$/],
+  [{ PORT: '70000' }, /^PORT must be a whole number >= 0 and <= 65535, got "70000"$/],
+  // Below a socket's high-water mark a full stream would wait for a 'drain' that never comes.
+  [{ EVENT_STREAM_BUFFER_BYTES: '16384' }, /^EVENT_STREAM_BUFFER_BYTES must be a whole number >= 65536 and <= 1073741824, got "16384"$/],
+  [{ EVENT_STREAMS_PER_CLIENT: '0' }, /^EVENT_STREAMS_PER_CLIENT must be a whole number >= 1, got "0"$/],
+  [{ DATABASE_URL: 'mysql://root:hunter2@db/x' }, /^DATABASE_URL must be a postgres:\/\/ URL \(unset means SQLite\)$/],
+  [{ REDIS_URL: 'http://cache' }, /^REDIS_URL must be a redis:\/\/ URL$/],
+  // ioredis sends SELECT NaN for such a path, and the refusal is an uncaught error that kills the process.
+  [
+    { REDIS_URL: 'redis://:hunter2@cache:6379/abc' },
+    /^REDIS_URL must be a redis:\/\/ URL whose path, if any, is a database number \(redis:\/\/host:6379\/0\)$/,
+  ],
+  [{ REDIS_URL: 'redis://cache/0/x' }, /^REDIS_URL must be a redis:\/\/ URL whose path, if any, is a database number/],
+  [{ WORKER: 'maybe' }, /^WORKER must be one of embedded, off, got "maybe"$/],
+  [{ MOTHERSHIP_ID: 'Has Spaces' }, /^MOTHERSHIP_ID must be an id matching .*, got "Has Spaces"$/],
+  [{ ADMIN_TOKEN: 'short' }, /^ADMIN_TOKEN must be at least 16 characters$/],
+  [{ ADMIN_TOKEN: '' }, /^ADMIN_TOKEN must be at least 16 characters$/],
+  [{ SECRETS_KEY: Buffer.alloc(16).toString('base64') }, /^SECRETS_KEY must be 32 bytes, base64-encoded$/],
+  [{ WEBHOOK_TIMEOUT_MS: '0' }, /^WEBHOOK_TIMEOUT_MS must be a whole number >= 1 and <= 2147483647, got "0"$/],
+  [{ MQTT_BACKOFF_INITIAL_MS: '10', MQTT_BACKOFF_MAX_MS: '5' }, /^MQTT_BACKOFF_MAX_MS must be at least MQTT_BACKOFF_INITIAL_MS$/],
+  [{ ENRICHMENT_LLM_URL: 'ftp://llm' }, /^ENRICHMENT_LLM_URL must be an http\(s\) URL$/],
+  [{ RATE_LIMIT_CAPACITY: '20000000' }, /^RATE_LIMIT_CAPACITY must be a whole number >= 1 and <= 10000000, got "20000000"$/],
+  [{ RATE_LIMIT_REFILL_PER_SEC: '0' }, /^RATE_LIMIT_REFILL_PER_SEC must be a number >= 0.001 and <= 10000000, got "0"$/],
+  [{ RATE_LIMIT_REFILL_PER_SEC: 'fast' }, /^RATE_LIMIT_REFILL_PER_SEC must be .*, got "fast"$/],
+  [
+    { RATE_LIMIT_COSTS: 'session=5,settings:10' },
+    /^RATE_LIMIT_COSTS must be a list of group=cost entries \(cost 1 or more\) separated by commas, got "session=5,settings:10"$/,
+  ],
+  [{ RATE_LIMIT_REDIS_FAILURE: 'sometimes' }, /^RATE_LIMIT_REDIS_FAILURE must be one of open, closed, got "sometimes"$/],
+  [{ EVENT_RETENTION_DAYS: '-1' }, /^EVENT_RETENTION_DAYS must be a whole number >= 0 and <= 100000, got "-1"$/],
+  [{ WEBHOOK_LOG_RETENTION_DAYS: '7.5' }, /^WEBHOOK_LOG_RETENTION_DAYS must be a whole number >= 0 and <= 100000, got "7.5"$/],
+  [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"$/],
+  // Values an outside attack found to break the service at run time, or to read as something else.
+  [{ PORT: '1e3' }, /^PORT must be a whole number >= 0 and <= 65535, got "1e3"$/],
+  [{ PORT: '0x10' }, /^PORT must be a whole number >= 0 and <= 65535, got "0x10"$/],
+  [{ NODE_TIMEOUT_MS: '1e400' }, /^NODE_TIMEOUT_MS must be a whole number >= 1 and <= 2147483647, got "1e400"$/],
+  [{ WEBHOOK_TIMEOUT_MS: '99999999999' }, /^WEBHOOK_TIMEOUT_MS must be .* <= 2147483647, got "99999999999"$/],
+  [{ PRESENCE_AWAY_DELAY_MS: '1e300' }, /^PRESENCE_AWAY_DELAY_MS must be/],
+  [{ EVENT_RETENTION_DAYS: '1000000000' }, /^EVENT_RETENTION_DAYS must be a whole number >= 0 and <= 100000/],
+  [{ RATE_LIMIT_REFILL_PER_SEC: 'Infinity' }, /^RATE_LIMIT_REFILL_PER_SEC must be .*, got "Infinity"$/],
+  [{ RATE_LIMIT_COSTS: 'session=0' }, /^RATE_LIMIT_COSTS must be .*cost 1 or more/],
+  [{ TRUST_PROXY: 'garbage/99' }, /^TRUST_PROXY must be a comma-separated list of addresses or CIDRs, got "garbage\/99"$/],
+  [{ TRUST_PROXY: '10.0.0.0/33' }, /^TRUST_PROXY must be/],
+  [{ DATABASE_URL: 'postgres://u:pw@[bad' }, /^DATABASE_URL must be a postgres:\/\/ URL \(unset means SQLite\)$/],
+  [{ CORS_ORIGINS: 'https://ha.example.com/card' }, /^CORS_ORIGINS must be a comma-separated list of origins, .*, got "https:\/\/ha.example.com\/card"$/],
+  [{ CORS_ORIGINS: 'https://ha.example.com,*' }, /^CORS_ORIGINS must be/],
+  [{ CORS_ORIGINS: 'ha.example.com' }, /^CORS_ORIGINS must be/],
+  [{ CORS_ORIGINS: 'https://HA.example.com' }, /^CORS_ORIGINS must be/],
+  [{ WEBHOOK_RETRY_DELAY_MS: '-1' }, /^WEBHOOK_RETRY_DELAY_MS must be a whole number >= 0 and <= 2147483647, got "-1"$/],
+  [{ MQTT_BACKOFF_INITIAL_MS: '0' }, /^MQTT_BACKOFF_INITIAL_MS must be a whole number >= 1 and <= 2147483647, got "0"$/],
+  [{ MQTT_BIRTH_DELAY_MAX_MS: 'soon' }, /^MQTT_BIRTH_DELAY_MAX_MS must be a whole number >= 0 and <= 2147483647, got "soon"$/],
+  [{ MQTT_TAKEOVER_SESSION_MS: '0' }, /^MQTT_TAKEOVER_SESSION_MS must be a whole number >= 1 and <= 2147483647, got "0"$/],
+  [{ MQTT_TAKEOVER_BACKOFF_MS: '0' }, /^MQTT_TAKEOVER_BACKOFF_MS must be a whole number >= 1 and <= 2147483647, got "0"$/],
+  [{ HEALTH_INTERVAL_MS: '0' }, /^HEALTH_INTERVAL_MS must be a whole number >= 1 and <= 2147483647, got "0"$/],
+  [{ NODE_LIMIT: '0' }, /^NODE_LIMIT must be a whole number >= 1 and <= 100000, got "0"$/],
+  [{ ENRICHMENT_LEASE_MS: '0' }, /^ENRICHMENT_LEASE_MS must be a whole number >= 1 and <= 2147483647, got "0"$/],
+  [{ ENRICHMENT_RETRY_BASE_MS: '-5' }, /^ENRICHMENT_RETRY_BASE_MS must be a whole number >= 0 and <= 2147483647, got "-5"$/],
+  [{ EVENT_STREAMS_MAX: '0' }, /^EVENT_STREAMS_MAX must be a whole number >= 1, got "0"$/],
+  [{ ENRICHMENT_RETENTION_DAYS: '-1' }, /^ENRICHMENT_RETENTION_DAYS must be a whole number >= 0 and <= 100000, got "-1"$/],
+  [{ STORAGE_BUDGET_MB: 'lots' }, /^STORAGE_BUDGET_MB must be a whole number >= 0 and <= 1000000000, got "lots"$/],
+  [{ DATABASE_TIMEOUT_MS: '0' }, /^DATABASE_TIMEOUT_MS must be a whole number >= 1 and <= 2147483647, got "0"$/],
+  [{ WEBHOOK_PENDING_MAX: '0' }, /^WEBHOOK_PENDING_MAX must be a whole number >= 1 and <= 10000000, got "0"$/],
+  [{ LOG_FORMAT: 'xml' }, /^LOG_FORMAT must be one of auto, json, pretty, got "xml"$/],
+];
+
+/** Variables with no value the configuration can refuse, and where their mistakes are caught. */
+const ANY_VALUE: Record<string, string> = {
+  HOST: 'an address this machine lacks is a configuration error at listen (test/faults/readable-errors.test.ts)',
+  DATA_DIR: 'a path that cannot be a directory is a configuration error from prepareDataDir (test/faults/readable-errors.test.ts)',
+  REDIS_PREFIX: 'any prefix, the empty one included',
+  ENRICHMENT_LLM_MODEL: 'any model name: the LLM refuses one it lacks, per job',
+  ENRICHMENT_LLM_API_KEY: 'any key: the LLM refuses a wrong one, per job',
+};
+
 describe('configuration', () => {
   it('rejects a bad value with a message naming the variable and the rule (secrets not repeated)', () => {
-    const cases: [Record<string, string>, RegExp][] = [
-      [{ PORT: 'eighty' }, /^PORT must be a whole number >= 0 and <= 65535, got "eighty"$/],
-      [{ PORT: '70000' }, /^PORT must be a whole number >= 0 and <= 65535, got "70000"$/],
-      // Below a socket's high-water mark a full stream would wait for a 'drain' that never comes.
-      [{ EVENT_STREAM_BUFFER_BYTES: '16384' }, /^EVENT_STREAM_BUFFER_BYTES must be a whole number >= 65536 and <= 1073741824, got "16384"$/],
-      [{ EVENT_STREAMS_PER_CLIENT: '0' }, /^EVENT_STREAMS_PER_CLIENT must be a whole number >= 1, got "0"$/],
-      [{ DATABASE_URL: 'mysql://root:hunter2@db/x' }, /^DATABASE_URL must be a postgres:\/\/ URL \(unset means SQLite\)$/],
-      [{ REDIS_URL: 'http://cache' }, /^REDIS_URL must be a redis:\/\/ URL$/],
-      // ioredis sends SELECT NaN for such a path, and the refusal is an uncaught error that kills the process.
-      [
-        { REDIS_URL: 'redis://:hunter2@cache:6379/abc' },
-        /^REDIS_URL must be a redis:\/\/ URL whose path, if any, is a database number \(redis:\/\/host:6379\/0\)$/,
-      ],
-      [{ REDIS_URL: 'redis://cache/0/x' }, /^REDIS_URL must be a redis:\/\/ URL whose path, if any, is a database number/],
-      [{ WORKER: 'maybe' }, /^WORKER must be one of embedded, off, got "maybe"$/],
-      [{ MOTHERSHIP_ID: 'Has Spaces' }, /^MOTHERSHIP_ID must be an id matching .*, got "Has Spaces"$/],
-      [{ ADMIN_TOKEN: 'short' }, /^ADMIN_TOKEN must be at least 16 characters$/],
-      [{ ADMIN_TOKEN: '' }, /^ADMIN_TOKEN must be at least 16 characters$/],
-      [{ SECRETS_KEY: Buffer.alloc(16).toString('base64') }, /^SECRETS_KEY must be 32 bytes, base64-encoded$/],
-      [{ WEBHOOK_TIMEOUT_MS: '0' }, /^WEBHOOK_TIMEOUT_MS must be a whole number >= 1 and <= 2147483647, got "0"$/],
-      [{ MQTT_BACKOFF_INITIAL_MS: '10', MQTT_BACKOFF_MAX_MS: '5' }, /^MQTT_BACKOFF_MAX_MS must be at least MQTT_BACKOFF_INITIAL_MS$/],
-      [{ ENRICHMENT_LLM_URL: 'ftp://llm' }, /^ENRICHMENT_LLM_URL must be an http\(s\) URL$/],
-      [{ RATE_LIMIT_CAPACITY: '20000000' }, /^RATE_LIMIT_CAPACITY must be a whole number >= 1 and <= 10000000, got "20000000"$/],
-      [{ RATE_LIMIT_REFILL_PER_SEC: '0' }, /^RATE_LIMIT_REFILL_PER_SEC must be a number >= 0.001 and <= 10000000, got "0"$/],
-      [{ RATE_LIMIT_REFILL_PER_SEC: 'fast' }, /^RATE_LIMIT_REFILL_PER_SEC must be .*, got "fast"$/],
-      [
-        { RATE_LIMIT_COSTS: 'session=5,settings:10' },
-        /^RATE_LIMIT_COSTS must be a list of group=cost entries \(cost 1 or more\) separated by commas, got "session=5,settings:10"$/,
-      ],
-      [{ RATE_LIMIT_REDIS_FAILURE: 'sometimes' }, /^RATE_LIMIT_REDIS_FAILURE must be one of open, closed, got "sometimes"$/],
-      [{ EVENT_RETENTION_DAYS: '-1' }, /^EVENT_RETENTION_DAYS must be a whole number >= 0 and <= 100000, got "-1"$/],
-      [{ WEBHOOK_LOG_RETENTION_DAYS: '7.5' }, /^WEBHOOK_LOG_RETENTION_DAYS must be a whole number >= 0 and <= 100000, got "7.5"$/],
-      [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"$/],
-      // Values an outside attack found to break the service at run time, or to read as something else.
-      [{ PORT: '1e3' }, /^PORT must be a whole number >= 0 and <= 65535, got "1e3"$/],
-      [{ PORT: '0x10' }, /^PORT must be a whole number >= 0 and <= 65535, got "0x10"$/],
-      [{ NODE_TIMEOUT_MS: '1e400' }, /^NODE_TIMEOUT_MS must be a whole number >= 1 and <= 2147483647, got "1e400"$/],
-      [{ WEBHOOK_TIMEOUT_MS: '99999999999' }, /^WEBHOOK_TIMEOUT_MS must be .* <= 2147483647, got "99999999999"$/],
-      [{ PRESENCE_AWAY_DELAY_MS: '1e300' }, /^PRESENCE_AWAY_DELAY_MS must be/],
-      [{ EVENT_RETENTION_DAYS: '1000000000' }, /^EVENT_RETENTION_DAYS must be a whole number >= 0 and <= 100000/],
-      [{ RATE_LIMIT_REFILL_PER_SEC: 'Infinity' }, /^RATE_LIMIT_REFILL_PER_SEC must be .*, got "Infinity"$/],
-      [{ RATE_LIMIT_COSTS: 'session=0' }, /^RATE_LIMIT_COSTS must be .*cost 1 or more/],
-      [{ TRUST_PROXY: 'garbage/99' }, /^TRUST_PROXY must be a comma-separated list of addresses or CIDRs, got "garbage\/99"$/],
-      [{ TRUST_PROXY: '10.0.0.0/33' }, /^TRUST_PROXY must be/],
-      [{ DATABASE_URL: 'postgres://u:pw@[bad' }, /^DATABASE_URL must be a postgres:\/\/ URL \(unset means SQLite\)$/],
-    ];
+    const cases = REFUSALS;
     for (const [env, message] of cases) {
       assert.throws(
         () => loadConfig({ ADMIN_TOKEN, ...env }),
@@ -107,6 +138,13 @@ describe('configuration', () => {
         JSON.stringify(env),
       );
     }
+  });
+
+  it('every variable has a refusal path naming it, or takes any value', () => {
+    const refused = new Set(REFUSALS.map(([env]) => Object.keys(env).at(-1)!));
+    const untested = VARIABLES.filter((name) => !refused.has(name) && !ANY_VALUE[name]);
+    assert.deepEqual(untested, [], 'variables without a refusal case');
+    for (const [env, message] of REFUSALS) assert.match(message.source, new RegExp(`^\\^${Object.keys(env).at(-1)} `), JSON.stringify(env));
   });
 
   it('reads every variable; an empty one counts as unset, except REDIS_PREFIX', () => {
@@ -127,8 +165,10 @@ describe('configuration', () => {
       RATE_LIMIT_COSTS: ' session=5, discovery=20 ,',
       RATE_LIMIT_REDIS_FAILURE: 'closed',
       TRUST_PROXY: '10.0.0.1',
+      CORS_ORIGINS: 'https://ha.example.com, http://127.0.0.1:8123',
       EVENT_RETENTION_DAYS: '',
     });
+    assert.deepEqual(config.corsOrigins, ['https://ha.example.com', 'http://127.0.0.1:8123']);
     assert.equal(config.port, 9000);
     assert.equal(config.host, '127.0.0.1');
     assert.equal(config.dataDir, '/srv/mothership');

@@ -5,7 +5,7 @@ import { estimateWaitSeconds, jobsAhead, meanJobSeconds, PRIOR_JOB_SECONDS } fro
 import { retryDelayMs } from '../src/enrichment/jobs.js';
 import { AtQuota, DAILY_QUOTA, QUOTA_WINDOW_MS, quotaLeft, secondsUntil } from '../src/enrichment/quota.js';
 import { problemOf } from '../src/enrichment/routes.js';
-import { ProblemError } from '../src/http/problem.js';
+import { problem, ProblemError } from '../src/http/problem.js';
 
 describe('enrichment estimate', () => {
   it("counts a job's place from the oldest pending job, itself included", () => {
@@ -72,9 +72,13 @@ describe('enrichment job retries', () => {
 
 describe("the enrichment room's errors as problems", () => {
   const answer = (error: EnrichmentError) => {
-    const problem = problemOf(error);
-    assert.ok(problem instanceof ProblemError);
-    return { ...problem.toProblem(), headers: problem.headers };
+    const refusal = problemOf(error);
+    assert.ok(refusal instanceof ProblemError);
+    return {
+      ...problem(refusal.code, refusal.message, refusal.errors),
+      ...(refusal.violatedPolicies ? { 'violated-policies': refusal.violatedPolicies } : {}),
+      headers: refusal.headers,
+    };
   };
 
   it('keeps the status, code and detail clients depend on', () => {

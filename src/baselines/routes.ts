@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { rowId, rowIdParams, withSchemaTypes } from '../http/schemas.js';
-import { textValidator } from '../http/server.js';
+import { rowId, rowIdParams, textValidator, withSchemaTypes } from '../http/index.js';
 import { baselineSchema, baselineSchemaForOpenApi, validateBaseline, type BaselineRecord } from './schema.js';
 import type { BaselineService } from './service.js';
 import { DEFAULT_THRESHOLD_PCT } from './compare.js';

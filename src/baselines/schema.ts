@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import type { FieldError } from '../http/problem.js';
-import { fieldErrors } from '../http/problem.js';
+import type { FieldError } from '../errors.js';
+import { fieldErrors } from '../http/index.js';
 
 /** A baseline record (docs/baselines.md), as shipped in schemas/baseline.schema.json. */
 export interface BaselineRecord {

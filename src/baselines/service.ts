@@ -1,11 +1,10 @@
-import type { Database } from '../db/index.js';
+import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import type { EventLog } from '../events/index.js';
-import { notFound } from '../http/problem.js';
+import { notFound } from '../errors.js';
 import { compareBaselines, DEFAULT_THRESHOLD_PCT, type ComparisonReport } from './compare.js';
 import { DEFAULT_DETECTION, detectRegression, type Detection } from './detect.js';
 import { runAt, type BaselineRecord } from './schema.js';
-import type { Db } from '../db/index.js';
 
 export interface StoredBaseline {
   id: number;

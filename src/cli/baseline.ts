@@ -1,10 +1,17 @@
 import { appendFileSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { baselineErrors, type BaselineRecord } from '../baselines/schema.js';
-import { compareBaselines, DEFAULT_THRESHOLD_PCT, type ComparisonReport } from '../baselines/compare.js';
-import type { Detection } from '../baselines/detect.js';
-import { formatDetection, formatHistory, formatReport, type ReportFormat } from '../baselines/format.js';
-import type { StoredBaseline } from '../baselines/service.js';
+import {
+  baselineErrors,
+  type BaselineRecord,
+  compareBaselines,
+  type ComparisonReport,
+  DEFAULT_THRESHOLD_PCT,
+  formatDetection,
+  formatHistory,
+  formatReport,
+  type ReportFormat,
+} from '../baselines/index.js';
+import type { Detection, StoredBaseline } from '../baselines/index.js';
 import type { Output } from './io.js';
 import { serverRequest, serverUrl, ServerError, UsageError } from './server.js';
 

@@ -6,10 +6,10 @@ import type { Config, EnvConfig } from '../config.js';
 import { SecretBox } from '../crypto.js';
 import { Database } from '../db/index.js';
 import { createEnrichment } from '../enrichment/index.js';
-import type { BotView, BotWithSecret } from '../enrichment/bots.js';
-import { checkInstallation } from '../ops/installation.js';
+import type { BotView, BotWithSecret } from '../enrichment/index.js';
+import { checkInstallation } from '../ops/index.js';
 import { createEventPipeline } from '../pipeline.js';
-import { ProblemError } from '../http/problem.js';
+import { DomainError } from '../errors.js';
 import type { Output } from './io.js';
 import { serverRequest, serverUrl, ServerError, UsageError } from './server.js';
 
@@ -127,7 +127,7 @@ export async function botsCommand(args: string[], io: Output, env: NodeJS.Proces
     return 0;
   } catch (error) {
     // A local refusal (an unknown bot id) reads like the server's.
-    if (error instanceof UsageError || error instanceof ServerError || error instanceof ProblemError) {
+    if (error instanceof UsageError || error instanceof ServerError || error instanceof DomainError) {
       io.err(error.message);
       return 2;
     }

@@ -3,10 +3,10 @@ import type { Config } from '../config.js';
 import { SecretBox } from '../crypto.js';
 import { Database, SCHEMA_VERSION } from '../db/index.js';
 import { VERSION } from '../version.js';
-import { checkInstallation } from '../ops/installation.js';
+import { checkInstallation } from '../ops/index.js';
 import { createEventPipeline } from '../pipeline.js';
 import { createEnrichment } from '../enrichment/index.js';
-import { loggerOptions } from '../http/server.js';
+import { loggerOptions } from '../http/index.js';
 
 /** `mothership worker`: a standalone enrichment worker against the configured database, until SIGTERM/SIGINT. */
 export async function workerCommand(config: Config): Promise<void> {

@@ -2,9 +2,8 @@ import type { Config } from '../config.js';
 import { ID_PATTERN } from '../ids.js';
 import { SecretBox } from '../crypto.js';
 import { Database } from '../db/index.js';
-import { cleanupRefusal, clearInstallation } from '../mqtt/cleanup.js';
-import { describeMqttError } from '../mqtt/connection.js';
-import { checkInstallation } from '../ops/installation.js';
+import { cleanupRefusal, clearInstallation, describeMqttError } from '../mqtt/index.js';
+import { checkInstallation } from '../ops/index.js';
 import { createEventPipeline } from '../pipeline.js';
 import type { Output } from './io.js';
 

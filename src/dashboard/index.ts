@@ -1,7 +1,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { EVENT_TYPES } from '../events/index.js';
-import { withSchemaTypes } from '../http/schemas.js';
+import { withSchemaTypes } from '../http/index.js';
 
 /** The dashboard's files, shipped as written (no build step), read once at start-up. */
 const PUBLIC_DIR = new URL('../../../src/dashboard/public/', import.meta.url);
@@ -12,7 +12,7 @@ const TYPES: Record<string, string> = {
   '.svg': 'image/svg+xml',
 };
 
-// The page's override of the server-wide header policy (http/server.ts): everything it loads comes
+// The page's override of the server-wide header policy (http/header-policy.ts): everything it loads comes
 // from this server; no inline script, no third party, never framed.
 const DASHBOARD_CSP = {
   useDefaults: false as const,

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { Database, Db } from '../db/index.js';
-import { prepare, type Prepared } from '../db/prepared.js';
+import { prepare, type Prepared } from '../db/index.js';
+import { addressKey } from '../http/index.js';
 import { ID_PATTERN } from '../ids.js';
-import { addressKey } from '../http/client-key.js';
 import type { BotService } from './bots.js';
 import { EnrichmentError } from './errors.js';
 import { MAX_CLOCK_SKEW_SECONDS, NONCE_PATTERN, NONCE_TTL_SECONDS, parseSignatures, timestampFresh, verifySignatures } from './signing.js';

@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Database } from '../db/index.js';
 import { now } from '../db/index.js';
-import { insertWithNewId, uniqueId } from '../db/ids.js';
-import { prepare, type Prepared } from '../db/prepared.js';
+import { insertWithNewId, uniqueId } from '../db/index.js';
+import { prepare, type Prepared } from '../db/index.js';
 import { ROTATION_GRACE_MS, type SecretBox } from '../crypto.js';
-import type { BotsTable } from '../db/schema.js';
+import type { BotsTable } from '../db/index.js';
 import { memoByKey } from '../memo.js';
 import { EnrichmentError } from './errors.js';
 

@@ -1,6 +1,6 @@
 import type { ExpressionBuilder } from 'kysely';
 import type { Db } from '../db/index.js';
-import type { EnrichmentJobsTable, Schema } from '../db/schema.js';
+import type { EnrichmentJobsTable, Schema } from '../db/index.js';
 import { memo } from '../memo.js';
 
 export type JobState = EnrichmentJobsTable['state'];

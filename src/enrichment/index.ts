@@ -1,9 +1,10 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+export type { BotView, BotWithSecret } from './bots.js';
 import type { Config } from '../config.js';
 import type { SecretBox } from '../crypto.js';
 import type { Database } from '../db/index.js';
 import type { EventLog } from '../events/index.js';
-import type { Metrics } from '../ops/metrics.js';
+import type { Metrics } from '../ops/index.js';
 import type { RateLimitGuard } from '../ratelimit/index.js';
 import { BotAuthenticator, DatabaseNonceStore } from './bot-auth.js';
 import { BotService } from './bots.js';

@@ -1,7 +1,7 @@
 import type { SelectQueryBuilder, Updateable } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
-import type { EnrichmentJobsTable, Schema } from '../db/schema.js';
+import type { EnrichmentJobsTable, Schema } from '../db/index.js';
 import type { EventLog } from '../events/index.js';
 import type { JobState } from './estimate.js';
 

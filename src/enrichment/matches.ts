@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
-import type { MatchesTable } from '../db/schema.js';
+import type { MatchesTable } from '../db/index.js';
 import { EnrichmentError } from './errors.js';
 import { replayRefusal, type Rule } from './commentary.js';
-import { insertWithNewId } from '../db/ids.js';
+import { insertWithNewId } from '../db/index.js';
 
 export const MATCH_STATUSES = ['scheduled', 'in_progress', 'completed', 'cancelled'] as const;
 export type MatchStatus = (typeof MATCH_STATUSES)[number];

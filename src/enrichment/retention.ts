@@ -1,5 +1,5 @@
 import type { Database } from '../db/index.js';
-import { PRUNE_CHUNK } from '../db/prune.js';
+import { PRUNE_CHUNK } from '../db/index.js';
 import { windowStart } from './quota.js';
 
 /**

@@ -1,9 +1,17 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { idParams, idString, jsonObject, nameString, noContent, withSchemaTypes } from '../http/schemas.js';
+import {
+  addressKey,
+  BOT_CHALLENGE,
+  idParams,
+  idString,
+  jsonObject,
+  nameString,
+  noContent,
+  ProblemError,
+  unauthorized,
+  withSchemaTypes,
+} from '../http/index.js';
 import { JSON_LIMITS } from '../limits.js';
-import { invalid, ProblemError } from '../http/problem.js';
-import { BOT_CHALLENGE, unauthorized } from '../http/auth.js';
-import { addressKey } from '../http/client-key.js';
 import { rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
 import type { BotAuthenticator } from './bot-auth.js';
 import type { BotService } from './bots.js';
@@ -39,7 +47,7 @@ const matchSchema = {
 const PROBLEM_OF: { [C in EnrichmentErrorCode]: (details: EnrichmentErrorDetails<C>, message: string) => ProblemError } = {
   record_not_found: (_details, message) => new ProblemError('not_found', message),
   record_exists: (_details, message) => new ProblemError('conflict', message),
-  replay_refused: (details) => invalid(details.field, details.reason),
+  replay_refused: (details) => new ProblemError('validation_failed', `${details.field}: ${details.reason}`, [{ path: details.field, message: details.reason }]),
   match_not_found: (_details, message) => new ProblemError('match_not_found', message),
   match_not_completed: (_details, message) => new ProblemError('match_not_completed', message),
   replay_unusable: (_details, message) => new ProblemError('replay_unusable', message),

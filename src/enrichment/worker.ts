@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import { COMMENTARY_LIMIT, FAILURE_MESSAGE_LIMIT, truncateUtf8 } from '../limits.js';
-import type { Metrics } from '../ops/metrics.js';
+import type { Metrics } from '../ops/index.js';
 import { replayRefusal, type Commentary } from './commentary.js';
 import { WORKER_HEARTBEAT_MS } from './estimate.js';
 import { MAX_ATTEMPTS, type Job, type JobQueue } from './jobs.js';

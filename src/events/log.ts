@@ -1,8 +1,6 @@
 import { sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
-import { prepare, type Prepared } from '../db/prepared.js';
-import { pruneOlderThan, type LogTable } from '../db/prune.js';
-import { EVENT_APPEND_LOCK } from '../db/schema.js';
+import { EVENT_APPEND_LOCK, type LogTable, prepare, type Prepared, pruneOlderThan } from '../db/index.js';
 import { makeEvent, type EventFields, type EventPayload, type EventType, type StoredEvent } from './types.js';
 
 type Subscriber = (event: StoredEvent) => void;

@@ -1,9 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { invalid, ProblemError } from '../http/problem.js';
-import { addressKey } from '../http/client-key.js';
+import { DomainError, invalid } from '../errors.js';
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import type { Metrics } from '../ops/metrics.js';
-import { eventPayloadSchema, sequenceCursor, withSchemaTypes } from '../http/schemas.js';
+import type { Metrics } from '../ops/index.js';
+import { addressKey, eventPayloadSchema, sequenceCursor, withSchemaTypes } from '../http/index.js';
 import type { EventLog } from './log.js';
 import { EVENT_TYPES } from './types.js';
 import { EventFeed } from './feed.js';
@@ -16,7 +15,7 @@ import { EventStream } from './stream.js';
  */
 const POLL_MS = 1000;
 /** How long a client refused for a cap is told to wait: streams are long-lived, a slot frees when one closes. */
-const RETRY_AFTER_SECONDS = '10';
+const RETRY_AFTER_SECONDS = 10;
 
 /** EVENT_STREAMS_MAX, EVENT_STREAMS_PER_CLIENT, EVENT_STREAM_BUFFER_BYTES (docs/configuration.md). */
 export interface StreamLimits {
@@ -130,12 +129,12 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
       const client = request.tokenClient ?? addressKey(request.ip);
       const refusal = slots.take(client);
       if (refusal === 'client')
-        throw new ProblemError('too_many_streams', `This client has ${limits.perClient} event streams open, the most it may; close one first`, undefined, {
-          'retry-after': RETRY_AFTER_SECONDS,
+        throw new DomainError('too_many_streams', `This client has ${limits.perClient} event streams open, the most it may; close one first`, {
+          retryAfterSeconds: RETRY_AFTER_SECONDS,
         });
       if (refusal === 'total')
-        throw new ProblemError('service_unavailable', `This instance serves ${limits.max} event streams, the most it may; try again later`, undefined, {
-          'retry-after': RETRY_AFTER_SECONDS,
+        throw new DomainError('service_unavailable', `This instance serves ${limits.max} event streams, the most it may; try again later`, {
+          retryAfterSeconds: RETRY_AFTER_SECONDS,
         });
       let stream: EventStream;
       try {

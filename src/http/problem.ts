@@ -1,10 +1,9 @@
 import { NOT_BLANK } from './schemas.js';
+import { DomainError, type FieldError } from '../errors.js';
+
+export type { FieldError };
 
 /** RFC 9457 problem details: the one error shape of the whole API, `type` always `/problems/<code>`. */
-export interface FieldError {
-  path: string;
-  message: string;
-}
 
 export interface Problem {
   type: string;
@@ -123,29 +122,22 @@ export function codeForStatus(status: number): ProblemCode {
   return code ?? (status >= 500 ? 'internal_error' : 'bad_request');
 }
 
-export class ProblemError extends Error {
+/**
+ * A refusal only the HTTP shell can make (malformed framing, credentials, a media type): a domain
+ * error whose code is a problem code, with the response headers it needs (a challenge).
+ */
+export class ProblemError extends DomainError {
+  declare readonly code: ProblemCode;
+
   constructor(
-    readonly code: ProblemCode,
+    code: ProblemCode,
     detail: string,
-    readonly errors?: FieldError[],
-    /** Extra response headers, e.g. Retry-After. */
+    errors?: FieldError[],
+    /** Extra response headers, e.g. WWW-Authenticate. */
     readonly headers: Record<string, string> = {},
-    readonly extensions: Pick<Problem, 'violated-policies'> = {},
+    extensions: Pick<Problem, 'violated-policies'> = {},
   ) {
-    // A client's error is an answer, not a fault to trace: capturing a stack cost a tenth of a refused
-    // request. Server errors keep theirs.
-    const stackTraceLimit = Error.stackTraceLimit;
-    if (PROBLEMS[code].status < 500) Error.stackTraceLimit = 0;
-    super(detail);
-    Error.stackTraceLimit = stackTraceLimit;
-  }
-
-  get status(): number {
-    return PROBLEMS[this.code].status;
-  }
-
-  toProblem(): Problem {
-    return { ...problem(this.code, this.message, this.errors), ...this.extensions };
+    super(code, detail, { errors, violatedPolicies: extensions['violated-policies'] });
   }
 }
 
@@ -153,10 +145,6 @@ export function problem(code: ProblemCode, detail: string, errors?: FieldError[]
   const { status, title } = PROBLEMS[code];
   return { type: `/problems/${code}`, title, status, detail, code, ...(errors ? { errors } : {}) };
 }
-
-export const notFound = (what: string, id: string) => new ProblemError('not_found', `${what} "${id}" does not exist`);
-export const invalid = (path: string, message: string) => new ProblemError('validation_failed', `${path}: ${message}`, [{ path, message }]);
-export const conflict = (detail: string) => new ProblemError('conflict', detail);
 
 interface AjvLikeError {
   instancePath: string;

@@ -31,7 +31,7 @@ export const nameString = {
   description: `At most ${TEXT_LIMITS.name} characters (${4 * TEXT_LIMITS.name} bytes of UTF-8)`,
 } as const;
 
-/** The schema keyword bounding a JSON document in bytes of its UTF-8 JSON text (validated in server.ts). */
+/** The schema keyword bounding a JSON document in bytes of its UTF-8 JSON text (validated in json-body.ts). */
 export const MAX_JSON_BYTES = 'x-max-json-bytes';
 /** An object of at most `limit` bytes as JSON. */
 export const jsonObject = (limit: number, description: string) =>

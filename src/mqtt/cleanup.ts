@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { ProblemError } from '../http/problem.js';
+import { DomainError } from '../errors.js';
 import { clientOptions, connectBroker, connected, describeMqttError, type MqttSettings } from './connection.js';
 import { Topics } from './topics.js';
 
@@ -53,6 +53,6 @@ export async function clearInstallation(settings: MqttSettings, clientId: string
 }
 
 /** The broker of a short-lived connection could not be reached (502, with the reason). */
-export function unreachable(error: unknown): ProblemError {
-  return new ProblemError('bad_gateway', `Could not reach the broker: ${describeMqttError(error as Error & { code?: string | number })}`);
+export function unreachable(error: unknown): DomainError {
+  return new DomainError('bad_gateway', `Could not reach the broker: ${describeMqttError(error as Error & { code?: string | number })}`);
 }

@@ -1,4 +1,4 @@
-import { MODES, type Mode } from '../presence/service.js';
+import { MODES, type Mode } from '../presence/index.js';
 import type { Topics } from './topics.js';
 
 /** What a message on a subscribed topic asks of the service. */

@@ -1,4 +1,4 @@
-import { MODES } from '../presence/service.js';
+import { MODES } from '../presence/index.js';
 import type { Topics } from './topics.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { ThrottledLog } from '../http/index.js';
-import type { Metrics } from '../ops/metrics.js';
+import type { Metrics } from '../ops/index.js';
 import { takeTokens, type BucketPolicy, type BucketState } from '../ratelimit/index.js';
 import type { Command } from './commands.js';
 

@@ -10,6 +10,8 @@ import { SyncPart } from './parts/sync.js';
 
 export type { MqttStatus } from './connection.js';
 export { MqttLeadership } from './leadership.js';
+export { cleanupRefusal, clearInstallation } from './cleanup.js';
+export { describeMqttError } from './connection.js';
 
 /**
  * The parts of the integration, one per concern (parts/), and how they reach each other. Listed in

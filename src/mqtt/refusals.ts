@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { ReasonCodes } from 'mqtt';
 import type { ThrottledLog } from '../http/index.js';
-import type { Metrics } from '../ops/metrics.js';
+import type { Metrics } from '../ops/index.js';
 
 export type RefusalKind = 'publish' | 'subscribe';
 

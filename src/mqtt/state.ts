@@ -1,4 +1,4 @@
-import type { PersonView, ZoneView } from '../presence/service.js';
+import type { PersonView, ZoneView } from '../presence/index.js';
 import type { Topics } from './topics.js';
 
 /** A retained state message: topic and payload (pure; shared by the full sync and incremental updates). */

@@ -1,7 +1,7 @@
 import { ConfigError } from '../config.js';
 import type { SecretBox } from '../crypto.js';
 import type { Database } from '../db/index.js';
-import { getSetting, putSetting } from '../db/kv.js';
+import { getSetting, putSetting } from '../db/index.js';
 
 const KEY_CHECK = 'installation.key_check';
 const INSTALLATION_ID = 'installation.id';

@@ -1,4 +1,11 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { HttpRequestStats } from './request-metrics.js';
+
+/**
+ * prom-client's default gauges named like counters (`_total`), which `promtool check metrics`
+ * refuses; each is the sum of its by-type gauge (`nodejs_active_handles{type}`, ...), which stays.
+ */
+const MISNAMED_DEFAULT_GAUGES = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
 /** Every Prometheus metric of one service instance (a registry per instance keeps tests independent). */
 export class Metrics {
@@ -57,6 +64,8 @@ export class Metrics {
     help: 'Rate-limit checks that could not reach the store (answered per RATE_LIMIT_REDIS_FAILURE)',
     registers: [this.registry],
   });
+  /** RED: every answered request (request-metrics.ts). */
+  readonly http = new HttpRequestStats();
   readonly enrichmentJobs = new Counter({
     name: 'mothership_enrichment_jobs_total',
     help: 'Enrichment jobs by outcome',
@@ -66,6 +75,8 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'mothership_' });
+    for (const name of MISNAMED_DEFAULT_GAUGES) this.registry.removeSingleMetric(`mothership_${name}`);
+    for (const metric of this.http.metrics()) this.registry.registerMetric(metric);
   }
 
   /** A counter read at scrape time from a total kept elsewhere (another thread's failures...). */

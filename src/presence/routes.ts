@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { eventPayloadSchema, idParams, idString, jsonObject, nameString, noContent, nullableString, withSchemaTypes } from '../http/schemas.js';
+import { eventPayloadSchema, idParams, idString, jsonObject, nameString, noContent, nullableString, withSchemaTypes } from '../http/index.js';
 import { JSON_LIMITS, LIST_PAGE, NODE_PAGE, TEXT_LIMITS } from '../limits.js';
 import { MODES, type Page, type PersonView, type PresenceService } from './service.js';
 import { reportedPresence } from './transitions.js';

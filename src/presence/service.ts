@@ -1,11 +1,8 @@
 import { sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
-import { now } from '../db/index.js';
-import { insertWithNewId, uniqueId } from '../db/ids.js';
-import { getSetting, putSetting } from '../db/kv.js';
+import { getSetting, insertWithNewId, NAME_CHECK_LOCK, NODE_CREATE_LOCK, now, type PersonsTable, putSetting, uniqueId } from '../db/index.js';
 import type { Emit, EventDetails, EventLog, Severity, ZoneOccupancy } from '../events/index.js';
-import { conflict, notFound, ProblemError } from '../http/problem.js';
-import { NAME_CHECK_LOCK, NODE_CREATE_LOCK, type PersonsTable } from '../db/schema.js';
+import { conflict, DomainError, notFound } from '../errors.js';
 import { enterZone, exitZone, isAwayDue, markAway, sameName, type PersonState, type Transition, type TransitionEvent } from './transitions.js';
 
 export const MODES = ['home', 'away', 'sleep', 'vacation'] as const;
@@ -418,7 +415,7 @@ export class PresenceService {
       .select((eb) => eb.fn.countAll<string | number>().as('count'))
       .executeTakeFirstOrThrow();
     if (Number(count) >= this.options.nodeLimit)
-      throw new ProblemError(
+      throw new DomainError(
         'node_limit_reached',
         `Node "${nodeId}" is not registered: this installation has ${this.options.nodeLimit} nodes, the most NODE_LIMIT allows. Delete nodes no longer in use (DELETE /api/nodes/{id}, or the dashboard's Nodes page), or raise NODE_LIMIT.`,
       );
@@ -540,9 +537,9 @@ async function refuseTakenName(trx: Db, table: 'persons' | 'zones', id: string, 
   const taken = rows.find((row) => sameName(row.name, name));
   if (!taken) return;
   const what = table === 'persons' ? 'person' : 'zone';
-  throw new ProblemError('conflict', `The ${what} "${taken.id}" is already called "${taken.name}"`, [
-    { path: '/name', message: `is already the name of ${what} "${taken.id}"; send "duplicate_name": true to use it again` },
-  ]);
+  throw new DomainError('conflict', `The ${what} "${taken.id}" is already called "${taken.name}"`, {
+    errors: [{ path: '/name', message: `is already the name of ${what} "${taken.id}"; send "duplicate_name": true to use it again` }],
+  });
 }
 
 function zoneView(zone: { id: string; name: string }, occupants: string[]): ZoneView {

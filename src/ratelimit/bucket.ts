@@ -5,8 +5,9 @@
  * Tokens are counted in integer micro-tokens and time in integer milliseconds, and the refill rate is
  * kept to 0.001 token/s steps, so `elapsed * rate` is an exact integer: no drift however long it runs.
  */
+import { MAX_CAPACITY } from '../limits.js';
+
 export const MICRO = 1_000_000;
-export const MAX_CAPACITY = 10_000_000;
 
 export interface BucketPolicy {
   /** Largest burst, in tokens. */

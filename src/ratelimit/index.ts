@@ -1,10 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ROUTE_ACCESS } from '../http/auth.js';
-import { ProblemError } from '../http/problem.js';
-import type { Metrics } from '../ops/metrics.js';
+import { addressKey, ROUTE_ACCESS } from '../http/index.js';
+import { DomainError } from '../errors.js';
+import type { Metrics } from '../ops/index.js';
 import { ConfigError } from '../config.js';
 import type { Decision } from './bucket.js';
-import { addressKey } from '../http/client-key.js';
 import { rateLimitItems } from './headers.js';
 import type { RateLimiter } from './limiter.js';
 
@@ -131,7 +130,7 @@ export class RateLimitGuard {
         `rate-limit store unavailable; failing ${failOpen ? 'open' : 'closed'}`,
       );
       if (failOpen) return;
-      throw new ProblemError('service_unavailable', 'Rate limiting is unavailable; try again shortly', undefined, { 'retry-after': '5' });
+      throw new DomainError('service_unavailable', 'Rate limiting is unavailable; try again shortly', { retryAfterSeconds: 5 });
     }
     const { capacity, refillPerSecond } = limiter.policy;
     const items = rateLimitItems(route.group, {
@@ -145,13 +144,10 @@ export class RateLimitGuard {
     if (!decision.allowed) {
       this.metrics.rateLimited.inc({ group: route.group });
       const retryAfter = Math.max(1, Math.ceil((decision.retry_after_ms ?? 0) / 1000));
-      throw new ProblemError(
-        'rate_limited',
-        `Too many requests; retry in ${retryAfter} s`,
-        undefined,
-        { 'retry-after': String(retryAfter) },
-        { 'violated-policies': [route.group] },
-      );
+      throw new DomainError('rate_limited', `Too many requests; retry in ${retryAfter} s`, {
+        retryAfterSeconds: retryAfter,
+        violatedPolicies: [route.group],
+      });
     }
   }
 }

@@ -1,6 +1,6 @@
 /** The MQTT client certificate and key: reading them, and the rules a save or a test checks (docs/mqtt.md, "Client certificates"). */
 import { createPrivateKey, KeyObject, X509Certificate } from 'node:crypto';
-import type { FieldError } from '../http/problem.js';
+import type { FieldError } from '../errors.js';
 import type { IntegrationPatch, IntegrationSettings } from './model.js';
 
 const PEM_BEGIN = /-----BEGIN ([^-]*)-----/g;

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { ProblemError } from '../http/problem.js';
-import { idString, nullableString, withSchemaTypes } from '../http/schemas.js';
+import { invalidFields } from '../errors.js';
+import { idString, nullableString, withSchemaTypes } from '../http/index.js';
 import { TEXT_LIMITS } from '../limits.js';
 import { certificateSummary } from './certificates.js';
 import {
@@ -286,7 +286,7 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
       if ((target === 'webhook' || target === 'all') && !candidate.webhook.url)
         errors.push({ path: '/webhook/url', message: 'is required to test the webhook' });
       const unique = errors.filter((error, index) => errors.findIndex((other) => other.path === error.path) === index);
-      if (unique.length) throw new ProblemError('validation_failed', unique.map((error) => `${error.path} ${error.message}`).join('; '), unique);
+      if (unique.length) throw invalidFields(unique);
 
       // Detailed socket errors only for the saved target: for any other host they would tell open
       // ports from closed ones, a port scanner run from the service's network position.

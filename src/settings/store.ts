@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import type { SecretBox } from '../crypto.js';
 import type { Database, Db } from '../db/index.js';
-import { getSetting, putSetting, settingUpdatedAt } from '../db/kv.js';
-import { ProblemError } from '../http/problem.js';
+import { getSetting, putSetting, settingUpdatedAt } from '../db/index.js';
+import { invalidFields } from '../errors.js';
 import { memo } from '../memo.js';
 import { candidateSettings } from './validate.js';
 import { changedFields, DEFAULT_SETTINGS, derivedWebhookFields, type IntegrationPatch, type IntegrationSettings, type SettingsChange } from './model.js';
@@ -113,7 +113,7 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
     const next = await this.save((stored) => {
       const { settings: merged, errors } = candidateSettings(stored, patch, Date.now());
       merged.webhook = derivedWebhookFields(stored.webhook, merged.webhook, Date.now());
-      if (errors.length) throw new ProblemError('validation_failed', errors.map((error) => `${error.path} ${error.message}`).join('; '), errors);
+      if (errors.length) throw invalidFields(errors);
       return merged;
     });
     return next!;

@@ -1,4 +1,4 @@
-import type { FieldError } from '../http/problem.js';
+import type { FieldError } from '../errors.js';
 import { brokerTargetError, normalizedHost, webhookTargetError } from '../outbound.js';
 import { checkClientCertificate } from './certificates.js';
 import { applyPatch, type IntegrationPatch, type IntegrationSettings } from './model.js';

@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { TOKEN_SCOPES } from '../http/auth.js';
-import { idParams, nameString, noContent, nullableString, withSchemaTypes } from '../http/schemas.js';
+import { idParams, nameString, noContent, nullableString, TOKEN_SCOPES, withSchemaTypes } from '../http/index.js';
 import type { ApiTokenStore } from './store.js';
 
 const tokenProperties = {

@@ -1,8 +1,7 @@
 import { hash, randomBytes } from 'node:crypto';
-import { now, type Database } from '../db/index.js';
-import { insertWithNewId, uniqueId } from '../db/ids.js';
-import type { ApiCredential, TokenScope } from '../http/auth.js';
-import { notFound } from '../http/problem.js';
+import { type Database, insertWithNewId, now, uniqueId } from '../db/index.js';
+import type { ApiCredential, TokenScope } from '../http/index.js';
+import { notFound } from '../errors.js';
 import { memoByKey } from '../memo.js';
 
 /** How long a looked-up token is trusted: a revocation on another instance takes effect within this time. */

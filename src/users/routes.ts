@@ -1,9 +1,16 @@
 import type { FastifyInstance } from 'fastify';
-import { SESSION_COOKIE, SESSION_COOKIE_OPTIONS } from '../http/auth.js';
-import { ROLES } from '../http/roles.js';
-import { notFound } from '../http/problem.js';
-import { idString, nameString, noContent, nullableString, withSchemaTypes } from '../http/schemas.js';
-import type { SessionStore } from '../http/sessions.js';
+import { notFound } from '../errors.js';
+import {
+  idString,
+  nameString,
+  noContent,
+  nullableString,
+  ROLES,
+  SESSION_COOKIE,
+  SESSION_COOKIE_OPTIONS,
+  withSchemaTypes,
+  type SessionStore,
+} from '../http/index.js';
 import { PASSWORD_LENGTH } from './password.js';
 import type { UserStore } from './store.js';
 

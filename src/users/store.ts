@@ -1,6 +1,6 @@
 import { now, type Database } from '../db/index.js';
-import type { Role } from '../http/roles.js';
-import { conflict, notFound } from '../http/problem.js';
+import { conflict, notFound } from '../errors.js';
+import type { Role } from '../http/index.js';
 import { decoyHash, hashPassword, verifyPassword } from './password.js';
 
 export interface UserView {

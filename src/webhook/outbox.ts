@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database, Db } from '../db/index.js';
-import { now } from '../db/index.js';
-import { prepare, type Prepared } from '../db/prepared.js';
+import { now, prepare, type Prepared } from '../db/index.js';
 import type { AppendHook, EventType, StoredEvent } from '../events/index.js';
 import type { ThrottledLog } from '../http/index.js';
-import type { Metrics } from '../ops/metrics.js';
+import type { Metrics } from '../ops/index.js';
 import { webhookSubscribed, type SettingsStore } from '../settings/index.js';
 
 /**

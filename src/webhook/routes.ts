@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { rowIdParams, withSchemaTypes } from '../http/schemas.js';
+import { rowIdParams, withSchemaTypes } from '../http/index.js';
 import { EVENT_TYPES } from '../events/index.js';
 import { WEBHOOK_LOG_BODY_LIMIT } from '../limits.js';
 import { REDELIVER_ALL_BATCH, type WebhookService } from './service.js';

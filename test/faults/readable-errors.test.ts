@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawnMothership, startService, stopProcess } from '../helpers/process.js';
 import { freePort } from '../helpers/broker.js';
-import { loggerOptions } from '../../src/http/server.js';
+import { loggerOptions } from '../../src/http/index.js';
 import { testConnection } from '../../src/mqtt/connection.js';
 import { DEFAULT_SETTINGS } from '../../src/settings/model.js';
 import { postJson } from '../../src/webhook/http-client.js';

@@ -1,4 +1,4 @@
-import { conflict, invalid } from '../../http/problem.js';
+import { conflict, invalid } from '../../errors.js';
 import { VERSION } from '../../version.js';
 import { cleanupRefusal, clearInstallation, unreachable } from '../cleanup.js';
 import type { MqttConnection } from '../connection.js';

@@ -1,4 +1,4 @@
-import { conflict } from '../../http/problem.js';
+import { conflict } from '../../errors.js';
 import { VERSION } from '../../version.js';
 import { unreachable } from '../cleanup.js';
 import { interpretMessage } from '../commands.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { tailLog, type EventDetails, type StoredEvent } from '../../events/index.js';
-import type { PersonView, ZoneView } from '../../presence/service.js';
+import type { PersonView, ZoneView } from '../../presence/index.js';
 import type { MqttConnection } from '../connection.js';
 import { discoveryInForm, payloadText, personConfigs, zoneConfigs, type DiscoveryMessage } from '../discovery.js';
 import { emptyPending, hasWork, recordChange, type Pending } from '../pending.js';

@@ -1,0 +1,72 @@
+import type { FastifyInstance } from 'fastify';
+import { Ajv, str } from 'ajv';
+import addFormats from 'ajv-formats';
+import { jsonShapeError } from './input-shape.js';
+import { MAX_JSON_BYTES } from './schemas.js';
+import { ProblemError } from './problem.js';
+import { DomainError, invalid } from '../errors.js';
+import { jsonBytes } from '../limits.js';
+
+// Bodies are validated without coercion (a "5" is not a 5); query strings and path params are text, so they are coerced.
+const bodyValidator = new Ajv({ allErrors: true, coerceTypes: false, removeAdditional: false, useDefaults: true, strict: false });
+export const textValidator = new Ajv({ allErrors: true, coerceTypes: 'array', removeAdditional: false, useDefaults: true, strict: false });
+addFormats.default(bodyValidator);
+/** A JSON document's size bound in bytes of its UTF-8 JSON text (src/limits.ts, `JSON_LIMITS`). */
+bodyValidator.addKeyword({
+  keyword: MAX_JSON_BYTES,
+  schemaType: 'number',
+  validate: (limit: number, data: unknown) => jsonBytes(data) <= limit,
+  error: { message: ({ schemaCode }) => str`must be at most ${schemaCode} bytes as JSON` },
+});
+addFormats.default(textValidator);
+
+/**
+ * Why a body the JSON parser refused is still well-formed JSON: a prototype-poisoning key, named with
+ * its path (the parser's own error says only "not valid JSON"). Runs on refused bodies only.
+ */
+function poisonedJsonError(body: Buffer): DomainError | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  const shapeError = jsonShapeError(parsed);
+  return shapeError && invalid(shapeError.path, shapeError.message);
+}
+
+/** JSON is UTF-8 (RFC 8259): a body declared in another charset would be read as something else. */
+function charsetError(contentType: string | undefined): ProblemError | undefined {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(contentType ?? '')?.[1]?.toLowerCase();
+  if (!charset || charset === 'utf-8' || charset === 'utf8') return undefined;
+  return new ProblemError('unsupported_media_type', `JSON bodies are UTF-8; charset=${charset.slice(0, 40)} is not accepted`);
+}
+
+/**
+ * The API speaks JSON only, validated strictly: any other body is a 415, not a string that fails
+ * validation later; the raw body is kept for signatures; the input-shape rules (no poisoning keys,
+ * no NUL) apply to bodies, query strings and path parameters alike.
+ */
+export function jsonBodies(app: FastifyInstance): void {
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyValidator : textValidator).compile(schema as object));
+  app.removeContentTypeParser('text/plain');
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    request.rawBody = body as Buffer;
+    const refusedCharset = charsetError(request.headers['content-type']);
+    if (refusedCharset) return done(refusedCharset);
+    // Generic clients send `Content-Type: application/json` on every request, a bodyless DELETE too:
+    // an empty body where the route takes none is no body, not malformed JSON.
+    if ((body as Buffer).length === 0 && !request.routeOptions.schema?.body) return done(null, undefined);
+    void parseJson(request, body as unknown as string, (error, parsed) => {
+      if (error) return done(poisonedJsonError(body as Buffer) ?? error);
+      const shapeError = jsonShapeError(parsed);
+      done(shapeError ? invalid(shapeError.path, shapeError.message) : null, parsed);
+    });
+  });
+  // Query strings and path parameters are text: the same NUL rule, before validation coerces them.
+  app.addHook('preValidation', (request, _reply, done) => {
+    const shapeError = jsonShapeError(request.query, 'querystring:') ?? jsonShapeError(request.params, 'params:');
+    done(shapeError ? invalid(shapeError.path, shapeError.message) : undefined);
+  });
+}

@@ -1,0 +1,64 @@
+import { LogController, type FastifyServerOptions } from 'fastify';
+
+/** Secrets that must never reach a log line, wherever they appear in a logged object. */
+const REDACTED_PATHS = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'req.headers["x-bot-signature"]',
+  'res.headers["set-cookie"]',
+  '*.password',
+  '*.secret',
+  '*.shared_secret',
+  '*.token',
+  '*.ca_cert',
+  '*.client_cert',
+  '*.client_key',
+  '*.client_key_passphrase',
+];
+
+/**
+ * The one logger setup of every process: secrets redacted; JSON for log collectors, or readable
+ * lines (pino-pretty) for a person at a terminal.
+ */
+export function loggerOptions(
+  level: string,
+  format: 'auto' | 'json' | 'pretty' = 'json',
+  terminal = Boolean(process.stdout.isTTY),
+): FastifyServerOptions['logger'] {
+  const pretty = format === 'pretty' || (format === 'auto' && terminal);
+  return {
+    level,
+    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    ...(pretty ? { transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss', ignore: 'pid,hostname' } } } : {}),
+  };
+}
+
+/** The levels that log every request and response (docs/configuration.md). */
+const ACCESS_LOG_LEVELS = new Set(['debug', 'trace']);
+
+/**
+ * Fastify's two lines per request (incoming, completed) are the access log of LOG_LEVEL=debug: at
+ * info they are a cost on every request (bench/README.md), and a flood of requests would be a flood
+ * of lines. Its other lines (a request that errored, a response stream that failed) are kept.
+ */
+export class AccessLogController extends LogController {
+  private readonly accessLog: boolean;
+
+  constructor(level: string) {
+    super();
+    this.accessLog = ACCESS_LOG_LEVELS.has(level);
+  }
+
+  override incomingRequest(...args: Parameters<LogController['incomingRequest']>): void {
+    if (this.accessLog) super.incomingRequest(...args);
+  }
+
+  override requestCompleted(...args: Parameters<LogController['requestCompleted']>): void {
+    if (this.accessLog || args[0]) super.requestCompleted(...args);
+  }
+
+  /** A client that went away mid-download is the access log's business; a stream that failed is not. */
+  override streamError(...args: Parameters<LogController['streamError']>): void {
+    if (this.accessLog || (args[0] as { code?: string }).code !== 'ERR_STREAM_PREMATURE_CLOSE') super.streamError(...args);
+  }
+}
