@@ -258,6 +258,7 @@ export class RouteAuth {
       '/api/session',
       {
         schema: {
+          operationId: 'createSession',
           tags: ['session'],
           summary: 'Sign the dashboard in with the admin token (sets an HttpOnly session cookie)',
           body: {
@@ -285,7 +286,12 @@ export class RouteAuth {
       '/api/session',
       {
         config: { auth: 'public' },
-        schema: { tags: ['session'], summary: 'Sign out: ends this session on the server and clears the cookie', response: noContent('Signed out') },
+        schema: {
+          operationId: 'deleteSession',
+          tags: ['session'],
+          summary: 'Sign out: ends this session on the server and clears the cookie',
+          response: noContent('Signed out'),
+        },
       },
       async (request, reply) => {
         const session = request.cookies[SESSION_COOKIE];
@@ -297,7 +303,14 @@ export class RouteAuth {
 
     app.delete(
       '/api/sessions',
-      { schema: { tags: ['session'], summary: 'Sign out everywhere: ends every dashboard session', response: noContent('Every session ended') } },
+      {
+        schema: {
+          operationId: 'deleteAllSessions',
+          tags: ['session'],
+          summary: 'Sign out everywhere: ends every dashboard session',
+          response: noContent('Every session ended'),
+        },
+      },
       async (_request, reply) => {
         await this.sessions.closeAll();
         reply.clearCookie(SESSION_COOKIE, SESSION_COOKIE_OPTIONS);

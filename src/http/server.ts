@@ -6,7 +6,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { Ajv, str } from 'ajv';
 import addFormats from 'ajv-formats';
 import { openApiSecurity, resolveRouteAuth, SESSION_COOKIE } from './auth.js';
-import { errorCodes, PROBLEM_SCHEMA, problemResponses } from './openapi.js';
+import { errorCodes, PROBLEM_SCHEMA, problemResponses, requireAnsweredFields } from './openapi.js';
 import { jsonShapeError } from './input-shape.js';
 import { MAX_JSON_BYTES, withSchemaTypes } from './schemas.js';
 import { policyHeaders, type HeaderPolicy } from './header-policy.js';
@@ -397,6 +397,8 @@ export async function createHttpServer(options: {
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
+      // Relative: the document describes whichever host served it, behind any proxy (docs/api.md).
+      servers: [{ url: '/' }],
       info: {
         title: 'Mothership',
         version: options.version,
@@ -437,8 +439,9 @@ export async function createHttpServer(options: {
     transform: ({ schema, url, route }) => {
       const security = route.config?.auth && openApiSecurity(route.config.auth, [route.method].flat()[0]!);
       // Error responses are added to the document only: a route's own response schemas also drive serialization.
-      const response = { ...problemResponses(errorCodes(url, schema, route.config)), ...((schema?.response as object) ?? {}) };
-      return { schema: { ...(schema ?? {}), response, ...(security ? { security } : {}) } as typeof schema, url };
+      const response = { ...problemResponses(errorCodes(url, schema, route.config)), ...requireAnsweredFields((schema?.response as object) ?? {}) };
+      // A public route says so (`security: []`) rather than leaving a reader to guess.
+      return { schema: { ...(schema ?? {}), response, security: security ?? [] } as typeof schema, url };
     },
   });
   // Swagger UI's own scripts and styles; it sets element styles at run time, hence 'unsafe-inline' for styles only.
@@ -454,6 +457,7 @@ export async function createHttpServer(options: {
     '/problems/:code',
     {
       schema: {
+        operationId: 'getProblem',
         tags: ['operations'],
         summary: "What a problem type means: the target of every error body's `type` (JSON, or a short page for a browser)",
         params: { type: 'object', required: ['code'], properties: { code: { type: 'string', maxLength: 64 } } },

@@ -28,6 +28,7 @@ export function webhookRoutes(server: FastifyInstance, webhook: WebhookService):
     '/api/webhook/deliveries',
     {
       schema: {
+        operationId: 'listWebhookDeliveries',
         tags: ['webhook'],
         summary: 'Recent delivery attempts, newest first (one row per attempt)',
         querystring: {
@@ -49,6 +50,7 @@ export function webhookRoutes(server: FastifyInstance, webhook: WebhookService):
     {
       config: { problems: ['conflict'] },
       schema: {
+        operationId: 'redeliverWebhookDelivery',
         tags: ['webhook'],
         summary: 'Send a logged delivery again (same webhook-id and body) to the URL configured now; 409 without one',
         params: rowIdParams,
