@@ -3,6 +3,9 @@ import assert from 'node:assert/strict';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { Validator as OpenApiValidator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { PROBLEMS } from '../src/http/problem.js';
 import { ADMIN_TOKEN, startTestApp, type TestApp } from './helpers/app.js';
 import { botRequest } from './helpers/bot.js';
 
@@ -254,6 +257,14 @@ describe('OpenAPI document conformance', () => {
       operations.some((operation) => operation.security.length === 0),
       'public routes say so with security: []',
     );
+  });
+
+  it("lists in docs/api.md every problem code of the registry and of the document's Problem.code enum, with its status", () => {
+    const apiDoc = readFileSync(path.resolve(import.meta.dirname, '../../docs/api.md'), 'utf8');
+    const listed = Object.fromEntries([...apiDoc.matchAll(/^\| `([a-z_]+)` \| (\d{3}) \|/gm)].map(([, code, status]) => [code, Number(status)]));
+    const registry = Object.fromEntries(Object.entries(PROBLEMS).map(([code, { status }]) => [code, status]));
+    assert.deepEqual(listed, registry);
+    assert.deepEqual(Object.keys(listed).sort(), [...raw.components.schemas.Problem.properties.code.enum].sort());
   });
 
   it('documents nothing that was not exercised, and exercises everything documented', () => {
