@@ -3,6 +3,9 @@ import assert from 'node:assert/strict';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { Validator as OpenApiValidator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { PROBLEMS } from '../src/http/problem.js';
 import { ADMIN_TOKEN, startTestApp, type TestApp } from './helpers/app.js';
 import { botRequest } from './helpers/bot.js';
 
@@ -218,7 +221,8 @@ describe('OpenAPI document conformance', () => {
         const url = path.replace('{id}', unknownId).replace('{username}', 'no-such-user').replace('{code}', 'no_such_code');
         const bodyRoute = Boolean(operation.requestBody);
         const upper = method.toUpperCase();
-        if (operation.security) cases.push({ method: upper, path, url, status: 401, headers: { authorization: '' }, ...(bodyRoute ? { body: {} } : {}) });
+        if (operation.security.length)
+          cases.push({ method: upper, path, url, status: 401, headers: { authorization: '' }, ...(bodyRoute ? { body: {} } : {}) });
         // A heartbeat registers an unknown node.
         if (path.includes('{') && path !== '/api/nodes/{id}/heartbeat' && method !== 'head')
           cases.push({ method: upper, path, url, status: 404, ...(bodyRoute ? { body: validBodyFor(path, method) } : {}) });
@@ -227,6 +231,53 @@ describe('OpenAPI document conformance', () => {
       }
     }
     await checkAll(cases);
+  });
+
+  it("answers the errors a route's own rules raise as documented", async () => {
+    await checkAll([
+      validCase('POST', '/api/events', 404, { body: { type: 'zone.entry', person: 'nobody', zone: 'kitchen' } }),
+      validCase('POST', '/api/events', 404, { body: { type: 'zone.entry', person: 'ada', zone: 'nowhere' } }),
+      validCase('GET', '/api/baselines', 404, { url: '/api/baselines?before=999999' }),
+      validCase('GET', '/api/baselines/compare', 404, { url: '/api/baselines/compare?head=latest&base=fffffff' }),
+      validCase('POST', '/api/persons', 409, { body: { id: 'ada', name: 'Ada again' } }),
+      validCase('POST', '/api/request-enrichment', 404, { bot: true, body: { match_id: 'no-such-match' } }),
+    ]);
+  });
+
+  it('names, summarises and secures every operation for a generated client', () => {
+    assert.deepEqual(raw.servers, [{ url: '/' }]);
+    const operations: Json[] = Object.entries(doc.paths as Json).flatMap(([path, methods]) =>
+      Object.entries(methods as Json).map(([method, operation]) => ({ name: `${method.toUpperCase()} ${path}`, ...(operation as Json) })),
+    );
+    const ids = operations.map((operation) => operation.operationId);
+    assert.deepEqual(
+      operations.filter((operation) => !/^[a-z]+(?:[A-Z][a-z0-9]*)+$/.test(operation.operationId ?? '')).map((operation) => operation.name),
+      [],
+      'operations without a camelCase verb+noun operationId',
+    );
+    assert.equal(new Set(ids).size, ids.length, 'operationIds are unique');
+    assert.deepEqual(
+      operations.filter((operation) => !operation.summary).map((operation) => operation.name),
+      [],
+      'operations without a summary',
+    );
+    assert.deepEqual(
+      operations.filter((operation) => !Array.isArray(operation.security)).map((operation) => operation.name),
+      [],
+      'operations without a security list',
+    );
+    assert.ok(
+      operations.some((operation) => operation.security.length === 0),
+      'public routes say so with security: []',
+    );
+  });
+
+  it("lists in docs/api.md every problem code of the registry and of the document's Problem.code enum, with its status", () => {
+    const apiDoc = readFileSync(path.resolve(import.meta.dirname, '../../docs/api.md'), 'utf8');
+    const listed = Object.fromEntries([...apiDoc.matchAll(/^\| `([a-z_]+)` \| (\d{3}) \|/gm)].map(([, code, status]) => [code, Number(status)]));
+    const registry = Object.fromEntries(Object.entries(PROBLEMS).map(([code, { status }]) => [code, status]));
+    assert.deepEqual(listed, registry);
+    assert.deepEqual(Object.keys(listed).sort(), [...raw.components.schemas.Problem.properties.code.enum].sort());
   });
 
   it('documents nothing that was not exercised, and exercises everything documented', () => {

@@ -7,6 +7,7 @@ import { DEFAULT_THRESHOLD_PCT } from './compare.js';
 const detectionSchema = { type: 'object', additionalProperties: true, description: 'History-aware verdict (docs/baselines.md, Regression detection)' } as const;
 const storedSchema = {
   type: 'object',
+  required: ['id', 'recorded_at', 'record'],
   properties: { id: { type: 'integer' }, recorded_at: { type: 'string' }, record: { type: 'object', additionalProperties: true }, detection: detectionSchema },
 } as const;
 
@@ -45,6 +46,7 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
     '/schemas/baseline.schema.json',
     {
       schema: {
+        operationId: 'getBaselineSchema',
         tags: ['baselines'],
         summary: 'The baseline record JSON Schema (draft 2020-12)',
         response: { 200: { content: { 'application/schema+json': { schema: { type: 'object', additionalProperties: true } } } } },
@@ -58,6 +60,7 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
     {
       config: ci,
       schema: {
+        operationId: 'createBaseline',
         tags: ['baselines'],
         summary: 'Record a baseline; answers it with a comparison against the previous run and the history-aware detection',
         body: baselineSchemaForOpenApi,
@@ -88,8 +91,10 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
   app.get(
     '/api/baselines',
     {
-      config: ci,
+      // `before` naming no baseline.
+      config: { ...ci, problems: ['not_found'] },
       schema: {
+        operationId: 'listBaselines',
         tags: ['baselines'],
         summary: 'Recorded baselines, newest first',
         querystring: {
@@ -116,6 +121,7 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
     {
       config: ci,
       schema: {
+        operationId: 'getBaselineDetection',
         tags: ['baselines'],
         summary: "A run's history-aware regression verdict against the runs before it (centre, noise band, why)",
         params: rowIdParams,
@@ -126,13 +132,21 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
     (request) => baselines.detect(request.params.id, request.query.threshold),
   );
 
-  app.get('/api/baselines/latest', { config: ci, schema: { tags: ['baselines'], response: { 200: storedSchema } } }, () => baselines.latest());
+  app.get(
+    '/api/baselines/latest',
+    {
+      config: { ...ci, problems: ['not_found'] },
+      schema: { operationId: 'getLatestBaseline', summary: 'The newest baseline', tags: ['baselines'], response: { 200: storedSchema } },
+    },
+    () => baselines.latest(),
+  );
 
   app.get(
     '/api/baselines/compare',
     {
-      config: ci,
+      config: { ...ci, problems: ['not_found'] },
       schema: {
+        operationId: 'compareBaselines',
         tags: ['baselines'],
         summary: 'Compare two recorded baselines',
         querystring: {
@@ -150,7 +164,12 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
     },
   );
 
-  app.get('/api/baselines/:id', { config: ci, schema: { tags: ['baselines'], params: rowIdParams, response: { 200: storedSchema } } }, (request) =>
-    baselines.get(request.params.id),
+  app.get(
+    '/api/baselines/:id',
+    {
+      config: ci,
+      schema: { operationId: 'getBaseline', summary: 'One baseline', tags: ['baselines'], params: rowIdParams, response: { 200: storedSchema } },
+    },
+    (request) => baselines.get(request.params.id),
   );
 }

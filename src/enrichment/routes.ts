@@ -74,7 +74,7 @@ export function problemOf(error: unknown): unknown {
   return answer(error.details, error.message);
 }
 
-const replaySchema = jsonObject(JSON_LIMITS.replay, 'Replay document the worker reads (docs/enrichment.md).');
+const replaySchema = { ...jsonObject(JSON_LIMITS.replay, 'Replay document the worker reads (docs/enrichment.md).'), additionalProperties: true } as const;
 
 /** Adds the daily quota to the RateLimit headers the request limiter already set. */
 function quotaHeaders(reply: FastifyReply, remaining: number, resetSeconds: number): void {
@@ -147,6 +147,7 @@ function botAdminRoutes(server: FastifyInstance, deps: RouteDeps): void {
 
   const botWithSecret = {
     type: 'object',
+    required: ['id', 'name', 'shared_secret'],
     properties: { id: { type: 'string' }, name: { type: 'string' }, shared_secret: { type: 'string' }, previous_secret_expires_at: { type: 'string' } },
   } as const;
   app.post(
@@ -154,6 +155,7 @@ function botAdminRoutes(server: FastifyInstance, deps: RouteDeps): void {
     {
       config: { problems: ['conflict'] },
       schema: {
+        operationId: 'createBot',
         tags: ['bots'],
         summary: 'Create a bot; the shared secret is shown once',
         body: { type: 'object', required: ['name'], additionalProperties: false, properties: { id: idString, name: nameString } },
@@ -179,20 +181,45 @@ function botAdminRoutes(server: FastifyInstance, deps: RouteDeps): void {
   app.get(
     '/api/bots',
     {
-      schema: { tags: ['bots'], summary: 'Every bot with its quota use (secrets are never returned)', response: { 200: { type: 'array', items: botSchema } } },
+      schema: {
+        operationId: 'listBots',
+        tags: ['bots'],
+        summary: 'Every bot with its quota use (secrets are never returned)',
+        response: { 200: { type: 'array', items: botSchema } },
+      },
     },
     async () => {
       const [all, use] = await Promise.all([bots.list(), requests.quotaUse()]);
       return all.map((bot) => ({ ...bot, quota: { used: use.get(bot.id) ?? 0, limit: DAILY_QUOTA } }));
     },
   );
-  app.delete('/api/bots/:id', { schema: { tags: ['bots'], params: idParams, response: noContent('Deleted') } }, async (request, reply) => {
-    await bots.remove(request.params.id);
-    return reply.code(204).send();
-  });
+  app.delete(
+    '/api/bots/:id',
+    {
+      schema: {
+        operationId: 'deleteBot',
+        summary: 'Delete a bot; its signatures stop working at once',
+        tags: ['bots'],
+        params: idParams,
+        response: noContent('Deleted'),
+      },
+    },
+    async (request, reply) => {
+      await bots.remove(request.params.id);
+      return reply.code(204).send();
+    },
+  );
   app.post(
     '/api/bots/:id/rotate-secret',
-    { schema: { tags: ['bots'], summary: 'New shared secret; the previous one keeps working for 24 h', params: idParams, response: { 200: botWithSecret } } },
+    {
+      schema: {
+        operationId: 'rotateBotSecret',
+        tags: ['bots'],
+        summary: 'New shared secret; the previous one keeps working for 24 h',
+        params: idParams,
+        response: { 200: botWithSecret },
+      },
+    },
     (request) => bots.rotate(request.params.id),
   );
 }
@@ -205,6 +232,8 @@ function matchRoutes(server: FastifyInstance, deps: RouteDeps): void {
     {
       config: { problems: ['conflict'] },
       schema: {
+        operationId: 'createMatch',
+        summary: 'Create a match',
         tags: ['matches'],
         description: "The replay is checked against the configured generator's rule (docs/enrichment.md): a 400 names the field.",
         body: {
@@ -222,6 +251,8 @@ function matchRoutes(server: FastifyInstance, deps: RouteDeps): void {
     '/api/matches',
     {
       schema: {
+        operationId: 'listMatches',
+        summary: 'Every match with its enrichment state',
         tags: ['matches'],
         querystring: { type: 'object', additionalProperties: false, properties: { limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 } } },
         response: { 200: { type: 'array', items: matchSchema } },
@@ -229,11 +260,19 @@ function matchRoutes(server: FastifyInstance, deps: RouteDeps): void {
     },
     (request) => matches.list(request.query.limit),
   );
-  app.get('/api/matches/:id', { schema: { tags: ['matches'], params: idParams, response: { 200: matchSchema } } }, (request) => matches.get(request.params.id));
+  app.get(
+    '/api/matches/:id',
+    {
+      schema: { operationId: 'getMatch', summary: 'One match with its enrichment state', tags: ['matches'], params: idParams, response: { 200: matchSchema } },
+    },
+    (request) => matches.get(request.params.id),
+  );
   app.patch(
     '/api/matches/:id',
     {
       schema: {
+        operationId: 'updateMatch',
+        summary: 'Change a match: its status or its replay',
         tags: ['matches'],
         params: idParams,
         body: { type: 'object', additionalProperties: false, properties: { status: { type: 'string', enum: MATCH_STATUSES }, replay: replaySchema } },
@@ -251,6 +290,7 @@ function botRoutes(server: FastifyInstance, deps: RouteDeps): void {
     {
       config: { auth: 'bot', recordsNonce: true, problems: ['match_not_found', 'match_not_completed', 'replay_unusable', 'replay_invalid', 'quota_exceeded'] },
       schema: {
+        operationId: 'requestEnrichment',
         tags: ['enrichment'],
         summary: 'Request AI commentary for a completed match (bot-signed; 5 per bot per rolling 24 h)',
         body: { type: 'object', required: ['match_id'], additionalProperties: false, properties: { match_id: idString } },
@@ -290,6 +330,7 @@ function botRoutes(server: FastifyInstance, deps: RouteDeps): void {
     {
       config: { auth: 'admin_or_bot' },
       schema: {
+        operationId: 'getMatchEnrichment',
         tags: ['enrichment'],
         summary: 'Enrichment status and commentary of a match (bot-signed or admin)',
         params: idParams,

@@ -78,6 +78,7 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
     {
       preValidation: decimalCursor,
       schema: {
+        operationId: 'listEvents',
         tags: ['events'],
         summary: 'Event history after a sequence number, oldest first (or newest first with order=desc)',
         querystring: historyQuery,
@@ -106,6 +107,7 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
       preValidation: decimalCursor,
       config: { problems: ['too_many_streams'] },
       schema: {
+        operationId: 'streamEvents',
         tags: ['events'],
         summary: 'Server-Sent Events: every new event (id = sequence number); resumes after Last-Event-ID or ?after=',
         querystring: { type: 'object', additionalProperties: false, properties: { after: sequenceCursor } },

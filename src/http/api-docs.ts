@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { openApiSecurity, SESSION_COOKIE } from './auth.js';
-import { errorCodes, problemResponses } from './openapi.js';
+import { errorCodes, problemResponses, requireAnsweredFields } from './openapi.js';
 
 /** How each credential is sent: the OpenAPI security schemes every operation's `security` names. */
 const SECURITY_SCHEMES = {
@@ -46,6 +46,8 @@ export async function apiDocs(app: FastifyInstance, version: string): Promise<vo
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
+      // Relative: the document describes whichever host served it, behind any proxy (docs/api.md).
+      servers: [{ url: '/' }],
       info: {
         title: 'Mothership',
         version,
@@ -57,8 +59,9 @@ export async function apiDocs(app: FastifyInstance, version: string): Promise<vo
     transform: ({ schema, url, route }) => {
       const security = route.config?.auth && openApiSecurity(route.config.auth, [route.method].flat()[0]!, route.url);
       // Error responses are added to the document only: a route's own response schemas also drive serialization.
-      const response = { ...problemResponses(errorCodes(url, schema, route.config)), ...((schema?.response as object) ?? {}) };
-      return { schema: { ...(schema ?? {}), response, ...(security ? { security } : {}) } as typeof schema, url };
+      const response = { ...problemResponses(errorCodes(url, schema, route.config)), ...requireAnsweredFields((schema?.response as object) ?? {}) };
+      // A public route says so (`security: []`) rather than leaving a reader to guess.
+      return { schema: { ...(schema ?? {}), response, security: security ?? [] } as typeof schema, url };
     },
   });
   await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: DOCS_CSP });

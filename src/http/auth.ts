@@ -289,6 +289,7 @@ export class RouteAuth {
       '/api/session',
       {
         schema: {
+          operationId: 'createSession',
           tags: ['session'],
           summary: 'Sign the dashboard in, as a user (name and password) or with the admin token; sets an HttpOnly session cookie',
           description:
@@ -337,7 +338,12 @@ export class RouteAuth {
       '/api/session',
       {
         config: { auth: 'public' },
-        schema: { tags: ['session'], summary: 'Sign out: ends this session on the server and clears the cookie', response: noContent('Signed out') },
+        schema: {
+          operationId: 'deleteSession',
+          tags: ['session'],
+          summary: 'Sign out: ends this session on the server and clears the cookie',
+          response: noContent('Signed out'),
+        },
       },
       async (request, reply) => {
         const session = request.cookies[SESSION_COOKIE];

@@ -78,3 +78,20 @@ export function problemResponses(codes: ProblemCode[]): Record<string, unknown> 
     ]),
   );
 }
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * A route's own response schemas as the document shows them: an object schema without a `required`
+ * list has every property required, because an answer carries all its fields (null when empty) and a
+ * generated client should not have to check each. A schema with a field that is sometimes left out
+ * lists its `required` fields itself. The document's copy only: serialization is untouched.
+ */
+export function requireAnsweredFields<T>(schema: T): T {
+  if (Array.isArray(schema)) return schema.map(requireAnsweredFields) as T;
+  if (!isPlainObject(schema)) return schema;
+  const result = Object.fromEntries(Object.entries(schema).map(([key, value]) => [key, requireAnsweredFields(value)]));
+  if (isPlainObject(result.properties) && result.required === undefined && [result.type ?? 'object'].flat().includes('object'))
+    result.required = Object.keys(result.properties);
+  return result as T;
+}

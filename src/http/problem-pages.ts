@@ -11,6 +11,7 @@ export function problemPages(app: FastifyInstance): void {
     {
       schema: {
         tags: ['operations'],
+        operationId: 'getProblem',
         summary: "What a problem type means: the target of every error body's `type` (JSON, or a short page for a browser)",
         params: { type: 'object', required: ['code'], properties: { code: { type: 'string', maxLength: 64 } } },
         response: {

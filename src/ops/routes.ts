@@ -42,6 +42,7 @@ export function opsRoutes(
     {
       config: { rateLimit: false },
       schema: {
+        operationId: 'getLiveness',
         tags: ['operations'],
         summary: 'The process is up',
         response: { 200: { type: 'object', properties: { status: { type: 'string', const: 'ok' } } } },
@@ -75,6 +76,7 @@ export function opsRoutes(
     {
       config: { rateLimit: false },
       schema: {
+        operationId: 'getReadiness',
         tags: ['operations'],
         summary: 'Every dependency requests need works (database, disk, Redis when configured); MQTT state is reported, not required',
         response: { 200: readiness, 503: readiness },
@@ -108,6 +110,7 @@ export function opsRoutes(
     {
       config: { rateLimit: false },
       schema: {
+        operationId: 'getMetrics',
         tags: ['operations'],
         summary: 'Prometheus metrics',
         response: { 200: { description: 'Prometheus text exposition format 0.0.4', content: { 'text/plain': { schema: { type: 'string' } } } } },

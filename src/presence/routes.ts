@@ -104,6 +104,8 @@ function crudRoutes<View>(
   options: {
     path: string;
     tag: string;
+    /** The resource's name, singular, capitalised: the operation ids and summaries say it (`listPersons`). */
+    noun: string;
     schema: object;
     list: (page: { limit: number; cursor?: string }) => Promise<Page<View>>;
     get: (id: string) => Promise<View>;
@@ -112,13 +114,16 @@ function crudRoutes<View>(
     remove: (id: string) => Promise<void>;
   },
 ): void {
-  const { path, tag, schema } = options;
+  const { path, tag, schema, noun } = options;
   const tags = [tag];
+  const nouns = `${noun}s`;
   const app = withSchemaTypes(server);
   app.get(
     path,
     {
       schema: {
+        operationId: `list${nouns}`,
+        summary: `The ${nouns.toLowerCase()}, a page at a time`,
         tags,
         description: pageDescription(LIST_PAGE),
         querystring: pageQuery(LIST_PAGE),
@@ -127,17 +132,32 @@ function crudRoutes<View>(
     },
     async (request, reply) => sendPage(reply, path, request.query.limit, await options.list(request.query)),
   );
-  app.post(path, { config: { problems: ['conflict'] }, schema: { tags, body: createBody, response: { 201: schema } } }, async (request, reply) =>
-    reply.code(201).send(await options.create(request.body)),
+  app.post(
+    path,
+    {
+      config: { problems: ['conflict'] },
+      schema: { operationId: `create${noun}`, summary: `Create a ${noun.toLowerCase()}`, tags, body: createBody, response: { 201: schema } },
+    },
+    async (request, reply) => reply.code(201).send(await options.create(request.body)),
   );
-  app.get(`${path}/:id`, { schema: { tags, params: idParams, response: { 200: schema } } }, (request) => options.get(request.params.id));
-  app.patch(`${path}/:id`, { schema: { tags, params: idParams, body: patchBody, response: { 200: schema } } }, (request) =>
-    options.update(request.params.id, request.body),
+  app.get(
+    `${path}/:id`,
+    { schema: { operationId: `get${noun}`, summary: `One ${noun.toLowerCase()}`, tags, params: idParams, response: { 200: schema } } },
+    (request) => options.get(request.params.id),
   );
-  app.delete(`${path}/:id`, { schema: { tags, params: idParams, response: noContent('Deleted') } }, async (request, reply) => {
-    await options.remove(request.params.id);
-    return reply.code(204).send();
-  });
+  app.patch(
+    `${path}/:id`,
+    { schema: { operationId: `update${noun}`, summary: `Rename a ${noun.toLowerCase()}`, tags, params: idParams, body: patchBody, response: { 200: schema } } },
+    (request) => options.update(request.params.id, request.body),
+  );
+  app.delete(
+    `${path}/:id`,
+    { schema: { operationId: `delete${noun}`, summary: `Delete a ${noun.toLowerCase()}`, tags, params: idParams, response: noContent('Deleted') } },
+    async (request, reply) => {
+      await options.remove(request.params.id);
+      return reply.code(204).send();
+    },
+  );
 }
 
 export function presenceRoutes(server: FastifyInstance, presence: PresenceService): void {
@@ -145,6 +165,7 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
   crudRoutes(app, {
     path: '/api/persons',
     tag: 'persons',
+    noun: 'Person',
     schema: personSchema,
     list: async (page) => {
       const { items, next } = await presence.personsPage(page);
@@ -158,6 +179,7 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
   crudRoutes(app, {
     path: '/api/zones',
     tag: 'zones',
+    noun: 'Zone',
     schema: zoneSchema,
     list: (page) => presence.zonesPage(page),
     get: (id) => presence.getZone(id),
@@ -170,6 +192,8 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
     '/api/nodes/:id/heartbeat',
     {
       schema: {
+        operationId: 'recordHeartbeat',
+        summary: 'A sensing node reports it is alive, with its signal quality',
         tags: ['system'],
         params: idParams,
         body: { type: 'object', required: ['quality'], additionalProperties: false, properties: { quality: { type: 'number', minimum: 0, maximum: 100 } } },
@@ -199,6 +223,7 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
     '/api/nodes',
     {
       schema: {
+        operationId: 'listNodes',
         tags: nodeTags,
         summary:
           'Every node that sent a heartbeat, in id order, a page at a time: its last heartbeat, its quality, and whether it is online (a heartbeat within NODE_TIMEOUT_MS)',
@@ -209,11 +234,16 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
     },
     async (request, reply) => sendPage(reply, '/api/nodes', request.query.limit, await presence.listNodes(request.query)),
   );
-  app.get('/api/nodes/:id', { schema: { tags: nodeTags, params: idParams, response: { 200: nodeSchema } } }, (request) => presence.getNode(request.params.id));
+  app.get(
+    '/api/nodes/:id',
+    { schema: { operationId: 'getNode', summary: 'One sensing node', tags: nodeTags, params: idParams, response: { 200: nodeSchema } } },
+    (request) => presence.getNode(request.params.id),
+  );
   app.patch(
     '/api/nodes/:id',
     {
       schema: {
+        operationId: 'updateNode',
         tags: nodeTags,
         summary: 'Rename a node or place it in a zone (zone null: in none)',
         params: idParams,
@@ -227,6 +257,7 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
     '/api/nodes/:id',
     {
       schema: {
+        operationId: 'deleteNode',
         tags: nodeTags,
         summary: 'Forget a node (a heartbeat registers it again, within NODE_LIMIT)',
         params: idParams,
@@ -243,13 +274,18 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
     type: 'object',
     properties: { node_count: { type: 'integer' }, quality: { type: ['number', 'null'] }, mode: { type: 'string' } },
   } as const;
-  app.get('/api/system/health', { schema: { tags: ['system'], response: { 200: healthSchema } } }, () => presence.health());
+  app.get(
+    '/api/system/health',
+    { schema: { operationId: 'getSystemHealth', summary: 'Node count, signal quality and system mode', tags: ['system'], response: { 200: healthSchema } } },
+    () => presence.health(),
+  );
 
   const modeSchema = { type: 'object', required: ['mode'], additionalProperties: false, properties: { mode: { type: 'string', enum: MODES } } } as const;
   app.get(
     '/api/system/fall',
     {
       schema: {
+        operationId: 'getFallState',
         tags: ['system'],
         summary: 'The fall state: ON from a fall.detected until a fall.cleared (who, where, since when)',
         response: {
@@ -262,16 +298,26 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
     },
     () => presence.fallState(),
   );
-  app.get('/api/system/mode', { schema: { tags: ['system'], response: { 200: modeSchema } } }, async () => ({ mode: await presence.mode() }));
-  app.put('/api/system/mode', { schema: { tags: ['system'], body: modeSchema, response: { 200: modeSchema } } }, async (request) => ({
-    mode: await presence.setMode(request.body.mode, 'api'),
-  }));
+  app.get(
+    '/api/system/mode',
+    { schema: { operationId: 'getSystemMode', summary: 'The system mode', tags: ['system'], response: { 200: modeSchema } } },
+    async () => ({ mode: await presence.mode() }),
+  );
+  app.put(
+    '/api/system/mode',
+    { schema: { operationId: 'setSystemMode', summary: 'Set the system mode', tags: ['system'], body: modeSchema, response: { 200: modeSchema } } },
+    async (request) => ({
+      mode: await presence.setMode(request.body.mode, 'api'),
+    }),
+  );
 
   app.post(
     '/api/events',
     {
-      config: { auth: 'ingest' },
+      // A `person` or `zone` that does not exist.
+      config: { auth: 'ingest', problems: ['not_found'] },
       schema: {
+        operationId: 'createEvent',
         tags: ['events'],
         summary: 'Ingest a sensing event (zone entry/exit, fall, anomaly)',
         body: sensingEventBody,

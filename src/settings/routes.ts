@@ -227,7 +227,14 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
 
   app.get(
     '/api/settings/integration',
-    { schema: { tags, summary: 'MQTT and webhook settings with live status (secrets never returned)', response: { 200: viewSchema } } },
+    {
+      schema: {
+        operationId: 'getIntegrationSettings',
+        tags,
+        summary: 'MQTT and webhook settings with live status (secrets never returned)',
+        response: { 200: viewSchema },
+      },
+    },
     async () => view(await store.get(), deps),
   );
 
@@ -235,6 +242,7 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
     '/api/settings/integration',
     {
       schema: {
+        operationId: 'updateIntegrationSettings',
         tags,
         summary: 'Save MQTT and webhook settings; MQTT reconnects at once when one of its fields changed',
         body: { type: 'object', additionalProperties: false, properties: { mqtt: mqttInput, webhook: webhookInput } },
@@ -249,12 +257,14 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
     {
       config: { rateLimit: { group: 'integration_test', cost: 10 } },
       schema: {
+        operationId: 'testIntegrationSettings',
         tags,
         summary: 'Test candidate settings (not saved): connects to the broker, sends a webhook.test delivery',
         response: {
           200: {
             type: 'object',
             description: 'Only the targets tested',
+            required: [],
             properties: {
               mqtt: { type: 'object', properties: { ok: { type: 'boolean' }, latency_ms: { type: ['integer', 'null'] }, error: nullableString } },
               webhook: {
@@ -312,6 +322,7 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
     {
       config: { rateLimit: { group: 'discovery', cost: 10 }, problems: ['conflict', 'bad_gateway'] },
       schema: {
+        operationId: 'publishDiscovery',
         tags,
         summary:
           'Republish every Home Assistant discovery config (409 when MQTT is not connected; on an instance standing by for the MQTT owner, from a short-lived connection: 502 when the broker cannot be reached)',
@@ -337,6 +348,7 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
     {
       config: { rateLimit: { group: 'integration_test', cost: 10 }, problems: ['conflict', 'bad_gateway'] },
       schema: {
+        operationId: 'cleanupMqttInstallation',
         tags,
         summary: 'Clear the retained configs and state a previous installation id left on the saved broker',
         body: {
@@ -360,6 +372,7 @@ export function settingsRoutes(server: FastifyInstance, deps: { store: SettingsS
     '/api/settings/integration/webhook-secret',
     {
       schema: {
+        operationId: 'rotateWebhookSecret',
         tags,
         summary: 'Generate and save a new webhook signing secret; returned once. The replaced one keeps signing for 24 h',
         response: {

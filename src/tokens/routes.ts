@@ -17,6 +17,7 @@ export function tokenRoutes(server: FastifyInstance, tokens: ApiTokenStore): voi
     '/api/tokens',
     {
       schema: {
+        operationId: 'createToken',
         tags: ['tokens'],
         summary: 'Create an API token; the token is shown once',
         body: {
@@ -42,6 +43,7 @@ export function tokenRoutes(server: FastifyInstance, tokens: ApiTokenStore): voi
     '/api/tokens',
     {
       schema: {
+        operationId: 'listTokens',
         tags: ['tokens'],
         summary: 'Every API token (never the token itself)',
         response: { 200: { type: 'array', items: { type: 'object', properties: tokenProperties } } },
@@ -51,7 +53,7 @@ export function tokenRoutes(server: FastifyInstance, tokens: ApiTokenStore): voi
   );
   app.delete(
     '/api/tokens/:id',
-    { schema: { tags: ['tokens'], summary: 'Revoke an API token', params: idParams, response: noContent('Revoked') } },
+    { schema: { operationId: 'deleteToken', tags: ['tokens'], summary: 'Revoke an API token', params: idParams, response: noContent('Revoked') } },
     async (request, reply) => {
       await tokens.revoke(request.params.id);
       return reply.code(204).send();

@@ -52,14 +52,17 @@ const sessionParams = { type: 'object', required: ['id'], properties: { id: { ty
 export function userRoutes(server: FastifyInstance, users: UserStore): void {
   const app = withSchemaTypes(server);
   const tags = ['users'];
-  app.get('/api/users', { schema: { tags, summary: 'Every dashboard user (never a password)', response: { 200: { type: 'array', items: userSchema } } } }, () =>
-    users.list(),
+  app.get(
+    '/api/users',
+    { schema: { operationId: 'listUsers', tags, summary: 'Every dashboard user (never a password)', response: { 200: { type: 'array', items: userSchema } } } },
+    () => users.list(),
   );
   app.post(
     '/api/users',
     {
       config: { problems: ['conflict'] },
       schema: {
+        operationId: 'createUser',
         tags,
         summary: 'Create a dashboard user; a user name already taken is 409',
         body: {
@@ -73,11 +76,16 @@ export function userRoutes(server: FastifyInstance, users: UserStore): void {
     },
     async (request, reply) => reply.code(201).send(await users.create(request.body)),
   );
-  app.get('/api/users/:username', { schema: { tags, params: usernameParams, response: { 200: userSchema } } }, (request) => users.get(request.params.username));
+  app.get(
+    '/api/users/:username',
+    { schema: { operationId: 'getUser', tags, summary: 'One dashboard user', params: usernameParams, response: { 200: userSchema } } },
+    (request) => users.get(request.params.username),
+  );
   app.patch(
     '/api/users/:username',
     {
       schema: {
+        operationId: 'updateUser',
         tags,
         summary: 'Rename, change the role (at once) or set a new password (which signs the user out everywhere)',
         params: usernameParams,
@@ -89,7 +97,7 @@ export function userRoutes(server: FastifyInstance, users: UserStore): void {
   );
   app.delete(
     '/api/users/:username',
-    { schema: { tags, summary: 'Delete a user and end their sessions', params: usernameParams, response: noContent('Deleted') } },
+    { schema: { operationId: 'deleteUser', tags, summary: 'Delete a user and end their sessions', params: usernameParams, response: noContent('Deleted') } },
     async (request, reply) => {
       await users.remove(request.params.username);
       return reply.code(204).send();
@@ -112,6 +120,7 @@ export function sessionRoutes(server: FastifyInstance, sessions: SessionStore, u
     '/api/session',
     {
       schema: {
+        operationId: 'getCurrentSession',
         tags,
         summary: 'Who this request is signed in as (the dashboard reads its role from here)',
         response: {
@@ -135,6 +144,7 @@ export function sessionRoutes(server: FastifyInstance, sessions: SessionStore, u
     '/api/sessions',
     {
       schema: {
+        operationId: 'listSessions',
         tags,
         summary: 'The live dashboard sessions: a household user sees their own, an admin every one',
         response: { 200: { type: 'array', items: sessionSchema } },
@@ -144,7 +154,15 @@ export function sessionRoutes(server: FastifyInstance, sessions: SessionStore, u
   );
   app.delete(
     '/api/sessions/:id',
-    { schema: { tags, summary: 'End one session (a household user: one of their own)', params: sessionParams, response: noContent('Ended') } },
+    {
+      schema: {
+        operationId: 'revokeSession',
+        tags,
+        summary: 'End one session (a household user: one of their own)',
+        params: sessionParams,
+        response: noContent('Ended'),
+      },
+    },
     async (request, reply) => {
       if (!(await sessions.revoke(request.params.id, scope(request)))) throw notFound('Session', request.params.id);
       if (request.params.id === request.session?.id) reply.clearCookie(SESSION_COOKIE, SESSION_COOKIE_OPTIONS);
@@ -154,7 +172,12 @@ export function sessionRoutes(server: FastifyInstance, sessions: SessionStore, u
   app.delete(
     '/api/sessions',
     {
-      schema: { tags, summary: 'Sign out everywhere: ends every dashboard session (a household user: all of their own)', response: noContent('Ended') },
+      schema: {
+        operationId: 'deleteAllSessions',
+        tags,
+        summary: 'Sign out everywhere: ends every dashboard session (a household user: all of their own)',
+        response: noContent('Ended'),
+      },
     },
     async (request, reply) => {
       await sessions.closeAll(scope(request));

@@ -39,6 +39,7 @@ export function webhookRoutes(server: FastifyInstance, webhook: WebhookService):
     '/api/webhook/deliveries',
     {
       schema: {
+        operationId: 'listWebhookDeliveries',
         tags: ['webhook'],
         summary: 'The delivery attempts written last, newest attempt first (one row per attempt, with the payload sent and the answer)',
         querystring: {
@@ -60,6 +61,7 @@ export function webhookRoutes(server: FastifyInstance, webhook: WebhookService):
     {
       config: { problems: ['conflict'] },
       schema: {
+        operationId: 'redeliverWebhookDelivery',
         tags: ['webhook'],
         summary: 'Send a logged delivery again (same webhook-id and body) to the URL configured now; 409 without one',
         params: rowIdParams,
@@ -73,6 +75,7 @@ export function webhookRoutes(server: FastifyInstance, webhook: WebhookService):
     {
       config: { problems: ['conflict'] },
       schema: {
+        operationId: 'redeliverFailedWebhookDeliveries',
         tags: ['webhook'],
         summary: `Send every delivery whose last attempt failed again (at most ${REDELIVER_ALL_BATCH} per call, oldest first) to the URL configured now; 409 without one`,
         response: {
