@@ -177,6 +177,14 @@ export class MqttConnection {
     });
   }
 
+  /**
+   * The broker lost the retained messages it held (sync.ts reads the generation marker): it restarted,
+   * so the connection it cut short before was its crash, not another client taking the client id.
+   */
+  brokerRestarted(): void {
+    this.takeover = attemptFailed(this.takeover);
+  }
+
   /** Counts a publish or subscription the broker refused, in the status too. */
   refused(kind: RefusalKind, topic: string, code: number): void {
     const refused = refusal(kind, topic, code);

@@ -177,6 +177,7 @@ export class SyncPart implements MqttPart {
   private async loadRecord(connection: MqttConnection, topics: Topics): Promise<void> {
     const [, generation, marker] = await Promise.all([this.publisher.load(), this.record.generation(), readRetained(connection, topics.generation)]);
     if (generation !== null && marker === generation) return;
+    if (generation !== null && marker === null) connection.brokerRestarted();
     const next = await this.record.forgetContents();
     for (const topic of this.publisher.held.keys()) this.publisher.held.set(topic, null);
     await this.publish(connection, topics.generation, next);
