@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import envSchema from 'env-schema';
@@ -312,10 +312,24 @@ function persisted(dataDir: string, name: string, generate: () => string): { val
  * admin token, the secrets key and the SQLite database), and reads, or generates on the first start,
  * each installation value the environment does not set.
  */
+/**
+ * mkdir -p, one level at a time: Node's recursive mkdirSync never returns for a path under /proc
+ * (each mkdir there fails ENOENT though the parent exists), so a mistyped DATA_DIR hung the start.
+ */
+function makeDirectory(dir: string): void {
+  const missing: string[] = [];
+  for (let current = path.resolve(dir); !existsSync(current); current = path.dirname(current)) {
+    missing.unshift(current);
+    if (path.dirname(current) === current) break;
+  }
+  for (const level of missing) mkdirSync(level, { mode: 0o700 });
+  if (!statSync(dir).isDirectory()) throw Object.assign(new Error(`${dir} is not a directory`), { code: 'ENOTDIR' });
+}
+
 export function prepareDataDir(config: EnvConfig): Config {
   const { given, ...rest } = config;
   try {
-    mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+    makeDirectory(config.dataDir);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     throw new ConfigError(

@@ -184,6 +184,14 @@ describe('configuration', () => {
     assert.equal(loadConfig({}).redisPrefix, 'mothership:');
   });
 
+  it('a DATA_DIR that cannot be made is a configuration error, also under /proc (where a recursive mkdir never returns)', () => {
+    assert.throws(
+      () => prepareDataDir(loadConfig({ ADMIN_TOKEN, DATA_DIR: '/proc/mothership-no-such/data' })),
+      (error: Error) =>
+        error instanceof ConfigError && /^DATA_DIR \/proc\/mothership-no-such\/data cannot be used as a directory \(ENOENT\)$/.test(error.message),
+    );
+  });
+
   it('loadConfig touches nothing: DATA_DIR is created and filled by prepareDataDir', () => {
     const { dir, remove } = temporaryDir();
     try {

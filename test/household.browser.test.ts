@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
-import { launchChromium } from './helpers/browser.js';
+import { launchChromium, signInWithToken } from './helpers/browser.js';
 import { ADMIN_TOKEN, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';
 
@@ -60,9 +60,7 @@ describe('the household dashboard in Chromium (#38)', () => {
     browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.on('pageerror', (error) => pageErrors.push(error.message));
-    await page.goto(base + '/');
-    await page.fill('#signin-form [name=token]', ADMIN_TOKEN);
-    await page.click('#signin-form button[type=submit]');
+    await signInWithToken(page, base, ADMIN_TOKEN);
     await page.waitForSelector('#live:has-text("live")');
   });
   after(async () => {

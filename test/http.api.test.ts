@@ -79,7 +79,7 @@ describe('HTTP conventions', () => {
     assert.equal(openapi.body.openapi, '3.1.0');
     assert.ok(openapi.body.paths['/api/persons']);
     // The admin requirement lists the API-token scopes the operation accepts (OpenAPI 3.1 roles).
-    assert.deepEqual(openapi.body.paths['/api/persons'].get.security, [{ admin: ['read', 'admin'] }, { session: [] }]);
+    assert.deepEqual(openapi.body.paths['/api/persons'].get.security, [{ admin: ['read', 'admin'] }, { session: ['admin', 'household'] }]);
     const docs = await app.http.inject({ method: 'GET', url: '/docs/' });
     assert.equal(docs.statusCode, 200);
   });

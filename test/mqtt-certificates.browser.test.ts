@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createPrivateKey, randomBytes } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
-import { launchChromium } from './helpers/browser.js';
+import { launchChromium, signInWithToken } from './helpers/browser.js';
 import { ADMIN_TOKEN, startTestApp, type TestApp } from './helpers/app.js';
 import { startBroker } from './helpers/broker.js';
 
@@ -24,10 +24,7 @@ describe('dashboard: MQTT client certificate', () => {
     browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.on('pageerror', (error) => pageErrors.push(error.message));
-    await page.goto(base + '/');
-    await page.fill('#signin-form [name=token]', ADMIN_TOKEN);
-    await page.click('#signin-form button[type=submit]');
-    await page.waitForSelector('#app:not([hidden])');
+    await signInWithToken(page, base, ADMIN_TOKEN);
     await page.click('#nav a[data-view="integrations"]');
     await page.waitForSelector('#view-integrations:not([hidden])');
   });

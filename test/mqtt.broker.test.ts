@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { freePort, observer, retainedSet, startBroker } from './helpers/broker.js';
 import { spawnMothership, startService, stopProcess } from './helpers/process.js';
+import { DEFAULT_WEBHOOK_EVENT_TYPES } from '../src/settings/model.js';
 
 const unique = () => randomBytes(4).toString('hex');
 
@@ -841,6 +842,8 @@ describe('MQTT settings validation', () => {
         enabled: false,
         url: '',
         secret_set: false,
+        event_types: DEFAULT_WEBHOOK_EVENT_TYPES,
+        event_types_default: true,
         previous_secret_expires_at: null,
         status: { last_delivery_at: null, last_status_code: null, last_error: null, disabled_reason: null },
       });

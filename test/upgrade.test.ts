@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { CompiledQuery, type Kysely } from 'kysely';
 import { runAt } from '../src/baselines/schema.js';
 import { SCHEMA_VERSION } from '../src/db/index.js';
-import { createTestEnv, DIALECTS, startTestApp, type DialectName } from './helpers/app.js';
+import { createTestEnv, DIALECTS, eventually, startTestApp, type DialectName } from './helpers/app.js';
 import { connect, migrateTo, PREVIOUS_SCHEMA } from './helpers/previous-release.js';
 import { freePort } from './helpers/broker.js';
 import { spawnMothership, startService, stopProcess } from './helpers/process.js';
@@ -206,18 +206,19 @@ for (const dialect of DIALECTS) {
         const ready = (await (await fetch(`${service.base}/readyz`)).json()) as Record<string, unknown>;
         assert.equal(ready.version, PACKAGE_VERSION);
         assert.equal(ready.schema, SCHEMA_VERSION);
-        const messages = service.child
-          .output()
-          .trim()
-          .split('\n')
-          .map((line) => (JSON.parse(line) as { msg: string }).msg);
-        assert.deepEqual(
-          messages.filter((msg) => /schema/.test(msg)),
-          [
-            `database schema migrated from ${PREVIOUS_SCHEMA} to ${SCHEMA_VERSION}`,
-            `Mothership ${PACKAGE_VERSION} (schema ${SCHEMA_VERSION}) listening on ${service.base}`,
-          ],
-        );
+        // The start line may reach the pipe after the port opened: wait for it, then compare.
+        const schemaLines = () =>
+          service!.child
+            .output()
+            .trim()
+            .split('\n')
+            .map((line) => (JSON.parse(line) as { msg: string }).msg)
+            .filter((msg) => /schema/.test(msg));
+        const messages = await eventually(() => (schemaLines().length >= 2 ? schemaLines() : null), 5000, 'the start line');
+        assert.deepEqual(messages, [
+          `database schema migrated from ${PREVIOUS_SCHEMA} to ${SCHEMA_VERSION}`,
+          `Mothership ${PACKAGE_VERSION} (schema ${SCHEMA_VERSION}) listening on ${service.base}`,
+        ]);
         assert.deepEqual(await db.selectFrom('schema_releases').select(['schema', 'version']).execute(), [
           { schema: SCHEMA_VERSION, version: PACKAGE_VERSION },
         ]);

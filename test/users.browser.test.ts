@@ -57,7 +57,7 @@ describe('dashboard users in Chromium', () => {
     await app?.cleanup();
   });
 
-  it('a household member signs in on a phone, is remembered, and is offered only Overview, Nodes and Devices', async () => {
+  it('a household member signs in on a phone, is remembered, and is offered only Overview, People, Nodes and Devices', async () => {
     const page = await open(PHONE, 'light');
     await shot(page, 'phone-signin');
     await signInAs(page, 'kim', 'wrong password');
@@ -70,7 +70,7 @@ describe('dashboard users in Chromium', () => {
     const offered = await page.$$eval('#nav a', (links) =>
       links.filter((link) => (link as unknown as { offsetParent: unknown }).offsetParent !== null).map((link) => link.textContent),
     );
-    assert.deepEqual(offered, ['Overview', 'Nodes', 'Devices']);
+    assert.deepEqual(offered, ['Overview', 'People', 'Nodes', 'Devices']);
     // A bookmark to an admin page opens the overview instead.
     await page.goto(base + '/#/tokens');
     await page.waitForSelector('#view-overview:not([hidden])');

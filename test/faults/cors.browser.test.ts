@@ -4,7 +4,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { ADMIN_TOKEN, startTestApp, type TestApp } from '../helpers/app.js';
-import { launchChromium } from '../helpers/browser.js';
+import { launchChromium, signInWithToken } from '../helpers/browser.js';
 
 /** A blank page served from its own port: another origin than the service's. */
 async function originServer(): Promise<{ server: http.Server; origin: string }> {
@@ -107,10 +107,7 @@ describe('CORS from pages on other origins in Chromium', () => {
 
   it('the dashboard session is never accepted from another origin, allowed or not', async () => {
     const dashboard = await context.newPage();
-    await dashboard.goto(base + '/');
-    await dashboard.fill('#signin-form [name=token]', ADMIN_TOKEN);
-    await dashboard.click('#signin-form button[type=submit]');
-    await dashboard.waitForSelector('#app:not([hidden])');
+    await signInWithToken(dashboard, base, ADMIN_TOKEN);
     for (const origin of [allowed.origin, other.origin]) {
       const refusedBefore = await statusCount('/api/persons', 'GET', '4xx');
       const read = await fetchFrom(await pageAt(origin), '/api/persons', { credentials: 'include' });

@@ -4,7 +4,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Browser, BrowserContext } from 'playwright-core';
 import { ADMIN_TOKEN, startTestApp, type TestApp } from '../helpers/app.js';
-import { launchChromium } from '../helpers/browser.js';
+import { launchChromium, signInWithToken } from '../helpers/browser.js';
 
 /**
  * An attacker's page in a real browser, signed in to the dashboard in another tab: a page on another
@@ -54,11 +54,7 @@ describe('cross-origin pages in Chromium', () => {
 
   it('a page on another port cannot use the signed-in session, and cannot frame the dashboard', async () => {
     const dashboard = await context.newPage();
-    await dashboard.goto(base + '/');
-    await dashboard.click('#signin-mode');
-    await dashboard.fill('#signin-form [name=token]', ADMIN_TOKEN);
-    await dashboard.click('#signin-form button[type=submit]');
-    await dashboard.waitForSelector('#app:not([hidden])');
+    await signInWithToken(dashboard, base, ADMIN_TOKEN);
     const secretBefore = (await app.api('GET', '/api/settings/integration')).body.webhook.secret_set;
 
     const evil = await context.newPage();
