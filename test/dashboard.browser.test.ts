@@ -254,7 +254,7 @@ describe('dashboard in Chromium', () => {
     await page.fill('#mqtt-form [name=username]', 'hub');
     await page.fill('#mqtt-form [name=password]', 'broker-pass');
     await page.click('#mqtt-form button[type=submit]');
-    await page.waitForSelector('#mqtt-status:has-text("connected")', { timeout: 8000 });
+    await page.waitForSelector('#mqtt-status:text-is("connected")', { timeout: 8000 });
     assert.equal(await page.inputValue('#mqtt-form [name=password]'), '', 'the password is never prefilled');
     assert.match((await page.getAttribute('#mqtt-form [name=password]', 'placeholder'))!, /saved/);
     assert.equal((await app.api('GET', '/api/settings/integration')).body.mqtt.status.connected, true);

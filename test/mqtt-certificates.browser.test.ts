@@ -60,7 +60,7 @@ describe('dashboard: MQTT client certificate', () => {
     await page.fill('#mqtt-form [name=client_key]', encrypted);
     await page.fill('#mqtt-form [name=client_key_passphrase]', passphrase);
     await page.click('#mqtt-form button[type=submit]');
-    await page.waitForSelector('#mqtt-status:has-text("connected")', { timeout: 8000 });
+    await page.waitForSelector('#mqtt-status:text-is("connected")', { timeout: 8000 });
     await page.waitForSelector('#mqtt-client-cert:has-text("CN=dashboard-client")');
     for (const field of ['client_cert', 'client_key', 'client_key_passphrase'])
       assert.equal(await page.inputValue(`#mqtt-form [name=${field}]`), '', `${field} is emptied after the save and never prefilled`);
