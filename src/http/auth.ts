@@ -91,6 +91,8 @@ declare module 'fastify' {
     isAdmin?: boolean;
     /** A valid bearer token's client (`token:<id>`): whom the request counts against, where not its address. */
     tokenClient?: string;
+    /** A valid bearer token's scope (the admin token's is `admin`). */
+    tokenScope?: TokenScope;
     /** The dashboard session the request came with, when it authenticated with one. */
     session?: SessionIdentity;
     /** Set when the request carried a valid bot signature. */
@@ -240,6 +242,7 @@ export class RouteAuth {
         );
       request.isAdmin = true;
       request.tokenClient = credential.client;
+      request.tokenScope = credential.scope;
       return;
     }
     await this.checks.chargeAddress(request, reply);

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { notFound } from '../errors.js';
+import { DomainError, notFound } from '../errors.js';
 import {
   idString,
   nameString,
@@ -136,6 +136,8 @@ export function sessionRoutes(server: FastifyInstance, sessions: SessionStore, u
       },
     },
     async (request) => {
+      if (request.tokenScope && request.tokenScope !== 'admin')
+        throw new DomainError('forbidden', `A "${request.tokenScope}" token is no dashboard account; this says who a session or the admin token is`);
       const user = request.session?.user ?? null;
       return { user, name: user === null ? null : (await users.get(user)).name, role: request.session?.role ?? 'admin' };
     },

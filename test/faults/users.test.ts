@@ -129,6 +129,13 @@ for (const dialect of DIALECTS) {
       assert.equal((await app.api('GET', '/api/tokens', undefined, asDashboard(cookie))).status, 200);
     });
 
+    it('a token of another scope is no dashboard account: GET /api/session refuses it rather than calling it an admin', async () => {
+      const reader = (await app.api('POST', '/api/tokens', { name: 'Wall display', scope: 'read' })).body.token as string;
+      const answer = await app.api('GET', '/api/session', undefined, { authorization: `Bearer ${reader}` });
+      assert.deepEqual([answer.status, answer.body.code], [403, 'forbidden']);
+      assert.deepEqual((await app.api('GET', '/api/session')).body, { user: null, name: null, role: 'admin' }, 'the admin token is the admin');
+    });
+
     it('a household session uses Overview, People and Nodes and clears a fall; anything else is 403', async () => {
       const { cookie } = await signIn(app, { username: 'kim', password: PASSWORD });
       const as = asDashboard(cookie);
