@@ -236,7 +236,7 @@ export async function buildApp(config: Config): Promise<App> {
     return async () => {
       if (!gate.due()) return;
       await sweep();
-      gate.quietUntil(await nextDue());
+      await gate.quietUntilNext(nextDue);
     };
   };
   const retention = async () => {

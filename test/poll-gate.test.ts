@@ -42,11 +42,17 @@ describe('PollGate: an idle poll reads nothing until something commits or comes 
     }
   });
 
-  it('without a commit mark (PostgreSQL: other instances commit unseen) every poll runs', () => {
+  it('without a commit mark (PostgreSQL: other instances commit unseen) every poll runs', async () => {
     const gate = new PollGate({ commitMark: () => null });
-    gate.quietUntil(Infinity);
     assert.equal(gate.due(), true);
     gate.quietUntil(Infinity);
+    assert.equal(gate.due(), true);
+    let read = false;
+    await gate.quietUntilNext(async () => {
+      read = true;
+      return Infinity;
+    });
+    assert.equal(read, false, 'what comes due is not read where it cannot skip a poll');
     assert.equal(gate.due(), true);
   });
 });

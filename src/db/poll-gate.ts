@@ -28,4 +28,9 @@ export class PollGate {
   quietUntil(atMs: number): void {
     this.dueAt = atMs;
   }
+
+  /** The same with the moment read by `nextDue`, which is not run where every poll runs anyway (PostgreSQL). */
+  async quietUntilNext(nextDue: () => Promise<number>): Promise<void> {
+    if (this.mark !== null) this.dueAt = await nextDue();
+  }
 }

@@ -68,7 +68,7 @@ export class EnrichmentWorker {
         if (this.gate.due()) {
           job = await this.queue.claim(this.id);
           if (job) await this.process(job);
-          else this.gate.quietUntil(await this.queue.nextDue());
+          else await this.gate.quietUntilNext(() => this.queue.nextDue());
         }
       } catch (error) {
         this.log.error({ err: error }, 'enrichment worker error');

@@ -194,14 +194,18 @@ export class WebhookService {
   private async poll(): Promise<void> {
     if (!this.gate.due()) return;
     this.kick();
+    // A failed read leaves the poll running every tick.
+    await this.gate.quietUntilNext(() => this.nextDue()).catch(() => {});
+  }
+
+  /** When the next delivery comes due (a retry, a claim left by a process that died), in ms; Infinity when none waits. */
+  private async nextDue(): Promise<number> {
     const next = await this.database.db
       .selectFrom('webhook_deliveries')
       .select((eb) => eb.fn.min('due_at').as('due_at'))
       .where('state', 'in', ['pending', 'sending'])
-      .executeTakeFirst()
-      .catch(() => null);
-    // Nothing waits: quiet until the next commit. A failed read leaves the poll running every tick.
-    if (next) this.gate.quietUntil(next.due_at ? Date.parse(String(next.due_at)) : Infinity);
+      .executeTakeFirst();
+    return next?.due_at ? Date.parse(String(next.due_at)) : Infinity;
   }
 
   /** Starts each lane's drain unless one runs; a drain in progress runs once more (new rows may have arrived). */
