@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { ConfigError, type Config } from './config.js';
 import { SecretBox } from './crypto.js';
 import { createEventPipeline } from './pipeline.js';
 import { VERSION } from './version.js';
-import { claimInterval, Database } from './db/index.js';
+import { claimInterval, Database, PollGate } from './db/index.js';
 import { EVENT_LOG, eventRoutes, type EventLog } from './events/index.js';
 import { createHttpServer, RouteAuth, SessionStore, SIGN_IN_LIMIT } from './http/index.js';
 import {
@@ -91,7 +91,10 @@ export async function buildApp(config: Config): Promise<App> {
   });
 
   // Commands fail at once while Redis is away (no offline queue), so the limiter can fail open or closed promptly.
-  const redis = config.redisUrl ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false }) : null;
+  // ioredis is loaded only when configured: a start-up without Redis does not pay for importing it.
+  const redis = config.redisUrl
+    ? new (await import('ioredis')).Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false })
+    : null;
   // Kept for the start-up line; reported once the logger exists.
   let redisError: unknown = null;
   const keepRedisError = (error: unknown) => (redisError = error);
@@ -227,6 +230,15 @@ export async function buildApp(config: Config): Promise<App> {
     timers.push(setInterval(run, ms).unref());
     if (atOnce) run();
   };
+  /** A sweep that runs only after a commit or once `nextDue` (what it reads, in ms) has come: an idle service reads nothing. */
+  const gated = (sweep: () => Promise<unknown>, nextDue: () => Promise<number>) => {
+    const gate = new PollGate(database);
+    return async () => {
+      if (!gate.due()) return;
+      await sweep();
+      await gate.quietUntilNext(nextDue);
+    };
+  };
   const retention = async () => {
     const deleted = await applyRetention([
       { name: 'events', days: config.eventRetentionDays, prune: (cutoff) => events.prune(cutoff) },
@@ -260,8 +272,22 @@ export async function buildApp(config: Config): Promise<App> {
     { start: () => webhook.start(), stop: () => webhook.stop() },
     {
       start: () => {
-        every(sweepIntervalMs(config.presenceAwayDelayMs), () => presence.sweepAway(), 'away sweep');
-        every(nodeSweepIntervalMs(config.nodeTimeoutMs), () => presence.sweepOfflineNodes(), 'node timeout sweep');
+        every(
+          sweepIntervalMs(config.presenceAwayDelayMs),
+          gated(
+            () => presence.sweepAway(),
+            () => presence.nextAwayDue(),
+          ),
+          'away sweep',
+        );
+        every(
+          nodeSweepIntervalMs(config.nodeTimeoutMs),
+          gated(
+            () => presence.sweepOfflineNodes(),
+            () => presence.nextNodeTimeout(),
+          ),
+          'node timeout sweep',
+        );
         // One health report per interval for the installation, whichever instance's tick comes first.
         every(
           config.healthIntervalMs,

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { type Database, type Db, LOG_ROW_OVERHEAD, type LogTable, outsideTransaction, pruneOldest, storageBytes } from './db/index.js';
+import { type Database, type Db, LOG_ROW_OVERHEAD, type LogTable, outsideTransaction, PollGate, pruneOldest, storageBytes } from './db/index.js';
 import type { AppendHook, StoredEvent } from './events/index.js';
 import type { ThrottledLog } from './http/index.js';
 import { DomainError } from './errors.js';
@@ -39,6 +39,8 @@ export class StorageBudget implements AppendHook {
   private readonly levels: ReturnType<typeof budgetLevels>;
   private log: FastifyBaseLogger | null = null;
   private throttledLog: ThrottledLog | null = null;
+  /** The database grows only with a commit: the periodic measurement waits for one. */
+  private readonly gate: PollGate;
 
   constructor(
     private readonly database: Database,
@@ -48,6 +50,7 @@ export class StorageBudget implements AppendHook {
     private readonly makeRoom: (limit: number) => Promise<number> = async () => 0,
   ) {
     this.levels = budgetLevels(budgetBytes);
+    this.gate = new PollGate(database);
   }
 
   /** The bytes in use at the last measurement, plus what this process appended since. */
@@ -72,7 +75,7 @@ export class StorageBudget implements AppendHook {
     this.log = log;
     this.throttledLog = throttledLog;
     await this.measure();
-    this.timer = setInterval(() => this.kick(), BUDGET_CHECK_MS).unref();
+    this.timer = setInterval(() => this.gate.due() && this.kick(), BUDGET_CHECK_MS).unref();
     this.kick();
   }
 
@@ -91,7 +94,7 @@ export class StorageBudget implements AppendHook {
     }
     // `append` kicks from inside the appending transaction: the pass is not part of it.
     this.running = outsideTransaction(() => this.keep())
-      .then(() => undefined)
+      .then(() => this.gate.quietUntil(Infinity))
       .catch((error: Error) => this.log?.warn({ err: error }, 'storage budget: pruning failed'))
       .finally(() => {
         this.running = null;

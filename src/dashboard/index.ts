@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { EVENT_TYPES } from '../events/index.js';
 import { withSchemaTypes } from '../http/index.js';
 
-/** The dashboard's files, shipped as written (no build step), read once at start-up. */
+/** The dashboard's files, shipped as written (no build step), read once at the first request for one (start-up does not need them). */
 const PUBLIC_DIR = new URL('../../../src/dashboard/public/', import.meta.url);
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -30,13 +30,18 @@ const DASHBOARD_CSP = {
 
 export function dashboardRoutes(server: FastifyInstance): void {
   const app = withSchemaTypes(server);
-  const files = new Map<string, { body: Buffer; type: string }>();
-  for (const name of readdirSync(PUBLIC_DIR)) {
-    const extension = name.slice(name.lastIndexOf('.'));
-    if (TYPES[extension]) files.set(name, { body: readFileSync(new URL(name, PUBLIC_DIR)), type: TYPES[extension]! });
-  }
-  // Generated from the one list (events/types.ts): the page subscribes to every type the stream sends.
-  files.set('event-types.js', { body: Buffer.from(`export const EVENT_TYPES = ${JSON.stringify(EVENT_TYPES)};\n`), type: TYPES['.js']! });
+  let loaded: Map<string, { body: Buffer; type: string }> | null = null;
+  const files = () => {
+    if (loaded) return loaded;
+    loaded = new Map();
+    for (const name of readdirSync(PUBLIC_DIR)) {
+      const extension = name.slice(name.lastIndexOf('.'));
+      if (TYPES[extension]) loaded.set(name, { body: readFileSync(new URL(name, PUBLIC_DIR)), type: TYPES[extension]! });
+    }
+    // Generated from the one list (events/types.ts): the page subscribes to every type the stream sends.
+    loaded.set('event-types.js', { body: Buffer.from(`export const EVENT_TYPES = ${JSON.stringify(EVENT_TYPES)};\n`), type: TYPES['.js']! });
+    return loaded;
+  };
   const options = {
     config: { auth: 'public' as const, rateLimit: false as const, headerPolicy: { contentSecurityPolicy: DASHBOARD_CSP } },
     schema: { hide: true },
@@ -44,11 +49,11 @@ export function dashboardRoutes(server: FastifyInstance): void {
   const fileParams = { type: 'object', required: ['file'], properties: { file: { type: 'string' } } } as const;
 
   app.get('/', options, async (_request, reply) => {
-    const page = files.get('index.html')!;
+    const page = files().get('index.html')!;
     return reply.type(page.type).header('cache-control', 'no-cache').send(page.body);
   });
   app.get('/dashboard/:file', { ...options, schema: { ...options.schema, params: fileParams } }, async (request, reply) => {
-    const file = files.get(request.params.file);
+    const file = files().get(request.params.file);
     if (!file) return reply.callNotFound();
     return reply.type(file.type).header('cache-control', 'no-cache').send(file.body);
   });

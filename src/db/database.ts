@@ -1,7 +1,7 @@
 import { chmodSync, closeSync, openSync } from 'node:fs';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type SqliteDatabase } from 'kysely';
-import pg from 'pg';
+import type pg from 'pg';
 import path from 'node:path';
 import { migrations } from './migrations.js';
 import { KNOWN_MIGRATIONS, SCHEMA_VERSION, unknownSchema } from './schema-version.js';
@@ -39,8 +39,13 @@ export function walLimits(storageBudgetMb: number, pageSize: number): { autochec
   return { autocheckpointPages, sizeLimitBytes: Math.min(WAL_SIZE_LIMIT_BYTES, autocheckpointPages * pageSize) };
 }
 
-// PostgreSQL returns int8 (bigserial ids, counts) as strings by default; every value we keep fits a double.
-pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+/** pg, loaded only for PostgreSQL: a SQLite start-up does not pay for importing it. */
+export async function loadPg(): Promise<typeof pg> {
+  const { default: pg } = await import('pg');
+  // PostgreSQL returns int8 (bigserial ids, counts) as strings by default; every value we keep fits a double.
+  pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+  return pg;
+}
 
 /**
  * The one data layer: Kysely over SQLite (embedded default) or PostgreSQL.
@@ -61,6 +66,8 @@ export class Database {
   private readonly file: BetterSqlite3.Database | null;
   /** Whether writes fail for lack of disk (readiness). */
   private readonly writes = new WriteHealth();
+  /** SQLite only: what `commitMark` reads (poll-gate.ts). */
+  private readonly commits: BetterSqlite3.Statement | null;
   /** The schema before this process migrated it to SCHEMA_VERSION (null: an empty database); undefined when it was up to date. */
   private migratedFrom: string | null | undefined;
 
@@ -76,6 +83,12 @@ export class Database {
     this.groupCommit = sqlite ? new GroupCommit(db, sqlite.file, (error) => this.writes.observe(error)) : null;
     this.statements = sqlite?.statements ?? null;
     this.file = sqlite?.file ?? null;
+    this.commits = sqlite ? sqlite.file.prepare('select total_changes() + (select data_version from pragma_data_version)').pluck() : null;
+  }
+
+  /** A number that moves whenever any connection commits a change (SQLite); null on PostgreSQL, where other instances commit unseen (poll-gate.ts). */
+  commitMark(): number | null {
+    return this.commits ? (this.commits.get() as number) : null;
   }
 
   /**
@@ -86,15 +99,16 @@ export class Database {
    */
   static async open(options: { databaseUrl: string | null; dataDir: string; storageBudgetMb?: number; databaseTimeoutMs?: number }): Promise<Database> {
     if (options.databaseUrl) {
+      const driver = await loadPg();
       // Migrations may take long (an index on a large log): on a connection of their own, without the timeout.
-      const migrator = Database.postgres(options.databaseUrl, { max: 1 });
+      const migrator = Database.postgres(driver, options.databaseUrl, { max: 1 });
       try {
         await migrator.migrate();
       } finally {
         await migrator.db.destroy();
       }
       const timeout = options.databaseTimeoutMs ?? 0;
-      const database = Database.postgres(options.databaseUrl, { max: 10, connectionTimeoutMillis: timeout, query_timeout: timeout });
+      const database = Database.postgres(driver, options.databaseUrl, { max: 10, connectionTimeoutMillis: timeout, query_timeout: timeout });
       database.migratedFrom = migrator.migratedFrom;
       return database;
     }
@@ -124,8 +138,8 @@ export class Database {
     return database;
   }
 
-  private static postgres(connectionString: string, options: pg.PoolConfig): Database {
-    const pool = new pg.Pool({ connectionString, ...options });
+  private static postgres(driver: typeof pg, connectionString: string, options: pg.PoolConfig): Database {
+    const pool = new driver.Pool({ connectionString, ...options });
     // A connection the server terminates (restart, failover) emits 'error' on its client, idle or
     // checked out; unhandled, that would crash the process. The failing query rejects on its own and
     // the pool replaces the client.

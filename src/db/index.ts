@@ -1,5 +1,5 @@
 /** The data layer's entry point: the Database and the helpers other capabilities write and read with. */
-export { Database, now, type Db } from './database.js';
+export { Database, loadPg, now, type Db } from './database.js';
 export * from './schema.js';
 export { storageFailure, type StorageFailure } from './errors.js';
 export { claimInterval, getSetting, putSetting, settingUpdatedAt } from './kv.js';
@@ -7,5 +7,6 @@ export { insertWithNewId, uniqueId } from './ids.js';
 export { prepare, type Param, type Prepared } from './prepared.js';
 export { PRUNE_CHUNK, pruneOldest, pruneOlderThan, type LogTable } from './prune.js';
 export { storageBytes } from './usage.js';
+export { PollGate, type CommitMark } from './poll-gate.js';
 export { outsideTransaction, TransactionMisuseError } from './transaction-scope.js';
 export { SCHEMA_VERSION, UnknownSchemaError } from './schema-version.js';

@@ -7,7 +7,8 @@ export type JobState = EnrichmentJobsTable['state'];
 
 /** Estimate used until jobs have finished: what the built-in generator takes, rounded up generously. */
 export const PRIOR_JOB_SECONDS = 5;
-export const WORKER_HEARTBEAT_MS = 5000;
+/** A worker stopped cleanly retires at once; one that died counts as live for three heartbeats (the estimate only). */
+export const WORKER_HEARTBEAT_MS = 30_000;
 /** Completed jobs whose mean duration the estimate uses. */
 const RECENT_JOBS = 20;
 /** The estimate's slow-moving inputs (mean job duration, live workers) are refreshed at most this often. */

@@ -41,7 +41,7 @@ export function createEnrichment(deps: EnrichmentDeps) {
   const requests = new EnrichmentRequests(database, events, estimate, { nonces, replayRule: commentary.rule });
   const queue = new JobQueue(database, events, { leaseMs: config.enrichmentLeaseMs, retryBaseMs: config.enrichmentRetryBaseMs });
   const auth = new BotAuthenticator(bots, nonces);
-  const newWorker = () => new EnrichmentWorker(queue, commentary, deps.log, deps.metrics, { leaseMs: config.enrichmentLeaseMs });
+  const newWorker = () => new EnrichmentWorker(database, queue, commentary, deps.log, deps.metrics, { leaseMs: config.enrichmentLeaseMs });
   const worker = config.worker === 'embedded' ? newWorker() : null;
   deps.metrics?.gauge('mothership_enrichment_queue_depth', 'Enrichment jobs queued or running', () => queue.depth());
 

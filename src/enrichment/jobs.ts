@@ -86,6 +86,20 @@ export class JobQueue {
     });
   }
 
+  /** When the next job becomes claimable by the clock alone (a retry's run_after, an expired lease), in ms; Infinity when none waits. */
+  async nextDue(): Promise<number> {
+    const row = await this.database.db
+      .selectFrom('enrichment_jobs')
+      .select((eb) => [
+        eb.fn.min(eb.case().when('state', '=', 'queued').then(eb.ref('run_after')).end()).as('run_after'),
+        eb.fn.min(eb.case().when('state', '=', 'running').then(eb.ref('lease_expires_at')).end()).as('lease_expires_at'),
+      ])
+      .where('state', 'in', ['queued', 'running'])
+      .executeTakeFirst();
+    const times = [row?.run_after, row?.lease_expires_at].filter((at) => at != null).map((at) => Date.parse(String(at)));
+    return Math.min(Infinity, ...times);
+  }
+
   /** Extends the lease of a job this worker still owns; false when it lost the job. */
   renewLease(job: Job, workerId: string): Promise<boolean> {
     return this.updateOwned(this.database.db, job, workerId, { lease_expires_at: new Date(Date.now() + this.options.leaseMs).toISOString() });

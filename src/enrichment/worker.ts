@@ -6,6 +6,7 @@ import type { Metrics } from '../ops/index.js';
 import { replayRefusal, type Commentary } from './commentary.js';
 import { WORKER_HEARTBEAT_MS } from './estimate.js';
 import { MAX_ATTEMPTS, type Job, type JobQueue } from './jobs.js';
+import { PollGate, type CommitMark } from '../db/index.js';
 
 const IDLE_POLL_MS = 1000;
 
@@ -20,14 +21,19 @@ export class EnrichmentWorker {
   private wake: (() => void) | null = null;
   private loop: Promise<void> | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
+  /** An idle worker claims again only after a commit (a job enqueued by another process) or when a job comes due by the clock. */
+  private readonly gate: PollGate;
 
   constructor(
+    database: CommitMark,
     private readonly queue: JobQueue,
     private readonly commentary: Commentary,
     private readonly log: FastifyBaseLogger,
     private readonly metrics: Metrics | null,
     private readonly options: { leaseMs: number },
-  ) {}
+  ) {
+    this.gate = new PollGate(database);
+  }
 
   async start(): Promise<void> {
     if (this.running) return;
@@ -43,6 +49,7 @@ export class EnrichmentWorker {
 
   /** Wakes an idle worker at once (a job was just enqueued). */
   notify(): void {
+    this.gate.quietUntil(0);
     this.wake?.();
   }
 
@@ -58,8 +65,11 @@ export class EnrichmentWorker {
     while (this.running) {
       let job: Job | null = null;
       try {
-        job = await this.queue.claim(this.id);
-        if (job) await this.process(job);
+        if (this.gate.due()) {
+          job = await this.queue.claim(this.id);
+          if (job) await this.process(job);
+          else await this.gate.quietUntilNext(() => this.queue.nextDue());
+        }
       } catch (error) {
         this.log.error({ err: error }, 'enrichment worker error');
       }

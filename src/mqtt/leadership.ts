@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
-import pg from 'pg';
+import type pg from 'pg';
+import { loadPg } from '../db/index.js';
 import type { RefusalCounts } from './refusals.js';
 
 /** The advisory lock class of MQTT ownership (the second key is the installation's hash). */
@@ -91,7 +92,7 @@ export class MqttLeadership {
   private async check(): Promise<void> {
     try {
       if (!this.client) {
-        const client = new pg.Client({ connectionString: this.databaseUrl });
+        const client = new (await loadPg()).Client({ connectionString: this.databaseUrl });
         client.on('error', () => {}); // a lost session shows in the next query
         await client.connect();
         // PostgreSQL 14 and later; older servers keep a frozen owner's lock until its connection drops.

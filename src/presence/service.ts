@@ -346,6 +346,17 @@ export class PresenceService {
     return changed;
   }
 
+  /** When the away sweep has something to do by the clock alone (ms): the first person home outside every zone comes due; Infinity when none. */
+  async nextAwayDue(): Promise<number> {
+    const row = await this.db
+      .selectFrom('persons')
+      .select((eb) => eb.fn.min('left_at').as('left_at'))
+      .where('presence', '=', 'home')
+      .where('zone_id', 'is', null)
+      .executeTakeFirst();
+    return row?.left_at ? Date.parse(row.left_at) + this.options.awayDelayMs : Infinity;
+  }
+
   // ---- nodes, health, mode, fall ----
 
   /**
@@ -396,6 +407,16 @@ export class PresenceService {
       if (silent.length) emit('system.health', { detail: await readHealth(trx, since) });
       return silent.length;
     });
+  }
+
+  /** When the node sweep has something to do by the clock alone (ms): the node silent longest times out; Infinity when none is online. */
+  async nextNodeTimeout(): Promise<number> {
+    const row = await this.db
+      .selectFrom('nodes')
+      .select((eb) => eb.fn.min('last_seen').as('last_seen'))
+      .where('online', '=', 1)
+      .executeTakeFirst();
+    return row?.last_seen ? Date.parse(row.last_seen) + this.options.nodeTimeoutMs : Infinity;
   }
 
   /**

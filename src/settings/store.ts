@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { SecretBox } from '../crypto.js';
 import type { Database, Db } from '../db/index.js';
-import { getSetting, putSetting, settingUpdatedAt } from '../db/index.js';
+import { getSetting, PollGate, putSetting, settingUpdatedAt } from '../db/index.js';
 import { invalidFields } from '../errors.js';
 import { memo } from '../memo.js';
 import { candidateSettings } from './validate.js';
@@ -33,6 +33,8 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   private applied: { settings: IntegrationSettings; updatedAt: string | null } | null = null;
   private watch: NodeJS.Timeout | null = null;
   private checking: Promise<void> | null = null;
+  /** On SQLite the watch reads the row only after a commit (a save by another process). */
+  private readonly gate: PollGate;
   /** Saves of this process in flight: the watch must not report one as another instance's before it is told here. */
   private saving = 0;
 
@@ -41,6 +43,7 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
     private readonly box: SecretBox,
   ) {
     super();
+    this.gate = new PollGate(database);
   }
 
   /** The current settings, cached for CACHE_MS. */
@@ -77,9 +80,11 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
 
   /** A save by another instance: the row's time moved. Tells the integrations what changed, as a save here would. */
   private async checkForChange(): Promise<void> {
+    if (!this.gate.due()) return;
     try {
       const updatedAt = await settingUpdatedAt(this.database.db, KEY);
-      if (!this.applied || this.saving > 0 || updatedAt === this.applied.updatedAt) return;
+      if (!this.applied || this.saving > 0) return;
+      if (updatedAt === this.applied.updatedAt) return this.gate.quietUntil(Infinity);
       const settings = await this.read(this.database.db);
       if (this.saving > 0 || updatedAt === this.applied.updatedAt) return; // a save here began or ended meanwhile
       const previous = this.applied.settings;

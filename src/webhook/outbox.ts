@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database, Db } from '../db/index.js';
-import { now, prepare, type Prepared } from '../db/index.js';
+import { now, PollGate, prepare, type Prepared } from '../db/index.js';
 import type { AppendHook, EventType, StoredEvent } from '../events/index.js';
 import type { ThrottledLog } from '../http/index.js';
 import type { Metrics } from '../ops/index.js';
@@ -86,18 +86,24 @@ export class OutboxBound {
   private running: Promise<unknown> | null = null;
   private log: FastifyBaseLogger | null = null;
   private throttledLog: ThrottledLog | null = null;
+  /** The count of pending deliveries moves only with a commit. */
+  private readonly gate: PollGate;
 
   constructor(
     private readonly database: Database,
     private readonly pendingMax: number,
     private readonly metrics: Metrics | null,
-  ) {}
+  ) {
+    this.gate = new PollGate(database);
+  }
 
   start(log: FastifyBaseLogger, throttledLog: ThrottledLog): void {
     this.log = log;
     this.throttledLog = throttledLog;
     this.timer = setInterval(() => {
-      this.running ??= this.keep()
+      if (this.running || !this.gate.due()) return;
+      this.running = this.keep()
+        .then(() => this.gate.quietUntil(Infinity))
         .catch((error: Error) => this.log?.warn({ err: error }, 'webhook: bounding the pending deliveries failed'))
         .finally(() => (this.running = null));
     }, BOUND_CHECK_MS).unref();

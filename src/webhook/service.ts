@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { Webhook } from 'standardwebhooks';
 import type { Database, Db, WebhookDeliveriesTable } from '../db/index.js';
-import { type LogTable, now, type Param, prepare, type Prepared, pruneOlderThan } from '../db/index.js';
+import { type LogTable, now, type Param, PollGate, prepare, type Prepared, pruneOlderThan } from '../db/index.js';
 import type { Insertable, Selectable } from 'kysely';
 import { makeEvent, type EventLog } from '../events/index.js';
 import type { ThrottledLog } from '../http/index.js';
@@ -106,6 +106,9 @@ export class WebhookService {
   private unsubscribe: (() => void) | null = null;
   private readonly lanes: Lane[];
   private readonly recordAttempt: Prepared<unknown, 'id' | 'state' | 'statusCode' | 'error' | 'durationMs' | 'attemptedAt' | 'responseBody'>;
+  /** The poll looks only after a commit or when a delivery comes due (a retry, a claim left by a process that died). */
+  private readonly gate: PollGate;
+  private polling: Promise<void> | null = null;
 
   constructor(
     private readonly database: Database,
@@ -117,6 +120,7 @@ export class WebhookService {
     private readonly metrics: Metrics | null,
     private readonly options: { timeoutMs: number; retryDelayMs: number },
   ) {
+    this.gate = new PollGate(database);
     // A lane's due rows of one state, walked in (attempt, id) order over the (state, attempt, id) index (migration 016).
     const due = (lane: LaneName) => (db: Db, param: Param<'state' | 'at'>) =>
       db
@@ -167,7 +171,7 @@ export class WebhookService {
     this.unsubscribe = this.events.subscribe(() => {
       if (this.outbox.takeEnqueued()) this.kickLane(this.lanes[0]!);
     });
-    this.timer = setInterval(() => this.kick(), POLL_MS);
+    this.timer = setInterval(() => void (this.polling ??= this.poll().finally(() => (this.polling = null))), POLL_MS);
     this.timer.unref();
     this.kick();
   }
@@ -177,6 +181,7 @@ export class WebhookService {
     this.unsubscribe?.();
     this.unsubscribe = null;
     if (this.timer) clearInterval(this.timer);
+    await this.polling;
     const draining = this.lanes.flatMap((lane) => (lane.draining ? [lane.draining] : []));
     if (!draining.length) return;
     // A slow receiver must not hold up a shutdown for WEBHOOK_TIMEOUT_MS: after a short grace the
@@ -184,6 +189,23 @@ export class WebhookService {
     const grace = setTimeout(() => this.abandon.abort(), STOP_GRACE_MS);
     await Promise.all(draining);
     clearTimeout(grace);
+  }
+
+  private async poll(): Promise<void> {
+    if (!this.gate.due()) return;
+    this.kick();
+    // A failed read leaves the poll running every tick.
+    await this.gate.quietUntilNext(() => this.nextDue()).catch(() => {});
+  }
+
+  /** When the next delivery comes due (a retry, a claim left by a process that died), in ms; Infinity when none waits. */
+  private async nextDue(): Promise<number> {
+    const next = await this.database.db
+      .selectFrom('webhook_deliveries')
+      .select((eb) => eb.fn.min('due_at').as('due_at'))
+      .where('state', 'in', ['pending', 'sending'])
+      .executeTakeFirst();
+    return next?.due_at ? Date.parse(String(next.due_at)) : Infinity;
   }
 
   /** Starts each lane's drain unless one runs; a drain in progress runs once more (new rows may have arrived). */
