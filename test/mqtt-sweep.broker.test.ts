@@ -84,7 +84,13 @@ describe('mothership mqtt cleanup, at building size on a broker with its default
     try {
       const settings = { ...DEFAULT_SETTINGS.mqtt, enabled: true, broker_url: broker.url };
       const old = new Topics(settings.topic_root, 'ms-old', settings.discovery_prefix);
-      const persons = Array.from({ length: 5000 }, (_, index) => ({ id: `p${index}`, name: `Person ${index}`, presence: 'home' as const, zone: `z${index % 500}`, last_seen: null }));
+      const persons = Array.from({ length: 5000 }, (_, index) => ({
+        id: `p${index}`,
+        name: `Person ${index}`,
+        presence: 'home' as const,
+        zone: `z${index % 500}`,
+        last_seen: null,
+      }));
       const zones = Array.from({ length: 500 }, (_, index) => ({ id: `z${index}`, name: `Room ${index}`, count: 10, occupied: true, occupants: [] }));
       // What that installation published: its entity configs, its states, its availability and generation marker.
       const left: [string, string][] = [

@@ -32,8 +32,12 @@ export async function clearInstallation(settings: MqttSettings, clientId: string
   const filters = [...topics.discoveryFilters, `${topics.base}/#`];
   // Under its topic root everything is the installation's; under the discovery prefix only what it
   // wrote: an installation id can equal another integration's node id (an ESPHome device's name).
-  const retained = await readRetainedTopics(settings, clientId, filters, `${topics.generation}/cleanup`, (topic, payload) =>
-    topic.startsWith(`${topics.base}/`) || isOurDiscoveryConfig(payload, installation),
+  const retained = await readRetainedTopics(
+    settings,
+    clientId,
+    filters,
+    `${topics.generation}/cleanup`,
+    (topic, payload) => topic.startsWith(`${topics.base}/`) || isOurDiscoveryConfig(payload, installation),
   );
   const client = connectBroker(clientOptions(settings, clientId));
   try {

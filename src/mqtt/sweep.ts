@@ -25,5 +25,12 @@ export function readForeign(
   signal: AbortSignal,
 ): Promise<string[]> {
   const filters = [...topics.discoveryFilters, `${topics.base}/#`];
-  return readRetainedTopics(settings, clientId, filters, `${topics.generation}/sweep`, (topic, payload) => sweepable(topics, topic) && !ours(topic, payload), signal);
+  return readRetainedTopics(
+    settings,
+    clientId,
+    filters,
+    `${topics.generation}/sweep`,
+    (topic, payload) => sweepable(topics, topic) && !ours(topic, payload),
+    signal,
+  );
 }
