@@ -1,6 +1,11 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { clearInstallation } from '../src/mqtt/cleanup.js';
+import { allConfigs, payloadText } from '../src/mqtt/discovery.js';
+import { personState, zoneState } from '../src/mqtt/state.js';
+import { Topics } from '../src/mqtt/topics.js';
+import { DEFAULT_SETTINGS } from '../src/settings/index.js';
 import { eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { observer, retainedAll, startBroker } from './helpers/broker.js';
 
@@ -70,5 +75,53 @@ describe('MQTT: foreign retained messages under the service topics, at any numbe
     });
     const ours = await retainedAll(broker.url, [`${prefix}/#`]);
     assert.ok(ours.has(`${prefix}/binary_sensor/${mid}/person_ada_presence/config`), 'its own configs stay');
+  });
+});
+
+describe('mothership mqtt cleanup, at building size on a broker with its default configuration', () => {
+  it("clears every retained message 5,000 persons' and 500 zones' installation left, and nothing else", async () => {
+    const broker = await startBroker();
+    try {
+      const settings = { ...DEFAULT_SETTINGS.mqtt, enabled: true, broker_url: broker.url };
+      const old = new Topics(settings.topic_root, 'ms-old', settings.discovery_prefix);
+      const persons = Array.from({ length: 5000 }, (_, index) => ({
+        id: `p${index}`,
+        name: `Person ${index}`,
+        presence: 'home' as const,
+        zone: `z${index % 500}`,
+        last_seen: null,
+      }));
+      const zones = Array.from({ length: 500 }, (_, index) => ({ id: `z${index}`, name: `Room ${index}`, count: 10, occupied: true, occupants: [] }));
+      // What that installation published: its entity configs, its states, its availability and generation marker.
+      const left: [string, string][] = [
+        ...allConfigs({ topics: old, version: '0.2.0' }, persons, zones).map((message): [string, string] => [message.topic, payloadText(message)]),
+        ...persons.flatMap((person) => personState(old, person, null)),
+        ...zones.map((zone) => zoneState(old, zone)),
+        [old.availability, 'offline'],
+        [old.generation, 'g1'],
+      ];
+      // Another integration's device whose node id happens to be the same, and a live installation.
+      const kept: [string, string][] = [
+        [`${settings.discovery_prefix}/sensor/ms-old/temperature/config`, JSON.stringify({ name: 'Temperature', device: { identifiers: ['esphome_ms-old'] } })],
+        [`${settings.topic_root}/ms-new/availability`, 'online'],
+      ];
+      const seeder = await observer(broker.url, []);
+      try {
+        await inBatches([...left, ...kept], 500, ([topic, payload]) => seeder.client.publishAsync(topic, payload, { qos: 1, retain: true }));
+      } finally {
+        await seeder.close();
+      }
+      const filters = [`${settings.discovery_prefix}/#`, `${settings.topic_root}/#`];
+      assert.equal((await retainedAll(broker.url, filters)).size, left.length + kept.length, 'seeded');
+
+      const { cleared } = await clearInstallation(settings, 'mothership-test-cleanup', 'ms-old');
+      const retained = await retainedAll(broker.url, filters);
+      const leftover = left.filter(([topic]) => retained.has(topic)).map(([topic]) => topic);
+      assert.equal(leftover.length, 0, `${leftover.length} of ${left.length} left, such as ${leftover.slice(0, 3).join(', ')}`);
+      assert.deepEqual([...retained.keys()].sort(), kept.map(([topic]) => topic).sort(), 'the others stay');
+      assert.equal(cleared, left.length);
+    } finally {
+      await broker.destroy();
+    }
   });
 });

@@ -2,7 +2,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
-import { freePort, observer, retainedSet, startBroker } from './helpers/broker.js';
+import { freePort, observer, patientProxy, retainedAll, retainedSet, startBroker } from './helpers/broker.js';
+import { CUT_SHORT_IN_A_ROW } from '../src/mqtt/takeover.js';
 import { spawnMothership, startService, stopProcess } from './helpers/process.js';
 import { DEFAULT_WEBHOOK_EVENT_TYPES } from '../src/settings/model.js';
 
@@ -393,6 +394,41 @@ describe('MQTT connection management', () => {
       assert.match(metrics, /mothership_mqtt_reconnect_attempts_total [1-9]/);
     } finally {
       await app.cleanup();
+      await broker.destroy();
+    }
+  });
+
+  it('a broker that restarts again and again, each time soon after the connect, is restarting (it lost the generation marker), not another client taking the client id: no long backoff', async () => {
+    const broker = await startBroker();
+    // Every reconnect is accepted (the proxy waits for the restarted broker), as a takeover's would be:
+    // only the lost generation marker tells the restart.
+    const proxy = await patientProxy(broker.port);
+    const { app, mid, root } = await mqttApp({ MQTT_TAKEOVER_SESSION_MS: '600000', MQTT_TAKEOVER_BACKOFF_MS: '600000' });
+    const marker = `${root}/${mid}/generation`;
+    /** The generation marker once it differs from `previous`, or the status once the client id is taken for contested. */
+    const next = (previous: string | null, what: string) =>
+      eventually(
+        async (): Promise<{ generation?: string; status?: { last_error: string | null } } | null> => {
+          const status = (await app.api('GET', '/api/settings/integration')).body.mqtt.status;
+          if (status.client_id_conflict) return { status };
+          const current = (await retainedAll(broker.url, [marker])).get(marker) ?? null;
+          return current !== null && current !== previous ? { generation: current } : null;
+        },
+        10_000,
+        what,
+      );
+    try {
+      await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: proxy.url, topic_root: root } });
+      let seen = await next(null, 'the first generation marker');
+      for (let restart = 1; restart <= CUT_SHORT_IN_A_ROW + 1; restart++) {
+        await broker.stop('SIGKILL');
+        await broker.start();
+        seen = await next(seen.generation ?? null, `a new generation after restart ${restart}`);
+        assert.equal(seen.status, undefined, `after restart ${restart}: ${seen.status?.last_error}`);
+      }
+    } finally {
+      await app.cleanup();
+      await proxy.close();
       await broker.destroy();
     }
   });

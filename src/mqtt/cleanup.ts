@@ -1,10 +1,8 @@
-import { setTimeout as delay } from 'node:timers/promises';
 import { DomainError } from '../errors.js';
 import { clientOptions, connectBroker, connected, describeMqttError, type MqttSettings } from './connection.js';
+import { readRetainedTopics } from './read-back.js';
 import { Topics } from './topics.js';
 
-/** Retained messages arrive right after the subscription is acknowledged; this is ample on a LAN. */
-const COLLECT_MS = 1000;
 const CONNECT_TIMEOUT_MS = 10_000;
 
 /** Why `installation` cannot be cleaned up from the installation `ownId`; null when it can. */
@@ -32,21 +30,20 @@ export function isOurDiscoveryConfig(payload: string, installation: string): boo
 export async function clearInstallation(settings: MqttSettings, clientId: string, installation: string): Promise<{ cleared: number; filters: string[] }> {
   const topics = new Topics(settings.topic_root, installation, settings.discovery_prefix);
   const filters = [...topics.discoveryFilters, `${topics.base}/#`];
+  // Under its topic root everything is the installation's; under the discovery prefix only what it
+  // wrote: an installation id can equal another integration's node id (an ESPHome device's name).
+  const retained = await readRetainedTopics(
+    settings,
+    clientId,
+    filters,
+    `${topics.generation}/cleanup`,
+    (topic, payload) => topic.startsWith(`${topics.base}/`) || isOurDiscoveryConfig(payload, installation),
+  );
   const client = connectBroker(clientOptions(settings, clientId));
   try {
     await connected(client, CONNECT_TIMEOUT_MS);
-    const retained = new Set<string>();
-    client.on('message', (topic, payload, packet) => {
-      if (!packet.retain || payload.length === 0) return;
-      // Under our own topic root everything is ours; under the discovery prefix only what we wrote:
-      // an installation id can equal another integration's node id (an ESPHome device's name).
-      if (topic.startsWith(`${topics.base}/`) || isOurDiscoveryConfig(payload.toString('utf8'), installation)) retained.add(topic);
-    });
-    await client.subscribeAsync(filters, { qos: 1 });
-    await delay(COLLECT_MS);
-    await client.unsubscribeAsync(filters);
-    await Promise.all([...retained].map((topic) => client.publishAsync(topic, '', { qos: 1, retain: true })));
-    return { cleared: retained.size, filters };
+    await Promise.all(retained.map((topic) => client.publishAsync(topic, '', { qos: 1, retain: true })));
+    return { cleared: retained.length, filters };
   } finally {
     await client.endAsync().catch(() => {});
   }

@@ -270,3 +270,46 @@ export async function stallingProxy(brokerPort: number) {
     },
   };
 }
+
+/**
+ * A TCP proxy in front of a broker that holds each new connection until the broker accepts its own
+ * (trying again while the broker is down), and drops it when the broker's drops. Behind it a broker
+ * that restarts accepts every connection attempt, as one that restarts faster than the client
+ * reconnects does, whatever the timing.
+ */
+export async function patientProxy(brokerPort: number) {
+  const sockets = new Set<import('node:net').Socket>();
+  const server = createServer((client) => {
+    sockets.add(client);
+    // What the client sends before the broker is there waits in the paused socket.
+    client.pause();
+    const attach = () => {
+      if (client.destroyed) return;
+      const upstream = connect(brokerPort, '127.0.0.1');
+      upstream.once('error', () => {
+        if (upstream.readyState !== 'open') setTimeout(attach, 20);
+      });
+      upstream.once('connect', () => {
+        sockets.add(upstream);
+        const end = () => {
+          client.destroy();
+          upstream.destroy();
+        };
+        client.on('close', end).on('error', end);
+        upstream.on('close', end).on('error', end);
+        client.pipe(upstream);
+        upstream.pipe(client);
+      });
+    };
+    attach();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `mqtt://127.0.0.1:${port}`,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
