@@ -249,8 +249,8 @@ export class PresenceService {
 
   // ---- sensing events ----
 
-  /** Applies one sensing event; answers the payload of the event that was ingested. */
-  ingest(input: SensingEvent) {
+  /** Applies one sensing event; answers the payload of the event that was ingested. `writer`: see `EventLog.write`. */
+  ingest(input: SensingEvent, writer?: string) {
     return this.events.write(async (trx, emit) => {
       const blob = input.blob_id ?? null;
       // Lock order, as in deleteZone: the zone, then the person. A deletion at the same time comes
@@ -293,7 +293,7 @@ export class PresenceService {
             detail: input.detail ?? {},
           });
       }
-    });
+    }, writer);
   }
 
   /** Writes a person's new state and emits the transition's events; returns the one of type `primary`. */
@@ -351,9 +351,9 @@ export class PresenceService {
   /**
    * Records a heartbeat. A node that was announced online costs one statement; one that was not (its
    * first heartbeat, or its first after it went offline) is announced with node.online and a
-   * system.health carrying the new count, in one transaction.
+   * system.health carrying the new count, in one transaction. `writer`: see `EventLog.write`.
    */
-  async heartbeat(nodeId: string, reported: number): Promise<void> {
+  async heartbeat(nodeId: string, reported: number, writer?: string): Promise<void> {
     const quality = storedQuality(reported);
     const at = now();
     const known = await this.database.write((db) =>
@@ -375,7 +375,7 @@ export class PresenceService {
       }
       emit('node.online', { detail: { node: nodeId, quality, last_seen: at } });
       emit('system.health', { detail: await readHealth(trx, this.onlineSince(Date.now())) });
-    });
+    }, writer);
   }
 
   /** Announces node.offline, once, for each announced node silent for NODE_TIMEOUT_MS; returns how many. */
