@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Database, type Db, LOG_ROW_OVERHEAD, type LogTable, outsideTransaction, pruneOldest, storageBytes } from './db/index.js';
-import { type AppendHook, SAFETY_EVENTS, type StoredEvent } from './events/index.js';
+import { type AppendHook, SAFETY_EVENTS, type StoredEvent, type Writer } from './events/index.js';
 import type { ThrottledLog } from './http/index.js';
 import { DomainError } from './errors.js';
 
@@ -41,6 +41,13 @@ export class WriterShares {
   private totalAt = 0;
 
   constructor(private readonly halfLifeMs = SHARE_HALF_LIFE_MS) {}
+
+  /** Whether `writer`'s recent bytes are above the fair share, without counting anything. */
+  above(writer: string, now = Date.now()): boolean {
+    const entry = this.writers.get(writer);
+    if (!entry || this.writers.size < 2) return false;
+    return this.faded(entry.bytes, now - entry.at) > this.faded(this.total, now - this.totalAt) / this.writers.size;
+  }
 
   /** Counts `bytes` asked for by `writer`; answers whether its recent bytes are now above the fair share. */
   record(writer: string, bytes: number, now = Date.now()): boolean {
@@ -103,22 +110,34 @@ export class StorageBudget implements AppendHook {
     return this.measured + this.appendedSince;
   }
 
+  /**
+   * Refuses before the transaction what `append` would refuse as of the last check: a flooder's
+   * refusals then cost no write (on SQLite they held the one writer). Not counted in its share, which
+   * fades no faster than the others'.
+   */
+  admit(writer: Writer): void {
+    const used = this.used;
+    if (used > this.levels.refuse || (!writer.safety && used > this.levels.share && this.shares.above(writer.client))) throw this.refusal(used);
+  }
+
   async append(trx: Db, events: StoredEvent[], writer: string): Promise<void> {
     const bytes = appendedBytes(events);
     const aboveShare = this.shares.record(writer, bytes) && !events.some((event) => SAFETY_EVENTS.includes(event.payload.event_type));
     const sqlite = this.database.dialect === 'sqlite';
     const used = sqlite ? await storageBytes(this.database, trx) : this.used + bytes;
-    if (used > this.levels.refuse || (aboveShare && used > this.levels.share)) {
-      this.kick();
-      const why =
-        used > this.levels.refuse
-          ? 'is at its storage budget (STORAGE_BUDGET_MB)'
-          : 'is near its storage budget (STORAGE_BUDGET_MB) and this client wrote more than its share of it lately';
-      throw new DomainError('storage_full', `The event log ${why}; its oldest rows are being deleted, retry shortly`, { retryAfterSeconds: 1 });
-    }
+    if (used > this.levels.refuse || (aboveShare && used > this.levels.share)) throw this.refusal(used);
     if (sqlite) this.measured = used;
     else this.appendedSince += bytes;
     if (this.used > this.levels.high) this.kick();
+  }
+
+  private refusal(used: number): DomainError {
+    this.kick();
+    const why =
+      used > this.levels.refuse
+        ? 'is at its storage budget (STORAGE_BUDGET_MB)'
+        : 'is near its storage budget (STORAGE_BUDGET_MB) and this client wrote more than its share of it lately';
+    return new DomainError('storage_full', `The event log ${why}; its oldest rows are being deleted, retry shortly`, { retryAfterSeconds: 1 });
   }
 
   /** `log`, `throttledLog`: the server's, which exist only after the event pipeline this budget guards. */

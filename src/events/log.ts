@@ -8,9 +8,20 @@ type Subscriber = (event: StoredEvent) => void;
 export interface AppendHook {
   /** Runs inside the appending transaction; `writer`: whom the events count against (see `EventLog.write`). */
   append(trx: Db, events: StoredEvent[], writer: string): Promise<void>;
+  /** Runs before the transaction opens: refuses at once (throws) what `append` would, without the transaction's cost. */
+  admit?(writer: Writer): void;
+}
+/** Whom an append counts against in the storage budget's fair share (`EventLog.write`). */
+export interface Writer {
+  /** A request's token (`token:<id>`) or address; SERVICE_WRITER for what no request asked for. */
+  client: string;
+  /** Whether the append may hold a fall (SAFETY_EVENTS), which no fair share refuses: known before its transaction. */
+  safety: boolean;
 }
 /** The writer of the events no request asked for (timers, sweeps, MQTT commands, the CLI). */
 export const SERVICE_WRITER = 'service';
+/** What it appends is not known beforehand: nothing of it is refused before the append sees its events. */
+const SERVICE: Writer = { client: SERVICE_WRITER, safety: true };
 /** The event log as the pruning helpers see it (retention and the storage budget). */
 export const EVENT_LOG: LogTable = { table: 'events', key: 'seq', time: 'timestamp' };
 export type Emit = <T extends EventType>(type: T, fields: EventFields<T>) => EventPayload<T>;
@@ -40,20 +51,21 @@ export class EventLog {
   }
 
   /**
-   * `writer`: whom the events count against in the storage budget's fair share, a request's token
-   * (`token:<id>`) or address; SERVICE_WRITER for what no request asked for.
+   * `writer`: whom the events count against in the storage budget's fair share; the service itself
+   * when no request asked for them.
    */
-  async write<T>(work: (trx: Db, emit: Emit) => Promise<T>, writer = SERVICE_WRITER): Promise<T> {
+  async write<T>(work: (trx: Db, emit: Emit) => Promise<T>, writer: Writer = SERVICE): Promise<T> {
     const pending: EventPayload[] = [];
     const emit: Emit = (type, fields) => {
       const event = makeEvent(type, fields);
       pending.push(event as EventPayload);
       return event;
     };
+    for (const hook of this.appendHooks) hook.admit?.(writer);
     const stored: StoredEvent[] = [];
     const result = await this.database.transaction(async (trx) => {
       const value = await work(trx, emit);
-      stored.push(...(await this.append(trx, pending, writer)));
+      stored.push(...(await this.append(trx, pending, writer.client)));
       return value;
     });
     this.publish(stored);
