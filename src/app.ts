@@ -182,7 +182,7 @@ export async function buildApp(config: Config): Promise<App> {
     metrics.gauge('mothership_storage_budget_bytes', 'The storage budget (STORAGE_BUDGET_MB), in bytes', async () => config.storageBudgetMb * 2 ** 20);
   }
   // Several instances on one PostgreSQL database: one MQTT owner, elected in the database.
-  const leadership = config.databaseUrl ? new MqttLeadership(config.databaseUrl, config.mothershipId, http.log) : null;
+  const leadership = config.databaseUrl ? new MqttLeadership(config.databaseUrl, config.mothershipId, http.log, { timeoutMs: config.databaseTimeoutMs }) : null;
   metrics.gauge('mothership_mqtt_owner', 'Whether this instance owns the MQTT connection (1) or stands by for another instance (0)', async () =>
     (leadership?.leader ?? true) ? 1 : 0,
   );

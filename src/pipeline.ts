@@ -7,7 +7,8 @@ import { WebhookOutbox } from './webhook/index.js';
 /**
  * The event pipeline, built the same way by every process that writes events (`serve`, `worker`,
  * the CLI): an event is written together with its webhook outbox rows, whichever process writes it.
- * `guards` run first in each append and may refuse it (the serving process's storage budget).
+ * `guards` run last in each append, after the outbox's rows, and may refuse it (the serving
+ * process's storage budget, which on SQLite measures what the append's rows take).
  */
 export function createEventPipeline(
   database: Database,
@@ -16,6 +17,6 @@ export function createEventPipeline(
 ): { events: EventLog; settings: SettingsStore; outbox: WebhookOutbox } {
   const settings = new SettingsStore(database, box);
   const outbox = new WebhookOutbox(database, settings);
-  const events = new EventLog(database, [...guards, outbox]);
+  const events = new EventLog(database, [outbox, ...guards]);
   return { events, settings, outbox };
 }

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { type Database, type Db, LOG_ROW_OVERHEAD, type LogTable, outsideTransaction, PollGate, pruneOldest, storageBytes } from './db/index.js';
-import type { AppendHook, StoredEvent } from './events/index.js';
+import { type AppendHook, SAFETY_EVENTS, type StoredEvent, type Writer } from './events/index.js';
 import type { ThrottledLog } from './http/index.js';
 import { DomainError } from './errors.js';
 
@@ -8,27 +8,81 @@ import { DomainError } from './errors.js';
 export const BUDGET_CHECK_MS = 1000;
 /** Rows deleted per statement when over budget: small, so the keeper stops close to its target. */
 const BUDGET_CHUNK = 100;
+/** A writer's recent bytes count half after this long: its share is what it asked for in the last tens of seconds. */
+const SHARE_HALF_LIFE_MS = 10_000;
 
 /**
  * The storage budget's levels (docs/operations.md): above `high` the keeper deletes the oldest rows
- * down to `low`; at `refuse` (this process's estimate: the last measurement plus what it appended
- * since) events are refused until it has. The top 5 % absorbs what the estimate misses: writes still
- * in flight when the database was measured, and on SQLite the pages' own overhead.
+ * down to `low`; from `share` a writer that asked for more than its fair share lately is refused
+ * (WriterShares), so that the others still write in the headroom up to `refuse`, where every event
+ * is refused until the keeper has made room. The top 5 % absorbs what the check cannot see: on
+ * PostgreSQL other processes' writes not yet committed.
  */
-export const budgetLevels = (budgetBytes: number) => ({ high: budgetBytes * 0.85, low: budgetBytes * 0.75, refuse: budgetBytes * 0.95 });
+export const budgetLevels = (budgetBytes: number) => ({
+  high: budgetBytes * 0.85,
+  low: budgetBytes * 0.75,
+  share: budgetBytes * 0.9,
+  refuse: budgetBytes * 0.95,
+});
 
 /** What an appended event adds at most: its row and its delivery's copy, each with the row's overhead. */
 export const appendedBytes = (events: StoredEvent[]): number =>
   events.reduce((total, event) => total + 2 * (Buffer.byteLength(event.json) + LOG_ROW_OVERHEAD), 0);
 
 /**
+ * What each writer (a token, an address, the service itself: `EventLog.write`) asked to append lately,
+ * accepted or refused, fading by half every SHARE_HALF_LIFE_MS. A writer's fair share is the mean of
+ * the recent writers': a writer that floods is above it however many tokens it spreads over, one
+ * writing alone never is, and one refused that keeps asking stays above it.
+ */
+export class WriterShares {
+  private readonly writers = new Map<string, { bytes: number; at: number }>();
+  private total = 0;
+  private totalAt = 0;
+
+  constructor(private readonly halfLifeMs = SHARE_HALF_LIFE_MS) {}
+
+  /** Whether `writer`'s recent bytes are above the fair share, without counting anything. */
+  above(writer: string, now = Date.now()): boolean {
+    const entry = this.writers.get(writer);
+    if (!entry || this.writers.size < 2) return false;
+    return this.faded(entry.bytes, now - entry.at) > this.faded(this.total, now - this.totalAt) / this.writers.size;
+  }
+
+  /** Counts `bytes` asked for by `writer`; answers whether its recent bytes are now above the fair share. */
+  record(writer: string, bytes: number, now = Date.now()): boolean {
+    const entry = this.writers.get(writer) ?? { bytes: 0, at: now };
+    entry.bytes = this.faded(entry.bytes, now - entry.at) + bytes;
+    entry.at = now;
+    this.writers.set(writer, entry);
+    this.total = this.faded(this.total, now - this.totalAt) + bytes;
+    this.totalAt = now;
+    return this.writers.size > 1 && entry.bytes > this.total / this.writers.size;
+  }
+
+  /** Drops the writers whose bytes have faded to nothing: only recent writers are kept and count in the mean. */
+  forget(now = Date.now()): void {
+    for (const [writer, entry] of this.writers) if (this.faded(entry.bytes, now - entry.at) < 1) this.writers.delete(writer);
+  }
+
+  private faded(bytes: number, elapsedMs: number): number {
+    return bytes * 2 ** (-elapsedMs / this.halfLifeMs);
+  }
+}
+
+/**
  * Keeps the event log and the webhook delivery log within STORAGE_BUDGET_MB: oldest rows first across
  * both logs (`logs`: the events, and the delivery attempts that are finished; a pending or in-flight
  * delivery is not deleted, and carries its own copy of its event). Should pending deliveries alone
  * fill the budget, `makeRoom` abandons the oldest, which are then deleted: a receiver that is down
- * never has events refused for good. As an append hook it refuses an
- * event while the database is at the budget (the last measurement plus what this process appended
- * since), so no writer can grow it past the budget between two measurements.
+ * never has events refused for good. As an append hook (run after the outbox's, so that
+ * an event is checked with its delivery's copy) it refuses events near the budget (budgetLevels): from
+ * `share` those of a writer above its fair share, except falls (SAFETY_EVENTS), which no other
+ * writer's bulk may keep out; from `refuse` every event, so no writer can grow the database past the
+ * budget between two measurements. What it checks: on SQLite the database measured inside the
+ * appending transaction (the pages its rows take, however SQLite lays them out); on PostgreSQL the
+ * last measurement plus what this process appended since (migration 016's triggers count the same
+ * bytes as `appendedBytes`).
  */
 export class StorageBudget implements AppendHook {
   private measured = 0;
@@ -37,6 +91,7 @@ export class StorageBudget implements AppendHook {
   private running: Promise<void> | null = null;
   private again = false;
   private readonly levels: ReturnType<typeof budgetLevels>;
+  private readonly shares = new WriterShares();
   private log: FastifyBaseLogger | null = null;
   private throttledLog: ThrottledLog | null = null;
   /** The database grows only with a commit: the periodic measurement waits for one. */
@@ -58,16 +113,34 @@ export class StorageBudget implements AppendHook {
     return this.measured + this.appendedSince;
   }
 
-  async append(_trx: Db, events: StoredEvent[]): Promise<void> {
+  /**
+   * Refuses before the transaction what `append` would refuse as of the last check: a flooder's
+   * refusals then cost no write (on SQLite they held the one writer). Not counted in its share, which
+   * fades no faster than the others'.
+   */
+  admit(writer: Writer): void {
+    const used = this.used;
+    if (used > this.levels.refuse || (!writer.safety && used > this.levels.share && this.shares.above(writer.client))) throw this.refusal(used);
+  }
+
+  async append(trx: Db, events: StoredEvent[], writer: string): Promise<void> {
     const bytes = appendedBytes(events);
-    if (this.used + bytes > this.levels.refuse) {
-      this.kick();
-      throw new DomainError('storage_full', 'The event log is at its storage budget (STORAGE_BUDGET_MB) and its oldest rows are being deleted; retry shortly', {
-        retryAfterSeconds: 1,
-      });
-    }
-    this.appendedSince += bytes;
+    const aboveShare = this.shares.record(writer, bytes) && !events.some((event) => SAFETY_EVENTS.includes(event.payload.event_type));
+    const sqlite = this.database.dialect === 'sqlite';
+    const used = sqlite ? await storageBytes(this.database, trx) : this.used + bytes;
+    if (used > this.levels.refuse || (aboveShare && used > this.levels.share)) throw this.refusal(used);
+    if (sqlite) this.measured = used;
+    else this.appendedSince += bytes;
     if (this.used > this.levels.high) this.kick();
+  }
+
+  private refusal(used: number): DomainError {
+    this.kick();
+    const why =
+      used > this.levels.refuse
+        ? 'is at its storage budget (STORAGE_BUDGET_MB)'
+        : 'is near its storage budget (STORAGE_BUDGET_MB) and this client wrote more than its share of it lately';
+    return new DomainError('storage_full', `The event log ${why}; its oldest rows are being deleted, retry shortly`, { retryAfterSeconds: 1 });
   }
 
   /** `log`, `throttledLog`: the server's, which exist only after the event pipeline this budget guards. */
@@ -75,7 +148,10 @@ export class StorageBudget implements AppendHook {
     this.log = log;
     this.throttledLog = throttledLog;
     await this.measure();
-    this.timer = setInterval(() => this.gate.due() && this.kick(), BUDGET_CHECK_MS).unref();
+    this.timer = setInterval(() => {
+      this.shares.forget();
+      if (this.gate.due()) this.kick();
+    }, BUDGET_CHECK_MS).unref();
     this.kick();
   }
 

@@ -3,8 +3,11 @@ import assert from 'node:assert/strict';
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { storageBytes } from '../src/db/index.js';
+import { SecretBox } from '../src/crypto.js';
+import type { DomainError } from '../src/errors.js';
 import { EVENT_LOG } from '../src/events/index.js';
-import { budgetLevels, StorageBudget } from '../src/storage-budget.js';
+import { createEventPipeline } from '../src/pipeline.js';
+import { budgetLevels, StorageBudget, WriterShares } from '../src/storage-budget.js';
 import { FINISHED_DELIVERY_LOGS } from '../src/webhook/index.js';
 import { DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';
@@ -13,9 +16,22 @@ const MB = 2 ** 20;
 const BUDGET_MB = 1;
 const hoursAgo = (hours: number) => new Date(Date.now() - hours * 3600_000).toISOString();
 
+describe('writer shares', () => {
+  it('a writer alone is within its share; a flooder is above it, a small writer beside it is not; faded writers are forgotten', () => {
+    const shares = new WriterShares(10_000);
+    assert.equal(shares.record('token:a', 1_000_000, 0), false, 'alone');
+    assert.equal(shares.record('token:b', 500, 100), false, 'small beside a flooder');
+    assert.equal(shares.record('token:a', 8_000, 200), true, 'the flooder');
+    // Long after, a's million bytes have faded below b's fresh writes.
+    assert.equal(shares.record('token:b', 500, 200_000), true, 'b now writes most');
+    shares.forget(1_000_000);
+    assert.equal(shares.record('token:c', 10, 1_000_000), false, 'every other writer forgotten: c is alone');
+  });
+});
+
 describe('storage budget levels', () => {
-  it('prunes above 85 % down to 75 %, refuses writes from 95 %', () => {
-    assert.deepEqual(budgetLevels(1000), { high: 850, low: 750, refuse: 950 });
+  it('prunes above 85 % down to 75 %, refuses writers above their fair share from 90 %, every writer from 95 %', () => {
+    assert.deepEqual(budgetLevels(1000), { high: 850, low: 750, share: 900, refuse: 950 });
   });
 });
 
@@ -164,6 +180,94 @@ for (const dialect of DIALECTS) {
           .execute();
         assert.ok(Number(count) < writes, `${count} of ${writes} events kept: the oldest were deleted`);
         assert.deepEqual(failures, []);
+      } finally {
+        await app.cleanup();
+      }
+    });
+  });
+}
+
+for (const dialect of DIALECTS) {
+  describe(`storage budget: a fair share per writer (${dialect})`, () => {
+    let app: TestApp;
+    let receiver: Awaited<ReturnType<typeof startReceiver>>;
+
+    before(async () => {
+      receiver = await startReceiver(200);
+      app = await startTestApp(dialect, { STORAGE_BUDGET_MB: String(BUDGET_MB) }, { start: true });
+      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
+      for (const zone of ['hall', 'kitchen']) assert.equal((await app.api('POST', '/api/zones', { id: zone, name: zone })).status, 201);
+      assert.equal((await app.api('POST', '/api/persons', { id: 'resident', name: 'Resident' })).status, 201);
+    });
+    after(async () => {
+      await app.cleanup();
+      await receiver.close();
+    });
+
+    it("an ingest token flooding large events at the budget gets refused, another token's zone moves and falls never are", async () => {
+      const tokenOf = async (name: string) => (await app.api('POST', '/api/tokens', { name, scope: 'ingest' })).body.token as string;
+      const [flooder, household] = [await tokenOf('flooder'), await tokenOf('household')];
+      const post = (token: string, body: unknown) => app.api('POST', '/api/events', body, { authorization: `Bearer ${token}` });
+      const blob = 'x'.repeat(4_000);
+      const floodAnswers: Record<number, number> = {};
+      let largest = 0;
+      let flooding = true;
+      let reachedBudget: () => void;
+      const atBudget = new Promise<void>((resolve) => (reachedBudget = resolve));
+      const flood = async (loop: number) => {
+        for (let i = 0; flooding; i++) {
+          const response = await post(flooder, { type: 'anomaly.detected', detail: { loop, i, blob } });
+          floodAnswers[response.status] = (floodAnswers[response.status] ?? 0) + 1;
+          if (response.status === 503) reachedBudget();
+          largest = Math.max(largest, await storageBytes(app.database));
+        }
+      };
+      const floods = [0, 1, 2, 3].map(flood);
+      try {
+        await atBudget;
+        const refused: string[] = [];
+        for (let i = 0; i < 60; i++) {
+          const body =
+            i % 10 === 9
+              ? { type: i % 20 === 9 ? 'fall.detected' : 'fall.cleared', person: 'resident', zone: 'hall' }
+              : { type: 'zone.entry', person: 'resident', zone: i % 2 ? 'hall' : 'kitchen' };
+          const response = await post(household, body);
+          if (response.status !== 202) refused.push(`${body.type}: ${response.status} ${response.body.code}`);
+        }
+        assert.deepEqual(refused, [], 'the household token is never refused for the flooder');
+      } finally {
+        flooding = false;
+        await Promise.all(floods);
+      }
+      assert.ok((floodAnswers[503] ?? 0) > 0 && (floodAnswers[202] ?? 0) > 0, `the flooder: ${JSON.stringify(floodAnswers)}`);
+      assert.ok(largest <= BUDGET_MB * MB, `the database reached ${(largest / MB).toFixed(2)} MiB, over the ${BUDGET_MB} MiB budget`);
+    });
+  });
+
+  describe(`storage budget: refused on what the database takes (${dialect})`, () => {
+    it("an append that would pass the refusal level is refused, measured with the database's own overhead", async () => {
+      // No budget of the app's own: the one under test is the only one, and no keeper deletes.
+      const app = await startTestApp(dialect, { STORAGE_BUDGET_MB: '0' });
+      try {
+        // Each event with its delivery's copy, as in the service.
+        assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: 'http://127.0.0.1:9/hook' } })).status, 200);
+        const budgetBytes = (await storageBytes(app.database)) + MB;
+        const budget = new StorageBudget(app.database, budgetBytes, [EVENT_LOG]);
+        await budget.keep(); // measures
+        const { events: log } = createEventPipeline(app.database, new SecretBox(app.config.secretsKey), [budget]);
+        let refused = false;
+        for (let i = 0; i < 1000 && !refused; i++) {
+          await log.emit('anomaly.detected', { detail: { i, blob: 'x'.repeat(4_000) } }).catch((error: DomainError) => {
+            assert.equal(error.code, 'storage_full');
+            refused = true;
+          });
+        }
+        assert.ok(refused, 'refused before 1000 events');
+        const used = await storageBytes(app.database);
+        assert.ok(
+          used <= budgetLevels(budgetBytes).refuse,
+          `the database takes ${(used / MB).toFixed(2)} MiB, over the refusal level of ${((0.95 * budgetBytes) / MB).toFixed(2)} MiB`,
+        );
       } finally {
         await app.cleanup();
       }

@@ -4,11 +4,24 @@ import { EVENT_APPEND_LOCK, type LogTable, prepare, type Prepared, pruneOlderTha
 import { makeEvent, type EventFields, type EventPayload, type EventType, type StoredEvent } from './types.js';
 
 type Subscriber = (event: StoredEvent) => void;
-/** Part of every append: a transactional outbox (webhook deliveries). */
+/** Part of every append: a transactional outbox (webhook deliveries), the storage budget. */
 export interface AppendHook {
-  /** Runs inside the appending transaction. */
-  append(trx: Db, events: StoredEvent[]): Promise<void>;
+  /** Runs inside the appending transaction; `writer`: whom the events count against (see `EventLog.write`). */
+  append(trx: Db, events: StoredEvent[], writer: string): Promise<void>;
+  /** Runs before the transaction opens: refuses at once (throws) what `append` would, without the transaction's cost. */
+  admit?(writer: Writer): void;
 }
+/** Whom an append counts against in the storage budget's fair share (`EventLog.write`). */
+export interface Writer {
+  /** A request's token (`token:<id>`) or address; SERVICE_WRITER for what no request asked for. */
+  client: string;
+  /** Whether the append may hold a fall (SAFETY_EVENTS), which no fair share refuses: known before its transaction. */
+  safety: boolean;
+}
+/** The writer of the events no request asked for (timers, sweeps, MQTT commands, the CLI). */
+export const SERVICE_WRITER = 'service';
+/** What it appends is not known beforehand: nothing of it is refused before the append sees its events. */
+const SERVICE: Writer = { client: SERVICE_WRITER, safety: true };
 /** The event log as the pruning helpers see it (retention and the storage budget). */
 export const EVENT_LOG: LogTable = { table: 'events', key: 'seq', time: 'timestamp' };
 export type Emit = <T extends EventType>(type: T, fields: EventFields<T>) => EventPayload<T>;
@@ -37,17 +50,22 @@ export class EventLog {
     );
   }
 
-  async write<T>(work: (trx: Db, emit: Emit) => Promise<T>): Promise<T> {
+  /**
+   * `writer`: whom the events count against in the storage budget's fair share; the service itself
+   * when no request asked for them.
+   */
+  async write<T>(work: (trx: Db, emit: Emit) => Promise<T>, writer: Writer = SERVICE): Promise<T> {
     const pending: EventPayload[] = [];
     const emit: Emit = (type, fields) => {
       const event = makeEvent(type, fields);
       pending.push(event as EventPayload);
       return event;
     };
+    for (const hook of this.appendHooks) hook.admit?.(writer);
     const stored: StoredEvent[] = [];
     const result = await this.database.transaction(async (trx) => {
       const value = await work(trx, emit);
-      stored.push(...(await this.append(trx, pending)));
+      stored.push(...(await this.append(trx, pending, writer.client)));
       return value;
     });
     this.publish(stored);
@@ -59,7 +77,7 @@ export class EventLog {
     return this.write(async (_trx, emit) => emit(type, fields));
   }
 
-  private async append(trx: Db, events: EventPayload[]): Promise<StoredEvent[]> {
+  private async append(trx: Db, events: EventPayload[], writer: string): Promise<StoredEvent[]> {
     if (events.length === 0) return [];
     // Sequence numbers in commit order: on PostgreSQL concurrent transactions would otherwise commit
     // out of `seq` order, and a reader that has seen 11 could never learn of 10 committed after it.
@@ -74,7 +92,7 @@ export class EventLog {
       const [row] = (await this.insert.execute(trx, { type: payload.event_type, timestamp: payload.timestamp, payload: json })).rows;
       stored.push({ seq: Number(row!.seq), payload, json });
     }
-    for (const hook of this.appendHooks) await hook.append(trx, stored);
+    for (const hook of this.appendHooks) await hook.append(trx, stored, writer);
     return stored;
   }
 

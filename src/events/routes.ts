@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { DomainError, invalid } from '../errors.js';
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Metrics } from '../ops/index.js';
-import { addressKey, eventPayloadSchema, sequenceCursor, withSchemaTypes } from '../http/index.js';
+import { eventPayloadSchema, requestClient, sequenceCursor, withSchemaTypes } from '../http/index.js';
 import type { EventLog } from './log.js';
 import { EVENT_TYPES } from './types.js';
 import { EventFeed } from './feed.js';
@@ -128,7 +128,7 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
       if (request.method === 'HEAD') return reply.header('cache-control', 'no-store').type('text/event-stream').send();
 
       // A client is its token (`token:<id>`) or, with the dashboard session, its address.
-      const client = request.tokenClient ?? addressKey(request.ip);
+      const client = requestClient(request);
       const refusal = slots.take(client);
       if (refusal === 'client')
         throw new DomainError('too_many_streams', `This client has ${limits.perClient} event streams open, the most it may; close one first`, {

@@ -73,6 +73,9 @@ export const EVENT_TYPES = [
 const everyTypeListed: Exclude<EventType, (typeof EVENT_TYPES)[number]> extends never ? true : never = true;
 void everyTypeListed;
 
+/** The events a household must get most: never refused or abandoned for another writer's bulk (storage budget, webhook outbox). */
+export const SAFETY_EVENTS: readonly EventType[] = ['fall.detected', 'fall.cleared'];
+
 export type Severity = 'info' | 'warning' | 'critical';
 
 /** The event payload every output carries; `detail` is the shape of its `event_type`. */

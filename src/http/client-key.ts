@@ -1,4 +1,10 @@
 import { isIPv4, isIPv6 } from 'node:net';
+import type { FastifyRequest } from 'fastify';
+
+/** Whom a request counts against (its streams, its share of the storage budget): its bearer token (`token:<id>`), else its address. */
+export function requestClient(request: FastifyRequest): string {
+  return request.tokenClient ?? addressKey(request.ip);
+}
 
 /**
  * Who a client is, by its address: its rate-limit bucket and its line in the throttled log. An IPv6

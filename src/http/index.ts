@@ -8,5 +8,5 @@ export { SessionStore } from './sessions.js';
 export { SESSION_COOKIE, SESSION_COOKIE_OPTIONS } from './auth.js';
 export { ROLES, type Role } from './roles.js';
 export { ThrottledLog } from './throttled-log.js';
-export { addressKey } from './client-key.js';
+export { addressKey, requestClient } from './client-key.js';
 export * from './schemas.js';

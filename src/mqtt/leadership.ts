@@ -44,12 +44,22 @@ export class MqttLeadership {
   /** On a standby: the owner's last report, read at every poll. */
   private owner: OwnerReport | null = null;
 
+  private readonly pollMs: number;
+  private readonly timeoutMs: number;
+
+  /**
+   * `timeoutMs`: the session's connection and query timeout (DATABASE_TIMEOUT_MS), so that an owner
+   * whose server stops answering gives MQTT up instead of waiting on its session for good.
+   */
   constructor(
     private readonly databaseUrl: string,
     private readonly installation: string,
     private readonly log: FastifyBaseLogger,
-    private readonly pollMs = POLL_MS,
-  ) {}
+    options: { timeoutMs: number; pollMs?: number },
+  ) {
+    this.pollMs = options.pollMs ?? POLL_MS;
+    this.timeoutMs = options.timeoutMs;
+  }
 
   get leader(): boolean {
     return this.leading !== null;
@@ -92,7 +102,7 @@ export class MqttLeadership {
   private async check(): Promise<void> {
     try {
       if (!this.client) {
-        const client = new (await loadPg()).Client({ connectionString: this.databaseUrl });
+        const client = new (await loadPg()).Client({ connectionString: this.databaseUrl, connectionTimeoutMillis: this.timeoutMs, query_timeout: this.timeoutMs });
         client.on('error', () => {}); // a lost session shows in the next query
         await client.connect();
         // PostgreSQL 14 and later; older servers keep a frozen owner's lock until its connection drops.

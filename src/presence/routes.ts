@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { eventPayloadSchema, idParams, idString, jsonObject, nameString, noContent, nullableString, withSchemaTypes } from '../http/index.js';
+import { eventPayloadSchema, idParams, idString, jsonObject, nameString, noContent, nullableString, requestClient, withSchemaTypes } from '../http/index.js';
 import { JSON_LIMITS, LIST_PAGE, NODE_PAGE, TEXT_LIMITS } from '../limits.js';
 import { MODES, type Page, type PersonView, type PresenceService } from './service.js';
 import { reportedPresence } from './transitions.js';
@@ -202,7 +202,7 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
       config: { auth: 'ingest', problems: ['node_limit_reached'] },
     },
     async (request, reply) => {
-      await presence.heartbeat(request.params.id, request.body.quality);
+      await presence.heartbeat(request.params.id, request.body.quality, requestClient(request));
       return reply.code(204).send();
     },
   );
@@ -324,6 +324,6 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
         response: { 202: { type: 'object', properties: { event: eventPayloadSchema } } },
       },
     },
-    async (request, reply) => reply.code(202).send({ event: await presence.ingest(request.body) }),
+    async (request, reply) => reply.code(202).send({ event: await presence.ingest(request.body, requestClient(request)) }),
   );
 }

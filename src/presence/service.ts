@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { getSetting, insertWithNewId, NAME_CHECK_LOCK, NODE_CREATE_LOCK, now, type PersonsTable, putSetting, uniqueId } from '../db/index.js';
-import type { Emit, EventDetails, EventLog, Severity, ZoneOccupancy } from '../events/index.js';
+import { SAFETY_EVENTS, type Emit, type EventDetails, type EventLog, type Severity, type ZoneOccupancy } from '../events/index.js';
 import { conflict, DomainError, notFound } from '../errors.js';
 import { enterZone, exitZone, isAwayDue, markAway, sameName, type PersonState, type Transition, type TransitionEvent } from './transitions.js';
 
@@ -249,8 +249,9 @@ export class PresenceService {
 
   // ---- sensing events ----
 
-  /** Applies one sensing event; answers the payload of the event that was ingested. */
-  ingest(input: SensingEvent) {
+  /** Applies one sensing event; answers the payload of the event that was ingested. `client`: the request's (`EventLog.write`). */
+  ingest(input: SensingEvent, client?: string) {
+    const writer = client === undefined ? undefined : { client, safety: SAFETY_EVENTS.includes(input.type) };
     return this.events.write(async (trx, emit) => {
       const blob = input.blob_id ?? null;
       // Lock order, as in deleteZone: the zone, then the person. A deletion at the same time comes
@@ -293,7 +294,7 @@ export class PresenceService {
             detail: input.detail ?? {},
           });
       }
-    });
+    }, writer);
   }
 
   /** Writes a person's new state and emits the transition's events; returns the one of type `primary`. */
@@ -362,9 +363,10 @@ export class PresenceService {
   /**
    * Records a heartbeat. A node that was announced online costs one statement; one that was not (its
    * first heartbeat, or its first after it went offline) is announced with node.online and a
-   * system.health carrying the new count, in one transaction.
+   * system.health carrying the new count, in one transaction. `client`: the request's (`EventLog.write`).
    */
-  async heartbeat(nodeId: string, reported: number): Promise<void> {
+  async heartbeat(nodeId: string, reported: number, client?: string): Promise<void> {
+    const writer = client === undefined ? undefined : { client, safety: false };
     const quality = storedQuality(reported);
     const at = now();
     const known = await this.database.write((db) =>
@@ -386,7 +388,7 @@ export class PresenceService {
       }
       emit('node.online', { detail: { node: nodeId, quality, last_seen: at } });
       emit('system.health', { detail: await readHealth(trx, this.onlineSince(Date.now())) });
-    });
+    }, writer);
   }
 
   /** Announces node.offline, once, for each announced node silent for NODE_TIMEOUT_MS; returns how many. */

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Database, Db } from '../db/index.js';
 import { now, PollGate, prepare, type Prepared } from '../db/index.js';
-import type { AppendHook, EventType, StoredEvent } from '../events/index.js';
+import { SAFETY_EVENTS, type AppendHook, type EventType, type StoredEvent } from '../events/index.js';
 import type { ThrottledLog } from '../http/index.js';
 import type { Metrics } from '../ops/index.js';
 import { webhookSubscribed, type SettingsStore } from '../settings/index.js';
@@ -73,7 +73,7 @@ export class WebhookOutbox implements AppendHook {
 /** How often the outbox's bound is checked. */
 const BOUND_CHECK_MS = 1000;
 /** The deliveries a household must get most: abandoned only once no other pending delivery is left. */
-export const ABANDONED_LAST: readonly EventType[] = ['fall.detected', 'fall.cleared'];
+export const ABANDONED_LAST: readonly EventType[] = SAFETY_EVENTS;
 
 /**
  * The outbox's own bound (docs/webhook.md, "When the receiver is away"): at most `pendingMax`

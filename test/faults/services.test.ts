@@ -1,10 +1,12 @@
 import { describe, it } from 'node:test';
+import type { FastifyBaseLogger } from 'fastify';
 import assert from 'node:assert/strict';
 import { createTestEnv, eventually, startTestApp } from '../helpers/app.js';
 import { botRequest } from '../helpers/bot.js';
 import { REPLAY } from '../helpers/fixtures.js';
 import { spawnMothership, stopProcess } from '../helpers/process.js';
 import { startPostgres, startRedis } from '../helpers/services.js';
+import { MqttLeadership } from '../../src/mqtt/index.js';
 
 describe('Redis stopped under the limiter', () => {
   it('fails open by default: requests pass, the failure is counted; bot requests keep their replay protection', async () => {
@@ -152,6 +154,28 @@ describe('PostgreSQL frozen (SIGSTOP)', () => {
     } finally {
       if (frozen) postgres.thaw();
       await app.cleanup();
+      await postgres.destroy();
+    }
+  });
+});
+
+describe('MQTT leadership while PostgreSQL is frozen (SIGSTOP)', () => {
+  it('gives MQTT up within DATABASE_TIMEOUT_MS instead of waiting on its session for good', async () => {
+    const postgres = await startPostgres();
+    const silent = { info: () => {}, warn: () => {} } as unknown as FastifyBaseLogger;
+    const leadership = new MqttLeadership(postgres.url, 'frozen-test', silent, { pollMs: 100, timeoutMs: 500 });
+    const changes: boolean[] = [];
+    let frozen = false;
+    try {
+      await leadership.start(async (leader) => void changes.push(leader));
+      assert.deepEqual(changes, [true]);
+      postgres.freeze();
+      frozen = true;
+      await eventually(() => changes.length === 2, 5000, 'MQTT given up');
+      assert.deepEqual(changes, [true, false]);
+    } finally {
+      if (frozen) postgres.thaw();
+      await leadership.stop();
       await postgres.destroy();
     }
   });

@@ -53,7 +53,15 @@ export async function startPostgres() {
       .split('\n')
       .map(Number)
       .filter(Boolean);
-    for (const pid of [server, ...children]) process.kill(pid, signal);
+    process.kill(server, signal);
+    for (const pid of children) {
+      try {
+        process.kill(pid, signal);
+      } catch (error) {
+        // A backend that ended between `ps` and now (a session that closed, an autovacuum worker).
+        if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+      }
+    }
   };
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
