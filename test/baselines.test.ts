@@ -438,6 +438,22 @@ for (const dialect of DIALECTS) {
       assert.equal((await app.api('GET', '/api/baselines?before=999999')).status, 404);
     });
 
+    it('a run another instance recorded is in the history of the next push here', async () => {
+      const post = async (sha: string, timestamp: string) => (await app.api('POST', '/api/baselines', { ...valid, commit_sha: sha, timestamp })).body;
+      await post('e1e1e1e', '2026-12-10T10:00:00Z');
+      // Written behind this process's back, as another instance on the same database would.
+      const record = { ...valid, commit_sha: 'e2e2e2e', timestamp: '2026-12-11T10:00:00Z', subject_geomean: 0.25 };
+      await app.database.write((db) =>
+        db
+          .insertInto('baselines')
+          .values({ commit_sha: record.commit_sha, recorded_at: new Date().toISOString(), run_at: '2026-12-11T10:00:00.000Z', record: JSON.stringify(record) })
+          .execute(),
+      );
+      const next = await post('e3e3e3e', '2026-12-12T10:00:00Z');
+      assert.equal(next.comparison.base.commit_sha, 'e2e2e2e');
+      assert.equal(next.comparison.regressed, true, 'against the other instance’s figures (0.25), not the run before it here (0.5)');
+    });
+
     it('judges a run against its history: noise on the runner raises no alarm, and the answer says why', async () => {
       const machine = [1.0, 1.06, 0.95, 1.04, 0.97, 1.05, 0.94, 1.02, 0.99, 0.96, 1.12];
       let last: any;

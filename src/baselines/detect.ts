@@ -150,12 +150,26 @@ export function detectRegression(history: Run[], head: Run[], options: Detection
 }
 
 function judgeField(field: string, direction: Direction, window: number[], headValues: number[], options: DetectionOptions): FieldDetection {
-  const base = { field, direction, head_runs: headValues.length, runs_considered: window.length };
+  // Every verdict is built whole, in one order: an object spread first and extended after (`{ ...base,
+  // head, ... }`) made V8 build a new hidden class per result, which cost more than the detection.
+  const verdict = (head: number | null, rest: Omit<FieldDetection, 'field' | 'direction' | 'head' | 'head_runs' | 'runs_considered'>): FieldDetection => ({
+    field,
+    direction,
+    head,
+    head_runs: headValues.length,
+    centre: rest.centre,
+    spread: rest.spread,
+    runs_considered: window.length,
+    change_pct: rest.change_pct,
+    z: rest.z,
+    band: rest.band,
+    method: rest.method,
+    regression: rest.regression,
+    reason: rest.reason,
+  });
   const head = headValues.length ? mean(headValues) : null;
   if (head === null || window.length === 0) {
-    return {
-      ...base,
-      head,
+    return verdict(head, {
       centre: null,
       spread: null,
       change_pct: null,
@@ -164,7 +178,7 @@ function judgeField(field: string, direction: Direction, window: number[], headV
       method: 'none',
       regression: false,
       reason: head === null ? 'not in the head run' : 'no earlier runs',
-    };
+    });
   }
   const centre = mean(window);
   const sign = direction === 'lower_is_better' ? 1 : -1; // positive = worse
@@ -173,23 +187,23 @@ function judgeField(field: string, direction: Direction, window: number[], headV
   const worseBy = changePct === null ? (head === centre ? 0 : sign * (head - centre) > 0 ? Infinity : -Infinity) : sign * changePct;
   // Beyond the threshold by more than floating-point noise.
   const beyondThreshold = worseBy > options.thresholdPct + 1e-9;
-  const figures = { head: round(head), centre: round(centre), change_pct: changePct === null ? null : shown(changePct) };
+  const shownChange = changePct === null ? null : shown(changePct);
   const pctText =
     changePct === null
       ? 'from a centre of 0'
       : `${Number.isFinite(changePct) ? `${Math.abs(round(changePct, 3))}%` : 'beyond any percentage'} ${worseBy > 0 ? 'worse' : 'better'} than the mean of ${window.length} earlier commit${window.length === 1 ? '' : 's'}`;
 
   if (window.length < options.minRuns) {
-    return {
-      ...base,
-      ...figures,
+    return verdict(round(head), {
+      centre: round(centre),
       spread: null,
+      change_pct: shownChange,
       z: null,
       band: null,
       method: 'threshold',
       regression: beyondThreshold,
       reason: `${pctText}; ${beyondThreshold ? 'beyond' : 'within'} the ${options.thresholdPct}% threshold (too few runs for a noise band)`,
-    };
+    });
   }
   const spread = sampleSd(window);
   const z = spread > 0 ? (head - centre) / spread : head === centre ? 0 : null;
@@ -203,16 +217,16 @@ function judgeField(field: string, direction: Direction, window: number[], headV
       ? 'the history has no spread'
       : `z = ${Number.isFinite(z) ? round(sign * z, 3) : 'beyond any number'} ${outsideBand ? '>' : '<='} ${options.zThreshold}`;
   const regression = beyondThreshold && outsideBand;
-  const verdict = regression ? 'regression' : beyondThreshold ? 'within the noise band: not a regression' : `within the ${options.thresholdPct}% threshold`;
+  const outcome = regression ? 'regression' : beyondThreshold ? 'within the noise band: not a regression' : `within the ${options.thresholdPct}% threshold`;
   const bandText = band ? `band ${band[0]}..${band[1]}` : 'band unbounded';
-  return {
-    ...base,
-    ...figures,
+  return verdict(round(head), {
+    centre: round(centre),
     spread: shown(spread),
+    change_pct: shownChange,
     z: z === null ? null : shown(z),
     band,
     method: 'z-score',
     regression,
-    reason: `${pctText} (${bandText}), ${zText}: ${verdict}`,
-  };
+    reason: `${pctText} (${bandText}), ${zText}: ${outcome}`,
+  });
 }

@@ -1,5 +1,5 @@
 import type { Database, Db } from '../db/index.js';
-import { now } from '../db/index.js';
+import { now, prepare, type Prepared } from '../db/index.js';
 import type { EventLog } from '../events/index.js';
 import { notFound } from '../errors.js';
 import { compareBaselines, DEFAULT_THRESHOLD_PCT, type ComparisonReport } from './compare.js';
@@ -18,49 +18,69 @@ const toStored = (row: Row): StoredBaseline => ({ id: Number(row.id), recorded_a
 const COLUMNS = ['id', 'recorded_at', 'record'] as const;
 /** Runs read before a head to find its `lookback` earlier commits (a commit may have several runs). */
 const HISTORY_RUNS = 100;
+/** Parsed records kept (HISTORY_RUNS for a push, up to 600 for a list with detection, then some). */
+const PARSED_RECORDS = 1_000;
 
 /** The detection of the run at `index` of `runs` (oldest first) against the runs before it. */
-function detectAt(runs: StoredBaseline[], index: number, thresholdPct: number): Detection {
+function detectAt(runs: Pick<StoredBaseline, 'record'>[], index: number, thresholdPct: number): Detection {
   const head = runs[index]!;
   const before = runs.slice(Math.max(0, index - HISTORY_RUNS), index).map(toRun);
   const headRuns = [...before.filter((run) => run.commit_sha === head.record.commit_sha), toRun(head)];
   return detectRegression(before, headRuns, { ...DEFAULT_DETECTION, thresholdPct });
 }
-const toRun = (stored: StoredBaseline) => ({ commit_sha: stored.record.commit_sha, record: stored.record });
+const toRun = (stored: Pick<StoredBaseline, 'record'>) => ({ commit_sha: stored.record.commit_sha, record: stored.record });
 
 /**
  * Stores validated baseline records (exactly as sent) and compares them. Runs are in run order: by
  * the record's `timestamp` (`run_at`), then by id; never by when they were posted.
  */
 export class BaselineService {
+  /**
+   * Records parsed before, by id. A stored record never changes (it is kept exactly as sent and no
+   * code updates or deletes one), so this needs no invalidation, whichever instance wrote it: a push
+   * then reads only the ids of its history instead of parsing every earlier run's JSON again.
+   */
+  private readonly parsed = new Map<number, BaselineRecord>();
+  /** Compiled once (db/prepared.ts): both run on every push. */
+  private readonly historyIds: Prepared<{ id: number }, 'at'>;
+  private readonly insert: Prepared<{ id: number }, 'commitSha' | 'recordedAt' | 'runAt' | 'record'>;
+
   constructor(
     private readonly database: Database,
     private readonly events: EventLog,
-  ) {}
+  ) {
+    // Index-only (baselines_run_order holds run_at and id).
+    this.historyIds = prepare(database, ['at'], (db, param) =>
+      db.selectFrom('baselines').select('id').where('run_at', '<=', param('at')).orderBy('run_at', 'desc').orderBy('id', 'desc').limit(HISTORY_RUNS),
+    );
+    this.insert = prepare(database, ['commitSha', 'recordedAt', 'runAt', 'record'], (db, param) =>
+      db
+        .insertInto('baselines')
+        .values({ commit_sha: param('commitSha'), recorded_at: param('recordedAt'), run_at: param('runAt'), record: param('record') })
+        .returning('id'),
+    );
+  }
 
   /**
    * Stores a valid record (its raw JSON text is kept as sent) and compares it with the run before it
    * in run order: for a backfilled older run, the run that preceded it then, not the newest.
    */
-  record(record: BaselineRecord, rawJson: string, thresholdPct = DEFAULT_THRESHOLD_PCT) {
-    return this.events.write(async (trx, emit) => {
+  async record(record: BaselineRecord, rawJson: string, thresholdPct = DEFAULT_THRESHOLD_PCT) {
+    const result = await this.events.write(async (trx, emit) => {
       const at = runAt(record.timestamp);
-      const earlier = (await inRunOrder(trx).where('run_at', '<=', at).limit(HISTORY_RUNS).execute()).map(toStored).reverse();
+      const earlier = (await this.records(trx, (await this.historyIds.execute(trx, { at })).rows)).reverse();
       const previous = earlier.at(-1);
       const recordedAt = now();
-      const { id } = await trx
-        .insertInto('baselines')
-        .values({ commit_sha: record.commit_sha, recorded_at: recordedAt, run_at: at, record: rawJson })
-        .returning('id')
-        .executeTakeFirstOrThrow();
+      const [row] = (await this.insert.execute(trx, { commitSha: record.commit_sha, recordedAt, runAt: at, record: rawJson })).rows;
+      const id = Number(row!.id);
       const comparison = previous ? compareBaselines(previous.record, record, thresholdPct) : null;
-      const stored = { id: Number(id), recorded_at: recordedAt, record };
+      const stored = { id, recorded_at: recordedAt, record };
       const detection = detectAt([...earlier, stored], earlier.length, thresholdPct);
       // The alarm is the history-aware verdict: noise on a shared runner must not raise one.
       emit('baseline.recorded', {
         severity: detection.regressed ? 'warning' : 'info',
         detail: {
-          id: Number(id),
+          id,
           commit_sha: record.commit_sha,
           subject_geomean: record.subject_geomean,
           grep_1000_mean_ms: record.grep_1000_mean_ms,
@@ -68,8 +88,11 @@ export class BaselineService {
           regressions: detection.regressions,
         },
       });
-      return { ...stored, comparison, detection };
+      return { id, recorded_at: recordedAt, record, comparison, detection };
     });
+    // Only once committed: a rolled-back insert's id may be given to another record.
+    this.remember(result.id, record);
+    return result;
   }
 
   /**
@@ -93,6 +116,25 @@ export class BaselineService {
     const head = await this.get(id);
     const before = (await this.page(HISTORY_RUNS, id)).reverse();
     return detectAt([...before, head], before.length, thresholdPct);
+  }
+
+  /**
+   * The stored runs of `rows` (in their order), each parsed once per process: the record column is
+   * read only for the ids not parsed before.
+   */
+  private async records(db: Db, rows: { id: number }[]): Promise<Pick<StoredBaseline, 'id' | 'record'>[]> {
+    const missing = rows.map((row) => Number(row.id)).filter((id) => !this.parsed.has(id));
+    if (missing.length) {
+      for (const row of await db.selectFrom('baselines').select(['id', 'record']).where('id', 'in', missing).execute()) {
+        this.remember(Number(row.id), JSON.parse(row.record) as BaselineRecord);
+      }
+    }
+    return rows.map((row) => ({ id: Number(row.id), record: this.parsed.get(Number(row.id))! }));
+  }
+
+  private remember(id: number, record: BaselineRecord): void {
+    if (this.parsed.size >= PARSED_RECORDS) this.parsed.delete(this.parsed.keys().next().value!);
+    this.parsed.set(id, record);
   }
 
   private async page(limit: number, before?: number): Promise<StoredBaseline[]> {
