@@ -5,12 +5,14 @@ import path from 'node:path';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
+import { createHash, createHmac } from 'node:crypto';
+import { parseSignatures, stringToSign, verifySignatures, type SignedParts } from '../src/enrichment/signing.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
 /**
  * The docs cannot drift from the service: every request body example in docs/api.md validates
  * against its operation's request schema in the live OpenAPI document, and every operation that
- * takes a body has one.
+ * takes a body has one; the signing test vector of docs/enrichment.md is what the service computes.
  */
 type Json = Record<string, any>;
 
@@ -76,5 +78,43 @@ describe('docs/api.md request bodies', () => {
     assert.match(problems(misnamed).join('\n'), /^createEvent: \{"event_type": "zone.entry".* does not validate: .*must have required property 'type'/m);
     const missing = markdown.replace('<!-- example: setSystemMode -->', '');
     assert.deepEqual(problems(missing), ['setSystemMode: takes a body but has no example']);
+  });
+});
+
+describe('docs/enrichment.md signing test vector', () => {
+  const markdown = readDoc('enrichment.md');
+  const block = (marker: string) => {
+    const match = new RegExp(`<!-- ${marker} -->\n\`\`\`text\n([\\s\\S]*?)\n\`\`\``).exec(markdown);
+    assert.ok(match, `docs/enrichment.md has the block <!-- ${marker} -->`);
+    return match[1]!;
+  };
+  const vector = Object.fromEntries(
+    block('signing-test-vector')
+      .split('\n')
+      .map((line) => /^([\w-]+):\s+(.*)$/.exec(line)!.slice(1)),
+  );
+  const documentedString = block('signing-test-vector: string-to-sign');
+  const parts: SignedParts = {
+    method: vector.method!,
+    pathAndQuery: vector.path_and_query!,
+    timestamp: vector.timestamp!,
+    nonce: vector.nonce!,
+    body: vector.body!,
+  };
+
+  it("is what the service's signer computes, and its verifier accepts the documented header", () => {
+    assert.equal(stringToSign(parts), documentedString);
+    assert.equal(verifySignatures([vector.secret!], parts, parseSignatures(vector['X-Bot-Signature']!)), true);
+    // The vector pins every part: another body, or another secret, does not verify.
+    assert.equal(verifySignatures([vector.secret!], { ...parts, body: `${vector.body}\n` }, parseSignatures(vector['X-Bot-Signature']!)), false);
+    assert.equal(verifySignatures([`${vector.secret}x`], parts, parseSignatures(vector['X-Bot-Signature']!)), false);
+  });
+
+  it("is what node:crypto computes following the page's words, independently of the service", () => {
+    const bodyHash = createHash('sha256').update(Buffer.from(vector.body!, 'utf8')).digest('hex');
+    assert.equal(bodyHash, vector.body_sha256);
+    const message = ['v1', vector.method, vector.path_and_query, vector.timestamp, vector.nonce, bodyHash].join('\n');
+    assert.equal(message, documentedString);
+    assert.equal(`v1=${createHmac('sha256', Buffer.from(vector.secret!, 'utf8')).update(message).digest('hex')}`, vector['X-Bot-Signature']);
   });
 });
