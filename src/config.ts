@@ -156,6 +156,58 @@ type Properties = typeof ENV_SCHEMA.properties;
 type Variable = keyof Properties;
 /** Every variable the service reads, in the order of docs/configuration.md's table. */
 export const VARIABLES = Object.keys(ENV_SCHEMA.properties) as Variable[];
+/** Variables the CLI reads to reach a server (src/cli/server.ts); the service itself does not. */
+const CLI_VARIABLES = ['MOTHERSHIP_SERVER', 'MOTHERSHIP_TOKEN'] as const;
+
+/** Edits (insert, delete, substitute, swap two neighbours) that turn `a` into `b`. */
+function editDistance(a: string, b: string): number {
+  const rows = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  for (let i = 1; i <= a.length; i++)
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      rows[i]![j] = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) rows[i]![j] = Math.min(rows[i]![j]!, rows[i - 2]![j - 2]! + 1);
+    }
+  return rows[a.length]![b.length]!;
+}
+
+/**
+ * The known variable a name probably meant: the same in another case, the name without its unit
+ * (`NODE_TIMEOUT` for NODE_TIMEOUT_MS), or one or two typing slips away. Short names get only one
+ * slip, so the usual HOME is not taken for HOST.
+ */
+function meantVariable(name: string): string | undefined {
+  const upper = name.toUpperCase();
+  let best: { known: string; distance: number } | undefined;
+  for (const known of [...VARIABLES, ...CLI_VARIABLES]) {
+    const withoutUnit = known.replace(/_[A-Z]+$/, '');
+    const distance = withoutUnit.length >= 5 && upper === withoutUnit ? 1 : editDistance(upper, known);
+    if (distance <= (known.length >= 8 ? 2 : 1) && (!best || distance < best.distance)) best = { known, distance };
+  }
+  return best?.known;
+}
+
+/**
+ * One line naming the variables of the environment that look like Mothership's but are not read
+ * (a typo there is otherwise silently ignored: `NODE_TIMEOUT=60000` leaves the default), each with
+ * the variable it probably meant; null when there are none. Names only: values may be secrets.
+ */
+export function lookalikeVariables(env: Env): string | null {
+  const known = new Set<string>([...VARIABLES, ...CLI_VARIABLES]);
+  // Kubernetes gives every container MOTHERSHIP_SERVICE_HOST, MOTHERSHIP_PORT, MOTHERSHIP_PORT_8080_TCP...
+  // for a Service named mothership: not typos.
+  const serviceLinks = env.MOTHERSHIP_SERVICE_HOST === undefined ? null : /^MOTHERSHIP_(SERVICE_|PORT($|_))/;
+  const found: string[] = [];
+  for (const name of Object.keys(env).sort()) {
+    if (known.has(name) || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || serviceLinks?.test(name)) continue;
+    const unprefixed = /^MOTHERSHIP_/i.test(name) ? name.slice('MOTHERSHIP_'.length) : null;
+    const meant = meantVariable(name) ?? (unprefixed === null ? undefined : meantVariable(unprefixed));
+    if (meant) found.push(`${name} (did you mean ${meant}?)`);
+    else if (unprefixed !== null) found.push(`${name} (not a Mothership variable)`);
+  }
+  return found.length ? `Ignored environment variables that look like Mothership's: ${found.join(', ')}; docs/configuration.md lists them all` : null;
+}
+
 type ValueOf<S> = S extends { enum: readonly (infer E)[] } ? E : S extends { type: 'integer' | 'number' } ? number : string;
 /** The validated environment, typed from the schema: a variable with a default is always there. */
 type EnvValues = { [K in Variable as Properties[K] extends { default: unknown } ? K : never]: ValueOf<Properties[K]> } & {

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { loadConfig, prepareDataDir, ConfigError, type Config } from './config.js';
+import { loadConfig, lookalikeVariables, prepareDataDir, ConfigError, type Config } from './config.js';
 import { buildApp } from './app.js';
 import {
   botsCommand,
@@ -25,6 +25,12 @@ const configure = () => prepareDataDir(loadConfig(process.env));
 
 const io = { out: (line: string) => console.log(line), err: (line: string) => console.error(line) };
 
+/** A mistyped variable is ignored by the validation (it is not ours): said once, when a command reads the environment. */
+const lookalikes = lookalikeVariables(process.env);
+const warnLookalikes = () => {
+  if (lookalikes) io.err(lookalikes);
+};
+
 const USAGE = `Usage:
   mothership serve                                   HTTP API, dashboard, integrations, embedded worker
   mothership worker                                  standalone enrichment worker
@@ -44,6 +50,7 @@ const USAGE = `Usage:
 async function serve(): Promise<void> {
   const config = configure();
   const app = await buildApp(config).catch(explainStartup(config));
+  if (lookalikes) app.http.log.warn(lookalikes);
   await app.start();
   const address = await app.http.listen({ port: config.port, host: config.host }).catch(async (error: unknown) => {
     await app.close();
@@ -100,10 +107,11 @@ async function main(argv: string[]): Promise<number> {
       return -1;
     case 'worker': {
       const config = configure();
-      await workerCommand(config).catch(explainStartup(config));
+      await workerCommand(config, lookalikes).catch(explainStartup(config));
       return -1;
     }
     case 'bots':
+      warnLookalikes();
       return botsCommand(argv.slice(1), io, process.env, async () => {
         // Never a new DATA_DIR or database here: the command was perhaps run in the wrong directory.
         const envConfig = loadConfig(process.env);
@@ -113,6 +121,7 @@ async function main(argv: string[]): Promise<number> {
         return localBots(config, io).catch(explainStartup(config));
       });
     case 'mqtt':
+      warnLookalikes();
       if (argv[1] === 'cleanup' && argv[2] === '--installation' && argv[3]) {
         const config = configure();
         return mqttCleanupCommand(config, argv[3], io).catch(explainStartup(config));
@@ -123,6 +132,7 @@ async function main(argv: string[]): Promise<number> {
       const [sub, ...rest] = argv.slice(1);
       if (sub === 'validate') return validateCommand(rest, io);
       if (sub === 'compare') return compareCommand(rest, io);
+      if (sub === 'push' || sub === 'history') warnLookalikes();
       if (sub === 'push') return pushCommand(rest, io, process.env);
       if (sub === 'history') return historyCommand(rest, io, process.env);
       console.error(USAGE);

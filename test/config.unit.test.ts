@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ConfigError, loadConfig, prepareDataDir, VARIABLES } from '../src/config.js';
+import { ConfigError, loadConfig, lookalikeVariables, prepareDataDir, VARIABLES } from '../src/config.js';
 import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 import { backoffDelay } from '../src/mqtt/backoff.js';
 import { MAX_WEBHOOK_ATTEMPTS, outcomeOf } from '../src/webhook/policy.js';
@@ -129,6 +129,64 @@ const ANY_VALUE: Record<string, string> = {
 };
 
 describe('configuration', () => {
+  it('names the variables that look like ours but are not read, with the one probably meant, never a value', () => {
+    const env = {
+      NODE_TIMEOUT: '60000',
+      REDIS_URI: 'redis://secret@host',
+      log_level: 'debug',
+      DATABSE_URL: 'postgres://u:p@h/d',
+      HSOT: '0.0.0.0',
+      MOTHERSHIP_PORT: '80',
+      MOTHERSHIP_TOKN: 'mst_x',
+      MOTHERSHIP_COLOUR: 'red',
+      PORT: '8080',
+      MOTHERSHIP_ID: 'home',
+    };
+    assert.equal(
+      lookalikeVariables(env),
+      "Ignored environment variables that look like Mothership's: DATABSE_URL (did you mean DATABASE_URL?), HSOT (did you mean HOST?), " +
+        'MOTHERSHIP_COLOUR (not a Mothership variable), MOTHERSHIP_PORT (did you mean PORT?), MOTHERSHIP_TOKN (did you mean MOTHERSHIP_TOKEN?), ' +
+        'NODE_TIMEOUT (did you mean NODE_TIMEOUT_MS?), REDIS_URI (did you mean REDIS_URL?), log_level (did you mean LOG_LEVEL?); docs/configuration.md lists them all',
+    );
+    // The usual environment of a shell, systemd, npm, CI, PostgreSQL clients and the tests is not ours.
+    const usual = [
+      'HOME',
+      'PATH',
+      'USER',
+      'SHELL',
+      'LANG',
+      'TERM',
+      'PWD',
+      'HOSTNAME',
+      'LOGNAME',
+      'TZ',
+      'NODE_ENV',
+      'NODE_OPTIONS',
+      'NODE_PATH',
+      'NODE_EXTRA_CA_CERTS',
+    ]
+      .concat(['INVOCATION_ID', 'JOURNAL_STREAM', 'NOTIFY_SOCKET', 'PGHOST', 'PGPORT', 'PGUSER', 'PGDATABASE', 'CI', 'GITHUB_STEP_SUMMARY', 'DEBUG', 'TMPDIR'])
+      .concat([
+        'npm_config_cache',
+        'npm_lifecycle_event',
+        'npm_package_name',
+        'TEST_REDIS_URL',
+        'TEST_PG_ADMIN_URL',
+        'OPENAPI_TOOLS_DIR',
+        'HTTP_PROXY',
+        'NO_PROXY',
+      ]);
+    assert.equal(lookalikeVariables(Object.fromEntries(usual.map((name) => [name, 'x']))), null);
+    // Kubernetes' service links for a Service named mothership are not typos.
+    const serviceLinks = {
+      MOTHERSHIP_SERVICE_HOST: '10.0.0.1',
+      MOTHERSHIP_SERVICE_PORT: '8080',
+      MOTHERSHIP_PORT: 'tcp://10.0.0.1:8080',
+      MOTHERSHIP_PORT_8080_TCP: 'x',
+    };
+    assert.equal(lookalikeVariables(serviceLinks), null);
+  });
+
   it('rejects a bad value with a message naming the variable and the rule (secrets not repeated)', () => {
     const cases = REFUSALS;
     for (const [env, message] of cases) {

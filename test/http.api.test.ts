@@ -55,9 +55,12 @@ describe('HTTP conventions', () => {
     const text = await app.api('POST', '/api/persons', 'name=x', { 'content-type': 'text/plain' });
     assert.equal(text.status, 415);
     assert.equal(text.headers['content-type'], 'application/problem+json; charset=utf-8');
+    // A 415 says what it refused and what to send instead.
+    assert.equal(text.body.detail, 'Content-Type text/plain is not accepted: send the body as JSON in UTF-8 with Content-Type: application/json');
     // JSON is UTF-8: a body declared in another charset is refused, not read as UTF-8.
     const utf16 = await app.api('POST', '/api/persons', '{"name":"x"}', { 'content-type': 'application/json; charset=utf-16' });
     assert.deepEqual([utf16.status, utf16.body.code], [415, 'unsupported_media_type']);
+    assert.match(utf16.body.detail, /^Content-Type application\/json; charset=utf-16 is not accepted: send .* Content-Type: application\/json$/);
     for (const utf8 of ['application/json; charset=utf-8', 'application/json;charset="UTF-8"', 'application/json; charset=utf8']) {
       // Parsed, then refused by the schema: the charset was accepted (and nothing is created).
       const parsed = await app.api('POST', '/api/persons', { name: 5 }, { 'content-type': utf8 });
@@ -66,6 +69,27 @@ describe('HTTP conventions', () => {
     const proto = await app.api('POST', '/api/persons', '{"name":"x","__proto__":{"admin":true}}');
     assert.equal(proto.status, 400);
     assert.equal((await app.api('GET', '/api/persons')).body.length, 0, 'nothing was created');
+  });
+
+  it('names the allowed values of a field that must be one of them, in the detail and in errors', async () => {
+    const mode = await app.api('PUT', '/api/system/mode', { mode: 'party' });
+    assert.equal(mode.status, 400);
+    assert.equal(mode.headers['content-type'], 'application/problem+json; charset=utf-8');
+    const message = 'must be one of "home", "away", "sleep", "vacation"';
+    assert.deepEqual(mode.body, {
+      type: '/problems/validation_failed',
+      title: 'Validation failed',
+      status: 400,
+      detail: `/mode ${message}`,
+      code: 'validation_failed',
+      errors: [{ path: '/mode', message }],
+    });
+    const event = await app.api('POST', '/api/events', { type: 'zone.entered', person: 'ada', zone: 'kitchen' });
+    assert.deepEqual(event.body.errors, [
+      { path: '/type', message: 'must be one of "zone.entry", "zone.exit", "fall.detected", "fall.cleared", "anomaly.detected"' },
+    ]);
+    const query = await app.api('GET', '/api/events?order=newest');
+    assert.deepEqual(query.body.errors, [{ path: 'querystring:/order', message: 'must be one of "asc", "desc"' }]);
   });
 
   it('serves health, readiness, metrics and the OpenAPI document without a token', async () => {

@@ -9,8 +9,9 @@ import { createEnrichment } from '../enrichment/index.js';
 import { loggerOptions } from '../http/index.js';
 
 /** `mothership worker`: a standalone enrichment worker against the configured database, until SIGTERM/SIGINT. */
-export async function workerCommand(config: Config): Promise<void> {
+export async function workerCommand(config: Config, lookalikes: string | null): Promise<void> {
   const log = pino(loggerOptions(config.logLevel, config.logFormat) as object);
+  if (lookalikes) log.warn(lookalikes);
   const database = await Database.open(config);
   const migrated = database.migrationReport();
   if (migrated) log.info(migrated);

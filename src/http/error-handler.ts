@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { DomainError } from '../errors.js';
 import { storageFailure } from '../db/index.js';
 import { BODY_LIMIT } from '../limits.js';
+import { unsupportedMediaType } from './json-body.js';
 import { codeForStatus, fieldErrors, isProblemCode, problem, ProblemError, type Problem } from './problem.js';
 
 /** Errors that mean a backing service is briefly away (database restarting, lock timeout): 503, not 500. */
@@ -82,7 +83,13 @@ function sendFailure(error: RequestError, request: FastifyRequest, reply: Fastif
     request.log.error({ req: request, err: error }, 'request failed');
     return send(reply, problem('internal_error', 'The server could not complete the request'));
   }
-  return send(reply, problem(codeForStatus(status), status === 413 ? `Request body exceeds ${BODY_LIMIT} bytes` : error.message));
+  return send(
+    reply,
+    problem(
+      codeForStatus(status),
+      status === 413 ? `Request body exceeds ${BODY_LIMIT} bytes` : status === 415 ? unsupportedMediaType(request.headers['content-type']) : error.message,
+    ),
+  );
 }
 
 /** problem+json for every failure of a request, whoever raised it. */

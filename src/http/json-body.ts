@@ -51,11 +51,17 @@ function poisonedJsonError(body: Buffer): DomainError | undefined {
   return shapeError && invalid(shapeError.path, shapeError.message);
 }
 
+/** A 415's detail: what was refused and what to send instead (Fastify's own message says neither). */
+export function unsupportedMediaType(contentType: string | undefined): string {
+  const got = contentType ? `Content-Type ${contentType.slice(0, 80)} is not accepted` : 'A body without Content-Type is not accepted';
+  return `${got}: send the body as JSON in UTF-8 with Content-Type: application/json`;
+}
+
 /** JSON is UTF-8 (RFC 8259): a body declared in another charset would be read as something else. */
 function charsetError(contentType: string | undefined): ProblemError | undefined {
   const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(contentType ?? '')?.[1]?.toLowerCase();
   if (!charset || charset === 'utf-8' || charset === 'utf8') return undefined;
-  return new ProblemError('unsupported_media_type', `JSON bodies are UTF-8; charset=${charset.slice(0, 40)} is not accepted`);
+  return new ProblemError('unsupported_media_type', unsupportedMediaType(contentType));
 }
 
 /**

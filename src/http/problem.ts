@@ -165,6 +165,9 @@ export function fieldErrors(errors: readonly AjvLikeError[], prefix = ''): Field
     } else if (error.keyword === 'additionalProperties') {
       path += '/' + String(error.params.additionalProperty);
       message = 'is not an allowed property';
+    } else if (error.keyword === 'enum') {
+      // Ajv says only "must be equal to one of the allowed values": name them, so the fix is in the answer.
+      message = `must be one of ${(error.params.allowedValues as unknown[]).map((value) => JSON.stringify(value)).join(', ')}`;
     } else if (error.keyword === 'pattern' && error.params.pattern === NOT_BLANK) {
       message = 'must not be blank';
     } else if (error.keyword === 'if') {

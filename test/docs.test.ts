@@ -1,0 +1,120 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import SwaggerParser from '@apidevtools/swagger-parser';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { createHash, createHmac } from 'node:crypto';
+import { parseSignatures, stringToSign, verifySignatures, type SignedParts } from '../src/enrichment/signing.js';
+import { startTestApp, type TestApp } from './helpers/app.js';
+
+/**
+ * The docs cannot drift from the service: every request body example in docs/api.md validates
+ * against its operation's request schema in the live OpenAPI document, and every operation that
+ * takes a body has one; the signing test vector of docs/enrichment.md is what the service computes.
+ */
+type Json = Record<string, any>;
+
+const readDoc = (name: string) => readFileSync(path.resolve(import.meta.dirname, '../../docs', name), 'utf8');
+
+/** `<!-- example: operationId -->` followed by a ```json block: [operationId, body text]. */
+function requestExamples(markdown: string): { operationId: string; text: string }[] {
+  return [...markdown.matchAll(/<!-- example: (\w+) -->\n```json\n([\s\S]*?)\n```/g)].map(([, operationId, text]) => ({
+    operationId: operationId!,
+    text: text!,
+  }));
+}
+
+describe('docs/api.md request bodies', () => {
+  let app: TestApp;
+  const bodySchemas = new Map<string, Json>();
+
+  before(async () => {
+    app = await startTestApp('sqlite');
+    const doc = (await SwaggerParser.dereference((await app.api('GET', '/openapi.json')).body)) as Json;
+    for (const methods of Object.values(doc.paths as Json))
+      for (const operation of Object.values(methods as Json))
+        if (operation.requestBody) bodySchemas.set(operation.operationId, operation.requestBody.content['application/json'].schema);
+  });
+  after(() => app.cleanup());
+
+  /** What is wrong with the examples of `markdown`: one line per problem, empty when none. */
+  function problems(markdown: string): string[] {
+    const ajv = new Ajv2020({ strict: false, allErrors: true });
+    addFormats.default(ajv);
+    const examples = requestExamples(markdown);
+    const found: string[] = [];
+    for (const { operationId, text } of examples) {
+      const schema = bodySchemas.get(operationId);
+      if (!schema) {
+        found.push(`${operationId}: no operation with a request body has this operationId`);
+        continue;
+      }
+      let body: unknown;
+      try {
+        body = JSON.parse(text);
+      } catch (error) {
+        found.push(`${operationId}: not JSON (${(error as Error).message})`);
+        continue;
+      }
+      const validate = ajv.compile(schema);
+      if (!validate(body)) found.push(`${operationId}: ${text.replace(/\s+/g, ' ')} does not validate: ${ajv.errorsText(validate.errors)}`);
+    }
+    const documented = new Set(examples.map((example) => example.operationId));
+    for (const operationId of bodySchemas.keys()) if (!documented.has(operationId)) found.push(`${operationId}: takes a body but has no example`);
+    return found;
+  }
+
+  it('has an example for every operation that takes a body, each valid against its schema', () => {
+    assert.ok(bodySchemas.size >= 20, `the document lists the operations with a body (${bodySchemas.size})`);
+    assert.deepEqual(problems(readDoc('api.md')), []);
+  });
+
+  it('fails for an example with a field the schema does not have, and for an operation without an example', () => {
+    const markdown = readDoc('api.md');
+    const misnamed = markdown.replace('{"type": "zone.entry", "person": "ada"', '{"event_type": "zone.entry", "person": "ada"');
+    assert.notEqual(misnamed, markdown);
+    assert.match(problems(misnamed).join('\n'), /^createEvent: \{"event_type": "zone.entry".* does not validate: .*must have required property 'type'/m);
+    const missing = markdown.replace('<!-- example: setSystemMode -->', '');
+    assert.deepEqual(problems(missing), ['setSystemMode: takes a body but has no example']);
+  });
+});
+
+describe('docs/enrichment.md signing test vector', () => {
+  const markdown = readDoc('enrichment.md');
+  const block = (marker: string) => {
+    const match = new RegExp(`<!-- ${marker} -->\n\`\`\`text\n([\\s\\S]*?)\n\`\`\``).exec(markdown);
+    assert.ok(match, `docs/enrichment.md has the block <!-- ${marker} -->`);
+    return match[1]!;
+  };
+  const vector = Object.fromEntries(
+    block('signing-test-vector')
+      .split('\n')
+      .map((line) => /^([\w-]+):\s+(.*)$/.exec(line)!.slice(1)),
+  );
+  const documentedString = block('signing-test-vector: string-to-sign');
+  const parts: SignedParts = {
+    method: vector.method!,
+    pathAndQuery: vector.path_and_query!,
+    timestamp: vector.timestamp!,
+    nonce: vector.nonce!,
+    body: vector.body!,
+  };
+
+  it("is what the service's signer computes, and its verifier accepts the documented header", () => {
+    assert.equal(stringToSign(parts), documentedString);
+    assert.equal(verifySignatures([vector.secret!], parts, parseSignatures(vector['X-Bot-Signature']!)), true);
+    // The vector pins every part: another body, or another secret, does not verify.
+    assert.equal(verifySignatures([vector.secret!], { ...parts, body: `${vector.body}\n` }, parseSignatures(vector['X-Bot-Signature']!)), false);
+    assert.equal(verifySignatures([`${vector.secret}x`], parts, parseSignatures(vector['X-Bot-Signature']!)), false);
+  });
+
+  it("is what node:crypto computes following the page's words, independently of the service", () => {
+    const bodyHash = createHash('sha256').update(Buffer.from(vector.body!, 'utf8')).digest('hex');
+    assert.equal(bodyHash, vector.body_sha256);
+    const message = ['v1', vector.method, vector.path_and_query, vector.timestamp, vector.nonce, bodyHash].join('\n');
+    assert.equal(message, documentedString);
+    assert.equal(`v1=${createHmac('sha256', Buffer.from(vector.secret!, 'utf8')).update(message).digest('hex')}`, vector['X-Bot-Signature']);
+  });
+});
