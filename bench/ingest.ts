@@ -14,8 +14,12 @@ const ROUNDS = QUICK ? 1 : 3;
 const PERSONS = 64;
 /** How long the fan-out of a round may take to reach the webhook receiver. */
 const DRAIN_MS = 120_000;
+/** BENCH_INGEST=postgres: one database only (a before/after comparison), without the ratio between them. */
+const DIALECTS = (process.env.BENCH_INGEST?.split(',') ?? ['sqlite', 'postgres']) as Dialect[];
 
 type Dialect = 'sqlite' | 'postgres';
+/** A run: so many requests (the warm-up), or so many seconds (a measured round). */
+type Size = { amount: number } | { duration: number };
 
 /** The webhook receiver: counts what each service delivered (the path names the service). */
 async function webhookReceiver() {
@@ -51,8 +55,8 @@ async function ingestService(dialect: Dialect, broker: string, hook: string) {
   const firstSeq = await app.events.lastSeq();
   return {
     ...service,
-    run: async (writers: number, amount: number) => {
-      const result = await load({ url: service.url, connections: writers, amount }, undefined, { persons, zones, token: TOKEN, first: sent });
+    run: async (writers: number, size: Size) => {
+      const result = await load({ url: service.url, connections: writers, ...size }, undefined, { persons, zones, token: TOKEN, first: sent });
       sent += result.total;
       return result;
     },
@@ -79,11 +83,11 @@ export async function benchIngest(): Promise<boolean> {
   const bare = Fastify();
   bare.post('/api/events', async (_request, reply) => reply.code(202).send({ accepted: true }));
   const bareUrl = await bare.listen({ port: 0, host: '127.0.0.1' });
-  const bareRun = (writers: number, amount: number) =>
-    load({ url: bareUrl, connections: writers, amount }, undefined, { persons: ['p'], zones: ['a', 'b'], token: TOKEN, first: 0 });
+  const bareRun = (writers: number, size: Size) =>
+    load({ url: bareUrl, connections: writers, ...size }, undefined, { persons: ['p'], zones: ['a', 'b'], token: TOKEN, first: 0 });
   let met = true;
   try {
-    for (const dialect of ['sqlite', 'postgres'] as const) services[dialect] = await ingestService(dialect, broker, `${receiver.url}/${dialect}`);
+    for (const dialect of DIALECTS) services[dialect] = await ingestService(dialect, broker, `${receiver.url}/${dialect}`);
     /** Waits until `dialect`'s outbox has delivered every event appended so far. */
     const drained = async (dialect: Dialect) => {
       const { app } = services[dialect]!;
@@ -104,22 +108,22 @@ export async function benchIngest(): Promise<boolean> {
       }
     };
     const warmup = QUICK ? 8 : 500;
-    for (const dialect of ['sqlite', 'postgres'] as const) {
-      await services[dialect]!.run(8, warmup);
+    for (const dialect of DIALECTS) {
+      await services[dialect]!.run(8, { amount: warmup });
       await drained(dialect);
     }
-    await bareRun(8, warmup);
+    await bareRun(8, { amount: warmup });
     const best: Record<Dialect | 'bare', Record<number, LoadResult>> = { sqlite: {}, postgres: {}, bare: {} };
     const line = (name: string, writers: number, r: LoadResult, drainMs?: number) =>
       console.log(
-        `${name.padEnd(22)} ${String(writers).padStart(2)} writers ${fmt(r.rps).padStart(7)} entries/s   p50 ${r.p50} ms   p99 ${r.p99} ms   non-2xx ${r.non2xx}   errors ${r.errors}${drainMs === undefined ? '' : `   fan-out drained ${fmt(drainMs)} ms after the last answer`}`,
+        `${name.padEnd(22)} ${String(writers).padStart(2)} writers ${fmt(r.rps).padStart(7)} entries/s   p50 ${r.p50} ms   p99 ${r.p99} ms   non-2xx ${r.non2xx}   errors ${r.errors}   ${fmt(r.perCpuSecond)} per CPU second${drainMs === undefined ? '' : `   fan-out drained ${fmt(drainMs)} ms after the last answer`}`,
       );
     for (const writers of WRITERS) {
-      const amount = QUICK ? 16 : writers === 1 ? 1000 : 3000;
+      const size = { duration: QUICK ? 1 : 5 };
       const worstP99: Record<Dialect, number> = { sqlite: 0, postgres: 0 };
       for (let round = 0; round < ROUNDS; round++) {
-        for (const dialect of ['sqlite', 'postgres'] as const) {
-          const result = await services[dialect]!.run(writers, amount);
+        for (const dialect of DIALECTS) {
+          const result = await services[dialect]!.run(writers, size);
           const answered = performance.now();
           await drained(dialect);
           line(`${dialect} #${round + 1}`, writers, result, performance.now() - answered);
@@ -127,24 +131,24 @@ export async function benchIngest(): Promise<boolean> {
           if (!best[dialect][writers] || result.rps > best[dialect][writers]!.rps) best[dialect][writers] = result;
           worstP99[dialect] = Math.max(worstP99[dialect], result.p99);
         }
-        const reference = await bareRun(writers, amount);
+        const reference = await bareRun(writers, size);
         line(`bare Fastify route #${round + 1}`, writers, reference);
         if (!best.bare[writers] || reference.rps > best.bare[writers]!.rps) best.bare[writers] = reference;
       }
-      console.log(`p99 at ${writers} writers, worst round: sqlite ${worstP99.sqlite} ms, postgres ${worstP99.postgres} ms`);
+      console.log(`p99 at ${writers} writers, worst round: ${DIALECTS.map((dialect) => `${dialect} ${worstP99[dialect]} ms`).join(', ')}`);
     }
-    for (const dialect of ['sqlite', 'postgres'] as const)
+    for (const dialect of DIALECTS)
       console.log(
         `${dialect}: ${fmt(await services[dialect]!.appended())} log events appended, ${fmt(receiver.received[`/${dialect}`] ?? 0)} webhook deliveries received`,
       );
     // Every entry is two events in the log (the exit from the other zone, the entry).
     console.log(`\nzone entries/s, best round (log events/s: twice that)`);
     console.log(`writers ${WRITERS.map((w) => String(w).padStart(8)).join('')}`);
-    for (const side of ['sqlite', 'postgres', 'bare'] as const)
-      console.log(`${side.padEnd(8)}${WRITERS.map((w) => fmt(best[side][w]!.rps).padStart(8)).join('')}`);
+    for (const side of [...DIALECTS, 'bare' as const]) console.log(`${side.padEnd(8)}${WRITERS.map((w) => fmt(best[side][w]!.rps).padStart(8)).join('')}`);
     for (const writers of WRITERS) {
-      for (const dialect of ['sqlite', 'postgres'] as const)
+      for (const dialect of DIALECTS)
         ratio(`${dialect} zone entries at ${writers} writers vs bare route`, best[dialect][writers]!.rps, best.bare[writers]!.rps, null);
+      if (DIALECTS.length < 2) continue;
       met =
         ratio(`postgres vs sqlite zone entries at ${writers} writers`, best.postgres[writers]!.rps, best.sqlite[writers]!.rps, writers === 8 ? 0.5 : null) &&
         met;
