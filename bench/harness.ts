@@ -9,6 +9,7 @@ import { buildApp, type App } from '../src/app.js';
 import { loadConfig, prepareDataDir } from '../src/config.js';
 import type { LoadRequest, LoadResult as GeneratorResult } from './loadgen.js';
 import type { SignedPlan } from './signed-requests.js';
+import type { ZonePlan } from './zone-entries.js';
 
 /** A run's figures, with the servers' CPU. */
 export type LoadResult = GeneratorResult & { perCpuSecond: number };
@@ -100,14 +101,14 @@ function loadGenerator(): ChildProcess {
  * ratio (README.md, "How they measure"). Also counts the requests per second of CPU this process
  * (the servers) spent meanwhile, which a busy machine moves far less than the rate.
  */
-export async function load(options: LoadRequest['options'], signed?: SignedPlan): Promise<LoadResult> {
+export async function load(options: LoadRequest['options'], signed?: SignedPlan, zones?: ZonePlan): Promise<LoadResult> {
   const child = loadGenerator();
   const id = nextRun++;
   const cpuBefore = process.cpuUsage();
   const result = await new Promise<GeneratorResult>((resolve, reject) => {
     pending.set(id, { resolve, reject });
     child.channel?.ref();
-    child.send({ id, request: { options, signed } });
+    child.send({ id, request: { options, signed, zones } });
   }).finally(() => {
     if (!pending.size) child.channel?.unref();
   });

@@ -1,11 +1,14 @@
 import autocannon from 'autocannon';
 import { signedRequests, type SignedPlan } from './signed-requests.js';
+import { zoneEntries, type ZonePlan } from './zone-entries.js';
 
 /** One run of the load generator, as plain data (it crosses from the benchmark's process). */
 export interface LoadRequest {
   options: Omit<autocannon.Options, 'requests' | 'setupClient'>;
   /** Sign every request as a bot would. */
   signed?: SignedPlan;
+  /** Zone entries, as sensing nodes send them. */
+  zones?: ZonePlan;
 }
 
 export interface LoadResult {
@@ -25,13 +28,12 @@ export interface LoadResult {
  * at its next one-second tick and reports that rounded-up duration, which understates a short run
  * (README.md, "How they measure").
  */
-async function run({ options, signed }: LoadRequest): Promise<LoadResult> {
+async function run({ options, signed, zones }: LoadRequest): Promise<LoadResult> {
   const started = performance.now();
   let lastResponse = started;
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
-    const instance = autocannon({ ...options, ...(signed ? { requests: [signedRequests(signed)] } : {}) }, (error, finished) =>
-      error ? reject(error) : resolve(finished),
-    );
+    const requests = signed ? [signedRequests(signed)] : zones ? [zoneEntries(zones)] : undefined;
+    const instance = autocannon({ ...options, ...(requests ? { requests } : {}) }, (error, finished) => (error ? reject(error) : resolve(finished)));
     instance.on('response', () => {
       lastResponse = performance.now();
     });

@@ -6,6 +6,7 @@ import { benchFanout } from './fanout.js';
 import { benchMemory } from './memory.js';
 import { benchMqttSync } from './mqtt-sync.js';
 import { benchIdle } from './idle.js';
+import { benchIngest } from './ingest.js';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,6 +20,7 @@ const BENCHMARKS: Record<string, () => Promise<boolean>> = {
   ratelimit: benchRateLimit,
   enrichment: benchEnrichment,
   fanout: benchFanout,
+  ingest: benchIngest,
   baselines: benchBaselines,
   detector: benchDetector,
   memory: benchMemory,

@@ -12,7 +12,7 @@ describe('benchmarks (quick size)', () => {
   it('every benchmark runs and prints its ratio against the reference', async () => {
     const script = new URL('../bench/run.js', import.meta.url).pathname;
     const { stdout } = await promisify(execFile)(process.execPath, ['--expose-gc', script, '--quick'], { timeout: 240_000, maxBuffer: 10 * 1024 * 1024 });
-    for (const section of ['Rate limiter', 'Enrichment endpoint', 'Event fan-out', 'Baselines', 'Memory'])
+    for (const section of ['Rate limiter', 'Enrichment endpoint', 'Event fan-out', 'Event ingest', 'Baselines', 'Memory'])
       assert.match(stdout, new RegExp(`## ${section}`), section);
     assert.ok((stdout.match(/^ratio /gm) ?? []).length >= 9, stdout);
     assert.match(stdout, /^Targets: /m);
