@@ -102,7 +102,11 @@ export class MqttLeadership {
   private async check(): Promise<void> {
     try {
       if (!this.client) {
-        const client = new (await loadPg()).Client({ connectionString: this.databaseUrl, connectionTimeoutMillis: this.timeoutMs, query_timeout: this.timeoutMs });
+        const client = new (await loadPg()).Client({
+          connectionString: this.databaseUrl,
+          connectionTimeoutMillis: this.timeoutMs,
+          query_timeout: this.timeoutMs,
+        });
         client.on('error', () => {}); // a lost session shows in the next query
         await client.connect();
         // PostgreSQL 14 and later; older servers keep a frozen owner's lock until its connection drops.
