@@ -616,7 +616,7 @@ describe('baseline CLI', () => {
       const regressed = await cliWith(
         env({ GITHUB_STEP_SUMMARY: summary }),
         'push',
-        file('run3.json', { ...valid, commit_sha: 'c3d4e5f', timestamp: '2026-12-03T10:00:00Z', subject_geomean: 0.7, files_per_sec: 3000 }),
+        file('run3.json', { ...valid, commit_sha: 'c3d4e5f', timestamp: '2026-12-03T10:00:00Z', subject_geomean: 0.7, alpha_geomean: 1.2 }),
         '--server',
         server,
         '--format',
@@ -637,10 +637,10 @@ describe('baseline CLI', () => {
       const rows = loud.split('\n').filter((line) => line.startsWith('| ') && !/^\| (changed|---)/.test(line));
       assert.deepEqual(
         rows.map((line) => line.split(' | ')[0]!.slice(2)),
-        ['subject_geomean (s)', 'speedup vs alpha (x)', 'speedup vs beta (x)', 'speedup vs gamma (x)', 'files_per_sec (files/s)'],
+        ['subject_geomean (s)', 'speedup vs alpha (x)', 'speedup vs beta (x)', 'speedup vs gamma (x)', 'alpha_geomean (s) [ref]'],
       );
       assert.match(rows[0]!, /\| 0\.52 \| 0\.7 \| \+34\.62% \| \*\*REGRESSION\*\* \|$/);
-      assert.match(rows.at(-1)!, /\| 2500 \| 3000 \| \+20\.00% \| improved \|$/);
+      assert.match(rows.at(-1)!, /\| 1\.56 \| 1\.2 \| -23\.08% \| improved \|$/);
       assert.match(loud, /^6 other metrics within ±10% of the previous run\.$/m);
       assert.equal((await app.api('GET', '/api/baselines')).body.length, 3);
     });
