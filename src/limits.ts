@@ -23,6 +23,8 @@ export const TEXT_LIMITS = {
   blob_id: 128,
   /** A baseline record's `notes`. */
   notes: 4096,
+  /** A baseline record's `commit_url`. */
+  url: 2048,
   /** A baseline record's `timestamp` (RFC 3339 allows any number of fraction digits). */
   timestamp: 64,
   /** A PEM text in the MQTT settings: a CA certificate, a client certificate with its chain, a client key. */

@@ -2,6 +2,8 @@ import { after, before, describe, it } from 'node:test';
 import { TEXT_LIMITS } from '../src/limits.js';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, writeFileSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -600,9 +602,20 @@ describe('baseline CLI', () => {
 
     it('push records runs and gates on the comparison: 0 first and within the threshold, 1 on a regression, with a GitHub step summary', async () => {
       const summary = path.join(dir, 'summary.md');
-      const first = await cliWith(env(), 'push', file('run1.json', { ...valid, timestamp: '2026-12-01T10:00:00Z' }), '--server', server);
+      const first = await cliWith(
+        env({ GITHUB_STEP_SUMMARY: summary }),
+        'push',
+        file('run1.json', { ...valid, timestamp: '2026-12-01T10:00:00Z' }),
+        '--server',
+        server,
+      );
       assert.deepEqual([first.code, first.stderr], [0, '']);
       assert.match(first.stdout, /first run, nothing to compare with/);
+      const firstSummary = readFileSync(summary, 'utf8');
+      assert.match(firstSummary, /^### Benchmark baseline `a1b2c3d`: recorded, the first run\n/, 'the first push says so');
+      assert.match(firstSummary, /no earlier run on this server: nothing to compare with/);
+      assert.match(firstSummary, /^\| subject_geomean \| 0\.5 s \|$/m, 'and shows its values');
+      assert.match(firstSummary, /^\| grep_1000_mean_ms \| 40 ms \|$/m);
       const within = await cliWith(
         env({ GITHUB_STEP_SUMMARY: summary }),
         'push',
@@ -612,10 +625,14 @@ describe('baseline CLI', () => {
       );
       assert.equal(within.code, 0, within.stderr);
       assert.match(within.stdout, /No regression beyond 10%/);
+      const quiet = readFileSync(summary, 'utf8').slice(firstSummary.length);
+      assert.match(quiet, /^### Benchmark baseline `b2c3d4e`: :white_check_mark: no regression\n/);
+      assert.match(quiet, /^All 11 metrics within ±10% of the previous run\.$/m, 'a quiet run is one line, not a line per metric');
+      assert.doesNotMatch(quiet, /within threshold|\| subject_geomean/);
       const regressed = await cliWith(
         env({ GITHUB_STEP_SUMMARY: summary }),
         'push',
-        file('run3.json', { ...valid, commit_sha: 'c3d4e5f', timestamp: '2026-12-03T10:00:00Z', subject_geomean: 0.7 }),
+        file('run3.json', { ...valid, commit_sha: 'c3d4e5f', timestamp: '2026-12-03T10:00:00Z', subject_geomean: 0.7, alpha_geomean: 1.2 }),
         '--server',
         server,
         '--format',
@@ -627,10 +644,73 @@ describe('baseline CLI', () => {
       assert.equal(output.detection.method, 'threshold', 'two earlier commits: the threshold decides, and says so');
       assert.equal(output.detection.regressions.includes('subject_geomean'), true);
       const written = readFileSync(summary, 'utf8');
-      assert.equal(written.match(/^### Benchmark comparison/gm)?.length, 2, 'one markdown report per push, appended');
-      assert.match(written, /:x: REGRESSED beyond 10%: subject_geomean/);
-      assert.match(written, /#### Against the history \(the mean of 2 earlier commits, threshold 10% alone\)/);
+      assert.equal(written.match(/^### Benchmark baseline /gm)?.length, 3, 'one summary per push, appended, whatever --format prints');
+      const loud = written.slice(written.lastIndexOf('### Benchmark baseline'));
+      assert.match(loud, /^### Benchmark baseline `c3d4e5f`: :x: regressed\n/);
+      assert.match(loud, /\*\*Against the history\*\* \(the mean of 2 earlier commits, threshold 10% alone\):\n\n- \*\*subject_geomean\*\*: /);
+      assert.match(loud, /Against the previous run `b2c3d4e`/);
+      // Only what changed beyond the threshold, regressions first, then improvements.
+      const rows = loud.split('\n').filter((line) => line.startsWith('| ') && !/^\| (changed|---)/.test(line));
+      assert.deepEqual(
+        rows.map((line) => line.split(' | ')[0]!.slice(2)),
+        ['subject_geomean (s)', 'speedup vs alpha (x)', 'speedup vs beta (x)', 'speedup vs gamma (x)', 'alpha_geomean (s) [ref]'],
+      );
+      assert.match(rows[0]!, /\| 0\.52 \| 0\.7 \| \+34\.62% \| \*\*REGRESSION\*\* \|$/);
+      assert.match(rows.at(-1)!, /\| 1\.56 \| 1\.2 \| -23\.08% \| improved \|$/);
+      assert.match(loud, /^6 other metrics within ±10% of the previous run\.$/m);
       assert.equal((await app.api('GET', '/api/baselines')).body.length, 3);
+    });
+
+    it('push writes the step summary for a failure too: the problem, its fields, what to do', async () => {
+      const summary = path.join(dir, 'failures.md');
+      const runFile = file('run-failing.json', { ...valid, commit_sha: 'f0f0f0f' });
+      // A server that fails, as a crashed handler would: 500 with a problem+json body.
+      const broken = createServer((request, response) => {
+        request.resume();
+        response.writeHead(500, { 'content-type': 'application/problem+json' });
+        response.end(JSON.stringify({ type: 'about:blank', title: 'Internal Server Error', status: 500, detail: 'the database is not reachable' }));
+      });
+      await new Promise<void>((resolve) => broken.listen(0, '127.0.0.1', resolve));
+      const brokenUrl = `http://127.0.0.1:${(broken.address() as AddressInfo).port}`;
+      const cases: [Record<string, string>, string[], RegExp[]][] = [
+        [
+          env(),
+          ['push', file('bad-summary.json', { ...valid, commit_sha: 'nope', corpus_size: -1 }), '--server', server],
+          [
+            /^### Benchmark baseline: :x: push failed\n/,
+            /\*\*Not a valid baseline record\*\*: `.*bad-summary\.json`/,
+            /^- .*bad-summary\.json: \/commit_sha: must match pattern/m,
+            /^- .*: \/corpus_size: must be >= 0$/m,
+            /Nothing was sent/,
+          ],
+        ],
+        [
+          env({ MOTHERSHIP_TOKEN: 'wrong-token-wrong-token' }),
+          ['push', runFile, '--server', server],
+          [
+            /^### Benchmark baseline `f0f0f0f`: :x: push failed\n/,
+            /\*\*Unauthorized \(401\)\*\*: /,
+            /\*\*What to do\*\*: MOTHERSHIP_TOKEN must hold a valid token: store an API token of scope ci/,
+          ],
+        ],
+        [
+          env(),
+          ['push', runFile, '--server', brokenUrl],
+          [/\*\*Internal Server Error \(500\)\*\*: the database is not reachable/, /the server failed: re-run the job/],
+        ],
+        [env({ MOTHERSHIP_TOKEN: '' }), ['push', runFile, '--server', server], [/\*\*The push step is not set up\*\*: MOTHERSHIP_TOKEN is not set/]],
+      ];
+      try {
+        for (const [environment, args, expected] of cases) {
+          writeFileSync(summary, '');
+          const result = await cliWith({ ...environment, GITHUB_STEP_SUMMARY: summary }, ...args);
+          assert.equal(result.code, 2, `${args.join(' ')}: ${result.stdout}${result.stderr}`);
+          const written = readFileSync(summary, 'utf8');
+          for (const pattern of expected) assert.match(written, pattern, `${args.join(' ')}:\n${written}`);
+        }
+      } finally {
+        broken.close();
+      }
     });
 
     it('push and history exit 2 with a reason on every error, and record nothing', async () => {
@@ -690,6 +770,26 @@ describe('baseline CLI', () => {
       );
       assert.equal(failed?.code, 1, 'the job fails on a regression');
       assert.match(failed!.stdout, /REGRESSED/);
+    });
+
+    it('push in GitHub Actions adds the commit page to a record without commit_url', async () => {
+      const actions = { GITHUB_SERVER_URL: 'https://github.com', GITHUB_REPOSITORY: 'org/bench' };
+      const pushed = await cliWith(
+        env(actions),
+        'push',
+        file('run-gh.json', { ...valid, commit_sha: '0a0b0c0', timestamp: '2026-11-30T10:00:00Z' }),
+        '--server',
+        server,
+        '--format',
+        'json',
+      );
+      assert.equal(pushed.code, 0, pushed.stderr);
+      const own = { ...valid, commit_sha: '0a0b0c1', timestamp: '2026-11-30T11:00:00Z', commit_url: 'https://git.example/c/0a0b0c1' };
+      assert.equal((await cliWith(env(actions), 'push', file('run-own.json', own), '--server', server)).code, 0);
+      const stored = (await app.api('GET', '/api/baselines?limit=200')).body as { record: BaselineRecord }[];
+      const url = (sha: string) => stored.find((run) => run.record.commit_sha === sha)?.record.commit_url;
+      assert.equal(url('0a0b0c0'), 'https://github.com/org/bench/commit/0a0b0c0');
+      assert.equal(url('0a0b0c1'), 'https://git.example/c/0a0b0c1', 'a commit_url of its own is kept');
     });
   });
 });

@@ -371,17 +371,18 @@ describe('dashboard in Chromium', () => {
     assert.equal((await app.api('GET', '/api/persons/cy')).status, 404);
   });
 
-  it('renders the baseline history chart with the subject and the three comparison tools', async () => {
+  it('renders the baseline history, one chart per metric: the subject and the three comparison tools', async () => {
     await page.click('#nav a[data-view="baselines"]');
-    await page.waitForSelector('#chart-geomean svg[data-points="7"]');
-    for (const series of ['subject', 'alpha', 'beta', 'gamma']) assert.ok(await page.$(`#chart-geomean path[data-series="${series}"]`), series);
-    assert.ok(await page.$('#chart-geomean polygon[data-band="subject"]'), 'the noise band of the subject');
-    assert.match((await page.getAttribute('#chart-geomean circle[data-tip]', 'data-tip'))!, /^9a8b7c6 · .+\nsubject_geomean: 0\.5 s\nno history yet$/);
+    const chart = (field: string) => `#baseline-charts [data-metric="${field}"]`;
+    await page.waitForSelector(`${chart('subject_geomean')} svg[data-points="7"]`);
+    for (const tool of ['subject', 'alpha', 'beta', 'gamma']) assert.ok(await page.$(`${chart(`${tool}_geomean`)} path[data-series="${tool}_geomean"]`), tool);
+    assert.ok(await page.$(`${chart('subject_geomean')} polygon[data-band="subject_geomean"]`), 'the noise band of the subject');
+    assert.match((await page.getAttribute(`${chart('subject_geomean')} [data-tip]`, 'data-tip'))!, /^9a8b7c6 · .+\nsubject_geomean: 0\.5 s\nno history yet$/);
     // Hovering a point shows its values next to it; a regression is ringed on the chart.
-    await page.hover('#chart-geomean circle[data-tip] >> nth=-1');
-    assert.match((await page.textContent('#chart-geomean .chart-tip:not([hidden])'))!, /^e5f6071 · .+\nsubject_geomean: 0\.62 s\nREGRESSION: /);
-    assert.ok(await page.$('#chart-geomean circle[data-regression="subject"]'), 'the regression is marked');
-    assert.ok(await page.$('#chart-grep path[data-series="grep 1000"]'));
+    await page.hover(`${chart('subject_geomean')} circle[data-point] >> nth=-1`);
+    assert.match((await page.textContent(`${chart('subject_geomean')} .chart-tip:not([hidden])`))!, /^e5f6071 · .+\nsubject_geomean: 0\.62 s\nREGRESSION: /);
+    assert.ok(await page.$(`${chart('subject_geomean')} circle[data-regression="subject_geomean"]`), 'the regression is marked');
+    assert.ok(await page.$(`${chart('grep_1000_mean_ms')} path[data-series="grep_1000_mean_ms"]`));
     await page.waitForSelector('#comparison tbody tr');
     assert.match((await page.textContent('#comparison-verdict'))!, /Against the previous run: beyond 10% on subject_geomean/);
     assert.equal(await page.locator('#comparison tbody tr').count(), 8, 'each metric and speedup once');
@@ -524,7 +525,7 @@ describe('dashboard in Chromium', () => {
     await page.setViewportSize({ width: 1280, height: 900 });
     await shot('overview-dark');
     await page.goto(`${base}/#/baselines`);
-    await page.waitForSelector('#chart-geomean svg[data-points="7"]');
+    await page.waitForSelector('#baseline-charts [data-metric="subject_geomean"] svg[data-points="7"]');
     await shot('baselines-dark');
     await page.emulateMedia({ colorScheme: 'light' });
   });

@@ -48,6 +48,7 @@ describe('size limits: one home, documented', () => {
     const properties = baselineSchema.properties as Record<string, { maxLength?: number }>;
     assert.equal(properties.notes!.maxLength, TEXT_LIMITS.notes);
     assert.equal(properties.timestamp!.maxLength, TEXT_LIMITS.timestamp);
+    assert.equal(properties.commit_url!.maxLength, TEXT_LIMITS.url);
   });
 
   it('cuts text on a character boundary to a byte size, marked', () => {

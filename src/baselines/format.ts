@@ -1,5 +1,6 @@
-import type { ComparisonReport, Status } from './compare.js';
+import { METRICS, type ComparisonReport, type Status } from './compare.js';
 import type { Detection } from './detect.js';
+import type { BaselineRecord } from './schema.js';
 import type { StoredBaseline } from './service.js';
 
 export type ReportFormat = 'table' | 'json' | 'markdown';
@@ -14,17 +15,16 @@ const MARK: Record<Status, string> = {
   missing: 'missing',
 };
 
-function rows(report: ComparisonReport): string[][] {
+/** One entry per metric and speedup, labelled as every format shows it. */
+function entries(report: ComparisonReport) {
   return [
-    ...report.metrics.map((metric) => [
-      `${metric.field} (${metric.unit})${metric.role === 'reference' ? ' [ref]' : ''}`,
-      show(metric.base),
-      show(metric.head),
-      pct(metric.change_pct),
-      MARK[metric.status],
-    ]),
-    ...report.speedups.map((entry) => [`speedup vs ${entry.tool} (x)`, show(entry.base), show(entry.head), pct(entry.change_pct), MARK[entry.status]]),
+    ...report.metrics.map((metric) => ({ ...metric, label: `${metric.field} (${metric.unit})${metric.role === 'reference' ? ' [ref]' : ''}` })),
+    ...report.speedups.map((entry) => ({ ...entry, label: `speedup vs ${entry.tool} (x)` })),
   ];
+}
+
+function rows(report: ComparisonReport): string[][] {
+  return entries(report).map((entry) => [entry.label, show(entry.base), show(entry.head), pct(entry.change_pct), MARK[entry.status]]);
 }
 
 const HEADER = ['metric', 'base', 'head', 'change', 'status'];
@@ -87,14 +87,18 @@ export function formatHistory(runs: StoredBaseline[], format: ReportFormat): str
   return [line(header), line(widths.map((width) => '-'.repeat(width))), ...table.map(line), ''].join('\n');
 }
 
+/** How the history judged a run, as a phrase. */
+function historyMethod(detection: Detection): string {
+  return detection.method === 'z-score'
+    ? `the mean of ${detection.runs_considered} earlier commits with a noise band of ${detection.z_threshold} standard deviations, threshold ${detection.threshold_pct}%`
+    : detection.method === 'threshold'
+      ? `the mean of ${detection.runs_considered} earlier commit${detection.runs_considered === 1 ? '' : 's'}, threshold ${detection.threshold_pct}% alone`
+      : 'no earlier runs';
+}
+
 /** The history-aware verdict and why, for a terminal or a pull-request comment (JSON callers take the object). */
 export function formatDetection(detection: Detection, format: Exclude<ReportFormat, 'json'>): string {
-  const how =
-    detection.method === 'z-score'
-      ? `the mean of ${detection.runs_considered} earlier commits with a noise band of ${detection.z_threshold} standard deviations, threshold ${detection.threshold_pct}%`
-      : detection.method === 'threshold'
-        ? `the mean of ${detection.runs_considered} earlier commit${detection.runs_considered === 1 ? '' : 's'}, threshold ${detection.threshold_pct}% alone`
-        : 'no earlier runs';
+  const how = historyMethod(detection);
   const verdict = detection.regressed ? `REGRESSED: ${detection.regressions.join(', ')}` : 'no regression';
   const reasons = detection.fields
     .filter((field) => field.method !== 'none')
@@ -111,4 +115,92 @@ export function formatDetection(detection: Detection, format: Exclude<ReportForm
     ].join('\n');
   }
   return [`Against the history (${how}): ${verdict}`, ...(detection.note ? [detection.note] : []), ...reasons.map((reason) => `  ${reason}`), ''].join('\n');
+}
+
+/** What `baseline push` recorded: the server's answer and the record sent. */
+export interface PushResult {
+  id: number;
+  record: BaselineRecord;
+  comparison: ComparisonReport | null;
+  detection: Detection;
+}
+
+const SUMMARY_MARK: Partial<Record<Status, string>> = { regressed: '**REGRESSION**', improved: 'improved', worse: 'worse (comparison tool, not gated)' };
+
+/**
+ * The GitHub job summary of one push: the verdict that sets the exit code first, then only what
+ * changed beyond the threshold against the previous run; everything else is one line, so a quiet
+ * run reads in a glance. The first run says so and shows its values.
+ */
+export function formatPushSummary({ id, record, comparison, detection }: PushResult): string {
+  const commit = `\`${record.commit_sha}\``;
+  if (!comparison) {
+    const values = METRICS.filter(({ field }) => typeof record[field] === 'number').map(({ field, unit }) => `| ${field} | ${record[field]} ${unit} |`);
+    return [
+      `### Benchmark baseline ${commit}: recorded, the first run`,
+      '',
+      `:information_source: Run ${id} has no earlier run on this server: nothing to compare with, so nothing can regress yet. The next push is compared with it.`,
+      '',
+      '| metric | value |',
+      '| --- | ---: |',
+      ...values,
+      '',
+    ].join('\n');
+  }
+  const threshold = comparison.threshold_pct;
+  const all = entries(comparison);
+  const changed = all.filter(
+    (entry) =>
+      entry.regression || ((entry.status === 'improved' || entry.status === 'worse') && (entry.change_pct === null || Math.abs(entry.change_pct) > threshold)),
+  );
+  const oneSided = all.filter((entry) => entry.status === 'missing' && (entry.base !== null || entry.head !== null));
+  const quiet = all.length - changed.length - oneSided.length - all.filter((entry) => entry.base === null && entry.head === null).length;
+  // Regressions first, then improvements, then the comparison tools' own changes.
+  const order: Status[] = ['regressed', 'improved', 'worse'];
+  changed.sort((a, b) => order.indexOf(a.status) - order.indexOf(b.status));
+  const line = (cells: string[]) => `| ${cells.join(' | ')} |`;
+  const regressedFields = detection.fields.filter((field) => field.regression);
+  return [
+    `### Benchmark baseline ${commit}: ${detection.regressed ? ':x: regressed' : ':white_check_mark: no regression'}`,
+    '',
+    detection.regressed ? `**Against the history** (${historyMethod(detection)}):` : `Against the history (${historyMethod(detection)}): no regression.`,
+    ...(detection.regressed ? ['', ...regressedFields.map((field) => `- **${field.field}**: ${field.reason}`)] : []),
+    ...(detection.note ? ['', `> ${detection.note}`] : []),
+    '',
+    `Against the previous run \`${comparison.base.commit_sha}\` (this run is recorded as ${id}):`,
+    '',
+    ...(changed.length
+      ? [
+          line([`changed beyond ${threshold}%`, 'previous', 'this run', 'change', '']),
+          line(['---', '---:', '---:', '---:', '---']),
+          ...changed.map((entry) => line([entry.label, show(entry.base), show(entry.head), pct(entry.change_pct), SUMMARY_MARK[entry.status]!])),
+          '',
+        ]
+      : []),
+    `${changed.length ? `${quiet} other` : `All ${quiet}`} metric${quiet === 1 ? '' : 's'} within ±${threshold}% of the previous run.`,
+    ...(oneSided.length ? ['', `In only one of the two runs: ${oneSided.map((entry) => entry.label).join(', ')}.`] : []),
+    ...comparison.warnings.map((warning) => `\n> :warning: ${warning}`),
+    '',
+  ].join('\n');
+}
+
+/** Why a push failed, for the job summary: the problem, its fields, and what to do about it. */
+export interface PushFailure {
+  title: string;
+  detail: string;
+  errors: string[];
+  todo: string;
+  commit?: string;
+}
+
+export function formatPushFailure({ title, detail, errors, todo, commit }: PushFailure): string {
+  return [
+    `### Benchmark baseline${commit ? ` \`${commit}\`` : ''}: :x: push failed`,
+    '',
+    `**${title}**: ${detail}`,
+    ...(errors.length ? ['', ...errors.map((error) => `- ${error}`)] : []),
+    '',
+    `**What to do**: ${todo}`,
+    '',
+  ].join('\n');
 }

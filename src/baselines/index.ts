@@ -4,4 +4,4 @@ export { baselineRoutes } from './routes.js';
 export { baselineErrors, type BaselineRecord } from './schema.js';
 export { compareBaselines, DEFAULT_THRESHOLD_PCT, type ComparisonReport } from './compare.js';
 export type { Detection } from './detect.js';
-export { formatDetection, formatHistory, formatReport, type ReportFormat } from './format.js';
+export { formatDetection, formatHistory, formatPushFailure, formatPushSummary, formatReport, type ReportFormat } from './format.js';

@@ -7,6 +7,7 @@ import { fieldErrors } from '../http/index.js';
 /** A baseline record (docs/baselines.md), as shipped in schemas/baseline.schema.json. */
 export interface BaselineRecord {
   commit_sha: string;
+  commit_url?: string;
   timestamp: string;
   subject_geomean: number;
   alpha_geomean?: number;

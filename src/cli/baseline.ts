@@ -8,6 +8,8 @@ import {
   DEFAULT_THRESHOLD_PCT,
   formatDetection,
   formatHistory,
+  formatPushFailure,
+  formatPushSummary,
   formatReport,
   type ReportFormat,
 } from '../baselines/index.js';
@@ -22,20 +24,23 @@ const ERROR = 2;
 const FORMATS: ReportFormat[] = ['table', 'json', 'markdown'];
 const CI_TOKEN = 'an API token of scope ci, made on the Tokens page or with POST /api/tokens';
 
-/** Reads and validates one record file; returns the record and its text, or prints why it is not one. */
-function load(file: string, io: Output): { record: BaselineRecord; text: string } | null {
+type Loaded = { record: BaselineRecord; text: string } | { problems: string[] };
+
+/** Reads and validates one record file; returns the record and its text, or prints (and returns) why it is not one. */
+function load(file: string, io: Output): Loaded {
   let text: string;
   let data: unknown;
   try {
     text = readFileSync(file, 'utf8');
     data = JSON.parse(text);
   } catch (error) {
-    io.err(`${file}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : `not valid JSON (${(error as Error).message})`}`);
-    return null;
+    const problem = `${file}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : `not valid JSON (${(error as Error).message})`}`;
+    io.err(problem);
+    return { problems: [problem] };
   }
-  const errors = baselineErrors(data);
-  for (const error of errors) io.err(`${file}: ${error.path}: ${error.message}`);
-  return errors.length ? null : { record: data as BaselineRecord, text };
+  const problems = baselineErrors(data).map((error) => `${file}: ${error.path}: ${error.message}`);
+  for (const problem of problems) io.err(problem);
+  return problems.length ? { problems } : { record: data as BaselineRecord, text };
 }
 
 /** The options every baseline command shares, read with Node's own parser; a bad value is a UsageError. */
@@ -78,7 +83,7 @@ export function validateCommand(files: string[], io: Output): number {
   }
   let failures = 0;
   for (const file of files) {
-    if (load(file, io)) io.out(`${file}: valid`);
+    if ('record' in load(file, io)) io.out(`${file}: valid`);
     else failures++;
   }
   return failures ? 1 : OK;
@@ -93,38 +98,112 @@ export function compareCommand(args: string[], io: Output): Promise<number> {
     if (files.length !== 2) throw new UsageError(COMPARE_USAGE);
     const base = load(files[0]!, io);
     const head = load(files[1]!, io);
-    if (!base || !head) return ERROR;
+    if (!('record' in base) || !('record' in head)) return ERROR;
     return report(compareBaselines(base.record, head.record, thresholdPct), format, io);
   });
 }
 
 const PUSH_USAGE = 'usage: MOTHERSHIP_TOKEN=... mothership baseline push FILE --server URL [--threshold PCT] [--format table|json|markdown]';
 
+/** A record file that is not a valid baseline: its problems are already printed. */
+class RecordFileError extends Error {
+  constructor(
+    readonly file: string,
+    readonly problems: string[],
+  ) {
+    super(`${file} is not a valid baseline record`);
+  }
+}
+
 /**
  * `mothership baseline push FILE --server URL`: records the run on a server, prints the server's
  * comparison with the previous run and its verdict against the history, and exits 1 when the history
  * says it regressed, 0 otherwise, 2 on any error. With `GITHUB_STEP_SUMMARY` set (GitHub Actions),
- * the markdown report is appended to the job summary.
+ * every push appends a short summary to the job's page, a failed one included.
  */
 export function pushCommand(args: string[], io: Output, env: NodeJS.ProcessEnv): Promise<number> {
   return command(io, async () => {
-    const { files, thresholdPct, format, server } = options(args, PUSH_USAGE, true, env);
-    if (files.length !== 1) throw new UsageError(PUSH_USAGE);
-    const run = load(files[0]!, io);
-    if (!run) return ERROR;
-    const recorded = await serverRequest<{ id: number; comparison: ComparisonReport | null; detection: Detection }>(
-      `${server}/api/baselines?threshold=${thresholdPct}`,
-      env,
-      { method: 'POST', body: run.text, needs: CI_TOKEN },
-    );
-    const { comparison, detection } = recorded;
-    if (format === 'json') io.out(JSON.stringify({ id: recorded.id, comparison, detection }, null, 2));
-    else if (!comparison) io.out(`Recorded baseline ${recorded.id} (${run.record.commit_sha}): the first run, nothing to compare with.`);
-    else io.out(formatReport(comparison, format) + '\n' + formatDetection(detection, format));
-    if (comparison && env.GITHUB_STEP_SUMMARY)
-      appendFileSync(env.GITHUB_STEP_SUMMARY, formatReport(comparison, 'markdown') + '\n' + formatDetection(detection, 'markdown') + '\n');
-    return detection.regressed ? REGRESSED : OK;
+    let commit: string | undefined;
+    try {
+      const { files, thresholdPct, format, server } = options(args, PUSH_USAGE, true, env);
+      if (files.length !== 1) throw new UsageError(PUSH_USAGE);
+      const run = load(files[0]!, io);
+      if (!('record' in run)) throw new RecordFileError(files[0]!, run.problems);
+      commit = run.record.commit_sha;
+      const { record, body } = withCommitUrl(run.record, run.text, env);
+      const recorded = await serverRequest<{ id: number; comparison: ComparisonReport | null; detection: Detection }>(
+        `${server}/api/baselines?threshold=${thresholdPct}`,
+        env,
+        { method: 'POST', body, needs: CI_TOKEN },
+      );
+      const { comparison, detection } = recorded;
+      if (format === 'json') io.out(JSON.stringify({ id: recorded.id, comparison, detection }, null, 2));
+      else if (!comparison) io.out(`Recorded baseline ${recorded.id} (${record.commit_sha}): the first run, nothing to compare with.`);
+      else io.out(formatReport(comparison, format) + '\n' + formatDetection(detection, format));
+      if (env.GITHUB_STEP_SUMMARY) appendFileSync(env.GITHUB_STEP_SUMMARY, formatPushSummary({ ...recorded, record }) + '\n');
+      return detection.regressed ? REGRESSED : OK;
+    } catch (error) {
+      if (env.GITHUB_STEP_SUMMARY) appendFileSync(env.GITHUB_STEP_SUMMARY, formatPushFailure({ ...failure(error), commit }) + '\n');
+      if (error instanceof RecordFileError) return ERROR;
+      throw error;
+    }
   });
+}
+
+/**
+ * In GitHub Actions, a record without `commit_url` gets its commit's page (GITHUB_SERVER_URL and
+ * GITHUB_REPOSITORY), so the dashboard links each point without the benchmark knowing where it runs.
+ * Any other record is sent byte for byte.
+ */
+function withCommitUrl(record: BaselineRecord, text: string, env: NodeJS.ProcessEnv): { record: BaselineRecord; body: string } {
+  if (record.commit_url || !env.GITHUB_SERVER_URL || !env.GITHUB_REPOSITORY || !/^[a-fA-F0-9]+$/.test(record.commit_sha)) return { record, body: text };
+  const withUrl = { ...record, commit_url: `${env.GITHUB_SERVER_URL.replace(/\/+$/, '')}/${env.GITHUB_REPOSITORY}/commit/${record.commit_sha}` };
+  // A repository name that does not make a valid URL: the record goes as written.
+  return baselineErrors(withUrl).length ? { record, body: text } : { record: withUrl, body: JSON.stringify(withUrl) };
+}
+
+const NOTHING_SENT = 'Nothing was sent to the server.';
+const NOTHING_RECORDED = 'Nothing was recorded.';
+
+/** A failed push in the job summary's words: what went wrong and what to do about it. */
+function failure(error: unknown): { title: string; detail: string; errors: string[]; todo: string } {
+  if (error instanceof RecordFileError)
+    return {
+      title: 'Not a valid baseline record',
+      detail: `\`${error.file}\``,
+      errors: error.problems,
+      todo: `fix the file your benchmark writes (its fields: docs/baselines.md, "The record"; \`mothership baseline validate FILE\` checks it) and re-run. ${NOTHING_SENT}`,
+    };
+  if (error instanceof UsageError)
+    return {
+      title: 'The push step is not set up',
+      detail: error.message,
+      errors: [],
+      todo: `fix the step's command line or environment as the message says. ${NOTHING_SENT}`,
+    };
+  if (error instanceof ServerError) {
+    const errors = (error.problem?.errors ?? []).map((entry) => `\`${entry.path}\`: ${entry.message}`);
+    const title = error.status === undefined ? 'Server not reached' : `${error.problem?.title ?? 'Refused'} (${error.status})`;
+    const detail = error.problem?.detail ?? error.message;
+    if (error.status === undefined)
+      return {
+        title,
+        detail,
+        errors,
+        todo: `check \`--server\` (or MOTHERSHIP_SERVER): the Mothership URL, up and reachable from this runner. ${NOTHING_RECORDED}`,
+      };
+    if (error.status === 401)
+      return { title, detail, errors, todo: `MOTHERSHIP_TOKEN must hold a valid token: store ${CI_TOKEN} as this job's secret. ${NOTHING_RECORDED}` };
+    if (error.status === 403) return { title, detail, errors, todo: `this token may not push baselines: use ${CI_TOKEN}. ${NOTHING_RECORDED}` };
+    if (error.status < 500) return { title, detail, errors, todo: `the server refused this run: fix what it names and re-run. ${NOTHING_RECORDED}` };
+    return {
+      title,
+      detail,
+      errors,
+      todo: 'the server failed: re-run the job; if it fails again, the server log says why. Whether the run was recorded: `mothership baseline history`.',
+    };
+  }
+  return { title: 'Unexpected error', detail: (error as Error).message, errors: [], todo: 're-run the job; if it fails again, report the message.' };
 }
 
 const HISTORY_USAGE = 'usage: MOTHERSHIP_TOKEN=... mothership baseline history --server URL [--limit N] [--format table|json|markdown]';

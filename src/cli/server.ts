@@ -4,8 +4,16 @@ const SERVER_TIMEOUT_MS = 30_000;
 
 /** A mistake in how the command was called: its message says what to type instead. */
 export class UsageError extends Error {}
-/** The server could not be reached or refused the request: the message says why. */
-export class ServerError extends Error {}
+/** The server could not be reached (no `status`) or refused the request (its status and problem+json): the message says why. */
+export class ServerError extends Error {
+  constructor(
+    message: string,
+    readonly status?: number,
+    readonly problem?: { title?: string; detail?: string; errors?: { path: string; message: string }[] },
+  ) {
+    super(message);
+  }
+}
 
 /** The server a command talks to: `--server`, else MOTHERSHIP_SERVER; undefined for neither. Throws a UsageError for a URL that is not http(s). */
 export function serverUrl(option: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
@@ -42,12 +50,12 @@ export async function serverRequest<T>(url: string, env: NodeJS.ProcessEnv, init
   try {
     body = JSON.parse(text);
   } catch {
-    throw new ServerError(`${new URL(url).origin} answered ${response.status} with no JSON: is the server URL the Mothership URL?`);
+    throw new ServerError(`${new URL(url).origin} answered ${response.status} with no JSON: is the server URL the Mothership URL?`, response.status);
   }
   if (!response.ok) {
-    const problem = body as { detail?: string; errors?: { path: string; message: string }[] };
+    const problem = body as { title?: string; detail?: string; errors?: { path: string; message: string }[] };
     const fields = (problem.errors ?? []).map((error) => `\n  ${error.path}: ${error.message}`).join('');
-    throw new ServerError(`the server refused the request (${response.status}): ${problem.detail ?? text}${fields}`);
+    throw new ServerError(`the server refused the request (${response.status}): ${problem.detail ?? text}${fields}`, response.status, problem);
   }
   return body as T;
 }

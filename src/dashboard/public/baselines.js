@@ -1,10 +1,9 @@
-// Baselines: the run history on two charts, and a comparison of any two runs, chosen in the page
+// Baselines: the run history, one small chart per metric, and a comparison of any two runs, chosen in the page
 // (#/baselines/<base id>..<head id>; the last two by default).
 import { api, report } from './api.js';
 import { $, dateTime, debounce, el, emptyState, row } from './dom.js';
 import { lineChart } from './chart.js';
 
-const TOOL_COLORS = { subject: '#1f8a7c', alpha: '#3b6fb6', beta: '#b7791f', gamma: '#8e44ad' };
 let runs = null;
 let stale = false;
 let pair = null; // [base id, head id] from the route
@@ -35,45 +34,57 @@ async function load() {
   await compare();
 }
 
+/** Every figure of a record, each charted on its own axis: the comparison tools' seconds would flatten the subject's. */
+const METRICS = [
+  { field: 'subject_geomean', unit: 's', title: 'Subject extraction (geometric mean)', color: '#1f8a7c' },
+  { field: 'grep_1000_mean_ms', unit: 'ms', title: 'Search, 1000 files (mean)', color: '#4a78a8' },
+  { field: 'throughput_mb_per_sec', unit: 'MB/s', title: 'Search throughput', color: '#4a78a8' },
+  { field: 'files_per_sec', unit: 'files/s', title: 'Search rate', color: '#4a78a8' },
+  { field: 'total_runtime_sec', unit: 's', title: 'Whole suite, wall clock', color: '#6b7a8f' },
+  { field: 'alpha_geomean', unit: 's', title: 'alpha extraction (comparison tool)', color: '#3b6fb6' },
+  { field: 'beta_geomean', unit: 's', title: 'beta extraction (comparison tool)', color: '#b7791f' },
+  { field: 'gamma_geomean', unit: 's', title: 'gamma extraction (comparison tool)', color: '#8e44ad' },
+];
+// A record's commit_url is http(s) by the schema; checked again here, since it becomes a link.
+const commitLink = (run) => (/^https?:\/\//.test(run.record.commit_url ?? '') ? run.record.commit_url : null);
+
 function drawCharts() {
   const labels = runs.map((run) => run.record.commit_sha.slice(0, 7));
-  const values = (field) => runs.map((run) => (typeof run.record[field] === 'number' ? run.record[field] : null));
   const verdict = (run, field) => run.detection?.fields.find((entry) => entry.field === field);
-  const band = (field) => runs.map((run) => verdict(run, field)?.band ?? null);
-  const marks = (field) => runs.map((run) => Boolean(verdict(run, field)?.regression));
-  const titles = (field, unit) =>
-    runs.map((run) => {
+  const figures = METRICS.filter(({ field }) => runs.some((run) => typeof run.record[field] === 'number')).map(({ field, unit, title, color }) => {
+    const chart = el('div', { class: 'chart small', role: 'img', 'aria-label': `${title} per baseline run, in ${unit}` });
+    const figure = el('figure', { class: 'metric-chart', 'data-metric': field }, [el('figcaption', {}, [`${title}, ${unit} `, el('code', {}, field)]), chart]);
+    return { figure, chart, field, unit, color };
+  });
+  $('#baseline-charts').replaceChildren(
+    ...(figures.length ? figures.map(({ figure }) => figure) : [emptyState('p', 'No baselines recorded yet: push one from CI with mothership baseline push.')]),
+  );
+  for (const { chart, field, unit, color } of figures) {
+    const titles = runs.map((run) => {
       const judged = verdict(run, field);
       return [
         `${run.record.commit_sha} · ${dateTime(run.record.timestamp)}`,
-        `${field}: ${run.record[field]} ${unit}`,
-        judged && judged.method !== 'none' ? `${judged.regression ? 'REGRESSION: ' : ''}${judged.reason}` : 'no history yet',
+        `${field}: ${run.record[field] ?? '-'} ${unit}`,
+        ...(judged ? [judged.method !== 'none' ? `${judged.regression ? 'REGRESSION: ' : ''}${judged.reason}` : 'no history yet'] : []),
+        ...(commitLink(run) ? ['Open: the commit'] : []),
       ].join('\n');
     });
-  lineChart($('#chart-geomean'), {
-    labels,
-    unit: 's',
-    series: Object.entries(TOOL_COLORS).map(([tool, color]) => ({
-      name: tool,
-      color,
-      values: values(`${tool}_geomean`),
-      ...(tool === 'subject' ? { band: band('subject_geomean'), marks: marks('subject_geomean'), titles: titles('subject_geomean', 's') } : {}),
-    })),
-  });
-  lineChart($('#chart-grep'), {
-    labels,
-    unit: 'ms',
-    series: [
-      {
-        name: 'grep 1000',
-        color: '#4a78a8',
-        values: values('grep_1000_mean_ms'),
-        band: band('grep_1000_mean_ms'),
-        marks: marks('grep_1000_mean_ms'),
-        titles: titles('grep_1000_mean_ms', 'ms'),
-      },
-    ],
-  });
+    lineChart(chart, {
+      labels,
+      legend: false,
+      series: [
+        {
+          name: field,
+          color,
+          values: runs.map((run) => (typeof run.record[field] === 'number' ? run.record[field] : null)),
+          band: runs.map((run) => verdict(run, field)?.band ?? null),
+          marks: runs.map((run) => Boolean(verdict(run, field)?.regression)),
+          titles,
+          links: runs.map(commitLink),
+        },
+      ],
+    });
+  }
   const latest = runs.at(-1)?.detection;
   $('#detection-verdict').textContent =
     !latest || latest.method === 'none'

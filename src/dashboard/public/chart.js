@@ -8,22 +8,45 @@ export function node(name, attributes = {}, text) {
   return element;
 }
 
-function niceMax(value) {
-  if (value <= 0) return 1;
-  const magnitude = 10 ** Math.floor(Math.log10(value));
-  return (Math.ceil((value / magnitude) * 2) / 2) * magnitude;
+/** A step of 1, 2, 2.5 or 5 times a power of ten, near a quarter of the span: four or five gridlines. */
+function niceStep(span) {
+  const raw = span / 4;
+  const magnitude = 10 ** Math.floor(Math.log10(raw));
+  return [1, 2, 2.5, 5, 10].map((factor) => factor * magnitude).find((step) => step >= raw);
+}
+
+/**
+ * The y range around the data, not from zero: each chart has its own axis, so a 20% step fills a
+ * good part of it instead of being a bump on a scale set by the largest series.
+ */
+function niceRange(values) {
+  const low = Math.min(...values);
+  const high = Math.max(...values);
+  // At least 10% of the values' size in view: a 0.5% wobble of a steady metric stays a wobble.
+  const margin = Math.max((high - low) * 0.15, (Math.abs(high) * 0.1 - (high - low)) / 2) || 1;
+  const step = niceStep(high - low + 2 * margin);
+  // Never below zero for figures that cannot be negative.
+  const min = Math.max(low >= 0 ? 0 : -Infinity, Math.floor((low - margin) / step) * step);
+  return { min, max: Math.ceil((high + margin) / step) * step, step };
+}
+
+/** At most as many evenly spread label indices (the first and the last among them) as fit `room` pixels apart. */
+function tickIndices(count, plotWidth, room) {
+  const fit = Math.max(1, Math.min(count, Math.floor(plotWidth / room) + 1));
+  if (fit === 1) return [count - 1];
+  return [...new Set(Array.from({ length: fit }, (_, tick) => Math.round((tick * (count - 1)) / (fit - 1))))];
 }
 
 /**
  * A series may carry, per point, a noise band (`band`: [low, high] or null, drawn shaded), a
- * regression mark (`marks`: true draws a red ring) and a text shown when the point is hovered,
- * tapped or focused (`titles`).
+ * regression mark (`marks`: true draws a red ring), a text shown when the point is hovered,
+ * tapped or focused (`titles`) and a page the point opens (`links`, http(s) only).
  * @param {HTMLElement} container
- * @param {{labels: string[], series: {name: string, color: string, values: (number|null)[], band?: ([number, number]|null)[], marks?: boolean[], titles?: string[]}[], unit: string}} data
+ * @param {{labels: string[], series: {name: string, color: string, values: (number|null)[], band?: ([number, number]|null)[], marks?: boolean[], titles?: string[], links?: (string|null)[]}[], legend?: boolean}} data (the caption beside the chart names the unit)
  */
-export function lineChart(container, { labels, series, unit }) {
+export function lineChart(container, { labels, series, legend = true }) {
   container.replaceChildren();
-  const width = Math.max(container.clientWidth, 300);
+  const width = Math.max(container.clientWidth, 280);
   const height = Math.max(container.clientHeight, 160);
   const svg = node('svg', { viewBox: `0 0 ${width} ${height}`, 'data-points': labels.length });
   container.append(svg);
@@ -32,27 +55,26 @@ export function lineChart(container, { labels, series, unit }) {
     svg.append(node('text', { x: width / 2, y: height / 2, 'text-anchor': 'middle', class: 'empty' }, 'No baselines recorded yet'));
     return;
   }
-  const pad = { left: 56, right: 12, top: 26, bottom: 28 };
+  const pad = { left: 56, right: 14, top: legend ? 26 : 10, bottom: 28 };
   const plotWidth = width - pad.left - pad.right;
   const plotHeight = height - pad.top - pad.bottom;
-  const max = niceMax(
-    Math.max(...visible.flatMap((line) => [...line.values, ...(line.band ?? []).map((band) => band?.[1] ?? null)].filter((value) => value !== null))),
+  const range = niceRange(
+    visible.flatMap((line) => [...line.values, ...(line.band ?? []).flatMap((band) => band ?? [])].filter((value) => value !== null && Number.isFinite(value))),
   );
+  svg.dataset.yMin = range.min;
+  svg.dataset.yMax = range.max;
   const x = (index) => pad.left + (labels.length === 1 ? plotWidth / 2 : (index / (labels.length - 1)) * plotWidth);
-  const y = (value) => pad.top + plotHeight - (value / max) * plotHeight;
+  const y = (value) => pad.top + plotHeight - ((Math.min(Math.max(value, range.min), range.max) - range.min) / (range.max - range.min)) * plotHeight;
 
-  for (let step = 0; step <= 4; step++) {
-    const value = (max / 4) * step;
+  const steps = Math.round((range.max - range.min) / range.step);
+  for (let step = 0; step <= steps; step++) {
+    const value = range.min + range.step * step;
     svg.append(node('line', { x1: pad.left, x2: width - pad.right, y1: y(value), y2: y(value), class: 'axis' }));
-    svg.append(
-      node('text', { x: pad.left - 6, y: y(value) + 4, 'text-anchor': 'end', class: 'tick' }, `${+value.toPrecision(3)}${step === 4 ? ' ' + unit : ''}`),
-    );
+    svg.append(node('text', { x: pad.left - 6, y: y(value) + 4, 'text-anchor': 'end', class: 'tick' }, String(+value.toPrecision(4))));
   }
-  const every = Math.max(1, Math.ceil(labels.length / Math.max(1, Math.floor(plotWidth / 70))));
-  labels.forEach((label, index) => {
-    if (index % every === 0 || index === labels.length - 1)
-      svg.append(node('text', { x: x(index), y: height - 8, 'text-anchor': 'middle', class: 'tick' }, label));
-  });
+  // A short commit is about 50 px at 11 px: 72 px apart keeps neighbours clear on a phone.
+  for (const index of tickIndices(labels.length, plotWidth, 72))
+    svg.append(node('text', { x: x(index), y: height - 8, 'text-anchor': 'middle', class: 'tick x-tick' }, labels[index]));
 
   let legendX = pad.left;
   for (const line of visible) {
@@ -73,14 +95,19 @@ export function lineChart(container, { labels, series, unit }) {
       if (line.marks?.[index])
         svg.append(node('circle', { cx: point[0], cy: point[1], r: 7, fill: 'none', stroke: 'var(--bad)', 'stroke-width': 2, 'data-regression': line.name }));
       // A wide transparent stroke makes the dot easy to hit with a finger.
-      const dot = node('circle', { cx: point[0], cy: point[1], r: 4, fill: line.color, stroke: 'transparent', 'stroke-width': 12 });
+      const dot = node('circle', { cx: point[0], cy: point[1], r: 4, fill: line.color, stroke: 'transparent', 'stroke-width': 12, 'data-point': line.name });
+      const link = line.links?.[index];
+      // A linked point is the link itself (focusable, Enter opens it); any other titled point is focusable on its own.
+      const target = link ? node('a', { href: link, target: '_blank', rel: 'noopener' }) : dot;
+      if (link) target.append(dot);
       if (line.titles?.[index]) {
-        dot.dataset.tip = line.titles[index];
-        dot.setAttribute('tabindex', '0');
-        dot.setAttribute('aria-label', line.titles[index]);
+        target.dataset.tip = line.titles[index];
+        target.setAttribute('aria-label', line.titles[index]);
+        if (!link) target.setAttribute('tabindex', '0');
       }
-      svg.append(dot);
+      svg.append(target);
     });
+    if (!legend) continue;
     svg.append(node('rect', { x: legendX, y: 6, width: 10, height: 10, fill: line.color, rx: 2 }));
     svg.append(node('text', { x: legendX + 14, y: 15, class: 'legend' }, line.name));
     legendX += 24 + line.name.length * 7;
@@ -113,4 +140,17 @@ function attachTip(container, svg) {
   svg.addEventListener('focusin', show);
   svg.addEventListener('pointerleave', () => (tip.hidden = true));
   svg.addEventListener('focusout', () => (tip.hidden = true));
+  // On a touch screen the first tap on a linked point shows its tip; a second tap opens the link.
+  let touch = false;
+  svg.addEventListener('pointerdown', (event) => (touch = event.pointerType === 'touch'));
+  let shown = null;
+  svg.addEventListener('click', (event) => {
+    const link = event.target.closest?.('a[data-tip]');
+    if (!link) return;
+    if (touch && shown !== link) {
+      event.preventDefault();
+      show({ target: link });
+    }
+    shown = link;
+  });
 }
