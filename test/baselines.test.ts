@@ -791,5 +791,42 @@ describe('baseline CLI', () => {
       assert.equal(url('0a0b0c0'), 'https://github.com/org/bench/commit/0a0b0c0');
       assert.equal(url('0a0b0c1'), 'https://git.example/c/0a0b0c1', 'a commit_url of its own is kept');
     });
+
+    it('push in GitHub Actions to a server older than commit_url (0.2.0 refuses the field) sends the record as written', async () => {
+      const bodies: Record<string, unknown>[] = [];
+      const older = createServer((request, response) => {
+        let text = '';
+        request.on('data', (chunk) => (text += chunk));
+        request.on('end', () => {
+          const body = JSON.parse(text) as Record<string, unknown>;
+          bodies.push(body);
+          if ('commit_url' in body) {
+            response.writeHead(400, { 'content-type': 'application/problem+json' });
+            response.end(
+              JSON.stringify({
+                title: 'Bad Request',
+                status: 400,
+                detail: 'must NOT have additional properties',
+                errors: [{ path: '/commit_url', message: 'must NOT have additional properties' }],
+              }),
+            );
+            return;
+          }
+          response.writeHead(201, { 'content-type': 'application/json' });
+          response.end(JSON.stringify({ id: 7, comparison: null, detection: { regressed: false, fields: [] } }));
+        });
+      });
+      await new Promise<void>((resolve) => older.listen(0, '127.0.0.1', resolve));
+      try {
+        const port = (older.address() as { port: number }).port;
+        const actions = { GITHUB_SERVER_URL: 'https://github.com', GITHUB_REPOSITORY: 'org/bench' };
+        const pushed = await cliWith(env(actions), 'push', file('run-old-server.json', valid), '--server', `http://127.0.0.1:${port}`, '--format', 'json');
+        assert.equal(pushed.code, 0, pushed.stdout + pushed.stderr);
+        assert.equal(bodies.length, 2, 'one retry without the field');
+        assert.ok('commit_url' in bodies[0]! && !('commit_url' in bodies[1]!));
+      } finally {
+        older.close();
+      }
+    });
   });
 });

@@ -130,12 +130,20 @@ export function pushCommand(args: string[], io: Output, env: NodeJS.ProcessEnv):
       const run = load(files[0]!, io);
       if (!('record' in run)) throw new RecordFileError(files[0]!, run.problems);
       commit = run.record.commit_sha;
-      const { record, body } = withCommitUrl(run.record, run.text, env);
-      const recorded = await serverRequest<{ id: number; comparison: ComparisonReport | null; detection: Detection }>(
-        `${server}/api/baselines?threshold=${thresholdPct}`,
-        env,
-        { method: 'POST', body, needs: CI_TOKEN },
-      );
+      const sent = withCommitUrl(run.record, run.text, env);
+      const post = (body: string) =>
+        serverRequest<{ id: number; comparison: ComparisonReport | null; detection: Detection }>(`${server}/api/baselines?threshold=${thresholdPct}`, env, {
+          method: 'POST',
+          body,
+          needs: CI_TOKEN,
+        });
+      let record = sent.record;
+      const recorded = await post(sent.body).catch((error: unknown) => {
+        // A server older than `commit_url` (0.2.0) refuses the field this command added: the record goes as written.
+        if (sent.record === run.record || !(error instanceof ServerError) || !error.problem?.errors?.some((entry) => entry.path === '/commit_url')) throw error;
+        record = run.record;
+        return post(run.text);
+      });
       const { comparison, detection } = recorded;
       if (format === 'json') io.out(JSON.stringify({ id: recorded.id, comparison, detection }, null, 2));
       else if (!comparison) io.out(`Recorded baseline ${recorded.id} (${record.commit_sha}): the first run, nothing to compare with.`);
