@@ -23,8 +23,8 @@ async function stateDifferences(app: TestApp, url: string, base: string): Promis
   for (const person of (await app.api('GET', '/api/persons')).body) {
     const presence = retained.get(`${base}/person/${person.id}/presence`);
     const { zone, last_seen } = JSON.parse(retained.get(`${base}/person/${person.id}/attributes`) ?? '{}');
-    // The API says `unknown` before a person's first entry or exit; MQTT keeps the stored `not_home`.
-    const published = person.presence === 'unknown' ? 'not_home' : person.presence;
+    // Before a person's first entry or exit the API says `unknown` and MQTT retains no presence.
+    const published = person.presence === 'unknown' ? undefined : person.presence;
     if (presence !== published || zone !== person.zone || last_seen !== person.last_seen)
       wrong.push(`${person.id}: ${presence} in ${zone} at ${last_seen} instead of ${published} in ${person.zone} at ${person.last_seen}`);
   }

@@ -373,8 +373,13 @@ describe('MQTT state payloads', () => {
       ['mothership/ms-1/person/ada/attributes', '{"zone":"kitchen","room":"Kitchen","last_seen":"2026-11-21T22:00:00.000Z"}'],
       ['mothership/ms-1/person/ada/tracker', 'home'],
     ]);
-    assert.equal(personState(topics, { id: 'ada', name: 'Ada', presence: 'home', zone: null, last_seen: null }, null)[2]![1], 'home');
-    assert.equal(personState(topics, { id: 'ada', name: 'Ada', presence: 'not_home', zone: null, last_seen: null }, null)[2]![1], 'not_home');
+    const seen = '2026-11-21T22:00:00.000Z';
+    assert.equal(personState(topics, { id: 'ada', name: 'Ada', presence: 'home', zone: null, last_seen: seen }, null)[2]![1], 'home');
+    assert.equal(personState(topics, { id: 'ada', name: 'Ada', presence: 'not_home', zone: null, last_seen: seen }, null)[2]![1], 'not_home');
+    // Not seen yet: no presence and no tracker state (Home Assistant shows unknown), only the attributes.
+    assert.deepEqual(personState(topics, { id: 'ada', name: 'Ada', presence: 'not_home', zone: null, last_seen: null }, null), [
+      ['mothership/ms-1/person/ada/attributes', '{"zone":null,"room":null,"last_seen":null}'],
+    ]);
     assert.deepEqual(zoneState(topics, { id: 'kitchen', name: 'Kitchen', count: 1, occupied: true, occupants: ['ada'] }), [
       'mothership/ms-1/zone/kitchen/occupancy',
       '{"count":1,"occupied":true,"occupants":["ada"]}',
@@ -470,7 +475,7 @@ describe("Home Assistant's person over what Mothership publishes (HA's own logic
   const tracker = trackerConfig!.payload as { payload_home: string; payload_not_home: string; source_type: TrackerState['source_type']; state_topic: string };
   /** Ada's tracker as Home Assistant holds it after Mothership published her state at `at`. */
   const ours = (person: { presence: 'home' | 'not_home'; zone: string | null }, zoneName: string | null, at: number): TrackerState => {
-    const published = new Map(personState(topics, { id: 'ada', name: 'Ada', last_seen: null, ...person }, zoneName));
+    const published = new Map(personState(topics, { id: 'ada', name: 'Ada', last_seen: '2026-11-21T22:00:00.000Z', ...person }, zoneName));
     return {
       entity_id: 'device_tracker.mothership_ada',
       state: mqttTrackerState(tracker, published.get(tracker.state_topic)!),
@@ -495,6 +500,15 @@ describe("Home Assistant's person over what Mothership publishes (HA's own logic
     assert.equal(personStateFromTrackers([ours(away, null, 2), phone('unavailable', 3)]), 'not_home');
   });
 
+  it('a person not seen yet: the tracker holds no state (unknown), so person shows unknown, or the phone when there is one', () => {
+    const published = new Map(personState(topics, { id: 'ada', name: 'Ada', presence: 'not_home', zone: null, last_seen: null }, null));
+    assert.equal(published.has(tracker.state_topic), false);
+    // An MQTT entity that never received a state message is `unknown` in Home Assistant.
+    const unseen: TrackerState = { entity_id: 'device_tracker.mothership_ada', state: 'unknown', source_type: tracker.source_type, last_updated: 2 };
+    assert.equal(personStateFromTrackers([unseen]), null);
+    assert.equal(personStateFromTrackers([unseen, phone('Work', 1)]), 'Work');
+  });
+
   it('the room sensor shows the room, unknown outside any', () => {
     const [, , roomConfig] = personConfigs(context, { id: 'ada', name: 'Ada' });
     const { value_template, state_topic } = roomConfig!.payload as { value_template: string; state_topic: string };
@@ -502,7 +516,7 @@ describe("Home Assistant's person over what Mothership publishes (HA's own logic
     // The template, evaluated as Jinja would for these two values.
     const render = (attributes: { room: string | null }) => (attributes.room ? attributes.room : 'None');
     const attributesOf = (person: { presence: 'home' | 'not_home'; zone: string | null }, zoneName: string | null) =>
-      JSON.parse(new Map(personState(topics, { id: 'ada', name: 'Ada', last_seen: null, ...person }, zoneName)).get(state_topic)!);
+      JSON.parse(new Map(personState(topics, { id: 'ada', name: 'Ada', last_seen: '2026-11-21T22:00:00.000Z', ...person }, zoneName)).get(state_topic)!);
     assert.equal(mqttSensorState(render(attributesOf(inKitchen, 'Kitchen'))), 'Kitchen');
     assert.equal(mqttSensorState(render(attributesOf(away, null))), null);
   });

@@ -1,5 +1,6 @@
 import type { EventPayload } from '../events/index.js';
 import { personConfigs, removal, zoneConfigs, type DiscoveryContext, type DiscoveryMessage } from './discovery.js';
+import { personStateTopics } from './state.js';
 
 /** What changed since the last flush. Bounded by the number of entities, however fast events come. */
 export interface Pending {
@@ -65,7 +66,7 @@ export function recordChange(pending: Pending, event: EventPayload, context: Dis
     case 'person.deleted':
       if (!person) return false;
       pending.removed.push(...removal(personConfigs(context, { id: person, name: '' })));
-      pending.clearTopics.add(topics.personPresence(person)).add(topics.personAttributes(person)).add(topics.personTracker(person));
+      for (const topic of personStateTopics(topics, person)) pending.clearTopics.add(topic);
       if (zone) pending.zones.add(zone);
       return true;
     case 'zone.created':

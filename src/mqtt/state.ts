@@ -12,11 +12,16 @@ export type StateMessage = [topic: string, payload: string];
  */
 export function personState(topics: Topics, person: PersonView, zoneName: string | null): StateMessage[] {
   const room = person.zone ? (zoneName ?? person.zone) : null;
-  return [
-    [topics.personPresence(person.id), person.presence],
-    [topics.personAttributes(person.id), JSON.stringify({ zone: person.zone, room, last_seen: person.last_seen })],
-    [topics.personTracker(person.id), person.presence],
-  ];
+  const attributes: StateMessage = [topics.personAttributes(person.id), JSON.stringify({ zone: person.zone, room, last_seen: person.last_seen })];
+  // A person not seen yet has no presence: nothing retained, so Home Assistant shows `unknown` (as
+  // the API does) and its `person` skips the tracker, where `not_home` would have been a guess.
+  if (person.last_seen === null) return [attributes];
+  return [[topics.personPresence(person.id), person.presence], attributes, [topics.personTracker(person.id), person.presence]];
+}
+
+/** Every state topic of a person, published or not (what clearing the person removes). */
+export function personStateTopics(topics: Topics, id: string): string[] {
+  return [topics.personPresence(id), topics.personAttributes(id), topics.personTracker(id)];
 }
 
 export function zoneState(topics: Topics, zone: ZoneView): StateMessage {

@@ -10,14 +10,16 @@ const ZONES = ['kitchen', 'hall', 'office', 'garden', 'attic'];
 const pick = <T>(list: T[]) => list[Math.floor(Math.random() * list.length)]!;
 
 /** What the broker should hold for every person and zone, read from the service's own API. */
-async function expectedState(app: TestApp, topic: (kind: string, id: string, leaf: string) => string): Promise<Map<string, string>> {
-  const expected = new Map<string, string>();
+async function expectedState(app: TestApp, topic: (kind: string, id: string, leaf: string) => string): Promise<Map<string, string | undefined>> {
+  const expected = new Map<string, string | undefined>();
   const zones: { id: string; name: string; count: number; occupied: boolean; occupants: string[] }[] = (await app.api('GET', '/api/zones')).body;
   for (const person of (await app.api('GET', '/api/persons')).body) {
-    expected.set(topic('person', person.id, 'presence'), person.presence);
+    // A person not seen yet (`unknown`) has no retained presence or tracker state.
+    const presence = person.presence === 'unknown' ? undefined : person.presence;
+    expected.set(topic('person', person.id, 'presence'), presence);
     const room = person.zone ? zones.find((zone) => zone.id === person.zone)!.name : null;
     expected.set(topic('person', person.id, 'attributes'), JSON.stringify({ zone: person.zone, room, last_seen: person.last_seen }));
-    expected.set(topic('person', person.id, 'tracker'), person.presence);
+    expected.set(topic('person', person.id, 'tracker'), presence);
   }
   for (const zone of zones) {
     expected.set(topic('zone', zone.id, 'occupancy'), JSON.stringify({ count: zone.count, occupied: zone.occupied, occupants: zone.occupants }));

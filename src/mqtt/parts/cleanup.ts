@@ -3,7 +3,7 @@ import { VERSION } from '../../version.js';
 import { cleanupRefusal, clearInstallation, unreachable } from '../cleanup.js';
 import type { MqttConnection } from '../connection.js';
 import { discoveryInForm } from '../discovery.js';
-import { personState, zoneState, type StateMessage } from '../state.js';
+import { personStateTopics, zoneState, type StateMessage } from '../state.js';
 import { readForeign } from '../sweep.js';
 import type { ConnectionPart, Placement } from './connection.js';
 import type { MqttDependencies, MqttPart } from './part.js';
@@ -111,7 +111,7 @@ export class CleanupPart implements MqttPart {
     const cleared: string[] = [];
     if (old.topics.base !== next.topics.base) {
       cleared.push(old.topics.availability, old.topics.generation, old.topics.fall, old.topics.mode, old.topics.health);
-      for (const person of persons) cleared.push(...personState(old.topics, person, null).map(([topic]) => topic));
+      for (const person of persons) cleared.push(...personStateTopics(old.topics, person.id));
       for (const zone of zones) cleared.push(zoneState(old.topics, zone)[0]);
     }
     const oldForm = discoveryInForm({ topics: old.topics, version: VERSION }, old.mode, persons, zones).map((message) => message.topic);

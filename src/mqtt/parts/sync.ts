@@ -160,9 +160,9 @@ export class SyncPart implements MqttPart {
     void this.onConnect(connection).catch((error: Error) => this.deps.log.warn({ err: error }, 'MQTT sync failed'));
 
   private async onConnect(connection: MqttConnection): Promise<void> {
-    const subscribed = this.hooks.beforeLoad(connection);
-    await this.loadRecord(connection, this.link.topics!);
-    await Promise.all([subscribed, this.hooks.afterLoad(connection)]);
+    // One Promise.all over both: a connection lost while the record loads fails the subscriptions
+    // too, and a rejection nothing awaits would end the process.
+    await Promise.all([this.hooks.beforeLoad(connection), this.loadRecord(connection, this.link.topics!).then(() => this.hooks.afterLoad(connection))]);
     this.pending.all = true;
     await this.scheduleFlush();
     this.hooks.afterSync();
