@@ -8,7 +8,7 @@ import { SecretBox } from '../src/crypto.js';
 import { Database } from '../src/db/index.js';
 import { checkInstallation } from '../src/ops/installation.js';
 import { PROBLEMS } from '../src/http/problem.js';
-import { spawnMothership } from './helpers/process.js';
+import { spawnMothership, START_TIMEOUT_MS } from './helpers/process.js';
 
 describe('HTTP conventions', () => {
   let app: TestApp;
@@ -239,10 +239,10 @@ describe('configuration', () => {
       await app.api('POST', '/api/bots', { name: 'Sealed' });
       await app.close();
       const child = spawnMothership(['serve'], { ...second.env, PORT: '0', LOG_LEVEL: 'warn' });
-      // A service that starts anyway would never exit: stop waiting after 15 s.
+      // A service that starts anyway would never exit: stop waiting.
       const code = await Promise.race([
         new Promise((resolve) => child.once('exit', resolve)),
-        new Promise((resolve) => setTimeout(() => resolve('still running'), 15_000)),
+        new Promise((resolve) => setTimeout(() => resolve('still running'), START_TIMEOUT_MS)),
       ]);
       child.kill('SIGKILL');
       assert.equal(code, 2, child.output());

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { freePort, observer, patientProxy, retainedAll, retainedSet, startBroker } from './helpers/broker.js';
 import { CUT_SHORT_IN_A_ROW } from '../src/mqtt/takeover.js';
-import { spawnMothership, startService, stopProcess } from './helpers/process.js';
+import { spawnMothership, START_TIMEOUT_MS, startService, stopProcess } from './helpers/process.js';
 import { DEFAULT_WEBHOOK_EVENT_TYPES } from '../src/settings/model.js';
 
 const unique = () => randomBytes(4).toString('hex');
@@ -735,7 +735,7 @@ describe('MQTT connection management', () => {
       const view = await observer(broker.url, [topic]);
       const service = spawnMothership(['serve'], { ...env.env, PORT: '0' });
       try {
-        await eventually(() => view.last(topic) === 'online', 10_000, `online (${service.output()})`);
+        await eventually(() => view.last(topic) === 'online', START_TIMEOUT_MS, `online (${service.output()})`);
         await stopProcess(service, 'SIGKILL');
         await eventually(() => view.last(topic) === 'offline', 5000, 'last will');
         const retained = await retainedSet(broker.url, [topic]);

@@ -19,11 +19,17 @@ export async function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 
   await exited;
 }
 
+/**
+ * How long a spawned service may take to start: 2-3 s of CPU, which took over 15 s of wall time on a
+ * busy 2-core machine (load 13). A bound for a hang, not a measurement.
+ */
+export const START_TIMEOUT_MS = 60_000;
+
 /** Starts `mothership serve` on a free port and waits until it answers. */
 export async function startService(env: Record<string, string>, port: number) {
   const child = spawnMothership(['serve'], { ...env, PORT: String(port) });
   const base = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 15_000;
+  const deadline = Date.now() + START_TIMEOUT_MS;
   for (;;) {
     const ok = await fetch(`${base}/healthz`).then(
       (response) => response.ok,
