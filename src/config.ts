@@ -181,8 +181,11 @@ function meantVariable(name: string): string | undefined {
   let best: { known: string; distance: number } | undefined;
   for (const known of [...VARIABLES, ...CLI_VARIABLES]) {
     const withoutUnit = known.replace(/_[A-Z]+$/, '');
-    const distance = withoutUnit.length >= 5 && upper === withoutUnit ? 1 : editDistance(upper, known);
-    if (distance <= (known.length >= 8 ? 2 : 1) && (!best || distance < best.distance)) best = { known, distance };
+    const slips = known.length >= 8 ? 2 : 1;
+    // Lengths further apart than the slips allowed are never within them: no table for a long name (Linux allows 128 KiB).
+    const distance =
+      withoutUnit.length >= 5 && upper === withoutUnit ? 1 : Math.abs(upper.length - known.length) > slips ? Infinity : editDistance(upper, known);
+    if (distance <= slips && (!best || distance < best.distance)) best = { known, distance };
   }
   return best?.known;
 }

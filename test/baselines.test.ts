@@ -678,9 +678,9 @@ describe('baseline CLI', () => {
           ['push', file('bad-summary.json', { ...valid, commit_sha: 'nope', corpus_size: -1 }), '--server', server],
           [
             /^### Benchmark baseline: :x: push failed\n/,
-            /\*\*Not a valid baseline record\*\*: `.*bad-summary\.json`/,
+            /\*\*Not a valid baseline record\*\*: .*bad-summary\.json$/m,
             /^- .*bad-summary\.json: \/commit_sha: must match pattern/m,
-            /^- .*: \/corpus_size: must be >= 0$/m,
+            /^- .*: \/corpus_size: must be \\>= 0$/m,
             /Nothing was sent/,
           ],
         ],
@@ -699,6 +699,17 @@ describe('baseline CLI', () => {
           [/\*\*Internal Server Error \(500\)\*\*: the database is not reachable/, /the server failed: re-run the job/],
         ],
         [env({ MOTHERSHIP_TOKEN: '' }), ['push', runFile, '--server', server], [/\*\*The push step is not set up\*\*: MOTHERSHIP_TOKEN is not set/]],
+        [
+          // The record file is the benchmark's (a pull request's code): a field name it invents is echoed in the problems.
+          env(),
+          [
+            'push',
+            file('crafted-summary.json', { ...valid, ['x|y\n\n### :white_check_mark: all good <img src=x onerror=alert(1)> `z']: 1 }),
+            '--server',
+            server,
+          ],
+          [/^- .*: \/x\\\|y {2}\\#\\#\\# :white_check_mark: all good \\<img src=x onerror=alert\(1\)\\> \\`z: is not an allowed property$/m],
+        ],
       ];
       try {
         for (const [environment, args, expected] of cases) {
@@ -707,6 +718,8 @@ describe('baseline CLI', () => {
           assert.equal(result.code, 2, `${args.join(' ')}: ${result.stdout}${result.stderr}`);
           const written = readFileSync(summary, 'utf8');
           for (const pattern of expected) assert.match(written, pattern, `${args.join(' ')}:\n${written}`);
+          assert.equal(written.match(/^#/gm)?.length, 1, `one heading, the summary's own:\n${written}`);
+          assert.doesNotMatch(written, /(?<!\\)<img/, 'no HTML from what was pushed');
         }
       } finally {
         broken.close();

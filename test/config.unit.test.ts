@@ -187,6 +187,13 @@ describe('configuration', () => {
     assert.equal(lookalikeVariables(serviceLinks), null);
   });
 
+  it('weighs a very long variable name at once: no start-up held for seconds by the look-alike check', () => {
+    // Linux allows a name of up to 128 KiB; the edit distance to every known name took seconds per 10,000 characters.
+    const started = performance.now();
+    assert.equal(lookalikeVariables({ ['A'.repeat(100_000)]: 'x', [`MOTHERSHIP_${'B'.repeat(100_000)}`]: 'x' })?.includes('(not a Mothership variable)'), true);
+    assert.ok(performance.now() - started < 1000, `${Math.round(performance.now() - started)} ms`);
+  });
+
   it('rejects a bad value with a message naming the variable and the rule (secrets not repeated)', () => {
     const cases = REFUSALS;
     for (const [env, message] of cases) {

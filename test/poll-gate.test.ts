@@ -55,4 +55,18 @@ describe('PollGate: an idle poll reads nothing until something commits or comes 
     assert.equal(read, false, 'what comes due is not read where it cannot skip a poll');
     assert.equal(gate.due(), true);
   });
+  it("an overlapping poll's late answer does not silence what a later poll found due (the away sweep's ticks overlap on a busy machine)", async () => {
+    let mark = 1;
+    const gate = new PollGate({ commitMark: () => mark });
+    assert.equal(gate.due(0), true, 'poll A runs');
+    let answerA: (at: number) => void = () => {};
+    // A reads what comes due before the commit below (nothing), and answers late.
+    const quietA = gate.quietUntilNext(() => new Promise<number>((resolve) => (answerA = resolve)));
+    mark++; // a person leaves a zone: away once the delay has run out
+    assert.equal(gate.due(0), true, 'poll B runs after the commit');
+    await gate.quietUntilNext(async () => 1000);
+    answerA(Infinity);
+    await quietA;
+    assert.equal(gate.due(1000), true, 'the person comes due by the clock: the sweep runs');
+  });
 });

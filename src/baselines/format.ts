@@ -193,12 +193,22 @@ export interface PushFailure {
   commit?: string;
 }
 
+/**
+ * Text from outside (the record file's field names and values echoed in its problems, a server's
+ * answer) as inline Markdown that stays text: on one line (a line break could start a heading, a
+ * table, a fake verdict) and with what opens HTML, links, code or table cells backslash-escaped.
+ */
+function markdownText(text: string): string {
+  return text.replace(/[\p{Cc}\u2028\u2029]/gu, ' ').replace(/[\\`*[\]<>&|!#~]/g, '\\$&');
+}
+
+/** `title`, `detail`, `errors`: plain text, escaped here; `todo`: Markdown of ours. */
 export function formatPushFailure({ title, detail, errors, todo, commit }: PushFailure): string {
   return [
     `### Benchmark baseline${commit ? ` \`${commit}\`` : ''}: :x: push failed`,
     '',
-    `**${title}**: ${detail}`,
-    ...(errors.length ? ['', ...errors.map((error) => `- ${error}`)] : []),
+    `**${markdownText(title)}**: ${markdownText(detail)}`,
+    ...(errors.length ? ['', ...errors.map((error) => `- ${markdownText(error)}`)] : []),
     '',
     `**What to do**: ${todo}`,
     '',

@@ -178,7 +178,7 @@ function failure(error: unknown): { title: string; detail: string; errors: strin
   if (error instanceof RecordFileError)
     return {
       title: 'Not a valid baseline record',
-      detail: `\`${error.file}\``,
+      detail: error.file,
       errors: error.problems,
       todo: `fix the file your benchmark writes (its fields: docs/baselines.md, "The record"; \`mothership baseline validate FILE\` checks it) and re-run. ${NOTHING_SENT}`,
     };
@@ -190,7 +190,7 @@ function failure(error: unknown): { title: string; detail: string; errors: strin
       todo: `fix the step's command line or environment as the message says. ${NOTHING_SENT}`,
     };
   if (error instanceof ServerError) {
-    const errors = (error.problem?.errors ?? []).map((entry) => `\`${entry.path}\`: ${entry.message}`);
+    const errors = (error.problem?.errors ?? []).map((entry) => `${entry.path}: ${entry.message}`);
     const title = error.status === undefined ? 'Server not reached' : `${error.problem?.title ?? 'Refused'} (${error.status})`;
     const detail = error.problem?.detail ?? error.message;
     if (error.status === undefined)

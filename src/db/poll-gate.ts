@@ -12,6 +12,8 @@ export interface CommitMark {
 export class PollGate {
   private mark: number | null = null;
   private dueAt = 0;
+  /** Polls run so far: an answer read before a later poll ran is stale (ticks of a slow sweep overlap). */
+  private runs = 0;
 
   constructor(private readonly database: CommitMark) {}
 
@@ -21,6 +23,7 @@ export class PollGate {
     if (mark !== null && mark === this.mark && nowMs < this.dueAt) return false;
     this.mark = mark;
     this.dueAt = 0;
+    this.runs++;
     return true;
   }
 
@@ -29,8 +32,15 @@ export class PollGate {
     this.dueAt = atMs;
   }
 
-  /** The same with the moment read by `nextDue`, which is not run where every poll runs anyway (PostgreSQL). */
+  /**
+   * The same with the moment read by `nextDue`, which is not run where every poll runs anyway
+   * (PostgreSQL). Dropped when another poll ran meanwhile: it may have read before a commit that
+   * poll saw, and would silence what that poll found due.
+   */
   async quietUntilNext(nextDue: () => Promise<number>): Promise<void> {
-    if (this.mark !== null) this.dueAt = await nextDue();
+    if (this.mark === null) return;
+    const runs = this.runs;
+    const at = await nextDue();
+    if (runs === this.runs) this.dueAt = at;
   }
 }
