@@ -49,6 +49,8 @@ describe('dashboard users in Chromium', () => {
     await app.api('POST', '/api/persons', { id: 'kim', name: 'Kim' });
     await app.api('POST', '/api/zones', { id: 'kitchen', name: 'Kitchen' });
     await app.api('POST', '/api/events', { type: 'zone.entry', person: 'kim', zone: 'kitchen' });
+    await app.api('POST', '/api/nodes/node-1/heartbeat', { quality: 80 });
+    await app.api('PATCH', '/api/nodes/node-1', { name: 'Hall sensor', zone: 'kitchen' });
     browser = await launchChromium();
   });
   after(async () => {
@@ -113,6 +115,36 @@ describe('dashboard users in Chromium', () => {
     await shot(page, 'users-dark');
     await page.setViewportSize(PHONE.viewport);
     await shot(page, 'phone-users-dark');
+  });
+
+  it('a household member is not offered Remove on Nodes (the API refuses it), sees each node named on one line on a phone, and a read refused for the rate limit is read again', async () => {
+    const page = await open(PHONE, 'light');
+    await signInAs(page, 'kim', PASSWORD);
+    await page.waitForSelector('#app:not([hidden])');
+    // The first read of the nodes is refused as the rate limit refuses it: the page waits and asks again.
+    let reads = 0;
+    await page.route('**/api/nodes*', (route) =>
+      reads++ === 0
+        ? route.fulfill({
+            status: 429,
+            headers: { 'retry-after': '1', 'content-type': 'application/problem+json' },
+            body: JSON.stringify({ type: '/problems/rate_limited', title: 'Too many requests', status: 429, detail: 'Too many requests; retry in 1 s' }),
+          })
+        : route.continue(),
+    );
+    await page.goto(base + '/#/nodes');
+    const row = '#nodes tbody tr[data-node="node-1"]';
+    // Well within the page's own 15 s re-read of the heartbeat times: the retry brings the list.
+    await page.waitForSelector(`${row} button:has-text("Rename")`, { timeout: 8000 });
+    assert.ok(reads >= 2, `the nodes were read ${reads} times`);
+    assert.equal(await page.locator(`${row} button:has-text("Remove")`).count(), 0, 'no Remove for a household member');
+    const name = (await page.locator(`${row} td[data-label="Node"] a`).boundingBox())!;
+    const id = (await page.locator(`${row} td[data-label="Node"] .hint`).boundingBox())!;
+    assert.ok(id.x - (name.x + name.width) < 12 && Math.abs(id.y - name.y) < 8, `the id ${JSON.stringify(id)} is not beside the name ${JSON.stringify(name)}`);
+    const admin = await open(DESKTOP, 'light');
+    await signInAs(admin, 'sam', PASSWORD);
+    await admin.goto(base + '/#/nodes');
+    await admin.waitForSelector(`${row} button:has-text("Remove")`);
   });
 
   it("an admin ends a household member's session from the Users page; the member is back at the sign-in form", async () => {

@@ -36,16 +36,29 @@ export async function apiAll(path) {
   return items;
 }
 
+// A page load reads several lists (six pages of persons at 5,000): a few quick reloads can spend the
+// address's rate-limit bucket, and a read refused then would leave its card "Loading..." for good.
+const READ_RETRIES = 3;
+const RETRY_AFTER_MAX_S = 10;
+
 async function request(method, path, body) {
   track(+1);
   try {
     // No CSRF token: the server refuses a cookie-authenticated request that is not same-origin (http/auth.ts).
-    const response = await fetch(path, {
-      method,
-      credentials: 'same-origin',
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    const send = () =>
+      fetch(path, {
+        method,
+        credentials: 'same-origin',
+        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    let response = await send();
+    // Only a read is sent again: a refused write is reported, never repeated behind the user's back.
+    for (let retry = 0; response.status === 429 && method === 'GET' && retry < READ_RETRIES; retry++) {
+      const seconds = Math.min(Number(response.headers.get('retry-after')) || 1, RETRY_AFTER_MAX_S);
+      await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+      response = await send();
+    }
     const text = await response.text();
     const data = text ? JSON.parse(text) : null;
     // A refused sign-in is answered in its form; any other 401 means the session has ended.

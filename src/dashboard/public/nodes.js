@@ -1,6 +1,7 @@
 // Nodes: each sensing node with its last heartbeat, quality and online state, its name and zone
-// (set here: Rename, the zone list, Remove). node.online and node.offline change a row at once;
+// (set here: Rename, the zone list, Remove: admins only, as the API allows). node.online and node.offline change a row at once;
 // heartbeats are not events, so the times are re-read every 15 s while the page is open.
+import { isHousehold } from './account.js';
 import { api, apiAll, report } from './api.js';
 import { $, ago, dateTime, el, emptyState, row } from './dom.js';
 import { household, zoneName } from './household.js';
@@ -93,7 +94,13 @@ function render() {
       row({ 'data-node': node.id, class: node.id === selected ? 'selected' : undefined }, [
         [
           'Node',
-          [el('a', { href: `#/nodes/${encodeURIComponent(node.id)}` }, node.name ?? node.id), node.name ? el('span', { class: 'hint' }, ` ${node.id}`) : null],
+          // One element: on a phone the cell spreads its children apart, and name and id belong together.
+          el(
+            'span',
+            {},
+            el('a', { href: `#/nodes/${encodeURIComponent(node.id)}` }, node.name ?? node.id),
+            node.name ? el('span', { class: 'hint' }, ` ${node.id}`) : null,
+          ),
         ],
         ['Zone', zoneSelect(node)],
         ['State', el('span', { class: `badge ${node.online ? 'ok' : 'bad'}` }, node.online ? 'online' : 'offline')],
@@ -105,7 +112,7 @@ function render() {
             'span',
             { class: 'row-actions' },
             el('button', { type: 'button', class: 'link', onclick: () => rename(node) }, 'Rename'),
-            el('button', { type: 'button', class: 'link danger', onclick: () => remove(node) }, 'Remove'),
+            isHousehold() ? null : el('button', { type: 'button', class: 'link danger', onclick: () => remove(node) }, 'Remove'),
           ),
         ],
       ]),
