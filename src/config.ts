@@ -97,8 +97,8 @@ const text = <E extends { pattern?: string; minLength?: number; default?: string
 const WORKERS = ['embedded', 'off'] as const;
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
-/** Every variable the service reads (docs/configuration.md), as JSON Schema. */
-const ENV_SCHEMA = {
+/** Every variable the service reads (docs/configuration.md, whose defaults test/config.unit.test.ts checks against it), as JSON Schema. */
+export const ENV_SCHEMA = {
   type: 'object',
   additionalProperties: false,
   properties: {

@@ -1,9 +1,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ConfigError, loadConfig, lookalikeVariables, prepareDataDir, VARIABLES } from '../src/config.js';
+import { ConfigError, ENV_SCHEMA, loadConfig, lookalikeVariables, prepareDataDir, VARIABLES } from '../src/config.js';
 import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 import { backoffDelay } from '../src/mqtt/backoff.js';
 import { MAX_WEBHOOK_ATTEMPTS, outcomeOf } from '../src/webhook/policy.js';
@@ -352,5 +352,27 @@ describe('configuration', () => {
     } finally {
       remove();
     }
+  });
+});
+
+describe('docs/configuration.md', () => {
+  it('states the default of every variable as the schema has it (`unset`: none)', () => {
+    const docs = readFileSync(path.resolve(import.meta.dirname, '../../docs/configuration.md'), 'utf8');
+    const schemaDefaults = new Map(Object.entries(ENV_SCHEMA.properties).map(([name, schema]) => [name, 'default' in schema ? schema.default : undefined]));
+    const checked: string[] = [];
+    // A row names one variable or several (`A` / `B`) and gives as many defaults, each `value` or unset.
+    for (const [, names, defaults] of docs.matchAll(/^\| (`[A-Z_]+`(?: \/ `[A-Z_]+`)*) \| ([^|]+) \|/gm)) {
+      const variables = names!.split(' / ').map((name) => name.slice(1, -1));
+      const values = defaults!.trim().split(' / ');
+      if (values.length !== variables.length) continue;
+      variables.forEach((variable, index) => {
+        const stated = /^`([^`]*)`$/.exec(values[index]!)?.[1] ?? (values[index]!.startsWith('unset') ? undefined : null);
+        if (stated === null || !schemaDefaults.has(variable)) return; // prose (generated, see below): not a value
+        const actual = schemaDefaults.get(variable);
+        assert.equal(stated, actual === undefined ? undefined : String(actual), variable);
+        checked.push(variable);
+      });
+    }
+    assert.ok(checked.length >= 35, `only ${checked.length} variables checked: did the table change its form?`);
   });
 });

@@ -292,7 +292,7 @@ function botRoutes(server: FastifyInstance, deps: RouteDeps): void {
       schema: {
         operationId: 'requestEnrichment',
         tags: ['enrichment'],
-        summary: 'Request AI commentary for a completed match (bot-signed; 5 per bot per rolling 24 h)',
+        summary: `Request AI commentary for a completed match (bot-signed; ${DAILY_QUOTA} per bot per rolling 24 h)`,
         body: { type: 'object', required: ['match_id'], additionalProperties: false, properties: { match_id: idString } },
         response: {
           202: {
