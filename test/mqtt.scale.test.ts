@@ -63,11 +63,14 @@ describe('MQTT at building scale, on a broker with its default configuration', (
         });
         await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
         await connected(app);
-        const presences = (set: Map<string, string>) => [...set.keys()].filter((topic) => /\/person\/[^/]+\/presence$/.test(topic)).length;
+        const count = (set: Map<string, string>, leaf: string) =>
+          [...set.keys()].filter((topic) => topic.endsWith(`/${leaf}`) && topic.includes('/person/')).length;
         const published = await eventually(
           async () => {
             const retained = await retainedAll(broker.url, filters);
-            return presences(retained) === ids.length && retained.has(`${root}/${mid}/system/health`) ? retained : null;
+            // Every person's attributes; a presence only for the 200 seen (the others are `unknown`).
+            const complete = count(retained, 'attributes') === ids.length && count(retained, 'presence') === 200;
+            return complete && retained.has(`${root}/${mid}/system/health`) ? retained : null;
           },
           30_000,
           'every person published',
