@@ -103,7 +103,9 @@ describe('MQTT publishing', () => {
     const presence = JSON.parse(retained.get(`${prefix}/binary_sensor/${mid}/person_ada_presence/config`)!);
     assert.equal(presence.state_topic, `${root}/${mid}/person/ada/presence`);
     assert.equal(presence.availability[0].topic, `${root}/${mid}/availability`);
-    assert.equal(retained.get(`${root}/${mid}/person/ada/presence`), 'not_home');
+    // Ada has not been seen yet: no presence (Home Assistant shows unknown), only her attributes.
+    assert.equal(retained.get(`${root}/${mid}/person/ada/presence`), undefined);
+    assert.deepEqual(JSON.parse(retained.get(`${root}/${mid}/person/ada/attributes`)!), { zone: null, room: null, last_seen: null });
     assert.deepEqual(JSON.parse(retained.get(`${root}/${mid}/zone/kitchen/occupancy`)!), { count: 0, occupied: false, occupants: [] });
     assert.deepEqual(JSON.parse(retained.get(`${root}/${mid}/fall`)!), { state: 'OFF', person: null, zone: null, timestamp: null });
     assert.equal(retained.get(`${root}/${mid}/system/mode`), 'home');
@@ -298,7 +300,8 @@ describe('MQTT publishing', () => {
     const roomConfig = `${prefix}/sensor/${mid}/person_eve_room/config`;
     const retained = () => retainedSet(broker.url, [tracker, attributes, config, roomConfig]);
     const room = async () => JSON.parse((await retained()).get(attributes) ?? '{}').room;
-    await eventually(async () => (await retained()).get(tracker) === 'not_home', 3000, 'tracker published');
+    await eventually(async () => (await retained()).has(attributes) && (await retained()).has(config), 3000, 'config and attributes published');
+    assert.equal((await retained()).get(tracker), undefined, 'no tracker state before Eve is first seen');
     const published = JSON.parse((await retained()).get(config)!);
     assert.equal(published.state_topic, tracker);
     assert.equal(JSON.parse((await retained()).get(roomConfig)!).state_topic, attributes);
@@ -585,6 +588,7 @@ describe('MQTT connection management', () => {
     try {
       await app.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
       await app.api('POST', '/api/zones', { id: 'den', name: 'Den' });
+      await app.api('POST', '/api/events', { type: 'zone.entry', person: 'ada', zone: 'den' });
       await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
       await connected(app);
       const view = await observer(broker.url, [`${root}/#`, `${root2}/#`, `${prefix}/#`, `${prefix2}/#`]);
@@ -803,7 +807,8 @@ describe('MQTT ownership across instances (PostgreSQL)', () => {
       );
       await eventually(() => view.last(availability) === 'online', 10_000, 'online again');
       // The broker kept the full state (the record says so): the new owner republishes only what changed.
-      assert.equal((await retainedSet(broker.url, [`${root}/${mid}/person/ada/presence`])).get(`${root}/${mid}/person/ada/presence`), 'not_home');
+      const adaAttributes = `${root}/${mid}/person/ada/attributes`;
+      assert.deepEqual(JSON.parse((await retainedSet(broker.url, [adaAttributes])).get(adaAttributes)!), { zone: null, room: null, last_seen: null });
       assert.ok(Date.now() - killedAt < 10_000, `took over in ${Date.now() - killedAt} ms`);
       assert.equal((await retainedSet(broker.url, [availability])).get(availability), 'online', "the old owner's Last Will came before the new owner's online");
       await view.close();
