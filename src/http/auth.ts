@@ -176,7 +176,7 @@ export interface RouteAuthChecks {
   chargeSignIn: RequestCheck;
   /** The route's own limit, charged to the client address (no valid token). */
   chargeAddress: RequestCheck;
-  /** The route's own limit, charged to a valid token's bucket. */
+  /** The route's own limit, charged to the bucket of a valid token or live session (`client`). */
   chargeToken: (request: FastifyRequest, reply: FastifyReply, client: string) => Promise<void>;
   authenticateBot: RequestCheck;
   /** An API token's credential, or null when it is unknown or revoked. */
@@ -245,12 +245,19 @@ export class RouteAuth {
       request.tokenScope = credential.scope;
       return;
     }
-    await this.checks.chargeAddress(request, reply);
+    // A live session is charged to its own bucket, as a token is (a dashboard with 5,000 people makes
+    // a dozen requests a page: a few reloads ran a household's shared address bucket dry); anything
+    // else to the address, a cross-site refusal included.
+    const session =
+      credential === null
+        ? await this.session(request).catch((error: unknown) => this.checks.chargeAddress(request, reply).then(() => Promise.reject(error)))
+        : null;
+    if (session) await this.checks.chargeToken(request, reply, `session:${session.id}`);
+    else await this.checks.chargeAddress(request, reply);
     if (credential === 'wrong_token') {
       await this.checks.chargeSignIn(request, reply);
       this.refusedToken(request, 'bearer token');
     }
-    const session = credential === null ? await this.session(request) : null;
     if (session) {
       if (!sessionRoles(request.method, request.routeOptions.url!).includes(session.role))
         throw new ProblemError(

@@ -100,7 +100,7 @@ export class RateLimitGuard {
   /** The route's limit, charged to the client address. */
   readonly chargeAddress = (request: FastifyRequest, reply: FastifyReply): Promise<void> => this.enforce(request, reply, addressKey(request.ip));
 
-  /** The route's limit, charged to a valid token's own bucket (`client` is `token:<id>`). */
+  /** The route's limit, charged to a valid token's or a live session's own bucket (`client`: `token:<id>`, `session:<id>`). */
   readonly chargeToken = (request: FastifyRequest, reply: FastifyReply, client: string): Promise<void> =>
     this.enforce(request, reply, client, this.route(request), this.tokenLimiter);
 

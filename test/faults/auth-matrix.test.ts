@@ -299,6 +299,23 @@ for (const dialect of DIALECTS) {
       for (let index = 0; index < 100; index++) assert.equal((await app.api('GET', '/api/persons?limit=1')).status, 200, `admin token request ${index + 1}`);
     });
 
+    it('100 requests of a signed-in dashboard session: no 429 (its own bucket, as a token has)', async () => {
+      const signIn = await app.api('POST', '/api/session', { token: ADMIN_TOKEN }, { authorization: '' });
+      assert.equal(signIn.status, 204);
+      const session = String(signIn.headers['set-cookie']).split(';')[0]!;
+      for (let index = 0; index < 100; index++)
+        assert.equal(
+          (await app.api('GET', '/api/persons?limit=1', undefined, { authorization: '', cookie: session })).status,
+          200,
+          `session request ${index + 1}`,
+        );
+      // A forged cookie is no session: refused, and charged to the address (the next test runs that bucket dry).
+      const forged = `${session.split('=')[0]}=${'A'.repeat(43)}`;
+      const refused = await app.api('GET', '/api/persons', undefined, { authorization: '', cookie: forged });
+      assert.equal(refused.status, 401);
+      assert.equal(refused.headers['ratelimit-policy'], (await app.api('GET', '/api/persons', undefined, { authorization: '' })).headers['ratelimit-policy']);
+    });
+
     it('70 requests without credentials: 429 after the address bucket runs dry', async () => {
       const statuses: number[] = [];
       for (let index = 0; index < 70; index++) statuses.push((await app.api('GET', '/api/persons', undefined, { authorization: '' })).status);
