@@ -35,15 +35,21 @@ describe('storage budget levels', () => {
   });
 });
 
+/** A started app with a small storage budget and a webhook to a receiver that answers 200. */
+async function budgetedApp(dialect: (typeof DIALECTS)[number]) {
+  const receiver = await startReceiver(200);
+  const app = await startTestApp(dialect, { STORAGE_BUDGET_MB: String(BUDGET_MB) }, { start: true });
+  assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
+  return { app, receiver };
+}
+
 for (const dialect of DIALECTS) {
   describe(`storage budget (${dialect})`, () => {
     let app: TestApp;
     let receiver: Awaited<ReturnType<typeof startReceiver>>;
 
     before(async () => {
-      receiver = await startReceiver(200);
-      app = await startTestApp(dialect, { STORAGE_BUDGET_MB: String(BUDGET_MB) }, { start: true });
-      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
+      ({ app, receiver } = await budgetedApp(dialect));
     });
     after(async () => {
       await app.cleanup();
@@ -193,9 +199,7 @@ for (const dialect of DIALECTS) {
     let receiver: Awaited<ReturnType<typeof startReceiver>>;
 
     before(async () => {
-      receiver = await startReceiver(200);
-      app = await startTestApp(dialect, { STORAGE_BUDGET_MB: String(BUDGET_MB) }, { start: true });
-      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
+      ({ app, receiver } = await budgetedApp(dialect));
       for (const zone of ['hall', 'kitchen']) assert.equal((await app.api('POST', '/api/zones', { id: zone, name: zone })).status, 201);
       assert.equal((await app.api('POST', '/api/persons', { id: 'resident', name: 'Resident' })).status, 201);
     });
