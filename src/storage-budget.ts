@@ -57,7 +57,7 @@ export class WriterShares {
     this.writers.set(writer, entry);
     this.total = this.faded(this.total, now - this.totalAt) + bytes;
     this.totalAt = now;
-    return this.writers.size > 1 && entry.bytes > this.total / this.writers.size;
+    return this.above(writer, now);
   }
 
   /** Drops the writers whose bytes have faded to nothing: only recent writers are kept and count in the mean. */
