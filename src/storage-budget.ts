@@ -1,5 +1,16 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { type Database, type Db, LOG_ROW_OVERHEAD, type LogTable, outsideTransaction, PollGate, pruneOldest, storageBytes } from './db/index.js';
+import {
+  type Database,
+  type Db,
+  deletionMark,
+  type LogTable,
+  outsideTransaction,
+  PollGate,
+  pruneOldest,
+  reclaim,
+  storageBytes,
+  storedRowBytes,
+} from './db/index.js';
 import { type AppendHook, SAFETY_EVENTS, type StoredEvent, type Writer } from './events/index.js';
 import type { ThrottledLog } from './http/index.js';
 import { DomainError } from './errors.js';
@@ -25,9 +36,8 @@ export const budgetLevels = (budgetBytes: number) => ({
   refuse: budgetBytes * 0.95,
 });
 
-/** What an appended event adds at most: its row and its delivery's copy, each with the row's overhead. */
-export const appendedBytes = (events: StoredEvent[]): number =>
-  events.reduce((total, event) => total + 2 * (Buffer.byteLength(event.json) + LOG_ROW_OVERHEAD), 0);
+/** What an appended event adds at most: its row and its delivery's copy, each as PostgreSQL stores it. */
+export const appendedBytes = (events: StoredEvent[]): number => events.reduce((total, event) => total + 2 * storedRowBytes(Buffer.byteLength(event.json)), 0);
 
 /**
  * What each writer (a token, an address, the service itself: `EventLog.write`) asked to append lately,
@@ -81,12 +91,14 @@ export class WriterShares {
  * writer's bulk may keep out; from `refuse` every event, so no writer can grow the database past the
  * budget between two measurements. What it checks: on SQLite the database measured inside the
  * appending transaction (the pages its rows take, however SQLite lays them out); on PostgreSQL the
- * last measurement plus what this process appended since (migration 016's triggers count the same
- * bytes as `appendedBytes`).
+ * last measurement plus what this process appended since (the triggers of migrations 016 and 023
+ * count the same bytes as `appendedBytes`), plus what the keeper deleted but PostgreSQL cannot reuse yet.
  */
 export class StorageBudget implements AppendHook {
   private measured = 0;
   private appendedSince = 0;
+  /** What passes deleted and `reclaim` has not given back yet (PostgreSQL), counted as used until then. */
+  private unreclaimed = { bytes: 0, mark: 0n };
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private again = false;
@@ -108,9 +120,9 @@ export class StorageBudget implements AppendHook {
     this.gate = new PollGate(database);
   }
 
-  /** The bytes in use at the last measurement, plus what this process appended since. */
+  /** The bytes in use at the last measurement, plus what this process appended since, plus what a pass deleted but has not given back. */
   get used(): number {
-    return this.measured + this.appendedSince;
+    return this.measured + this.appendedSince + this.unreclaimed.bytes;
   }
 
   /**
@@ -150,7 +162,7 @@ export class StorageBudget implements AppendHook {
     await this.measure();
     this.timer = setInterval(() => {
       this.shares.forget();
-      if (this.gate.due()) this.kick();
+      if (this.gate.due() || this.unreclaimed.bytes > 0) this.kick();
     }, BUDGET_CHECK_MS).unref();
     this.kick();
   }
@@ -181,17 +193,27 @@ export class StorageBudget implements AppendHook {
       });
   }
 
-  /** One pass: over `high`, deletes the oldest rows chunk by chunk until under `low` or nothing deletable is left. */
+  /**
+   * One pass: gives back what earlier passes deleted once no transaction can see it (`reclaim`); then,
+   * over `high`, deletes the oldest rows chunk by chunk until under `low` or nothing deletable is left.
+   */
   async keep(): Promise<number> {
-    let used = await this.measure();
+    if (this.unreclaimed.bytes > 0 && (await reclaim(this.database, this.logs, this.unreclaimed.mark))) this.unreclaimed = { bytes: 0, mark: 0n };
+    const start = await this.measure();
+    let used = this.used;
     if (used <= this.levels.high) return 0;
     let deleted = 0;
     while (used > this.levels.low) {
       const chunk = (await pruneOldest(this.database, this.logs, BUDGET_CHUNK)) || (await this.makeRoom(BUDGET_CHUNK));
       if (chunk === 0) break;
       deleted += chunk;
-      used = await this.measure();
+      await this.measure();
+      used = this.used;
     }
+    const mark = deleted > 0 ? await deletionMark(this.database) : null;
+    // At most one pass's worth: while a transaction stays open (a backup) nothing can be given back,
+    // and counting every pass would leave no room to write until it ends.
+    if (mark !== null) this.unreclaimed = { bytes: Math.min(this.unreclaimed.bytes + start - this.measured, this.levels.high - this.levels.low), mark };
     const at = { deleted, usedBytes: used, budgetBytes: this.budgetBytes };
     // Every refused append starts a pass: while pending deliveries fill the budget, a line a minute.
     if (used > this.levels.high)

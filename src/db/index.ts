@@ -5,7 +5,7 @@ export { storageFailure, type StorageFailure } from './errors.js';
 export { claimInterval, getSetting, putSetting, settingUpdatedAt } from './kv.js';
 export { insertWithNewId, uniqueId } from './ids.js';
 export { prepare, type Param, type Prepared } from './prepared.js';
-export { PRUNE_CHUNK, pruneOldest, pruneOlderThan, type LogTable } from './prune.js';
+export { PRUNE_CHUNK, pruneOldest, pruneOlderThan, deletionMark, reclaim, type LogTable } from './prune.js';
 export { storageBytes } from './usage.js';
 export { PollGate, type CommitMark } from './poll-gate.js';
 export { outsideTransaction, TransactionMisuseError } from './transaction-scope.js';

@@ -1,6 +1,6 @@
-import { sql, type Kysely, type Migration } from 'kysely';
+import { sql, type Kysely, type Migration, type RawBuilder } from 'kysely';
 import type { Dialect } from './schema.js';
-import { EVENT_APPEND_LOCK, LOG_ROW_OVERHEAD } from './schema.js';
+import { EVENT_APPEND_LOCK, LOG_ROW_OVERHEAD, STORED_ROW_BYTES_SQL } from './schema.js';
 
 /**
  * Versioned migrations, run at start-up by Kysely's Migrator. Append new ones; never edit a released one.
@@ -490,16 +490,7 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await sql`create table log_usage (log text primary key, bytes bigint not null)`.execute(db);
         for (const table of ['events', 'webhook_deliveries'])
           await sql`insert into log_usage select ${table}, coalesce(sum(${rowBytes}), 0) from ${sql.table(table)}`.execute(db);
-        await sql`
-          create function mothership_log_usage() returns trigger language plpgsql as $$
-          begin
-            if tg_op = 'INSERT' then
-              update log_usage set bytes = bytes + (select coalesce(sum(${rowBytes}), 0) from new_rows) where log = tg_table_name;
-            else
-              update log_usage set bytes = bytes - (select coalesce(sum(${rowBytes}), 0) from old_rows) where log = tg_table_name;
-            end if;
-            return null;
-          end $$`.execute(db);
+        await logUsageFunction(rowBytes).execute(db);
         for (const table of ['events', 'webhook_deliveries']) {
           await sql`create trigger ${sql.raw(table + '_usage_insert')} after insert on ${sql.table(table)}
             referencing new table as new_rows for each statement execute function mothership_log_usage()`.execute(db);
@@ -567,5 +558,31 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await sql.raw(definition.replace(unconditional, subscribed)).execute(db);
       },
     },
+    '023_log_usage_as_stored': {
+      // PostgreSQL: migration 016 counted a row's payload length, but a payload beyond about 2 KB is
+      // stored in TOAST chunks that take up to half as much again, so the logs' files outgrew the
+      // budget. The triggers now count what a row takes (STORED_ROW_BYTES_SQL), and the count is
+      // redone with writers held off for the moment it takes.
+      async up(db: Kysely<any>) {
+        if (dialect !== 'postgres') return;
+        const rowBytes = sql.raw(STORED_ROW_BYTES_SQL);
+        await logUsageFunction(rowBytes).execute(db);
+        await sql`lock table events, webhook_deliveries in share mode`.execute(db);
+        for (const table of ['events', 'webhook_deliveries'])
+          await sql`update log_usage set bytes = (select coalesce(sum(${rowBytes}), 0) from ${sql.table(table)}) where log = ${table}`.execute(db);
+      },
+    },
   };
 }
+
+/** PostgreSQL: the trigger function keeping log_usage (migrations 016 and 023), counting `rowBytes` per row. */
+const logUsageFunction = (rowBytes: RawBuilder<unknown>) => sql`
+  create or replace function mothership_log_usage() returns trigger language plpgsql as $$
+  begin
+    if tg_op = 'INSERT' then
+      update log_usage set bytes = bytes + (select coalesce(sum(${rowBytes}), 0) from new_rows) where log = tg_table_name;
+    else
+      update log_usage set bytes = bytes - (select coalesce(sum(${rowBytes}), 0) from old_rows) where log = tg_table_name;
+    end if;
+    return null;
+  end $$`;

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Database } from './database.js';
 
 /** Rows deleted per statement: each holds the write lock briefly, so requests keep flowing meanwhile. */
@@ -76,4 +76,32 @@ export async function pruneOldest(database: Database, logs: LogTable[], chunk: n
     return inState(log, writer.deleteFrom(log.table).where(log.key, 'in', head.orderBy(log.key).limit(chunk))).executeTakeFirst();
   });
   return Number(result.numDeletedRows);
+}
+
+/**
+ * PostgreSQL: a mark taken after deleting rows from a log, for `reclaim`; null on SQLite, which reuses
+ * a deleted row's pages at once.
+ */
+export async function deletionMark(database: Database): Promise<bigint | null> {
+  if (database.dialect !== 'postgres') return null;
+  const { rows } = await sql<{ next: string }>`select pg_snapshot_xmax(pg_current_snapshot())::text as next`.execute(database.db);
+  return BigInt(rows[0]!.next);
+}
+
+/**
+ * Makes the space of the rows deleted before `mark` (deletionMark) reusable, and answers whether it
+ * could yet. PostgreSQL reuses a deleted row's space only after a VACUUM, which frees nothing while a
+ * transaction that began before the delete is still open; autovacuum at its defaults comes too late
+ * for a writer that fills the budget within a minute. SKIP_LOCKED: a table another instance is
+ * vacuuming is left to that vacuum.
+ */
+export async function reclaim(database: Database, logs: LogTable[], mark: bigint): Promise<boolean> {
+  // Any session's oldest snapshot (one that began before the delete may not hold an xid yet).
+  const { rows } = await sql<{ seen: boolean }>`
+    select exists (select 1 from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()
+      and age(backend_xmin) > age(xid(${mark.toString()}::xid8))) as seen`.execute(database.db);
+  if (rows[0]!.seen) return false;
+  const tables = [...new Set(logs.map((log) => log.table))];
+  await sql`vacuum (skip_locked) ${sql.join(tables.map((table) => sql.table(table)))}`.execute(database.db);
+  return true;
 }

@@ -175,6 +175,19 @@ export const NAME_CHECK_LOCK = 0x6d5f6e6d; // "m_nm"
 
 /** PostgreSQL: what a log row costs beyond its payload (its other columns, tuple header and index entries), in the storage budget's count (migration 016). */
 export const LOG_ROW_OVERHEAD = 200;
+/** PostgreSQL's TOAST: a payload beyond about 2 KB is stored out of line in chunks of 1996 bytes, four to an 8 KB page. */
+const TOAST_INLINE_MAX = 1900;
+const TOAST_CHUNK = 1996;
+const TOAST_CHUNK_TAKES = 2048;
+
+/** PostgreSQL: what a log row with a payload of `payloadBytes` takes on disk at most (compression only makes it less), as the storage budget counts it. */
+export const storedRowBytes = (payloadBytes: number): number =>
+  (payloadBytes <= TOAST_INLINE_MAX ? payloadBytes : Math.ceil(payloadBytes / TOAST_CHUNK) * TOAST_CHUNK_TAKES) + LOG_ROW_OVERHEAD;
+
+/** `storedRowBytes` of a row's `payload` column, in SQL, for migration 023's triggers. */
+export const STORED_ROW_BYTES_SQL =
+  `(case when octet_length(payload) <= ${TOAST_INLINE_MAX} then octet_length(payload) ` +
+  `else ceil(octet_length(payload) / ${TOAST_CHUNK}.0)::bigint * ${TOAST_CHUNK_TAKES} end + ${LOG_ROW_OVERHEAD})`;
 
 export interface ApiTokensTable {
   id: string;
