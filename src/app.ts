@@ -175,6 +175,7 @@ export async function buildApp(config: Config): Promise<App> {
   const webhook = new WebhookService(database, events, outbox, settings, backgroundLog, http.throttledLog, metrics, {
     timeoutMs: config.webhookTimeoutMs,
     retryDelayMs: config.webhookRetryDelayMs,
+    stored: budget ? (payloads) => budget.stored(payloads) : undefined,
   });
   metrics.gauge('mothership_webhook_backlog', 'Webhook deliveries waiting to be sent', () => webhook.backlog());
   if (budget) {

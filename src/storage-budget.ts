@@ -146,6 +146,16 @@ export class StorageBudget implements AppendHook {
     if (this.used > this.levels.high) this.kick();
   }
 
+  /**
+   * Counts rows written beside the appends (a webhook retry's or redelivery's copy of its event): they
+   * are never refused, as their event was accepted, but the next appends see them at once and the
+   * keeper starts when they bring the logs over `high`.
+   */
+  stored(payloads: string[]): void {
+    this.appendedSince += payloads.reduce((total, payload) => total + storedRowBytes(Buffer.byteLength(payload)), 0);
+    if (this.used > this.levels.high) this.kick();
+  }
+
   private refusal(used: number): DomainError {
     this.kick();
     const why =

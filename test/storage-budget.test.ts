@@ -1,11 +1,12 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { storageBytes } from '../src/db/index.js';
+import { storageBytes, storedRowBytes } from '../src/db/index.js';
 import { SecretBox } from '../src/crypto.js';
 import type { DomainError } from '../src/errors.js';
 import { EVENT_LOG } from '../src/events/index.js';
@@ -277,6 +278,40 @@ for (const dialect of DIALECTS) {
         );
       } finally {
         await app.cleanup();
+      }
+    });
+  });
+}
+
+for (const dialect of DIALECTS) {
+  describe(`storage budget: webhook retries (${dialect})`, () => {
+    it("a retry's copy of its event counts against the budget as soon as it is written, not at the next measurement", async () => {
+      const receiver = await startReceiver(500);
+      const app = await startTestApp(dialect, { STORAGE_BUDGET_MB: String(BUDGET_MB), WEBHOOK_RETRY_DELAY_MS: '60000' }, { start: true });
+      const counted = async () => {
+        const { body } = await app.api('GET', '/metrics');
+        return Number(/^mothership_storage_bytes (\d+)/m.exec(body as string)![1]);
+      };
+      try {
+        assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
+        // The first attempt is held until the count before its retry is read.
+        let answer!: (response: ServerResponse) => void;
+        const attempted = new Promise<ServerResponse>((resolve) => (answer = resolve));
+        receiver.answerNext((response) => answer(response));
+        assert.equal((await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { blob: randomBytes(3_000).toString('base64') } })).status, 202);
+        const firstAttempt = await attempted;
+        const before = await counted();
+        firstAttempt.writeHead(500).end();
+        const retry = () => app.database.db.selectFrom('webhook_deliveries').select('payload').where('attempt', '=', 2).executeTakeFirst();
+        const { payload } = await eventually(retry, 5000, 'the retry');
+        const after = await counted();
+        assert.ok(
+          after - before >= storedRowBytes(Buffer.byteLength(payload)),
+          `the budget counted ${after - before} bytes more once the retry was written, not its copy of ${Buffer.byteLength(payload)} bytes`,
+        );
+      } finally {
+        await app.cleanup();
+        await receiver.close();
       }
     });
   });

@@ -118,7 +118,12 @@ export class WebhookService {
     private readonly log: FastifyBaseLogger,
     private readonly throttledLog: ThrottledLog,
     private readonly metrics: Metrics | null,
-    private readonly options: { timeoutMs: number; retryDelayMs: number },
+    private readonly options: {
+      timeoutMs: number;
+      retryDelayMs: number;
+      /** Told the payloads of the copies written for retries and redeliveries (the storage budget counts them). */
+      stored?: (payloads: string[]) => void;
+    },
   ) {
     this.gate = new PollGate(database);
     // A lane's due rows of one state, walked in (attempt, id) order over the (state, attempt, id) index (migration 016).
@@ -297,6 +302,7 @@ export class WebhookService {
     const attemptedAt = now();
     let nextRetryMs = Infinity;
     const gone = new Set<string>();
+    const copies: string[] = [];
     await this.database.transaction(async (trx) => {
       for (const { row, result } of outcomes) {
         const outcome = outcomeOf(result, row.attempt);
@@ -326,6 +332,7 @@ export class WebhookService {
             .insertInto('webhook_deliveries')
             .values(resendOf(row, row.attempt + 1, new Date(Date.now() + delayMs).toISOString()))
             .execute();
+          copies.push(row.payload);
           // Once per delivery of a flood to a failing receiver: a line a minute per URL (the attempts are in the delivery log).
           this.throttledLog.write(
             this.log,
@@ -348,6 +355,7 @@ export class WebhookService {
           .execute();
       }
     });
+    if (copies.length) this.options.stored?.(copies);
     for (const url of gone) {
       if (await this.settings.disableWebhook(url, `The receiver answered 410 Gone at ${attemptedAt}; enable the webhook again once the URL is fixed`)) {
         this.log.warn({ url }, 'webhook receiver answered 410 Gone; webhook switched off');
@@ -437,6 +445,7 @@ export class WebhookService {
         .returning('id')
         .executeTakeFirstOrThrow(),
     );
+    this.options.stored?.([row.payload]);
     this.kick();
     return this.get(Number(newId));
   }
@@ -470,10 +479,11 @@ export class WebhookService {
           .insertInto('webhook_deliveries')
           .values(failed.slice(start, start + BATCH).map((row) => resendOf(row, 1, at, url)))
           .execute();
-      return failed.length;
+      return failed.map((row) => row.payload);
     });
-    if (queued) this.kick();
-    return queued;
+    this.options.stored?.(queued);
+    if (queued.length) this.kick();
+    return queued.length;
   }
 
   async get(id: number): Promise<DeliveryView> {
