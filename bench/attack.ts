@@ -2,7 +2,9 @@
  * Every low-privilege attack of issue #34 at once, against `mothership serve` in a process of its own,
  * while a normal client measures its latency (bench/README.md, "Bounded resources under attack").
  *
- *   node dist/bench/attack.js [--minutes N] [--database postgres://...]
+ *   node dist/bench/attack.js [--minutes N] [--database postgres://...] [--budget-mb N] [--profile DIR]
+ *
+ * `--profile DIR`: the service writes a CPU profile (`--cpu-prof`) into DIR when the run ends.
  *
  * Attackers: an `ingest` token (events at the size cap, new node ids, zone entries of many persons),
  * a `read` token (streams that never read and as many reading ones as it can open), a client of the
@@ -33,6 +35,7 @@ const DATABASE_URL = arg('--database');
 const PERSONS = 1000;
 /** Small enough that the attack reaches the storage budget within a short run. */
 const BUDGET_MB = Number(arg('--budget-mb') ?? 50);
+const PROFILE_DIR = arg('--profile');
 const STREAMS = 800;
 const PAUSED_STREAMS = 5;
 const IDLE_MS = 30_000;
@@ -44,15 +47,19 @@ const broker = await startBroker();
 const receiver = await startReceiver(500);
 const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
-const child = spawnMothership(['serve'], {
-  DATA_DIR: dataDir,
-  PORT: String(port),
-  HOST: '127.0.0.1',
-  LOG_FORMAT: 'json',
-  MOTHERSHIP_ID: 'ms-attack',
-  STORAGE_BUDGET_MB: String(BUDGET_MB),
-  ...(DATABASE_URL ? { DATABASE_URL } : {}),
-});
+const child = spawnMothership(
+  ['serve'],
+  {
+    DATA_DIR: dataDir,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    LOG_FORMAT: 'json',
+    MOTHERSHIP_ID: 'ms-attack',
+    STORAGE_BUDGET_MB: String(BUDGET_MB),
+    ...(DATABASE_URL ? { DATABASE_URL } : {}),
+  },
+  PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [],
+);
 let logLines = 0;
 /** Lines by message: which lines fill the log. */
 const logMessages = new Map<string, number>();
@@ -75,7 +82,8 @@ child.stderr!.on('data', countLines);
 const cleanups: (() => unknown)[] = [];
 async function shutdown(code: number): Promise<never> {
   for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => {});
-  await stopProcess(child, 'SIGKILL');
+  // A profile is written only by a process that exits by itself.
+  await stopProcess(child, PROFILE_DIR ? 'SIGTERM' : 'SIGKILL');
   await broker.destroy();
   await receiver.close();
   rmSync(dataDir, { recursive: true, force: true });
@@ -140,8 +148,16 @@ if (pgClient) {
   await pgClient.connect();
   cleanups.push(() => pgClient.end());
 }
+/**
+ * What the budget bounds, on disk: on SQLite the database file (its WAL apart); on PostgreSQL the two
+ * logs' files (`pg_total_relation_size`: table, TOAST and indexes), as the budget there is the logs'
+ * alone. `pg_database_size` (catalogs and the other tables too) is reported beside it.
+ */
 async function databaseMb(): Promise<number> {
-  if (pgClient) return Number((await pgClient.query('select pg_database_size(current_database()) as size')).rows[0].size) / 2 ** 20;
+  if (pgClient)
+    return (
+      Number((await pgClient.query(`select pg_total_relation_size('events') + pg_total_relation_size('webhook_deliveries') as size`)).rows[0].size) / 2 ** 20
+    );
   return readdirSync(dataDir).reduce((sum, file) => sum + (file.includes('.db') ? statSync(path.join(dataDir, file)).size : 0), 0) / 2 ** 20;
 }
 /** What the storage budget itself counts (its last measurement), from the service's metrics. */
@@ -149,6 +165,8 @@ async function budgetCountedMb(): Promise<number> {
   const text = await (await fetch(`${base}/metrics`)).text();
   return Number(/^mothership_storage_bytes (\S+)$/m.exec(text)?.[1] ?? Number.NaN) / 2 ** 20;
 }
+const wholeDatabaseMb = async () =>
+  pgClient ? Number((await pgClient.query('select pg_database_size(current_database()) as size')).rows[0].size) / 2 ** 20 : 0;
 /** SQLite's write-ahead log on disk (the budget sets its limit aside). */
 const walMb = () =>
   pgClient ? 0 : readdirSync(dataDir).reduce((sum, file) => sum + (file.endsWith('-wal') ? statSync(path.join(dataDir, file)).size : 0), 0) / 2 ** 20;
@@ -232,6 +250,8 @@ let maxRss = idleRss;
 let maxDb = idleDb;
 let maxCounted = 0;
 let maxWal = 0;
+let maxWholeDb = await wholeDatabaseMb();
+const idleWholeDb = maxWholeDb;
 let maxLinesPerMinute = 0;
 const minuteMarks: number[] = [logLines];
 const sampler = setInterval(() => {
@@ -242,6 +262,7 @@ const sampler = setInterval(() => {
     () => {},
   );
   maxWal = Math.max(maxWal, walMb());
+  void wholeDatabaseMb().then((mb) => (maxWholeDb = Math.max(maxWholeDb, mb)));
 }, 2_000);
 const minuter = setInterval(() => {
   minuteMarks.push(logLines);
@@ -271,7 +292,9 @@ const verdicts = [
 console.log(`log lines by message (whole run):`);
 for (const [message, lines] of [...logMessages].sort((a, b) => b[1] - a[1]).slice(0, 8)) console.log(`  ${lines}  ${logSamples.get(message)}`);
 console.log(
-  `database on disk: ${fmt(idleDb, 1)} -> max ${fmt(maxDb, 1)} MB (of it the WAL: max ${fmt(maxWal, 1)} MB); the budget counted max ${fmt(maxCounted, 1)} MB; budget ${BUDGET_MB} MB`,
+  pgClient
+    ? `the logs on disk: ${fmt(idleDb, 1)} -> max ${fmt(maxDb, 1)} MB (pg_database_size ${fmt(idleWholeDb, 1)} -> max ${fmt(maxWholeDb, 1)} MB); the budget counted max ${fmt(maxCounted, 1)} MB; budget ${BUDGET_MB} MB`
+    : `database on disk: ${fmt(idleDb, 1)} -> max ${fmt(maxDb, 1)} MB (of it the WAL: max ${fmt(maxWal, 1)} MB); the budget counted max ${fmt(maxCounted, 1)} MB; budget ${BUDGET_MB} MB`,
 );
 for (const [what, met, figures] of verdicts) console.log(`${met ? 'met    ' : 'MISSED '} ${what}: ${figures}`);
 await shutdown(verdicts.every(([, met]) => met) ? 0 : 1);

@@ -4,8 +4,9 @@ import { ADMIN_TOKEN } from './app.js';
 export const MAIN = new URL('../../src/main.js', import.meta.url).pathname;
 
 /** Starts `mothership <args>` as a real child process with the given environment. */
-export function spawnMothership(args: string[], env: Record<string, string>): ChildProcess & { output: () => string } {
-  const child = spawn(process.execPath, [MAIN, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/** `nodeOptions`: flags for Node itself (`--cpu-prof`, which NODE_OPTIONS may not carry). */
+export function spawnMothership(args: string[], env: Record<string, string>, nodeOptions: string[] = []): ChildProcess & { output: () => string } {
+  const child = spawn(process.execPath, [...nodeOptions, MAIN, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.on('data', (chunk) => (output += chunk));
   child.stderr!.on('data', (chunk) => (output += chunk));
