@@ -159,17 +159,38 @@ export const VARIABLES = Object.keys(ENV_SCHEMA.properties) as Variable[];
 /** Variables the CLI reads to reach a server (src/cli/server.ts); the service itself does not. */
 const CLI_VARIABLES = ['MOTHERSHIP_SERVER', 'MOTHERSHIP_TOKEN'] as const;
 
-/** Edits (insert, delete, substitute, swap two neighbours) that turn `a` into `b`. */
-function editDistance(a: string, b: string): number {
-  const rows = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
-  for (let i = 1; i <= a.length; i++)
+/**
+ * Edits (insert, delete, substitute, swap two neighbours) that turn `a` into `b`, or `limit + 1` once
+ * they must be more than `limit`: every environment variable is compared at each start.
+ */
+function editDistance(a: string, b: string, limit: number): number {
+  // Three rows of the table (a swap looks two rows back), reused; a row's smallest value never
+  // decreases further down, so the comparison ends at the first row above the limit.
+  let before = new Array<number>(b.length + 1).fill(0);
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  let current = new Array<number>(b.length + 1).fill(0);
+  for (let i = 1; i <= a.length; i++) {
+    current[0] = i;
+    let smallest = i;
     for (let j = 1; j <= b.length; j++) {
       const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      rows[i]![j] = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) rows[i]![j] = Math.min(rows[i]![j]!, rows[i - 2]![j - 2]! + 1);
+      let distance = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) distance = Math.min(distance, before[j - 2]! + 1);
+      current[j] = distance;
+      smallest = Math.min(smallest, distance);
     }
-  return rows[a.length]![b.length]!;
+    if (smallest > limit) return limit + 1;
+    [before, previous, current] = [previous, current, before];
+  }
+  return Math.min(previous[b.length]!, limit + 1);
 }
+
+/** Each known name, without its unit, and the typing slips allowed (short names get one). */
+const KNOWN_NAMES = [...VARIABLES, ...CLI_VARIABLES].map((known) => ({
+  known,
+  withoutUnit: known.replace(/_[A-Z]+$/, ''),
+  slips: known.length >= 8 ? 2 : 1,
+}));
 
 /**
  * The known variable a name probably meant: the same in another case, the name without its unit
@@ -179,12 +200,10 @@ function editDistance(a: string, b: string): number {
 function meantVariable(name: string): string | undefined {
   const upper = name.toUpperCase();
   let best: { known: string; distance: number } | undefined;
-  for (const known of [...VARIABLES, ...CLI_VARIABLES]) {
-    const withoutUnit = known.replace(/_[A-Z]+$/, '');
-    const slips = known.length >= 8 ? 2 : 1;
+  for (const { known, withoutUnit, slips } of KNOWN_NAMES) {
     // Lengths further apart than the slips allowed are never within them: no table for a long name (Linux allows 128 KiB).
     const distance =
-      withoutUnit.length >= 5 && upper === withoutUnit ? 1 : Math.abs(upper.length - known.length) > slips ? Infinity : editDistance(upper, known);
+      withoutUnit.length >= 5 && upper === withoutUnit ? 1 : Math.abs(upper.length - known.length) > slips ? Infinity : editDistance(upper, known, slips);
     if (distance <= slips && (!best || distance < best.distance)) best = { known, distance };
   }
   return best?.known;

@@ -1,4 +1,4 @@
-import { describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { FastifyBaseLogger } from 'fastify';
 import { ThrottledLog } from '../src/http/index.js';
@@ -7,6 +7,7 @@ import { InboundGuard } from '../src/mqtt/inbound.js';
 import { logConnectionChange, NOTHING_LOGGED } from '../src/mqtt/status-log.js';
 import { attemptFailed, connectionClosed, contestedReason, reconnectDelay, UNCONTESTED } from '../src/mqtt/takeover.js';
 import { NO_CONNECTION } from '../src/mqtt/connection.js';
+import { loadMqtt } from '../src/mqtt/library.js';
 import { refusal, refusalCode, RefusalLog } from '../src/mqtt/refusals.js';
 
 const policy = { sessionMs: 60_000, backoffMs: 300_000 };
@@ -119,6 +120,9 @@ describe('inbound MQTT commands', () => {
 });
 
 describe('what the broker refuses', () => {
+  // A refusal names its reason code with mqtt.js's table, loaded by the connection that was refused.
+  before(() => loadMqtt());
+
   it('is a reason code of 0x80 or more; success codes and connection failures are not refusals', () => {
     assert.equal(refusalCode(Object.assign(new Error('Publish error: Not authorized'), { code: 0x87 })), 0x87);
     assert.equal(refusalCode(Object.assign(new Error('x'), { code: 0x10 })), null);

@@ -39,7 +39,7 @@ export async function clearInstallation(settings: MqttSettings, clientId: string
     `${topics.generation}/cleanup`,
     (topic, payload) => topic.startsWith(`${topics.base}/`) || isOurDiscoveryConfig(payload, installation),
   );
-  const client = connectBroker(clientOptions(settings, clientId));
+  const client = await connectBroker(clientOptions(settings, clientId));
   try {
     await connected(client, CONNECT_TIMEOUT_MS);
     await Promise.all(retained.map((topic) => client.publishAsync(topic, '', { qos: 1, retain: true })));

@@ -1,12 +1,12 @@
 import { connect as netConnect, isIP } from 'node:net';
 import { PassThrough, type Duplex } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
-import { MqttClient, type IClientOptions } from 'mqtt';
-import WebSocket, { createWebSocketStream } from 'ws';
+import type { IClientOptions, MqttClient } from 'mqtt';
 import { describeTlsError, ForbiddenTargetError, guardedLookup, isForbiddenAddress, normalizedHost } from '../outbound.js';
 import { effectiveBrokerUrl, type IntegrationSettings } from '../settings/index.js';
 import { backoffDelay } from './backoff.js';
 import { describeClientCertificateAlert } from './client-certificate.js';
+import { loadMqtt } from './library.js';
 import { countRefusal, NO_REFUSALS, refusal, type Refusal, type RefusalCounts, type RefusalKind } from './refusals.js';
 import { attemptFailed, connectionClosed, contestedReason, reconnectDelay, UNCONTESTED, type TakeoverPolicy, type TakeoverState } from './takeover.js';
 
@@ -61,10 +61,13 @@ export function clientOptions(settings: MqttSettings, clientId: string, will?: I
 /**
  * A client whose every connection attempt (first and each reconnect) goes through the outbound
  * address policy on the address actually connected: our own stream for each transport instead of
- * mqtt.js's, whose TCP transport takes no `lookup`.
+ * mqtt.js's, whose TCP transport takes no `lookup`. mqtt.js, and ws for a WebSocket broker, are
+ * imported here, by the first connection.
  */
-export function connectBroker(target: { url: string; options: IClientOptions }): MqttClient {
+export async function connectBroker(target: { url: string; options: IClientOptions }): Promise<MqttClient> {
   const url = new URL(target.url);
+  const { MqttClient } = await loadMqtt();
+  const ws = url.protocol === 'ws:' || url.protocol === 'wss:' ? await import('ws') : null;
   // No valid host (refused when saved): the guarded lookup still decides on what it resolves to.
   const host = normalizedHost(url) ?? url.hostname;
   const port = Number(url.port);
@@ -78,8 +81,8 @@ export function connectBroker(target: { url: string; options: IClientOptions }):
     }
     if (url.protocol === 'mqtt:') return netConnect({ host, port, lookup: guardedLookup });
     if (url.protocol === 'mqtts:') return tlsConnect({ host, port, lookup: guardedLookup, ...(isIP(host) ? {} : { servername: host }), ...tls });
-    const socket = new WebSocket(url, ['mqtt'], { lookup: guardedLookup, ...tls });
-    const stream = createWebSocketStream(socket);
+    const socket = new ws!.WebSocket(url, ['mqtt'], { lookup: guardedLookup, ...tls });
+    const stream = ws!.createWebSocketStream(socket);
     socket.on('close', () => stream.destroy());
     return stream;
   };
@@ -114,13 +117,21 @@ export function describeMqttError(error: Error & { code?: string | number }, det
   return error.message || String(error);
 }
 
+type ConnectionBackoff = { initialMs: number; maxMs: number; takeover: TakeoverPolicy };
+interface ConnectionHooks {
+  onConnect: () => void;
+  onStatus: (status: MqttStatus) => void;
+  onReconnectAttempt: () => void;
+  onCutShort: () => void;
+  onRefusal: (refused: Refusal) => void;
+}
+
 /**
  * One broker connection with its reconnect schedule (MQTT_BACKOFF_*: 5 s, 10 s, 20 s ... capped at
  * 2 min, reset after a successful connect; MQTT_TAKEOVER_BACKOFF_MS while another client keeps
  * taking the client id), the Last Will, and a status for the settings API.
  */
 export class MqttConnection {
-  readonly client: MqttClient;
   private attempts = 0;
   private retryTimer: NodeJS.Timeout | null = null;
   private closing = false;
@@ -130,20 +141,23 @@ export class MqttConnection {
   private heldTimer: NodeJS.Timeout | null = null;
   readonly status: MqttStatus = { ...NO_CONNECTION };
 
-  constructor(
+  /** Opens the connection with its Last Will (the client starts connecting at once). */
+  static async open(
     settings: MqttSettings,
     clientId: string,
     will: NonNullable<IClientOptions['will']>,
-    private readonly backoff: { initialMs: number; maxMs: number; takeover: TakeoverPolicy },
-    private readonly hooks: {
-      onConnect: () => void;
-      onStatus: (status: MqttStatus) => void;
-      onReconnectAttempt: () => void;
-      onCutShort: () => void;
-      onRefusal: (refused: Refusal) => void;
-    },
+    backoff: ConnectionBackoff,
+    hooks: ConnectionHooks,
+  ): Promise<MqttConnection> {
+    return new MqttConnection(await connectBroker(clientOptions(settings, clientId, will)), clientId, backoff, hooks);
+  }
+
+  private constructor(
+    readonly client: MqttClient,
+    clientId: string,
+    private readonly backoff: ConnectionBackoff,
+    private readonly hooks: ConnectionHooks,
   ) {
-    this.client = connectBroker(clientOptions(settings, clientId, will));
     this.client.on('connect', () => {
       this.attempts = 0;
       this.connectedAt = Date.now();
@@ -292,8 +306,9 @@ export async function testConnection(
   } catch {
     return { ok: false, latency_ms: null, error: 'invalid broker URL' };
   }
+  const client = await connectBroker({ url: target.url, options: { ...target.options, connectTimeout: timeoutMs } });
+  // After the import of mqtt.js (the first connection's): the client has only just started connecting.
   const started = performance.now();
-  const client = connectBroker({ url: target.url, options: { ...target.options, connectTimeout: timeoutMs } });
   try {
     await connected(client, timeoutMs);
     return { ok: true, latency_ms: Math.round(performance.now() - started), error: null };

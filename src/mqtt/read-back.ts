@@ -20,9 +20,11 @@ export async function readRetainedTopics(
   keep: (topic: string, payload: string) => boolean,
   signal?: AbortSignal,
 ): Promise<string[]> {
-  const client = connectBroker(clientOptions(settings, clientId));
+  const client = await connectBroker(clientOptions(settings, clientId));
   const end = () => void client.endAsync(true).catch(() => {});
   signal?.addEventListener('abort', end);
+  // An abort while mqtt.js was being imported came before the listener.
+  if (signal?.aborted) end();
   const timer = setTimeout(end, READ_TIMEOUT_MS).unref();
   const nonce = randomUUID();
   const kept: string[] = [];

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { ReasonCodes } from 'mqtt';
 import type { ThrottledLog } from '../http/index.js';
 import type { Metrics } from '../ops/index.js';
+import { loadedMqtt } from './library.js';
 
 export type RefusalKind = 'publish' | 'subscribe';
 
@@ -33,8 +33,9 @@ export function refusalCode(error: unknown): number | null {
   return typeof code === 'number' && code >= 0x80 ? code : null;
 }
 
+/** What a connection's broker refused (mqtt.js is loaded: only a connection refuses). */
 export function refusal(kind: RefusalKind, topic: string, code: number): Refusal {
-  const reason = (ReasonCodes as Record<number, string | undefined>)[code]?.toLowerCase() ?? `reason code 0x${code.toString(16)}`;
+  const reason = (loadedMqtt().ReasonCodes as Record<number, string | undefined>)[code]?.toLowerCase() ?? `reason code 0x${code.toString(16)}`;
   return { kind, topic, reason, reason_code: code, at: new Date().toISOString() };
 }
 

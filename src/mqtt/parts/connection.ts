@@ -122,12 +122,12 @@ export class ConnectionPart implements MqttPart {
     this.topics = topics;
     this.events.emit('status', this.ownStatus(), true);
     if (!settings.enabled || !settings.broker_url) return;
-    this.connection = this.open(settings, topics);
+    this.connection = await this.open(settings, topics);
   }
 
-  private open(settings: MqttSettings, topics: Topics): MqttConnection {
+  private async open(settings: MqttSettings, topics: Topics): Promise<MqttConnection> {
     let logged = NOTHING_LOGGED;
-    const connection: MqttConnection = new MqttConnection(
+    const connection: MqttConnection = await MqttConnection.open(
       settings,
       this.clientId,
       { topic: topics.availability, payload: Buffer.from('offline'), qos: 1, retain: true },

@@ -99,7 +99,7 @@ export class DiscoveryPart implements MqttPart {
       return new Map(discoveryInForm(context, settings.discovery_mode, persons, zones).map((message) => [message.topic, payloadText(message)]));
     };
     let published = await current();
-    const client = connectBroker(clientOptions(settings, this.link.oneOffClientId('discovery')));
+    const client = await connectBroker(clientOptions(settings, this.link.oneOffClientId('discovery')));
     // Only the broker's failures are a 502; the database's keep their own answer.
     const atBroker = <T>(work: Promise<T>) =>
       work.catch((error: unknown) => {

@@ -1,0 +1,43 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { ADMIN_TOKEN, createTestEnv, type TestEnv } from './helpers/app.js';
+import { LOADED_PACKAGES } from './helpers/loaded-packages.js';
+import { spawnMothership, stopProcess } from './helpers/process.js';
+
+const HOOK = new URL('./helpers/loaded-packages.js', import.meta.url).href;
+
+/** The packages a spawned `mothership serve` has loaded once it listens (see helpers/loaded-packages.ts). */
+async function packagesWhenListening(env: Record<string, string>): Promise<string[]> {
+  const child = spawnMothership(['serve'], { ...env, NODE_OPTIONS: `--import=${HOOK}` });
+  try {
+    const line = await new Promise<string>((resolve, reject) => {
+      const look = () => {
+        const lines = child.output().split('\n');
+        const found = lines.find((text) => text.startsWith(LOADED_PACKAGES));
+        if (found) resolve(found);
+      };
+      child.stderr!.on('data', look);
+      child.once('exit', (code) => reject(new Error(`mothership serve exited (${code}) before listening: ${child.output()}`)));
+    });
+    return JSON.parse(line.slice(LOADED_PACKAGES.length)) as string[];
+  } finally {
+    await stopProcess(child);
+  }
+}
+
+describe('a default start loads only what it uses', () => {
+  let testEnv: TestEnv;
+  before(async () => {
+    testEnv = await createTestEnv('sqlite');
+  });
+  after(() => testEnv.cleanup());
+
+  it('MQTT off (the default): mqtt.js and its WebSocket transport are not loaded', async () => {
+    const packages = await packagesWhenListening({ DATA_DIR: testEnv.dataDir, ADMIN_TOKEN, PORT: '0' });
+    assert.ok(packages.includes('fastify'), `the hook sees the packages loaded: ${packages.join(', ')}`);
+    assert.deepEqual(
+      packages.filter((name) => ['mqtt', 'mqtt-packet', 'ws'].includes(name)),
+      [],
+    );
+  });
+});
