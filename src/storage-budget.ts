@@ -221,9 +221,14 @@ export class StorageBudget implements AppendHook {
       used = this.used;
     }
     const mark = deleted > 0 ? await deletionMark(this.database) : null;
-    // At most one pass's worth: while a transaction stays open (a backup) nothing can be given back,
-    // and counting every pass would leave no room to write until it ends.
-    if (mark !== null) this.unreclaimed = { bytes: Math.min(this.unreclaimed.bytes + start - this.measured, this.levels.high - this.levels.low), mark };
+    if (mark !== null)
+      this.unreclaimed = {
+        // At most one pass's worth: while a transaction stays open (a backup) nothing can be given
+        // back, and counting every pass would leave no room to write until it ends.
+        bytes: Math.min(this.unreclaimed.bytes + start - this.measured, this.levels.high - this.levels.low),
+        // The oldest mark: a newer one after every pass would wait forever beside busy writers.
+        mark: this.unreclaimed.bytes > 0 ? this.unreclaimed.mark : mark,
+      };
     const at = { deleted, usedBytes: used, budgetBytes: this.budgetBytes };
     // Every refused append starts a pass: while pending deliveries fill the budget, a line a minute.
     if (used > this.levels.high)

@@ -6,7 +6,7 @@ import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { storageBytes, storedRowBytes } from '../src/db/index.js';
+import { pruneOldest, storageBytes, storedRowBytes } from '../src/db/index.js';
 import { SecretBox } from '../src/crypto.js';
 import type { DomainError } from '../src/errors.js';
 import { EVENT_LOG } from '../src/events/index.js';
@@ -18,6 +18,8 @@ import { startReceiver } from './helpers/receiver.js';
 
 const MB = 2 ** 20;
 const BUDGET_MB = 1;
+/** The fair share's test: 5 % of it holds a household's 60 moves with their deliveries. */
+const SHARE_BUDGET_MB = 4;
 const hoursAgo = (hours: number) => new Date(Date.now() - hours * 3600_000).toISOString();
 
 describe('writer shares', () => {
@@ -39,10 +41,13 @@ describe('storage budget levels', () => {
   });
 });
 
-/** A started app with a small storage budget and a webhook to a receiver that answers 200. */
-async function budgetedApp(dialect: (typeof DIALECTS)[number]) {
+/**
+ * An app with a small storage budget and a webhook to a receiver that answers 200. `start: false`: no
+ * background work, so no keeper deletes and the budget's levels are reached however fast it would.
+ */
+async function budgetedApp(dialect: (typeof DIALECTS)[number], { start = true, budgetMb = BUDGET_MB } = {}) {
   const receiver = await startReceiver(200);
-  const app = await startTestApp(dialect, { STORAGE_BUDGET_MB: String(BUDGET_MB) }, { start: true });
+  const app = await startTestApp(dialect, { STORAGE_BUDGET_MB: String(budgetMb) }, { start });
   assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
   return { app, receiver };
 }
@@ -165,6 +170,52 @@ for (const dialect of DIALECTS) {
 }
 
 for (const dialect of DIALECTS) {
+  describe(`storage budget: one deleting statement (${dialect})`, () => {
+    it('deletes about a chunk of the oldest rows across logs that interleave in time, not one row per log', async () => {
+      const app = await startTestApp(dialect, { STORAGE_BUDGET_MB: '0' });
+      try {
+        const db = app.database.db;
+        // An event, then its delivery a moment later, hour after hour: the logs alternate in time.
+        const hours = Array.from({ length: 300 }, (_, k) => 600 - 2 * k);
+        await db
+          .insertInto('events')
+          .values(hours.map((hour) => ({ event_type: 'anomaly.detected', timestamp: hoursAgo(hour), payload: '{}' })))
+          .execute();
+        await db
+          .insertInto('webhook_deliveries')
+          .values(
+            hours.map((hour) => ({
+              webhook_id: `msg_interleaved_${hour}`,
+              event_seq: null,
+              event_type: 'anomaly.detected',
+              url: 'http://127.0.0.1:9/hook',
+              payload: '{}',
+              attempt: 1,
+              state: 'delivered' as const,
+              due_at: hoursAgo(hour - 1),
+              created_at: hoursAgo(hour - 1),
+            })),
+          )
+          .execute();
+        const deleted = await pruneOldest(app.database, [EVENT_LOG, ...FINISHED_DELIVERY_LOGS], 100);
+        assert.equal(deleted, 100, 'one call deletes a chunk');
+        const events = await db
+          .selectFrom('events')
+          .select((eb) => eb.fn.countAll<string | number>().as('count'))
+          .executeTakeFirstOrThrow();
+        const deliveries = await db
+          .selectFrom('webhook_deliveries')
+          .select((eb) => eb.fn.countAll<string | number>().as('count'))
+          .executeTakeFirstOrThrow();
+        assert.deepEqual([Number(events.count), Number(deliveries.count)], [250, 250], 'the 50 oldest of each log, the 100 oldest of all');
+      } finally {
+        await app.cleanup();
+      }
+    });
+  });
+}
+
+for (const dialect of DIALECTS) {
   describe(`storage budget: the pass an append starts (${dialect})`, () => {
     it('runs outside the appending transaction: it deletes, and no pass fails', async () => {
       const app = await startTestApp(dialect, { STORAGE_BUDGET_MB: '1' });
@@ -203,7 +254,9 @@ for (const dialect of DIALECTS) {
     let receiver: Awaited<ReturnType<typeof startReceiver>>;
 
     before(async () => {
-      ({ app, receiver } = await budgetedApp(dialect));
+      // The keeper kept up with the flood, so the share's level was not reached: it does not run here,
+      // and the household's moves take the headroom between the share's level and the refusal's.
+      ({ app, receiver } = await budgetedApp(dialect, { start: false, budgetMb: SHARE_BUDGET_MB }));
       for (const zone of ['hall', 'kitchen']) assert.equal((await app.api('POST', '/api/zones', { id: zone, name: zone })).status, 201);
       assert.equal((await app.api('POST', '/api/persons', { id: 'resident', name: 'Resident' })).status, 201);
     });
@@ -248,7 +301,7 @@ for (const dialect of DIALECTS) {
         await Promise.all(floods);
       }
       assert.ok((floodAnswers[503] ?? 0) > 0 && (floodAnswers[202] ?? 0) > 0, `the flooder: ${JSON.stringify(floodAnswers)}`);
-      assert.ok(largest <= BUDGET_MB * MB, `the database reached ${(largest / MB).toFixed(2)} MiB, over the ${BUDGET_MB} MiB budget`);
+      assert.ok(largest <= SHARE_BUDGET_MB * MB, `the database reached ${(largest / MB).toFixed(2)} MiB, over the ${SHARE_BUDGET_MB} MiB budget`);
     });
   });
 

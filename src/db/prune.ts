@@ -47,35 +47,37 @@ export async function pruneOlderThan(database: Database, log: LogTable, cutoff: 
 }
 
 /**
- * Deletes up to `chunk` of the oldest rows across `logs` (the storage budget's order), from the log
- * holding the oldest row and no younger than the next log's oldest; returns how many (0 once every log
- * is empty). Each log's oldest row is one index lookup.
+ * Deletes about `chunk` of the oldest rows across `logs` (the storage budget's order) and returns how
+ * many (0 once every log is empty): the cutoff is the `chunk`-th oldest time among the logs' heads (each
+ * log's `chunk` first rows by key, an index walk), and each log loses the rows of its head up to it.
+ * Every statement reads a bounded head, never the rest of a log, however the logs interleave in time.
  */
 export async function pruneOldest(database: Database, logs: LogTable[], chunk: number): Promise<number> {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as in pruneOlderThan: table and columns vary by log
   const db = database.db as unknown as Kysely<any>;
   const inState = <Q extends { where: (column: string, op: '=', value: string) => Q }>(log: LogTable, query: Q): Q =>
     log.state ? query.where('state', '=', log.state) : query;
-  const heads: { log: LogTable; time: string }[] = [];
+  const times: string[] = [];
   for (const log of logs) {
     const head = await inState(log, db.selectFrom(log.table).select(`${log.time} as time`))
       .orderBy(log.key)
-      .limit(1)
-      .executeTakeFirst();
-    if (head) heads.push({ log, time: String(head.time) });
+      .limit(chunk)
+      .execute();
+    for (const row of head) times.push(String(row.time));
   }
-  heads.sort((a, b) => (a.time < b.time ? -1 : a.time > b.time ? 1 : 0));
-  const [oldest, next] = heads;
-  if (!oldest) return 0;
-  const { log } = oldest;
-  const result = await database.write((handle) => {
+  if (times.length === 0) return 0;
+  const cutoff = times.sort()[Math.min(chunk, times.length) - 1]!;
+  return database.write(async (handle) => {
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above
     const writer = handle as unknown as Kysely<any>;
-    let head = inState(log, writer.selectFrom(log.table).select(log.key));
-    if (next) head = head.where(log.time, '<=', next.time);
-    return inState(log, writer.deleteFrom(log.table).where(log.key, 'in', head.orderBy(log.key).limit(chunk))).executeTakeFirst();
+    let deleted = 0;
+    for (const log of logs) {
+      const head = inState(log, writer.selectFrom(log.table).select(log.key)).orderBy(log.key).limit(chunk);
+      const result = await inState(log, writer.deleteFrom(log.table).where(log.key, 'in', head).where(log.time, '<=', cutoff)).executeTakeFirst();
+      deleted += Number(result.numDeletedRows);
+    }
+    return deleted;
   });
-  return Number(result.numDeletedRows);
 }
 
 /**
