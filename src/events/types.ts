@@ -79,6 +79,12 @@ export const EVENT_GROUPS = {
 
 export const EVENT_TYPES = Object.keys(EVENT_GROUPS) as EventType[];
 
+/** The `default` of a switch that must handle every event (or sensing event) type: one left out fails to compile here, naming it. */
+export function unhandled(event: never): never {
+  const { event_type, type } = event as { event_type?: string; type?: string };
+  throw new Error(`event type ${event_type ?? type} is not handled`);
+}
+
 /** The events a household must get most: never refused or abandoned for another writer's bulk (storage budget, webhook outbox). */
 export const SAFETY_EVENTS: readonly EventType[] = ['fall.detected', 'fall.cleared'];
 
