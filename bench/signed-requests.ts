@@ -1,11 +1,12 @@
 import type autocannon from 'autocannon';
 import { randomBytes } from 'node:crypto';
 import { signatureHeader } from '../src/enrichment/signing.js';
+import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 
 export type Bot = { id: string; shared_secret: string };
 
 /** Matches seeded per bot, each requested once: a bot's daily quota. */
-export const PER_BOT = 5;
+export const PER_BOT = DAILY_QUOTA;
 
 /**
  * What the load generator signs (plain data, so it crosses to the generator's process): the bots,

@@ -4,7 +4,6 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, s
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ConfigError, ENV_SCHEMA, loadConfig, lookalikeVariables, prepareDataDir, VARIABLES } from '../src/config.js';
-import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 import { backoffDelay } from '../src/mqtt/backoff.js';
 import { MAX_WEBHOOK_ATTEMPTS, outcomeOf } from '../src/webhook/policy.js';
 
@@ -27,12 +26,11 @@ describe('seed defaults', () => {
     );
   });
 
-  it('health every 60 s, away after 60 s, nodes offline after 30 s, 5 enrichment requests per bot per day', () => {
+  it('health every 60 s, away after 60 s, nodes offline after 30 s', () => {
     assert.equal(config.healthIntervalMs, 60_000);
     assert.equal(config.mqttBirthDelayMaxMs, 3_000);
     assert.equal(config.presenceAwayDelayMs, 60_000);
     assert.equal(config.nodeTimeoutMs, 30_000);
-    assert.equal(DAILY_QUOTA, 5);
   });
 
   it('rate limit: 60 tokens, refilled at 1 per second', () => {

@@ -7,6 +7,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { createHash, createHmac } from 'node:crypto';
 import { parseSignatures, stringToSign, verifySignatures, type SignedParts } from '../src/enrichment/signing.js';
+import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
 /**
@@ -116,5 +117,33 @@ describe('docs/enrichment.md signing test vector', () => {
     const message = ['v1', vector.method, vector.path_and_query, vector.timestamp, vector.nonce, bodyHash].join('\n');
     assert.equal(message, documentedString);
     assert.equal(`v1=${createHmac('sha256', Buffer.from(vector.secret!, 'utf8')).update(message).digest('hex')}`, vector['X-Bot-Signature']);
+  });
+});
+
+describe('the daily enrichment quota in prose', () => {
+  // Every sentence that gives the quota's number, with the number DAILY_QUOTA makes it. A sentence
+  // rewritten so its pattern no longer matches fails too: update the pattern, so none goes unchecked.
+  const statements: [file: string, pattern: RegExp, expected: number][] = [
+    ['README.md', /(\d+) per bot per day/g, DAILY_QUOTA],
+    ['docs/enrichment.md', /limited to (\d+) enqueued jobs per bot/g, DAILY_QUOTA],
+    ['docs/enrichment.md', /at most (\d+) jobs enqueued by this bot/g, DAILY_QUOTA],
+    ['docs/enrichment.md', /"daily";q=(\d+);w=86400/g, DAILY_QUOTA],
+    ['docs/enrichment.md', /"daily";r=(\d+);t=0`/g, DAILY_QUOTA - 1],
+    ['docs/dashboard.md', /\*\d+ of (\d+)\s+requests in 24 h\*/g, DAILY_QUOTA],
+    ['docs/deployment.md', /may enqueue (\d+) requests\s+a day/g, DAILY_QUOTA],
+  ];
+
+  it('states the number DAILY_QUOTA makes it, naming each place that does not', () => {
+    const wrong: string[] = [];
+    for (const [file, pattern, expected] of statements) {
+      const text = readFileSync(path.resolve(import.meta.dirname, '../..', file), 'utf8');
+      const found = [...text.matchAll(pattern)];
+      if (found.length === 0) wrong.push(`${file}: no sentence matches ${pattern} any more (update test/docs.test.ts)`);
+      for (const match of found) {
+        const line = text.slice(0, match.index).split('\n').length;
+        if (Number(match[1]) !== expected) wrong.push(`${file}:${line}: "${match[0].replace(/\s+/g, ' ')}" should say ${expected}`);
+      }
+    }
+    assert.deepEqual(wrong, []);
   });
 });

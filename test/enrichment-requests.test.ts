@@ -5,6 +5,7 @@ import type { StoredEvent } from '../src/events/index.js';
 import { DIALECTS, startTestApp, type TestApp } from './helpers/app.js';
 import { botRequest } from './helpers/bot.js';
 import { REPLAY } from './helpers/fixtures.js';
+import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 
 type Bot = { id: string; shared_secret: string };
 
@@ -33,23 +34,17 @@ for (const dialect of DIALECTS) {
     });
     after(() => app.cleanup());
 
-    it('8 requests of one bot at once: exactly 5 accepted, each with its own quota left, the rest 429 quota_exceeded', async () => {
+    it('DAILY_QUOTA + 3 requests of one bot at once: exactly DAILY_QUOTA accepted, each with its own quota left, the rest 429 quota_exceeded', async () => {
       const bot = await newBot('quota-at-once');
-      const responses = await Promise.all((await newMatches(8)).map((id) => send(bot, id)));
+      const refused = 3;
+      const responses = await Promise.all((await newMatches(DAILY_QUOTA + refused)).map((id) => send(bot, id)));
       const statuses = responses.map((response) => response.status).sort();
-      assert.deepEqual(statuses, [202, 202, 202, 202, 202, 429, 429, 429]);
+      assert.deepEqual(statuses, [...Array(DAILY_QUOTA).fill(202), ...Array(refused).fill(429)]);
       for (const response of responses.filter((r) => r.status === 429)) assert.equal(response.body.code, 'quota_exceeded');
-      assert.deepEqual(responses.map((response) => /"daily";r=(\d+)/.exec(String(response.headers.ratelimit))?.[1]).sort(), [
-        '0',
-        '0',
-        '0',
-        '0',
-        '1',
-        '2',
-        '3',
-        '4',
-      ]);
-      assert.equal((await jobsOf(bot)).length, 5);
+      // The accepted ones see DAILY_QUOTA - 1 down to 0 left; the refused ones 0.
+      const left = responses.map((response) => Number(/"daily";r=(\d+)/.exec(String(response.headers.ratelimit))?.[1])).sort((a, b) => a - b);
+      assert.deepEqual(left, [...Array(refused).fill(0), ...Array.from({ length: DAILY_QUOTA }, (_, i) => i)]);
+      assert.equal((await jobsOf(bot)).length, DAILY_QUOTA);
     });
 
     it('two bots requesting the same match at once: one queued, one duplicate of the same job that costs nothing', async () => {
@@ -63,7 +58,7 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(result.map((response) => response.body.duplicate).sort(), [false, true]);
       assert.equal(result[0]!.body.job_id, result[1]!.body.job_id);
       const duplicate = result.find((response) => response.body.duplicate)!;
-      assert.match(String(duplicate.headers.ratelimit), /"daily";r=5;/, 'a duplicate costs its bot nothing');
+      assert.match(String(duplicate.headers.ratelimit), new RegExp(`"daily";r=${DAILY_QUOTA};`), 'a duplicate costs its bot nothing');
     });
 
     it('the same nonce twice at once: one accepted, one 401, one nonce row, the refused request wrote nothing', async () => {

@@ -9,6 +9,7 @@ import { COMMENTARY_LIMIT, FAILURE_MESSAGE_LIMIT, LLM_RESPONSE_LIMIT } from '../
 import { DIALECTS, createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { botRequest } from './helpers/bot.js';
 import { REPLAY } from './helpers/fixtures.js';
+import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 
 describe('bot request signing', () => {
   const parts = { method: 'post', pathAndQuery: '/api/request-enrichment?x=1', timestamp: '1795300000', nonce: 'abcdefghijklmnop', body: '{"match_id":"m1"}' };
@@ -303,8 +304,8 @@ for (const dialect of DIALECTS) {
       assert.equal(response.body.status, 'queued');
       assert.equal(response.body.duplicate, false);
       assert.ok(Number.isInteger(response.body.estimated_wait_seconds) && response.body.estimated_wait_seconds >= 1);
-      assert.equal(response.headers['ratelimit-policy'], '"default";q=100000;w=10, "daily";q=5;w=86400');
-      assert.match(String(response.headers.ratelimit), /"daily";r=4;t=0$/, 'more quota is available now');
+      assert.equal(response.headers['ratelimit-policy'], `"default";q=100000;w=10, "daily";q=${DAILY_QUOTA};w=86400`);
+      assert.match(String(response.headers.ratelimit), new RegExp(`"daily";r=${DAILY_QUOTA - 1};t=0$`), 'more quota is available now');
       const match = (await app.api('GET', '/api/matches/m1')).body;
       assert.equal(match.enrichment_requested_at, response.body.requested_at);
       assert.equal(match.enrichment.status, 'queued');
@@ -328,7 +329,7 @@ for (const dialect of DIALECTS) {
       assert.equal(first.status, 202);
       assert.equal(first.body.duplicate, true);
       assert.equal((await jobs()).length, 1);
-      assert.match(String(first.headers.ratelimit), /"daily";r=4;/);
+      assert.match(String(first.headers.ratelimit), new RegExp(`"daily";r=${DAILY_QUOTA - 1};`));
     });
 
     it('rejects unknown and unfinished matches without using quota', async () => {
@@ -364,9 +365,12 @@ for (const dialect of DIALECTS) {
       assert.equal((await app.api('PATCH', '/api/matches/bare', { replay: { players: ['ann', 'bob'] } })).status, 200);
     });
 
-    it('enforces 5 jobs per rolling 24 h with Retry-After until the oldest leaves the window', async () => {
-      for (const id of ['m2', 'm3', 'm4', 'm5']) assert.equal((await request({ match_id: id })).status, 202);
-      const sixth = await request({ match_id: 'm6' }, { nonce: 'refused-at-quota' });
+    it('enforces DAILY_QUOTA jobs per rolling 24 h with Retry-After until the oldest leaves the window', async () => {
+      // m1 is queued already; m12 stays unrequested for the status test.
+      assert.ok(DAILY_QUOTA + 1 < 12, 'the matches set up are enough');
+      for (let i = 2; i <= DAILY_QUOTA; i++) assert.equal((await request({ match_id: `m${i}` })).status, 202);
+      const next = `m${DAILY_QUOTA + 1}`;
+      const sixth = await request({ match_id: next }, { nonce: 'refused-at-quota' });
       assert.equal(sixth.status, 429);
       assert.equal(await nonceStored('refused-at-quota'), false, 'a request refused at quota writes nothing, not even its nonce');
       assert.equal(sixth.body.code, 'quota_exceeded');
@@ -389,17 +393,17 @@ for (const dialect of DIALECTS) {
       // A bot at its quota stays so until its oldest job leaves the window: later requests are answered
       // from memory, without reading the jobs. Moved behind the service's back, they are not seen...
       await shift(86_400 + 1);
-      assert.equal((await request({ match_id: 'm6' })).status, 429, 'refused from memory');
+      assert.equal((await request({ match_id: next })).status, 429, 'refused from memory');
       // ...until the service is told to forget (only tests move jobs in time).
       app.enrichment.requests.forgetQuotas();
       await shift(86_400 - 5);
-      const stillCounted = await request({ match_id: 'm6' });
+      const stillCounted = await request({ match_id: next });
       assert.equal(stillCounted.status, 429);
       assert.ok(Number(stillCounted.headers['retry-after']) <= 5);
       await shift(86_400 + 1);
       app.enrichment.requests.forgetQuotas();
-      assert.equal((await request({ match_id: 'm6' })).status, 202);
-      assert.equal((await jobs()).length, 6);
+      assert.equal((await request({ match_id: next })).status, 202);
+      assert.equal((await jobs()).length, DAILY_QUOTA + 1);
     });
 
     it('answers status to the bot and to an admin', async () => {
@@ -508,7 +512,7 @@ for (const dialect of DIALECTS) {
     });
     after(() => app.cleanup());
 
-    it('50 concurrent requests for 10 matches by one bot enqueue exactly 5 jobs, each match at most once', async () => {
+    it('50 concurrent requests for 10 matches by one bot enqueue exactly DAILY_QUOTA jobs, each match at most once', async () => {
       const bot = (await app.api('POST', '/api/bots', { id: 'racer', name: 'Racer' })).body;
       for (let i = 0; i < 10; i++) await app.api('POST', '/api/matches', { id: `race-${i}`, status: 'completed', replay: REPLAY });
       const responses = await Promise.all(
@@ -520,15 +524,15 @@ for (const dialect of DIALECTS) {
         String(statuses),
       );
       const jobs = await app.database.db.selectFrom('enrichment_jobs').select('match_id').execute();
-      assert.equal(jobs.length, 5);
-      assert.equal(new Set(jobs.map((job) => job.match_id)).size, 5);
+      assert.equal(jobs.length, DAILY_QUOTA);
+      assert.equal(new Set(jobs.map((job) => job.match_id)).size, DAILY_QUOTA);
       const fresh = responses.filter((response) => response.status === 202 && !response.body.duplicate);
-      assert.equal(fresh.length, 5);
+      assert.equal(fresh.length, DAILY_QUOTA);
     });
   });
 
   describe(`enrichment quota across two instances (${dialect})`, () => {
-    it('60 concurrent requests of one bot over two instances sharing the database: 5 jobs, each match once, 5 events', async () => {
+    it('60 concurrent requests of one bot over two instances sharing the database: DAILY_QUOTA jobs, each match once, as many events', async () => {
       const env = await createTestEnv(dialect);
       const first = await startTestApp(dialect, {}, { testEnv: env });
       const second = await startTestApp(dialect, {}, { testEnv: env });
@@ -543,8 +547,8 @@ for (const dialect of DIALECTS) {
           JSON.stringify(responses.map((r) => r.status)),
         );
         const jobs = await first.database.db.selectFrom('enrichment_jobs').select('match_id').execute();
-        assert.equal(jobs.length, 5);
-        assert.equal(new Set(jobs.map((job) => job.match_id)).size, 5);
+        assert.equal(jobs.length, DAILY_QUOTA);
+        assert.equal(new Set(jobs.map((job) => job.match_id)).size, DAILY_QUOTA);
         const fresh = responses.filter((response) => response.status === 202 && !response.body.duplicate);
         assert.deepEqual(
           fresh.map((response) => response.body.match_id).sort(),
@@ -575,11 +579,13 @@ for (const dialect of DIALECTS) {
     const request = (matchId: string, options = {}) => botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: matchId }, options);
     const quotaUsed = async () => (await app.api('GET', '/api/bots')).body.find((entry: { id: string }) => entry.id === bot.id).quota.used;
     const jobCount = async () => (await app.database.db.selectFrom('enrichment_jobs').select('id').execute()).length;
+    /** Matches enough to bring the bot to its quota. */
+    const fillers = Array.from({ length: DAILY_QUOTA }, (_, i) => `g${i + 1}`);
 
     before(async () => {
       app = await startTestApp(dialect);
       bot = (await app.api('POST', '/api/bots', { id: 'old-replays', name: 'Old replays' })).body;
-      for (const id of ['old', 'g1', 'g2', 'g3', 'g4', 'g5']) await app.api('POST', '/api/matches', { id, status: 'completed', replay: REPLAY });
+      for (const id of ['old', ...fillers]) await app.api('POST', '/api/matches', { id, status: 'completed', replay: REPLAY });
       // Stored by the previous release, which had no bound on event times.
       await storeReplay('old', beyondBound);
     });
@@ -605,7 +611,7 @@ for (const dialect of DIALECTS) {
     });
 
     it('a bot at its quota is refused for its quota first; once corrected the request is accepted', async () => {
-      for (const id of ['g1', 'g2', 'g3', 'g4', 'g5']) assert.equal((await request(id)).status, 202);
+      for (const id of fillers) assert.equal((await request(id)).status, 202);
       app.enrichment.requests.forgetQuotas();
       const atQuota = await request('old');
       assert.equal(atQuota.status, 429, JSON.stringify(atQuota.body));

@@ -1,6 +1,6 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
-import { EVENT_TYPES } from '../events/index.js';
+import { EVENT_GROUPS, EVENT_TYPES } from '../events/index.js';
 import { withSchemaTypes } from '../http/index.js';
 
 /** The dashboard's files, shipped as written (no build step), read once at the first request for one (start-up does not need them). */
@@ -38,8 +38,9 @@ export function dashboardRoutes(server: FastifyInstance): void {
       const extension = name.slice(name.lastIndexOf('.'));
       if (TYPES[extension]) loaded.set(name, { body: readFileSync(new URL(name, PUBLIC_DIR)), type: TYPES[extension]! });
     }
-    // Generated from the one list (events/types.ts): the page subscribes to every type the stream sends.
-    loaded.set('event-types.js', { body: Buffer.from(`export const EVENT_TYPES = ${JSON.stringify(EVENT_TYPES)};\n`), type: TYPES['.js']! });
+    // Generated from the one list (events/types.ts): the page subscribes to every type the stream sends, and filters by group.
+    const eventTypes = `export const EVENT_TYPES = ${JSON.stringify(EVENT_TYPES)};\nexport const EVENT_GROUPS = ${JSON.stringify(EVENT_GROUPS)};\n`;
+    loaded.set('event-types.js', { body: Buffer.from(eventTypes), type: TYPES['.js']! });
     return loaded;
   };
   const options = {

@@ -1,4 +1,4 @@
-import type { EventPayload } from '../events/index.js';
+import { unhandled, type EventPayload } from '../events/index.js';
 import { personConfigs, removal, zoneConfigs, type DiscoveryContext, type DiscoveryMessage } from './discovery.js';
 import { personStateTopics } from './state.js';
 
@@ -103,11 +103,6 @@ export function recordChange(pending: Pending, event: EventPayload, context: Dis
     case 'webhook.test':
       return false;
     default:
-      // A new event type fails to compile here until it is handled above.
       return unhandled(event);
   }
-}
-
-function unhandled(event: never): never {
-  throw new Error(`MQTT: event type ${(event as EventPayload).event_type} is not handled`);
 }

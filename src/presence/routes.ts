@@ -69,22 +69,27 @@ const personAnswer = (person: PersonView) => ({ ...person, presence: reportedPre
 
 const optionalRefs = { person: idString, zone: idString, blob_id: { type: 'string', minLength: 1, maxLength: TEXT_LIMITS.blob_id } } as const;
 
+// The types POST /api/events accepts, each named once: the body's enum is their union.
+const MOVES = ['zone.entry', 'zone.exit'] as const;
+const FALLS = ['fall.detected', 'fall.cleared'] as const;
+const ANOMALIES = ['anomaly.detected'] as const;
+
 /** The body of POST /api/events: one schema per event type, chosen by `type`. */
 const sensingEventBody = {
   type: 'object',
   required: ['type'],
-  properties: { type: { type: 'string', enum: ['zone.entry', 'zone.exit', 'fall.detected', 'fall.cleared', 'anomaly.detected'] } },
+  properties: { type: { type: 'string', enum: [...MOVES, ...FALLS, ...ANOMALIES] } },
   allOf: [
     {
-      if: { properties: { type: { enum: ['zone.entry', 'zone.exit'] } } },
+      if: { properties: { type: { enum: MOVES } } },
       then: { required: ['person', 'zone'], additionalProperties: false, properties: { type: {}, ...optionalRefs } },
     },
     {
-      if: { properties: { type: { enum: ['fall.detected', 'fall.cleared'] } } },
+      if: { properties: { type: { enum: FALLS } } },
       then: { additionalProperties: false, properties: { type: {}, ...optionalRefs } },
     },
     {
-      if: { properties: { type: { const: 'anomaly.detected' } } },
+      if: { properties: { type: { enum: ANOMALIES } } },
       then: {
         additionalProperties: false,
         properties: {

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { getSetting, insertWithNewId, NAME_CHECK_LOCK, NODE_CREATE_LOCK, now, type PersonsTable, putSetting, uniqueId } from '../db/index.js';
-import { SAFETY_EVENTS, type Emit, type EventDetails, type EventLog, type Severity, type ZoneOccupancy } from '../events/index.js';
+import { SAFETY_EVENTS, unhandled, type Emit, type EventDetails, type EventLog, type Severity, type ZoneOccupancy } from '../events/index.js';
 import { conflict, DomainError, notFound } from '../errors.js';
 import { enterZone, exitZone, isAwayDue, markAway, sameName, type PersonState, type Transition, type TransitionEvent } from './transitions.js';
 
@@ -293,6 +293,8 @@ export class PresenceService {
             severity: input.severity ?? 'warning',
             detail: input.detail ?? {},
           });
+        default:
+          return unhandled(input);
       }
     }, writer);
   }
