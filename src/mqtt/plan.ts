@@ -21,13 +21,15 @@ export interface PlanOptions {
 
 /**
  * planPublish one message at a time, as the publisher takes them: a full sync holds one step of
- * messages, not all of them. Each is judged by `held` when taken; the publisher changes `held` only
- * for messages already taken, so the outcome is planPublish's.
+ * messages, not all of them. The unexpected clears are the topics `held` recorded at the start, so
+ * what the publisher records meanwhile changes nothing.
  */
 export function* eachToPublish(expected: Iterable<StateMessage>, held: ReadonlyMap<string, string | null>, options: PlanOptions = {}): Generator<Outgoing> {
-  const wanted = new Set<string>();
+  // The recorded topics not expected (not a set of every expected topic, which would keep all of
+  // them until the end).
+  const unexpected = options.clearUnexpected ? new Set(held.keys()) : null;
   for (const [topic, payload] of expected) {
-    wanted.add(topic);
+    unexpected?.delete(topic);
     if (payload === '') {
       yield [topic, '', null];
       continue;
@@ -35,7 +37,7 @@ export function* eachToPublish(expected: Iterable<StateMessage>, held: ReadonlyM
     const hash = payloadHash(payload);
     if (held.get(topic) !== hash || options.force?.has(topic)) yield [topic, payload, hash];
   }
-  if (options.clearUnexpected) for (const topic of held.keys()) if (!wanted.has(topic)) yield [topic, '', null];
+  if (unexpected) for (const topic of unexpected) yield [topic, '', null];
 }
 
 /** Whether a message seen on one of our topics is what the broker holds by the record. */
