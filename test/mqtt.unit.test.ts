@@ -8,8 +8,9 @@ import { emptyPending, hasWork, recordChange } from '../src/mqtt/pending.js';
 import { interpretMessage } from '../src/mqtt/commands.js';
 import { makeEvent } from '../src/events/index.js';
 import { personState, zoneState } from '../src/mqtt/state.js';
-import { matchesRecord, planPublish } from '../src/mqtt/plan.js';
-import { payloadHash } from '../src/mqtt/record.js';
+import { matchesRecord, planPublish, type Outgoing } from '../src/mqtt/plan.js';
+import { RetainedPublisher, STEP, type PublishTarget } from '../src/mqtt/publisher.js';
+import { payloadHash, type RetainedRecord } from '../src/mqtt/record.js';
 import { mqttSensorState, mqttTrackerState, personStateFromTrackers, type TrackerState } from './helpers/home-assistant.js';
 import { clientOptions, describeMqttError } from '../src/mqtt/connection.js';
 import { applyPatch, changedFields, DEFAULT_SETTINGS, topicPrefixError, webhookSecretError } from '../src/settings/index.js';
@@ -353,6 +354,33 @@ describe('what the broker is sent (the record of retained topics)', () => {
       planPublish([['a', '1']], held, { force: new Set(['a']) }).map(([topic, payload, hash]) => [topic, payload, hash]),
       [['a', '1', payloadHash('1')]],
     );
+  });
+
+  it('a full sync is taken one step at a time as it is sent: its thousands of payloads are never all in memory', async () => {
+    const total = 3 * STEP + 7;
+    let taken = 0;
+    let published = 0;
+    let mostUnsent = 0;
+    function* messages(): Generator<Outgoing> {
+      for (let index = 0; index < total; index++) {
+        taken++;
+        mostUnsent = Math.max(mostUnsent, taken - published);
+        yield [`t/${index}`, 'x', payloadHash('x')];
+      }
+    }
+    const client = {
+      connected: true,
+      publish: (_topic: string, _payload: string, _options: unknown, callback: (error?: Error) => void) => {
+        published++;
+        setImmediate(() => callback());
+      },
+    };
+    const record = { write: async () => {} } as unknown as RetainedRecord;
+    const publisher = new RetainedPublisher(record, () => {});
+    await publisher.send({ client, refused: () => {} } as unknown as PublishTarget, messages());
+    assert.equal(published, total);
+    assert.ok(mostUnsent <= STEP, `${mostUnsent} messages were built before they were sent (a step is ${STEP})`);
+    assert.equal(publisher.held.size, total);
   });
 
   it('a message matches the record when it is what the broker holds by it (a clear: nothing held)', () => {

@@ -31,6 +31,11 @@ export const NO_CONNECTION: MqttStatus = {
 export type MqttSettings = IntegrationSettings['mqtt'];
 
 const CLOSE_GRACE_MS = 2000;
+/**
+ * mqtt.js's debug log, off unless DEBUG asks for logs: disabled, its calls still allocate their
+ * arguments, several per packet, and a full sync sends tens of thousands of packets.
+ */
+const MQTT_JS_LOG: Pick<IClientOptions, 'log'> = process.env.DEBUG ? {} : { log: () => {} };
 
 /** mqtt.js options from the settings: MQTT 5 unless set to 3.1.1; TLS for mqtts://, wss:// or the TLS flag, with an optional CA and client certificate. */
 export function clientOptions(settings: MqttSettings, clientId: string, will?: IClientOptions['will']): { url: string; options: IClientOptions } {
@@ -44,6 +49,7 @@ export function clientOptions(settings: MqttSettings, clientId: string, will?: I
     reconnectPeriod: 0,
     connectTimeout: 10_000,
     keepalive: 30,
+    ...MQTT_JS_LOG,
     ...(settings.username ? { username: settings.username } : {}),
     ...(settings.password ? { password: settings.password } : {}),
     ...(tls

@@ -174,7 +174,14 @@ export function systemConfigs(context: DiscoveryContext): DiscoveryMessage[] {
 
 /** Every config of the installation, in a stable order. */
 export function allConfigs(context: DiscoveryContext, persons: { id: string; name: string }[], zones: { id: string; name: string }[]): DiscoveryMessage[] {
-  return [...systemConfigs(context), ...persons.flatMap((person) => personConfigs(context, person)), ...zones.flatMap((zone) => zoneConfigs(context, zone))];
+  return [...eachConfig(context, persons, zones)];
+}
+
+/** allConfigs one entity at a time: a full sync never holds thousands of config objects at once. */
+function* eachConfig(context: DiscoveryContext, persons: { id: string; name: string }[], zones: { id: string; name: string }[]): Generator<DiscoveryMessage> {
+  yield* systemConfigs(context);
+  for (const person of persons) yield* personConfigs(context, person);
+  for (const zone of zones) yield* zoneConfigs(context, zone);
 }
 
 /**
@@ -203,16 +210,26 @@ export function deviceConfig(context: DiscoveryContext, configs: DiscoveryMessag
   return { topic: topics.deviceDiscovery, payload: { ...common, cmps: components } };
 }
 
+type Entities = [persons: { id: string; name: string }[], zones: { id: string; name: string }[], removed?: DiscoveryMessage[]];
+
 /** Every discovery message in the configured form: a config per entity, or the one device config (`removed`: entities it drops). */
-export function discoveryInForm(
+export function discoveryInForm(context: DiscoveryContext, mode: 'entity' | 'device', ...entities: Entities): DiscoveryMessage[] {
+  return [...inForm(context, mode, ...entities)];
+}
+
+/** discoveryInForm as retained messages (topic, payload text), each built as it is taken. */
+export function* eachDiscoveryInForm(context: DiscoveryContext, mode: 'entity' | 'device', ...entities: Entities): Generator<[topic: string, payload: string]> {
+  for (const message of inForm(context, mode, ...entities)) yield [message.topic, payloadText(message)];
+}
+
+function inForm(
   context: DiscoveryContext,
   mode: 'entity' | 'device',
-  persons: { id: string; name: string }[],
-  zones: { id: string; name: string }[],
+  persons: Entities[0],
+  zones: Entities[1],
   removed: DiscoveryMessage[] = [],
-): DiscoveryMessage[] {
-  const configs = allConfigs(context, persons, zones);
-  return mode === 'device' ? [deviceConfig(context, configs, removed)] : configs;
+): Iterable<DiscoveryMessage> {
+  return mode === 'device' ? [deviceConfig(context, allConfigs(context, persons, zones), removed)] : eachConfig(context, persons, zones);
 }
 
 /** A discovery message's retained payload: its JSON, or empty to remove it. */

@@ -10,24 +10,34 @@ export type Outgoing = [topic: string, payload: string, hash: string | null];
  * since the record cannot know what someone else left there), and with `clearUnexpected` a clear
  * of every recorded topic that should no longer exist, last, after what replaces it.
  */
-export function planPublish(
-  expected: readonly StateMessage[],
-  held: ReadonlyMap<string, string | null>,
-  options: { clearUnexpected?: boolean; force?: ReadonlySet<string> } = {},
-): Outgoing[] {
-  const out: Outgoing[] = [];
-  const wanted = new Set<string>();
+export function planPublish(expected: Iterable<StateMessage>, held: ReadonlyMap<string, string | null>, options: PlanOptions = {}): Outgoing[] {
+  return [...eachToPublish(expected, held, options)];
+}
+
+export interface PlanOptions {
+  clearUnexpected?: boolean;
+  force?: Pick<ReadonlySet<string>, 'has'>;
+}
+
+/**
+ * planPublish one message at a time, as the publisher takes them: a full sync holds one step of
+ * messages, not all of them. The unexpected clears are the topics `held` recorded at the start, so
+ * what the publisher records meanwhile changes nothing.
+ */
+export function* eachToPublish(expected: Iterable<StateMessage>, held: ReadonlyMap<string, string | null>, options: PlanOptions = {}): Generator<Outgoing> {
+  // The recorded topics not expected (not a set of every expected topic, which would keep all of
+  // them until the end).
+  const unexpected = options.clearUnexpected ? new Set(held.keys()) : null;
   for (const [topic, payload] of expected) {
-    wanted.add(topic);
+    unexpected?.delete(topic);
     if (payload === '') {
-      out.push([topic, '', null]);
+      yield [topic, '', null];
       continue;
     }
     const hash = payloadHash(payload);
-    if (held.get(topic) !== hash || options.force?.has(topic)) out.push([topic, payload, hash]);
+    if (held.get(topic) !== hash || options.force?.has(topic)) yield [topic, payload, hash];
   }
-  if (options.clearUnexpected) for (const topic of held.keys()) if (!wanted.has(topic)) out.push([topic, '', null]);
-  return out;
+  if (unexpected) for (const topic of unexpected) yield [topic, '', null];
 }
 
 /** Whether a message seen on one of our topics is what the broker holds by the record. */

@@ -12,7 +12,7 @@ export interface PublishTarget {
 /** Publishes unacknowledged at once at most: enough to keep a LAN broker busy, bounded in memory. */
 const WINDOW = 200;
 /** Messages per step: the record is written once before (in doubt) and once after (acknowledged). */
-const STEP = 2000;
+export const STEP = 2000;
 
 /**
  * Sends retained messages in order, keeping the record of what the broker holds. `held` (in memory)
@@ -39,9 +39,19 @@ export class RetainedPublisher {
     this.held = await this.record.load();
   }
 
-  /** Sends `messages` on `client`; throws when the connection is lost (the next connect resyncs). */
-  async send(target: PublishTarget, messages: readonly Outgoing[]): Promise<void> {
-    for (let start = 0; start < messages.length; start += STEP) await this.step(target, messages.slice(start, start + STEP));
+  /**
+   * Sends `messages` on `client`, taking one step of them at a time (a full sync builds each as it
+   * is taken); throws when the connection is lost (the next connect resyncs).
+   */
+  async send(target: PublishTarget, messages: Iterable<Outgoing>): Promise<void> {
+    let step: Outgoing[] = [];
+    for (const message of messages) {
+      step.push(message);
+      if (step.length < STEP) continue;
+      await this.step(target, step);
+      step = [];
+    }
+    if (step.length > 0) await this.step(target, step);
   }
 
   private async step(target: PublishTarget, messages: readonly Outgoing[]): Promise<void> {

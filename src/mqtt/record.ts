@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import { getSetting, now, putSetting, type Database } from '../db/index.js';
 
 /** Rows per statement: well under SQLite's and PostgreSQL's limits on bound parameters. */
@@ -6,8 +6,8 @@ const CHUNK = 500;
 /** The settings key of the generation the broker's marker must carry for the record to hold there. */
 const GENERATION_KEY = 'mqtt.retained_generation';
 
-/** A short digest of a retained payload: the record compares payloads by it. */
-export const payloadHash = (payload: string): string => createHash('sha256').update(payload).digest('base64url').slice(0, 22);
+/** A short digest of a retained payload: the record compares payloads by it (one-shot: no Hash object per message). */
+export const payloadHash = (payload: string): string => hash('sha256', payload, 'base64url').slice(0, 22);
 
 /** What the broker holds: topic -> payload hash, null while the content is in doubt. */
 export type Held = Map<string, string | null>;

@@ -98,14 +98,25 @@ export function anonymousAcl(publish: string[], subscribe: string[]): DynamicSec
 /**
  * A private Mosquitto the test starts, stops and restarts on a fixed port. `requireCertificate`
  * (with `tls`): clients must present a certificate signed by its CA (`broker.clientCertificate`).
+ * `keepLog: false` (a benchmark measuring this process's memory): Mosquitto's default logging, not
+ * kept; `output()` stays empty.
  */
 export async function startBroker(
-  options: { tls?: boolean; requireCertificate?: boolean; users?: Record<string, string>; config?: string[]; dynamicSecurity?: DynamicSecurity } = {},
+  options: {
+    tls?: boolean;
+    requireCertificate?: boolean;
+    users?: Record<string, string>;
+    config?: string[];
+    dynamicSecurity?: DynamicSecurity;
+    keepLog?: boolean;
+  } = {},
 ) {
   const dir = mkdtempSync(path.join(tmpdir(), 'mothership-broker-'));
   const port = await freePort();
-  // The broker's log goes to the test (`output()`): it names every client that connects.
-  const lines = [`listener ${port} 127.0.0.1`, 'persistence false', 'log_dest stderr', 'log_type all', 'connection_messages true'];
+  const keepLog = options.keepLog ?? true;
+  // The broker's log goes to the test (`output()`): it names every client that connects, and logs
+  // every packet, which at a benchmark's scale is megabytes a minute.
+  const lines = [`listener ${port} 127.0.0.1`, 'persistence false', ...(keepLog ? ['log_dest stderr', 'log_type all', 'connection_messages true'] : [])];
   let tls: TlsMaterial | null = null;
   if (options.tls) {
     tls = makeTlsMaterial(dir);
@@ -143,8 +154,8 @@ export async function startBroker(
     /** Everything the broker logged since it was first started. */
     output: () => output,
     async start() {
-      process = spawn('mosquitto', ['-c', config], { stdio: ['ignore', 'ignore', 'pipe'] });
-      process.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      process = spawn('mosquitto', ['-c', config], { stdio: ['ignore', 'ignore', keepLog ? 'pipe' : 'ignore'] });
+      process.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
       await waitForPort(port);
     },
     /** Stops the broker; SIGKILL drops every connection mid-packet, as a crash or power cut does. */

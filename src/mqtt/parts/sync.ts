@@ -3,9 +3,9 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { tailLog, type EventDetails, type StoredEvent } from '../../events/index.js';
 import type { PersonView, ZoneView } from '../../presence/index.js';
 import type { MqttConnection } from '../connection.js';
-import { discoveryInForm, payloadText, personConfigs, zoneConfigs, type DiscoveryMessage } from '../discovery.js';
+import { discoveryInForm, eachDiscoveryInForm, payloadText, personConfigs, zoneConfigs, type DiscoveryMessage } from '../discovery.js';
 import { emptyPending, hasWork, recordChange, type Pending } from '../pending.js';
-import { matchesRecord, planPublish } from '../plan.js';
+import { eachToPublish, matchesRecord, planPublish } from '../plan.js';
 import { RetainedPublisher } from '../publisher.js';
 import { RetainedRecord } from '../record.js';
 import { refusalCode } from '../refusals.js';
@@ -239,16 +239,22 @@ export class SyncPart implements MqttPart {
     ]);
     const topics = this.link.topics!;
     const zoneNames = new Map(zones.map((zone) => [zone.id, zone.name]));
-    const configs = this.discoveryMessages(persons, zones, work.removed).map((message): StateMessage => [message.topic, payloadText(message)]);
-    const states: StateMessage[] = [
-      ...persons.flatMap((person) => personState(topics, person, person.zone ? (zoneNames.get(person.zone) ?? null) : null)),
-      ...zones.map((zone) => zoneState(topics, zone)),
-      [topics.fall, JSON.stringify(fall)],
-      [topics.mode, mode],
-      [topics.health, JSON.stringify(this.lastHealth ?? { ...health, timestamp: new Date().toISOString() })],
-    ];
-    const force = work.forceConfigs ? new Set(configs.map(([topic]) => topic)) : undefined;
-    await this.publisher.send(connection, planPublish([...this.clears(work), ...configs, ...states], this.publisher.held, { clearUnexpected: true, force }));
+    const context = this.link.context();
+    const form = this.link.settings!.discovery_mode;
+    const clears = this.clears(work);
+    const healthState = JSON.stringify(this.lastHealth ?? { ...health, timestamp: new Date().toISOString() });
+    // Built as the publisher takes them: thousands of payloads are never all in memory at once.
+    function* expected(): Generator<StateMessage> {
+      yield* clears;
+      yield* eachDiscoveryInForm(context, form, persons, zones, work.removed);
+      for (const person of persons) yield* personState(topics, person, person.zone ? (zoneNames.get(person.zone) ?? null) : null);
+      for (const zone of zones) yield zoneState(topics, zone);
+      yield [topics.fall, JSON.stringify(fall)];
+      yield [topics.mode, mode];
+      yield [topics.health, healthState];
+    }
+    const force = work.forceConfigs ? { has: (topic: string) => topics.isDiscovery(topic) } : undefined;
+    await this.publisher.send(connection, eachToPublish(expected(), this.publisher.held, { clearUnexpected: true, force }));
   }
 
   private get deviceMode(): boolean {
