@@ -176,7 +176,10 @@ const idleLatencies = await normalClient(Date.now() + IDLE_MS);
 const idleRss = rssMb();
 const idleDb = await databaseMb();
 const idleP99 = percentile(idleLatencies, 99);
-console.log(`idle: p99 ${fmt(idleP99, 1)} ms, RSS ${fmt(idleRss)} MB, database ${fmt(idleDb, 1)} MB`);
+/** The normal client's latencies at a glance: where a p99 comes from. */
+const spread = (latencies: number[]) =>
+  [50, 90, 99].map((p) => `p${p} ${fmt(percentile(latencies, p), 1)}`).join(', ') + `, max ${fmt(latencies.at(-1) ?? 0, 1)} ms`;
+console.log(`idle: ${spread(idleLatencies)}; RSS ${fmt(idleRss)} MB, database ${fmt(idleDb, 1)} MB`);
 
 const until = Date.now() + MINUTES * 60_000;
 let running = true;
@@ -278,6 +281,7 @@ clearInterval(sampler);
 clearInterval(minuter);
 await Promise.all([...attacks, flood]);
 const attackP99 = percentile(attackLatencies, 99);
+console.log(`under attack: ${spread(attackLatencies)}`);
 const streamRefused = Object.entries(counts.streams ?? {}).filter(([status]) => status !== '200');
 
 console.log(`\nattacks (responses by status):`);
