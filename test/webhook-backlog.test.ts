@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CompiledQuery, sql } from 'kysely';
-import { deliveryLogQuery } from '../src/webhook/service.js';
+import { deliveryLogQuery, dueDeliveries } from '../src/webhook/service.js';
 import { DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';
 
@@ -64,6 +64,25 @@ for (const dialect of DIALECTS) {
       assert.ok(waitedMs < 2000, `the new event waited ${waitedMs} ms behind ${BACKLOG} due retries`);
       const backlogSent = receiver.received.filter((request) => failing.has(String(request.headers['webhook-id']))).length;
       assert.ok(backlogSent < BACKLOG, 'the backlog was still being worked on when the new event went out');
+    });
+
+    it('finds the due retries through an index that stops at the first one not due, whatever waits behind it', async () => {
+      const later = new Date(Date.now() + 3600_000).toISOString();
+      for (const lane of ['first', 'retry'] as const) {
+        const query = dueDeliveries(lane)(app.database.db, (name) => ({ state: 'pending', at: later })[name])
+          .limit(50)
+          .compile();
+        const explain = dialect === 'postgres' ? 'explain ' : 'explain query plan ';
+        const { rows } = await app.database.db.executeQuery(CompiledQuery.raw(explain + query.sql, [...query.parameters]));
+        const plan = rows.map((row) => Object.values(row as object).join(' ')).join('\n');
+        if (dialect === 'postgres') {
+          assert.doesNotMatch(plan, /Seq Scan|Sort/, `${lane}: ${plan}`);
+          assert.match(plan, /Index Cond: .*due_at <=/, `${lane}: ${plan}`);
+        } else {
+          assert.doesNotMatch(plan, /SCAN webhook_deliveries(?! USING)|USE TEMP B-TREE/, `${lane}: ${plan}`);
+          assert.match(plan, /USING (COVERING )?INDEX \w+ \(state=\? AND attempt=\? AND due_at<\?\)/, `${lane}: ${plan}`);
+        }
+      }
     });
 
     it('filters the delivery log through an index, never a scan of the log', async () => {

@@ -572,6 +572,13 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           await sql`update log_usage set bytes = (select coalesce(sum(${rowBytes}), 0) from ${sql.table(table)}) where log = ${table}`.execute(db);
       },
     },
+    '024_deliveries_by_due_time': {
+      // Each dispatcher lane's due rows in due order (webhook/service.ts, dueDeliveries), without
+      // walking the retries still waiting.
+      async up(db: Kysely<any>) {
+        await db.schema.createIndex('webhook_deliveries_due').on('webhook_deliveries').columns(['state', 'attempt', 'due_at', 'id']).execute();
+      },
+    },
   };
 }
 

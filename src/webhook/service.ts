@@ -12,7 +12,7 @@ import { truncateUtf8, WEBHOOK_LOG_BODY_LIMIT } from '../limits.js';
 import { VERSION } from '../version.js';
 import { postJson, type PostResult } from './http-client.js';
 import { newWebhookId, type WebhookOutbox } from './outbox.js';
-import { outcomeOf, retryDelayOf } from './policy.js';
+import { MAX_WEBHOOK_ATTEMPTS, outcomeOf, retryDelayOf } from './policy.js';
 
 export interface DeliveryView {
   id: number;
@@ -79,6 +79,24 @@ const LANES = [
   { name: 'retry', concurrency: 2 },
 ] as const;
 type LaneName = (typeof LANES)[number]['name'];
+
+/** The attempts the retry lane sends: every attempt after the first the policy allows. */
+const RETRY_ATTEMPTS = Array.from({ length: MAX_WEBHOOK_ATTEMPTS - 1 }, (_, index) => index + 2);
+
+/**
+ * A lane's due rows of one state, oldest due first, over the (state, attempt, due_at, id) index
+ * (migration 024): the walk stops at the first row not due, however many retries wait behind it (the
+ * (state, attempt, id) index walked every waiting retry on every poll).
+ */
+export const dueDeliveries = (lane: LaneName) => (db: Db, param: Param<'state' | 'at'>) =>
+  db
+    .selectFrom('webhook_deliveries')
+    .select('id')
+    .where('state', '=', param('state'))
+    .where('attempt', 'in', lane === 'first' ? [1] : RETRY_ATTEMPTS)
+    .where('due_at', '<=', param('at'))
+    .orderBy('due_at')
+    .orderBy('id');
 /** A lane's drain in progress, whether it must run once more, and its queries (compiled once: they run at least once per event sent). */
 interface Lane {
   name: LaneName;
@@ -126,28 +144,18 @@ export class WebhookService {
     },
   ) {
     this.gate = new PollGate(database);
-    // A lane's due rows of one state, walked in (attempt, id) order over the (state, attempt, id) index (migration 016).
-    const due = (lane: LaneName) => (db: Db, param: Param<'state' | 'at'>) =>
-      db
-        .selectFrom('webhook_deliveries')
-        .select('id')
-        .where('state', '=', param('state'))
-        .where('attempt', lane === 'first' ? '=' : '>', 1)
-        .where('due_at', '<=', param('at'))
-        .orderBy('attempt')
-        .orderBy('id');
     this.lanes = LANES.map(({ name, concurrency }) => ({
       name,
       concurrency,
       draining: null,
       again: false,
-      anyDue: prepare(database, ['state', 'at'], (db, param) => due(name)(db, param).limit(1)),
+      anyDue: prepare(database, ['state', 'at'], (db, param) => dueDeliveries(name)(db, param).limit(1)),
       claimDueRows: prepare(database, ['state', 'at', 'deadline', 'limit'], (db, param) =>
         db
           .updateTable('webhook_deliveries')
           .set({ state: 'sending', due_at: param('deadline') })
           .where('id', 'in', () => {
-            const oldest = due(name)(db, param).limit(param('limit'));
+            const oldest = dueDeliveries(name)(db, param).limit(param('limit'));
             return database.dialect === 'postgres' ? oldest.forUpdate().skipLocked() : oldest;
           })
           .returningAll(),
