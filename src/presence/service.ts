@@ -197,6 +197,12 @@ export class PresenceService {
     return readZone(this.db, id);
   }
 
+  /** A zone's name, null when there is no such zone: without its occupants, which a building's hall has by the thousand. */
+  async zoneName(id: string): Promise<string | null> {
+    const zone = await this.db.selectFrom('zones').select('name').where('id', '=', id).executeTakeFirst();
+    return zone?.name ?? null;
+  }
+
   createZone(input: NamedInput): Promise<ZoneView> {
     return this.events.write(async (trx, emit) => {
       await this.lockNames(trx);

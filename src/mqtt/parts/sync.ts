@@ -296,7 +296,7 @@ export class SyncPart implements MqttPart {
       const person = await presence.getPerson(id).catch(() => null);
       if (!person) continue;
       if (work.configs.persons.has(id)) addConfigs(personConfigs(this.link.context(), person));
-      const zoneName = person.zone ? ((await presence.getZone(person.zone).catch(() => null))?.name ?? null) : null;
+      const zoneName = person.zone ? await presence.zoneName(person.zone).catch(() => null) : null;
       messages.push(...personState(topics, person, zoneName));
     }
     if (work.fall) messages.push([topics.fall, JSON.stringify(await presence.fallState())]);
