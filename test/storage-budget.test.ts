@@ -447,3 +447,73 @@ describe('storage budget: the logs on disk are within it (postgres)', () => {
     }
   });
 });
+
+describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => {
+  const logs = [EVENT_LOG, ...FINISHED_DELIVERY_LOGS];
+  /** `count` events an hour apart, oldest first, each with a payload of `bytes`. */
+  const oldEvents = (count: number, bytes: number) =>
+    Array.from({ length: count }, (_, k) => ({ event_type: 'anomaly.detected', timestamp: hoursAgo(count - k), payload: 'x'.repeat(bytes) }));
+
+  it('a keeper whose chunk another instance deleted first goes on with the next, and abandons no waiting delivery', async () => {
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    try {
+      await app.database.db.insertInto('events').values(oldEvents(600, 1000)).execute();
+      // Another instance's keeper deletes the same oldest chunk between this one's read and its delete.
+      let raced = false;
+      const racing = Object.create(app.database, {
+        write: {
+          value: async <T>(work: (db: typeof app.database.db) => Promise<T>) => {
+            if (!raced) {
+              raced = true;
+              assert.ok((await pruneOldest(app.database, logs, 100)) > 0);
+            }
+            return app.database.write(work);
+          },
+        },
+      }) as typeof app.database;
+      let abandonAsked = 0;
+      const used = await storageBytes(app.database);
+      const budget = new StorageBudget(racing, used, logs, async () => {
+        abandonAsked++;
+        return 0;
+      });
+      await budget.keep();
+      assert.ok(raced);
+      assert.equal(abandonAsked, 0, 'pending deliveries abandoned while the event log still had old rows to delete');
+      assert.ok((await storageBytes(app.database)) <= budgetLevels(used).low, 'down to 75 %');
+    } finally {
+      await app.cleanup();
+    }
+  });
+
+  it('a give-back that fails (the VACUUM timed out) does not stop the keeper from deleting', async () => {
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    try {
+      await app.database.db.insertInto('events').values(oldEvents(300, 1000)).execute();
+      const failingVacuum = Object.create(app.database, {
+        db: {
+          value: app.database.db.withPlugin({
+            transformQuery: (args) => {
+              const node = args.node as unknown as { kind: string; sqlFragments?: readonly string[] };
+              if (node.kind === 'RawNode' && node.sqlFragments?.[0]?.trimStart().startsWith('vacuum')) throw new Error('Query read timeout');
+              return args.node;
+            },
+            transformResult: async (args) => args.result,
+          }),
+        },
+      }) as typeof app.database;
+      const used = await storageBytes(app.database);
+      const budget = new StorageBudget(failingVacuum, used * 1.5, logs);
+      // A first pass over the budget leaves deleted rows to give back.
+      await app.database.db.insertInto('events').values(oldEvents(300, 1000)).execute();
+      assert.ok((await budget.keep()) > 0);
+      // More rows arrive; the next pass's give-back fails: it still deletes.
+      await app.database.db.insertInto('events').values(oldEvents(300, 1000)).execute();
+      const before = await storageBytes(app.database);
+      await budget.keep().catch(() => 0);
+      assert.ok((await storageBytes(app.database)) < before, 'the pass deleted nothing once its VACUUM failed');
+    } finally {
+      await app.cleanup();
+    }
+  });
+});
