@@ -516,4 +516,67 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
       await app.cleanup();
     }
   });
+
+  // Open: the count misses a delivery row's other columns, its index entries, the versions its
+  // updates leave, and the receiver's answer, written by an update the triggers do not count.
+  it(
+    "counts at least what the delivery log's rows take on disk: small payloads, the receiver's answer, the indexes",
+    { todo: 'the delivery log is counted far below what it takes' },
+    async () => {
+      const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+      const db = app.database.db;
+      const onDisk = async () => {
+        const { rows } = await sql<{ bytes: string }>`
+        select pg_total_relation_size('events') + pg_total_relation_size('webhook_deliveries') as bytes`.execute(db);
+        return Number(rows[0]!.bytes);
+      };
+      try {
+        const [disk0, counted0] = [await onDisk(), await storageBytes(app.database)];
+        const rows = 3000;
+        const payload = JSON.stringify({ event_type: 'zone.entered', timestamp: hoursAgo(0), person_id: 'resident', zone_id: 'kitchen' });
+        for (let start = 0; start < rows; start += 500) {
+          // As the outbox writes them: pending, then the attempt's outcome with the receiver's answer
+          // (an error page from a proxy in front of the receiver).
+          const inserted = await db
+            .insertInto('webhook_deliveries')
+            .values(
+              Array.from({ length: 500 }, (_, k) => ({
+                webhook_id: `msg_${randomBytes(12).toString('hex')}_${start + k}`,
+                event_seq: start + k,
+                event_type: 'zone.entered',
+                url: 'https://hooks.example.com/mothership/ingest',
+                payload,
+                attempt: 1,
+                state: 'pending' as const,
+                due_at: hoursAgo(0),
+                created_at: hoursAgo(0),
+              })),
+            )
+            .returning('id')
+            .execute();
+          await db
+            .updateTable('webhook_deliveries')
+            .set({
+              state: 'failed',
+              status_code: 502,
+              error: 'HTTP 502',
+              duration_ms: 12,
+              attempted_at: hoursAgo(0),
+              response_body: randomBytes(3072).toString('base64'),
+            })
+            .where(
+              'id',
+              'in',
+              inserted.map((row) => row.id),
+            )
+            .execute();
+        }
+        await sql`vacuum webhook_deliveries`.execute(db);
+        const [disk, counted] = [(await onDisk()) - disk0, (await storageBytes(app.database)) - counted0];
+        assert.ok(disk <= counted, `${rows} delivery rows take ${(disk / MB).toFixed(2)} MiB on disk, the budget counts ${(counted / MB).toFixed(2)} MiB`);
+      } finally {
+        await app.cleanup();
+      }
+    },
+  );
 });
