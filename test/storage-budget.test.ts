@@ -4,16 +4,18 @@ import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { sql } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { pruneOldest, storageBytes, storedRowBytes } from '../src/db/index.js';
+import { migrations } from '../src/db/migrations.js';
+import { STORED_ROW_BYTES_SQL } from '../src/db/schema.js';
 import { SecretBox } from '../src/crypto.js';
 import type { DomainError } from '../src/errors.js';
 import { EVENT_LOG } from '../src/events/index.js';
 import { createEventPipeline } from '../src/pipeline.js';
 import { budgetLevels, StorageBudget, WriterShares } from '../src/storage-budget.js';
 import { FINISHED_DELIVERY_LOGS } from '../src/webhook/index.js';
-import { DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
+import { createPgDatabase, DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';
 
 const MB = 2 ** 20;
@@ -579,4 +581,53 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
       }
     },
   );
+});
+
+describe('storage budget: migration 023 beside 0.2.0 (postgres)', () => {
+  it('an upgrade from 0.2.0 (021 to 023 in one transaction) while 0.2.0 appends: neither deadlocks, and the count is as stored', async () => {
+    const { url, drop } = await createPgDatabase();
+    const db = new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 2 }) }) });
+    const writer = new pg.Client({ connectionString: url });
+    try {
+      const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations('postgres') } });
+      assert.equal((await migrator.migrateTo('019_mqtt_retained')).error, undefined);
+      const delivery = `insert into webhook_deliveries (webhook_id, event_seq, event_type, url, payload, attempt, state, due_at, created_at)
+        values ($1, null, 'anomaly.detected', 'http://127.0.0.1:9/hook', $2, 1, 'delivered', $3, $3)`;
+      await writer.connect();
+      for (let i = 0; i < 20; i++) {
+        const big = randomBytes(3_000).toString('base64');
+        await writer.query(`insert into events (event_type, timestamp, payload) values ('anomaly.detected', $1, $2)`, [hoursAgo(1), big]);
+        await writer.query(delivery, [`msg_old_${i}`, big, hoursAgo(1)]);
+      }
+      // A 0.2.0 append in flight: its event written, its delivery next, in one transaction.
+      await writer.query('begin');
+      await writer.query(`insert into events (event_type, timestamp, payload) values ('anomaly.detected', $1, '{}')`, [hoursAgo(0)]);
+      let done = false;
+      const upgrade = migrator.migrateToLatest().finally(() => (done = true));
+      await eventually(
+        async () =>
+          done ||
+          (
+            await sql<{
+              waiting: boolean;
+            }>`select exists (select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock') as waiting`.execute(db)
+          ).rows[0]!.waiting,
+        10_000,
+        'the upgrade waiting or done',
+      );
+      await writer.query(delivery, ['msg_in_flight', '{}', hoursAgo(0)]);
+      await writer.query('commit');
+      assert.equal((await upgrade).error, undefined);
+      const { rows } = await sql<{ counted: string; stored: string }>`
+        select (select sum(bytes) from log_usage) as counted,
+          (select sum(${sql.raw(STORED_ROW_BYTES_SQL)}) from events) + (select sum(${sql.raw(STORED_ROW_BYTES_SQL)}) from webhook_deliveries) as stored`.execute(
+        db,
+      );
+      assert.equal(Number(rows[0]!.counted), Number(rows[0]!.stored));
+    } finally {
+      await writer.end().catch(() => {});
+      await db.destroy();
+      await drop();
+    }
+  });
 });
