@@ -208,7 +208,7 @@ export class StorageBudget implements AppendHook {
    * over `high`, deletes the oldest rows chunk by chunk until under `low` or nothing deletable is left.
    */
   async keep(): Promise<number> {
-    if (this.unreclaimed.bytes > 0 && (await reclaim(this.database, this.logs, this.unreclaimed.mark))) this.unreclaimed = { bytes: 0, mark: 0n };
+    if (this.unreclaimed.bytes > 0 && (await this.reclaim())) this.unreclaimed = { bytes: 0, mark: 0n };
     const start = await this.measure();
     let used = this.used;
     if (used <= this.levels.high) return 0;
@@ -235,6 +235,19 @@ export class StorageBudget implements AppendHook {
       this.throttledLog?.write(this.log!, 'storage-budget', 'warn', at, 'storage budget: still over after deleting every event and delivery it may delete');
     else this.log?.info(at, 'storage budget: oldest rows deleted');
     return deleted;
+  }
+
+  /**
+   * `reclaim`, false when it fails (its VACUUM past DATABASE_TIMEOUT_MS on a large log): the reserve
+   * stays counted, and the pass still deletes, which a thrown error would skip for as long as it fails.
+   */
+  private async reclaim(): Promise<boolean> {
+    try {
+      return await reclaim(this.database, this.logs, this.unreclaimed.mark);
+    } catch (error) {
+      this.throttledLog?.write(this.log!, 'storage-budget-reclaim', 'warn', { err: error }, 'storage budget: giving back deleted rows failed');
+      return false;
+    }
   }
 
   private async measure(): Promise<number> {

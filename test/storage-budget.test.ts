@@ -4,16 +4,18 @@ import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { sql } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { pruneOldest, storageBytes, storedRowBytes } from '../src/db/index.js';
+import { migrations } from '../src/db/migrations.js';
+import { STORED_ROW_BYTES_SQL } from '../src/db/schema.js';
 import { SecretBox } from '../src/crypto.js';
 import type { DomainError } from '../src/errors.js';
 import { EVENT_LOG } from '../src/events/index.js';
 import { createEventPipeline } from '../src/pipeline.js';
 import { budgetLevels, StorageBudget, WriterShares } from '../src/storage-budget.js';
 import { FINISHED_DELIVERY_LOGS } from '../src/webhook/index.js';
-import { DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
+import { createPgDatabase, DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';
 
 const MB = 2 ** 20;
@@ -444,6 +446,188 @@ describe('storage budget: the logs on disk are within it (postgres)', () => {
     } finally {
       await backup.end();
       await app.cleanup();
+    }
+  });
+});
+
+describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => {
+  const logs = [EVENT_LOG, ...FINISHED_DELIVERY_LOGS];
+  /** `count` events an hour apart, oldest first, each with a payload of `bytes`. */
+  const oldEvents = (count: number, bytes: number) =>
+    Array.from({ length: count }, (_, k) => ({ event_type: 'anomaly.detected', timestamp: hoursAgo(count - k), payload: 'x'.repeat(bytes) }));
+
+  it('a keeper whose chunk another instance deleted first goes on with the next, and abandons no waiting delivery', async () => {
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    try {
+      await app.database.db.insertInto('events').values(oldEvents(600, 1000)).execute();
+      // Another instance's keeper deletes the same oldest chunk between this one's read and its delete.
+      let raced = false;
+      const racing = Object.create(app.database, {
+        write: {
+          value: async <T>(work: (db: typeof app.database.db) => Promise<T>) => {
+            if (!raced) {
+              raced = true;
+              assert.ok((await pruneOldest(app.database, logs, 100)) > 0);
+            }
+            return app.database.write(work);
+          },
+        },
+      }) as typeof app.database;
+      let abandonAsked = 0;
+      const used = await storageBytes(app.database);
+      const budget = new StorageBudget(racing, used, logs, async () => {
+        abandonAsked++;
+        return 0;
+      });
+      await budget.keep();
+      assert.ok(raced);
+      assert.equal(abandonAsked, 0, 'pending deliveries abandoned while the event log still had old rows to delete');
+      assert.ok((await storageBytes(app.database)) <= budgetLevels(used).low, 'down to 75 %');
+    } finally {
+      await app.cleanup();
+    }
+  });
+
+  it('a give-back that fails (the VACUUM timed out) does not stop the keeper from deleting', async () => {
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    try {
+      await app.database.db.insertInto('events').values(oldEvents(300, 1000)).execute();
+      const failingVacuum = Object.create(app.database, {
+        db: {
+          value: app.database.db.withPlugin({
+            transformQuery: (args) => {
+              const node = args.node as unknown as { kind: string; sqlFragments?: readonly string[] };
+              if (node.kind === 'RawNode' && node.sqlFragments?.[0]?.trimStart().startsWith('vacuum')) throw new Error('Query read timeout');
+              return args.node;
+            },
+            transformResult: async (args) => args.result,
+          }),
+        },
+      }) as typeof app.database;
+      const used = await storageBytes(app.database);
+      const budget = new StorageBudget(failingVacuum, used * 1.5, logs);
+      // A first pass over the budget leaves deleted rows to give back.
+      await app.database.db.insertInto('events').values(oldEvents(300, 1000)).execute();
+      assert.ok((await budget.keep()) > 0);
+      // More rows arrive; the next pass's give-back fails: it still deletes.
+      await app.database.db.insertInto('events').values(oldEvents(300, 1000)).execute();
+      const before = await storageBytes(app.database);
+      await budget.keep().catch(() => 0);
+      assert.ok((await storageBytes(app.database)) < before, 'the pass deleted nothing once its VACUUM failed');
+    } finally {
+      await app.cleanup();
+    }
+  });
+
+  // Open: the count misses a delivery row's other columns, its index entries, the versions its
+  // updates leave, and the receiver's answer, written by an update the triggers do not count.
+  it(
+    "counts at least what the delivery log's rows take on disk: small payloads, the receiver's answer, the indexes",
+    { todo: 'the delivery log is counted far below what it takes' },
+    async () => {
+      const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+      const db = app.database.db;
+      const onDisk = async () => {
+        const { rows } = await sql<{ bytes: string }>`
+        select pg_total_relation_size('events') + pg_total_relation_size('webhook_deliveries') as bytes`.execute(db);
+        return Number(rows[0]!.bytes);
+      };
+      try {
+        const [disk0, counted0] = [await onDisk(), await storageBytes(app.database)];
+        const rows = 3000;
+        const payload = JSON.stringify({ event_type: 'zone.entered', timestamp: hoursAgo(0), person_id: 'resident', zone_id: 'kitchen' });
+        for (let start = 0; start < rows; start += 500) {
+          // As the outbox writes them: pending, then the attempt's outcome with the receiver's answer
+          // (an error page from a proxy in front of the receiver).
+          const inserted = await db
+            .insertInto('webhook_deliveries')
+            .values(
+              Array.from({ length: 500 }, (_, k) => ({
+                webhook_id: `msg_${randomBytes(12).toString('hex')}_${start + k}`,
+                event_seq: start + k,
+                event_type: 'zone.entered',
+                url: 'https://hooks.example.com/mothership/ingest',
+                payload,
+                attempt: 1,
+                state: 'pending' as const,
+                due_at: hoursAgo(0),
+                created_at: hoursAgo(0),
+              })),
+            )
+            .returning('id')
+            .execute();
+          await db
+            .updateTable('webhook_deliveries')
+            .set({
+              state: 'failed',
+              status_code: 502,
+              error: 'HTTP 502',
+              duration_ms: 12,
+              attempted_at: hoursAgo(0),
+              response_body: randomBytes(3072).toString('base64'),
+            })
+            .where(
+              'id',
+              'in',
+              inserted.map((row) => row.id),
+            )
+            .execute();
+        }
+        await sql`vacuum webhook_deliveries`.execute(db);
+        const [disk, counted] = [(await onDisk()) - disk0, (await storageBytes(app.database)) - counted0];
+        assert.ok(disk <= counted, `${rows} delivery rows take ${(disk / MB).toFixed(2)} MiB on disk, the budget counts ${(counted / MB).toFixed(2)} MiB`);
+      } finally {
+        await app.cleanup();
+      }
+    },
+  );
+});
+
+describe('storage budget: migration 023 beside 0.2.0 (postgres)', () => {
+  it('an upgrade from 0.2.0 (021 to 023 in one transaction) while 0.2.0 appends: neither deadlocks, and the count is as stored', async () => {
+    const { url, drop } = await createPgDatabase();
+    const db = new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 2 }) }) });
+    const writer = new pg.Client({ connectionString: url });
+    try {
+      const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations('postgres') } });
+      assert.equal((await migrator.migrateTo('019_mqtt_retained')).error, undefined);
+      const delivery = `insert into webhook_deliveries (webhook_id, event_seq, event_type, url, payload, attempt, state, due_at, created_at)
+        values ($1, null, 'anomaly.detected', 'http://127.0.0.1:9/hook', $2, 1, 'delivered', $3, $3)`;
+      await writer.connect();
+      for (let i = 0; i < 20; i++) {
+        const big = randomBytes(3_000).toString('base64');
+        await writer.query(`insert into events (event_type, timestamp, payload) values ('anomaly.detected', $1, $2)`, [hoursAgo(1), big]);
+        await writer.query(delivery, [`msg_old_${i}`, big, hoursAgo(1)]);
+      }
+      // A 0.2.0 append in flight: its event written, its delivery next, in one transaction.
+      await writer.query('begin');
+      await writer.query(`insert into events (event_type, timestamp, payload) values ('anomaly.detected', $1, '{}')`, [hoursAgo(0)]);
+      let done = false;
+      const upgrade = migrator.migrateToLatest().finally(() => (done = true));
+      await eventually(
+        async () =>
+          done ||
+          (
+            await sql<{
+              waiting: boolean;
+            }>`select exists (select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock') as waiting`.execute(db)
+          ).rows[0]!.waiting,
+        10_000,
+        'the upgrade waiting or done',
+      );
+      await writer.query(delivery, ['msg_in_flight', '{}', hoursAgo(0)]);
+      await writer.query('commit');
+      assert.equal((await upgrade).error, undefined);
+      const { rows } = await sql<{ counted: string; stored: string }>`
+        select (select sum(bytes) from log_usage) as counted,
+          (select sum(${sql.raw(STORED_ROW_BYTES_SQL)}) from events) + (select sum(${sql.raw(STORED_ROW_BYTES_SQL)}) from webhook_deliveries) as stored`.execute(
+        db,
+      );
+      assert.equal(Number(rows[0]!.counted), Number(rows[0]!.stored));
+    } finally {
+      await writer.end().catch(() => {});
+      await db.destroy();
+      await drop();
     }
   });
 });

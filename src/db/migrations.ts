@@ -561,15 +561,21 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     '023_log_usage_as_stored': {
       // PostgreSQL: migration 016 counted a row's payload length, but a payload beyond about 2 KB is
       // stored in TOAST chunks that take up to half as much again, so the logs' files outgrew the
-      // budget. The triggers now count what a row takes (STORED_ROW_BYTES_SQL), and the count is
-      // redone with writers held off for the moment it takes.
+      // budget. The triggers now count what a row takes (STORED_ROW_BYTES_SQL). The delivery log is
+      // recounted with its writers held off. The event log is not locked: from 0.2.0 this runs in the
+      // one transaction of 021 to 023, where 022 already holds the delivery log, and waiting for the
+      // event log too deadlocked with a 0.2.0 append (its event written, its delivery next). What its
+      // rows take beyond 016's count goes into a row of its own, which the triggers leave alone
+      // (storageBytes sums the rows); an append in flight meanwhile keeps 016's count for its row.
       async up(db: Kysely<any>) {
         if (dialect !== 'postgres') return;
         const rowBytes = sql.raw(STORED_ROW_BYTES_SQL);
         await logUsageFunction(rowBytes).execute(db);
-        await sql`lock table events, webhook_deliveries in share mode`.execute(db);
-        for (const table of ['events', 'webhook_deliveries'])
-          await sql`update log_usage set bytes = (select coalesce(sum(${rowBytes}), 0) from ${sql.table(table)}) where log = ${table}`.execute(db);
+        await sql`lock table webhook_deliveries in share mode`.execute(db);
+        await sql`update log_usage set bytes = (select coalesce(sum(${rowBytes}), 0) from webhook_deliveries) where log = 'webhook_deliveries'`.execute(db);
+        await sql`insert into log_usage select 'events_as_stored', coalesce(sum(${rowBytes} - (octet_length(payload) + ${sql.raw(String(LOG_ROW_OVERHEAD))})), 0) from events`.execute(
+          db,
+        );
       },
     },
     '024_deliveries_by_due_time': {

@@ -57,27 +57,35 @@ export async function pruneOldest(database: Database, logs: LogTable[], chunk: n
   const db = database.db as unknown as Kysely<any>;
   const inState = <Q extends { where: (column: string, op: '=', value: string) => Q }>(log: LogTable, query: Q): Q =>
     log.state ? query.where('state', '=', log.state) : query;
-  const times: string[] = [];
-  for (const log of logs) {
-    const head = await inState(log, db.selectFrom(log.table).select(`${log.time} as time`))
-      .orderBy(log.key)
-      .limit(chunk)
-      .execute();
-    for (const row of head) times.push(String(row.time));
-  }
-  if (times.length === 0) return 0;
-  const cutoff = times.sort()[Math.min(chunk, times.length) - 1]!;
-  return database.write(async (handle) => {
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above
-    const writer = handle as unknown as Kysely<any>;
-    let deleted = 0;
+  let previous: string | null = null;
+  for (;;) {
+    const times: string[] = [];
     for (const log of logs) {
-      const head = inState(log, writer.selectFrom(log.table).select(log.key)).orderBy(log.key).limit(chunk);
-      const result = await inState(log, writer.deleteFrom(log.table).where(log.key, 'in', head).where(log.time, '<=', cutoff)).executeTakeFirst();
-      deleted += Number(result.numDeletedRows);
+      const head = await inState(log, db.selectFrom(log.table).select(`${log.time} as time`))
+        .orderBy(log.key)
+        .limit(chunk)
+        .execute();
+      for (const row of head) times.push(String(row.time));
     }
-    return deleted;
-  });
+    if (times.length === 0) return 0;
+    const cutoff = times.sort()[Math.min(chunk, times.length) - 1]!;
+    const deleted = await database.write(async (handle) => {
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above
+      const writer = handle as unknown as Kysely<any>;
+      let total = 0;
+      for (const log of logs) {
+        const head = inState(log, writer.selectFrom(log.table).select(log.key)).orderBy(log.key).limit(chunk);
+        const result = await inState(log, writer.deleteFrom(log.table).where(log.key, 'in', head).where(log.time, '<=', cutoff)).executeTakeFirst();
+        total += Number(result.numDeletedRows);
+      }
+      return total;
+    });
+    // None: another instance's keeper (or the retention) deleted these rows between the read and the
+    // delete. 0 would tell the keeper that nothing is left and have it abandon waiting deliveries:
+    // read the heads again, as long as they moved.
+    if (deleted > 0 || cutoff === previous) return deleted;
+    previous = cutoff;
+  }
 }
 
 /**
