@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import {
   type Database,
   type Db,
+  DELIVERY_ROW_OVERHEAD,
   deletionMark,
   type LogTable,
   outsideTransaction,
@@ -37,7 +38,11 @@ export const budgetLevels = (budgetBytes: number) => ({
 });
 
 /** What an appended event adds at most: its row and its delivery's copy, each as PostgreSQL stores it. */
-export const appendedBytes = (events: StoredEvent[]): number => events.reduce((total, event) => total + 2 * storedRowBytes(Buffer.byteLength(event.json)), 0);
+export const appendedBytes = (events: StoredEvent[]): number =>
+  events.reduce((total, event) => {
+    const bytes = Buffer.byteLength(event.json);
+    return total + storedRowBytes(bytes) + storedRowBytes(bytes, DELIVERY_ROW_OVERHEAD);
+  }, 0);
 
 /**
  * What each writer (a token, an address, the service itself: `EventLog.write`) asked to append lately,
@@ -152,7 +157,7 @@ export class StorageBudget implements AppendHook {
    * keeper starts when they bring the logs over `high`.
    */
   stored(payloads: string[]): void {
-    this.appendedSince += payloads.reduce((total, payload) => total + storedRowBytes(Buffer.byteLength(payload)), 0);
+    this.appendedSince += payloads.reduce((total, payload) => total + storedRowBytes(Buffer.byteLength(payload), DELIVERY_ROW_OVERHEAD), 0);
     if (this.used > this.levels.high) this.kick();
   }
 
@@ -225,7 +230,7 @@ export class StorageBudget implements AppendHook {
       this.unreclaimed = {
         // At most one pass's worth: while a transaction stays open (a backup) nothing can be given
         // back, and counting every pass would leave no room to write until it ends.
-        bytes: Math.min(this.unreclaimed.bytes + start - this.measured, this.levels.high - this.levels.low),
+        bytes: Math.min(Math.max(0, this.unreclaimed.bytes + start - this.measured), this.levels.high - this.levels.low),
         // The oldest mark: a newer one after every pass would wait forever beside busy writers.
         mark: this.unreclaimed.bytes > 0 ? this.unreclaimed.mark : mark,
       };

@@ -180,14 +180,33 @@ const TOAST_INLINE_MAX = 1900;
 const TOAST_CHUNK = 1996;
 const TOAST_CHUNK_TAKES = 2048;
 
-/** PostgreSQL: what a log row with a payload of `payloadBytes` takes on disk at most (compression only makes it less), as the storage budget counts it. */
-export const storedRowBytes = (payloadBytes: number): number =>
-  (payloadBytes <= TOAST_INLINE_MAX ? payloadBytes : Math.ceil(payloadBytes / TOAST_CHUNK) * TOAST_CHUNK_TAKES) + LOG_ROW_OVERHEAD;
+/**
+ * PostgreSQL: a delivery row beyond its payload and the receiver's answer: its other columns and ten
+ * index entries, in the three versions (pending, sending, finished) it has until a vacuum.
+ */
+export const DELIVERY_ROW_OVERHEAD = 1800;
 
-/** `storedRowBytes` of a row's `payload` column, in SQL, for migration 023's triggers. */
-export const STORED_ROW_BYTES_SQL =
-  `(case when octet_length(payload) <= ${TOAST_INLINE_MAX} then octet_length(payload) ` +
-  `else ceil(octet_length(payload) / ${TOAST_CHUNK}.0)::bigint * ${TOAST_CHUNK_TAKES} end + ${LOG_ROW_OVERHEAD})`;
+/**
+ * PostgreSQL: what a log row with a payload of `payloadBytes` takes on disk at most (compression only
+ * makes it less), as the storage budget counts it; `overhead`: the rest of the row (a delivery's is
+ * DELIVERY_ROW_OVERHEAD, plus its answer, counted when it is written).
+ */
+export const storedRowBytes = (payloadBytes: number, overhead = LOG_ROW_OVERHEAD): number =>
+  (payloadBytes <= TOAST_INLINE_MAX ? payloadBytes : Math.ceil(payloadBytes / TOAST_CHUNK) * TOAST_CHUNK_TAKES) + overhead;
+
+/** What a text column takes, inline or in TOAST chunks, in SQL (0 for null): `storedRowBytes` without the overhead. */
+const storedTextSql = (column: string) =>
+  `coalesce(case when octet_length(${column}) <= ${TOAST_INLINE_MAX} then octet_length(${column}) ` +
+  `else ceil(octet_length(${column}) / ${TOAST_CHUNK}.0)::bigint * ${TOAST_CHUNK_TAKES} end, 0)`;
+/** The answer a delivery row keeps (what the receiver said, or why there was no answer), in SQL; `row`: `new` or `old` in a row trigger. */
+export const deliveryAnswerBytesSql = (row?: string) => {
+  const column = (name: string) => (row ? `${row}.${name}` : name);
+  return `(${storedTextSql(column('response_body'))} + ${storedTextSql(column('error'))})`;
+};
+/** `storedRowBytes` of an event row, in SQL, for the triggers (migration 023). */
+export const STORED_ROW_BYTES_SQL = `(${storedTextSql('payload')} + ${LOG_ROW_OVERHEAD})`;
+/** What a delivery row takes, in SQL, for the triggers (migration 025). */
+export const STORED_DELIVERY_BYTES_SQL = `(${storedTextSql('payload')} + ${DELIVERY_ROW_OVERHEAD} + ${deliveryAnswerBytesSql()})`;
 
 export interface ApiTokensTable {
   id: string;
