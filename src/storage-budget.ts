@@ -96,7 +96,7 @@ export class WriterShares {
  * writer's bulk may keep out; from `refuse` every event, so no writer can grow the database past the
  * budget between two measurements. What it checks: on SQLite the database measured inside the
  * appending transaction (the pages its rows take, however SQLite lays them out); on PostgreSQL the
- * last measurement plus what this process appended since (the triggers of migrations 016 and 023
+ * last measurement plus what this process appended since (the triggers of migrations 016, 023 and 025
  * count the same bytes as `appendedBytes`), plus what the keeper deleted but PostgreSQL cannot reuse yet.
  */
 export class StorageBudget implements AppendHook {
