@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
+import { sql } from 'kysely';
 import { Database } from '../src/db/index.js';
 import { EventLog, tailLog, type StoredEvent } from '../src/events/index.js';
 import { createPgDatabase, DIALECTS, eventually } from './helpers/app.js';
@@ -120,3 +121,46 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+describe('appending on PostgreSQL', () => {
+  it('takes turns: an append whose transaction is still open holds back the next, so numbers commit in order', async () => {
+    const pgDatabase = await createPgDatabase();
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-turns-'));
+    const database = await Database.open({ databaseUrl: pgDatabase.url, dataDir });
+    let entered!: () => void;
+    const inside = new Promise<void>((resolve) => (entered = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    // The first append stops inside its transaction, after its events got their numbers.
+    const held = new EventLog(database, [{ append: async () => (entered(), await released) }]);
+    const next = new EventLog(database, []);
+    const seqs: number[] = [];
+    held.subscribe((event) => seqs.push(event.seq));
+    next.subscribe((event) => seqs.push(event.seq));
+    try {
+      const first = emit(held, 1);
+      await inside;
+      const second = emit(next, 2);
+      // The second append waits for the first's turn to end: its number cannot commit before.
+      await eventually(
+        async () => {
+          const { rows } = await sql<{ waiting: string }>`select count(*) as waiting from pg_locks where locktype = 'advisory' and not granted`.execute(
+            database.db,
+          );
+          return Number(rows[0]!.waiting) === 1;
+        },
+        5000,
+        'the second append waiting for its turn',
+      );
+      release();
+      await Promise.all([first, second]);
+      assert.equal(seqs.length, 2);
+      assert.ok(seqs[0]! < seqs[1]!, `the held append's number first: ${seqs.join(', ')}`);
+    } finally {
+      release();
+      await database.close();
+      await pgDatabase.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

@@ -79,20 +79,19 @@ export class EventLog {
 
   private async append(trx: Db, events: EventPayload[], writer: string): Promise<StoredEvent[]> {
     if (events.length === 0) return [];
-    // Sequence numbers in commit order: on PostgreSQL concurrent transactions would otherwise commit
-    // out of `seq` order, and a reader that has seen 11 could never learn of 10 committed after it.
-    // The lock is taken at the end of the transaction's work and released by its commit, so appends
-    // (and only they) take turns; the committed log is always a prefix in `seq` (see readers in stream.ts).
-    // SQLite has one writer: its order is the commit order already.
-    if (this.database.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${EVENT_APPEND_LOCK})`.execute(trx);
+    const stored = this.database.dialect === 'postgres' ? await appendInTurn(trx, events) : await this.appendEach(trx, events);
+    for (const hook of this.appendHooks) await hook.append(trx, stored, writer);
+    return stored;
+  }
+
+  /** SQLite: one writer, so its order is the commit order already; the compiled insert per event (a write emits one or two) beats building a multi-row one. */
+  private async appendEach(trx: Db, events: EventPayload[]): Promise<StoredEvent[]> {
     const stored: StoredEvent[] = [];
-    // One insert per event (a write emits one or two): the compiled statement beats building a multi-row one.
     for (const payload of events) {
       const json = JSON.stringify(payload);
       const [row] = (await this.insert.execute(trx, { type: payload.event_type, timestamp: payload.timestamp, payload: json })).rows;
       stored.push({ seq: Number(row!.seq), payload, json });
     }
-    for (const hook of this.appendHooks) await hook.append(trx, stored, writer);
     return stored;
   }
 
@@ -173,3 +172,26 @@ const stored = (row: { seq: number | string | bigint; payload: string }): Stored
   json: row.payload,
   payload: JSON.parse(row.payload) as EventPayload,
 });
+
+/**
+ * PostgreSQL: sequence numbers in commit order. Concurrent transactions would otherwise commit out of
+ * `seq` order, and a reader that has seen 11 could never learn of 10 committed after it. The
+ * transaction takes the append lock before its events get their numbers and keeps it until its
+ * commit, so appends (and only they) take turns and the committed log is always a prefix in `seq`
+ * (see readers in stream.ts). One statement takes the lock and inserts every event: each round trip
+ * here is time every other append waits.
+ */
+async function appendInTurn(trx: Db, events: EventPayload[]): Promise<StoredEvent[]> {
+  const json = events.map((payload) => JSON.stringify(payload));
+  const { rows } = await sql<{ seq: string | number }>`
+    insert into events (event_type, "timestamp", payload)
+    select type, at, payload
+    from (select pg_advisory_xact_lock(${EVENT_APPEND_LOCK})) as turn,
+      unnest(${events.map((event) => event.event_type)}::text[], ${events.map((event) => event.timestamp)}::text[], ${json}::text[])
+        with ordinality as appended(type, at, payload, position)
+    order by position
+    returning seq`.execute(trx);
+  // Numbers are drawn in the order of the rows inserted, which is `position`'s.
+  const seqs = rows.map((row) => Number(row.seq)).sort((a, b) => a - b);
+  return events.map((payload, index) => ({ seq: seqs[index]!, payload, json: json[index]! }));
+}

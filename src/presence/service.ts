@@ -313,24 +313,19 @@ export class PresenceService {
       .set({ presence: next.presence, zone_id: next.zone_id, left_at: next.left_at, last_seen: next.last_seen })
       .where('id', '=', personId)
       .execute();
+    const counts = await occupancyCounts(
+      trx,
+      transition.events.map((event) => event.zone),
+    );
     let primaryEvent;
     for (const event of transition.events) {
-      const occupancy = event.zone ? await this.occupancyDetail(trx, event.zone) : {};
       // Entry and exit always name their zone (TransitionEvent), so they always get their occupancy.
+      const occupancy: Partial<ZoneOccupancy> = event.zone ? { count: counts.get(event.zone) ?? 0 } : {};
       const detail = { ...event.detail, ...occupancy } as EventDetails[TransitionEvent['type']];
       const payload = emit(event.type, { person: personId, zone: event.zone, blob_id: blob, detail });
       if (event.type === primary && !primaryEvent) primaryEvent = payload;
     }
     return primaryEvent;
-  }
-
-  private async occupancyDetail(trx: Db, zone: string): Promise<ZoneOccupancy> {
-    const { count } = await trx
-      .selectFrom('persons')
-      .select((eb) => eb.fn.countAll<string | number>().as('count'))
-      .where('zone_id', '=', zone)
-      .executeTakeFirstOrThrow();
-    return { count: Number(count) };
   }
 
   /** Marks every person whose away delay has run out as `not_home`; returns how many changed. */
@@ -579,6 +574,19 @@ function zoneView(zone: { id: string; name: string }, occupants: string[]): Zone
 
 // Readers take the handle to read through: the database, or the transaction a write runs in (a read
 // through the database from inside a transaction throws TransactionMisuseError).
+/** How many persons each of `zones` holds, in one query (a move names two zones). */
+async function occupancyCounts(trx: Db, zones: readonly (string | null)[]): Promise<Map<string, number>> {
+  const named = [...new Set(zones.filter((zone) => zone !== null))];
+  if (named.length === 0) return new Map();
+  const rows = await trx
+    .selectFrom('persons')
+    .select((eb) => ['zone_id', eb.fn.countAll<string | number>().as('count')])
+    .where('zone_id', 'in', named)
+    .groupBy('zone_id')
+    .execute();
+  return new Map(rows.map((row) => [row.zone_id!, Number(row.count)]));
+}
+
 async function readPerson(trx: Db, id: string): Promise<PersonView> {
   return toPersonView(await requireRow(trx.selectFrom('persons').selectAll().where('id', '=', id), 'Person', id));
 }

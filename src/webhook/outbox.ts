@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
+import { sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { now, PollGate, prepare, type Prepared } from '../db/index.js';
 import { SAFETY_EVENTS, type AppendHook, type EventType, type StoredEvent } from '../events/index.js';
@@ -21,10 +22,13 @@ export class WebhookOutbox implements AppendHook {
   private readonly insertPending: Prepared<unknown, 'webhookId' | 'seq' | 'type' | 'url' | 'payload' | 'at'>;
   private enqueued = false;
 
+  private readonly dialect: Database['dialect'];
+
   constructor(
     database: Database,
     private readonly settings: SettingsStore,
   ) {
+    this.dialect = database.dialect;
     this.insertPending = prepare(database, ['webhookId', 'seq', 'type', 'url', 'payload', 'at'], (db, param) =>
       db.insertInto('webhook_deliveries').values({
         webhook_id: param('webhookId'),
@@ -47,9 +51,12 @@ export class WebhookOutbox implements AppendHook {
   async append(trx: Db, events: StoredEvent[]): Promise<void> {
     const webhook = await this.settings.webhookTargetWithin(trx);
     if (!webhook.enabled || !webhook.url) return;
+    const subscribed = events.filter((event) => webhookSubscribed(webhook.event_types, event.payload.event_type));
+    if (subscribed.length === 0) return;
     const at = now();
-    for (const event of events) {
-      if (!webhookSubscribed(webhook.event_types, event.payload.event_type)) continue;
+    this.enqueued = true;
+    if (this.dialect === 'postgres') return insertAll(trx, subscribed, webhook.url, at);
+    for (const event of subscribed) {
       await this.insertPending.execute(trx, {
         webhookId: newWebhookId(),
         seq: event.seq,
@@ -58,7 +65,6 @@ export class WebhookOutbox implements AppendHook {
         payload: event.json,
         at,
       });
-      this.enqueued = true;
     }
   }
 
@@ -68,6 +74,20 @@ export class WebhookOutbox implements AppendHook {
     this.enqueued = false;
     return enqueued;
   }
+}
+
+/**
+ * PostgreSQL: every delivery of the append in one statement. It runs while the transaction holds
+ * the event append lock (events/log.ts), so each round trip here is time every other append waits.
+ */
+async function insertAll(trx: Db, events: StoredEvent[], url: string, at: string): Promise<void> {
+  await sql`
+    insert into webhook_deliveries (webhook_id, event_seq, event_type, url, payload, attempt, state, due_at, created_at)
+    select id, seq, type, ${url}, payload, 1, 'pending', ${at}, ${at}
+    from unnest(${events.map(() => newWebhookId())}::text[], ${events.map((event) => event.seq)}::bigint[],
+      ${events.map((event) => event.payload.event_type)}::text[], ${events.map((event) => event.json)}::text[]) as pending(id, seq, type, payload)`.execute(
+    trx,
+  );
 }
 
 /** How often the outbox's bound is checked. */
