@@ -8,6 +8,7 @@ import addFormats from 'ajv-formats';
 import { createHash, createHmac } from 'node:crypto';
 import { parseSignatures, stringToSign, verifySignatures, type SignedParts } from '../src/enrichment/signing.js';
 import { DAILY_QUOTA } from '../src/enrichment/quota.js';
+import { EVENT_LOOP_SAMPLE_MS } from '../src/ops/metrics.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
 /**
@@ -120,8 +121,9 @@ describe('docs/enrichment.md signing test vector', () => {
   });
 });
 
-describe('the daily enrichment quota in prose', () => {
-  // Every sentence that gives the quota's number, with the number DAILY_QUOTA makes it. A sentence
+describe('numbers the code sets, in prose', () => {
+  // Every sentence that gives such a number (the daily enrichment quota, ...), with the number the
+  // code makes it. A sentence
   // rewritten so its pattern no longer matches fails too: update the pattern, so none goes unchecked.
   const statements: [file: string, pattern: RegExp, expected: number][] = [
     ['README.md', /(\d+) per bot per day/g, DAILY_QUOTA],
@@ -131,9 +133,10 @@ describe('the daily enrichment quota in prose', () => {
     ['docs/enrichment.md', /"daily";r=(\d+);t=0`/g, DAILY_QUOTA - 1],
     ['docs/dashboard.md', /\*\d+ of (\d+)\s+requests in 24 h\*/g, DAILY_QUOTA],
     ['docs/deployment.md', /may enqueue (\d+) requests\s+a day/g, DAILY_QUOTA],
+    ['docs/operations.md', /is sampled every (\d+) ms/g, EVENT_LOOP_SAMPLE_MS],
   ];
 
-  it('states the number DAILY_QUOTA makes it, naming each place that does not', () => {
+  it('states the number the code makes it, naming each place that does not', () => {
     const wrong: string[] = [];
     for (const [file, pattern, expected] of statements) {
       const text = readFileSync(path.resolve(import.meta.dirname, '../..', file), 'utf8');
