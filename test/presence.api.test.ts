@@ -1,5 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { CompiledQuery, sql } from 'kysely';
+import { occupancyQuery } from '../src/presence/index.js';
 import { createTestEnv, DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
 
 for (const dialect of DIALECTS) {
@@ -359,3 +361,30 @@ describe('the health report timer', () => {
     }
   });
 });
+
+for (const dialect of DIALECTS) {
+  describe(`zone occupancy at size (${dialect})`, () => {
+    let app: TestApp;
+    before(async () => (app = await startTestApp(dialect)));
+    after(() => app.cleanup());
+
+    it("counts a move's zones through an index, not by reading every person", async () => {
+      // 5,000 persons, 1,000 of them in the hall, as in a building.
+      await sql`insert into persons (id, name, presence, zone_id, created_at)
+        select 'p' || g, 'Person ' || g, 'home', case when g <= 1000 then 'hall' else 'zone-' || (g % 500) end, '2026-01-01T00:00:00.000Z'
+        from ${sql.raw(dialect === 'postgres' ? 'generate_series(1, 5000) g' : '(with recursive s(g) as (select 1 union all select g + 1 from s where g < 5000) select g from s)')}`.execute(
+        app.database.db,
+      );
+      await sql`analyze`.execute(app.database.db);
+      const counts = await occupancyQuery(app.database.db, ['hall', 'zone-7']).execute();
+      assert.deepEqual(Object.fromEntries(counts.map((row) => [row.zone_id, Number(row.count)])), { hall: 1000, 'zone-7': 8 });
+      const query = occupancyQuery(app.database.db, ['hall', 'zone-7']).compile();
+      const explain = dialect === 'postgres' ? 'explain ' : 'explain query plan ';
+      const { rows } = await app.database.db.executeQuery(CompiledQuery.raw(explain + query.sql, [...query.parameters]));
+      const plan = rows.map((row) => Object.values(row as object).join(' ')).join('\n');
+      if (dialect === 'postgres') assert.doesNotMatch(plan, /Seq Scan/, plan);
+      else assert.doesNotMatch(plan, /SCAN persons(?! USING)/, plan);
+      assert.match(plan, /persons_zone/, plan);
+    });
+  });
+}

@@ -616,6 +616,13 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await sql`update log_usage set bytes = (select coalesce(sum(${rowBytes}), 0) from webhook_deliveries) where log = 'webhook_deliveries'`.execute(db);
       },
     },
+    '026_persons_by_zone': {
+      // A zone's occupancy (each move's counts, a zone's occupants, a zone's deletion) read every
+      // person without it.
+      async up(db: Kysely<any>) {
+        await db.schema.createIndex('persons_zone').on('persons').column('zone_id').execute();
+      },
+    },
   };
 }
 

@@ -574,16 +574,18 @@ function zoneView(zone: { id: string; name: string }, occupants: string[]): Zone
 
 // Readers take the handle to read through: the database, or the transaction a write runs in (a read
 // through the database from inside a transaction throws TransactionMisuseError).
-/** How many persons each of `zones` holds, in one query (a move names two zones). */
+/** How many persons each of `zones` holds, in one query (a move names two zones), over index persons_zone. */
+export const occupancyQuery = (db: Db, zones: readonly string[]) =>
+  db
+    .selectFrom('persons')
+    .select((eb) => ['zone_id', eb.fn.countAll<string | number>().as('count')])
+    .where('zone_id', 'in', zones)
+    .groupBy('zone_id');
+
 async function occupancyCounts(trx: Db, zones: readonly (string | null)[]): Promise<Map<string, number>> {
   const named = [...new Set(zones.filter((zone) => zone !== null))];
   if (named.length === 0) return new Map();
-  const rows = await trx
-    .selectFrom('persons')
-    .select((eb) => ['zone_id', eb.fn.countAll<string | number>().as('count')])
-    .where('zone_id', 'in', named)
-    .groupBy('zone_id')
-    .execute();
+  const rows = await occupancyQuery(trx, named).execute();
   return new Map(rows.map((row) => [row.zone_id!, Number(row.count)]));
 }
 
