@@ -226,6 +226,31 @@ for (const dialect of DIALECTS) {
       );
     });
 
+    it('sends a delivery a process left in `sending` once its claim deadline has passed, with its webhook-id', async () => {
+      const payload = JSON.stringify({ event_type: 'anomaly.detected', detail: { left: 'behind' } });
+      const past = new Date(Date.now() - 1000).toISOString();
+      // As a process that died mid-send leaves it: claimed, its deadline gone.
+      await app.database.db
+        .insertInto('webhook_deliveries')
+        .values({
+          webhook_id: 'msg_left0behind0by0a0dead0process',
+          event_type: 'anomaly.detected',
+          url: receiver.url,
+          payload,
+          attempt: 1,
+          state: 'sending',
+          due_at: past,
+          created_at: past,
+        })
+        .execute();
+      const sent = await eventually(
+        () => receiver.received.find((request) => request.headers['webhook-id'] === 'msg_left0behind0by0a0dead0process'),
+        5000,
+        'the abandoned claim sent',
+      );
+      assert.equal(sent.body, payload);
+    });
+
     it('retries a 5xx once, after the retry delay, with the same webhook-id', async () => {
       receiver.answerNext(500, 200);
       await app.api('PUT', '/api/system/mode', { mode: 'away' });

@@ -103,6 +103,8 @@ interface Lane {
   concurrency: number;
   draining: Promise<void> | null;
   again: boolean;
+  /** When the lane next looks for claims a process left behind (`claimDue`). */
+  abandonedDueMs: number;
   anyDue: Prepared<{ id: number }, 'state' | 'at'>;
   claimDueRows: Prepared<DeliveryRow, 'state' | 'at' | 'deadline' | 'limit'>;
 }
@@ -149,6 +151,7 @@ export class WebhookService {
       concurrency,
       draining: null,
       again: false,
+      abandonedDueMs: 0,
       anyDue: prepare(database, ['state', 'at'], (db, param) => dueDeliveries(name)(db, param).limit(1)),
       claimDueRows: prepare(database, ['state', 'at', 'deadline', 'limit'], (db, param) =>
         db
@@ -274,13 +277,19 @@ export class WebhookService {
     const at = now();
     const deadline = this.sendingDeadline();
     const claim = async (state: 'pending' | 'sending', limit: number): Promise<DeliveryRow[]> => {
-      // Most calls find nothing due (abandoned rows are rare), and a read says so cheaply. The claim
-      // itself joins the group commit instead of paying a commit of its own.
-      if ((await lane.anyDue.execute(this.database.db, { state, at })).rows.length === 0) return [];
+      // SQLite: most calls find nothing due, and a read says so cheaply. The claim itself joins the
+      // group commit instead of paying a commit of its own. PostgreSQL: a claim that finds nothing is
+      // one round trip too, as the read would be.
+      if (this.database.dialect === 'sqlite' && (await lane.anyDue.execute(this.database.db, { state, at })).rows.length === 0) return [];
       return (await this.database.write((db) => lane.claimDueRows.execute(db, { state, at, deadline, limit }))).rows;
     };
     const rows = await claim('pending', BATCH);
-    if (rows.length < BATCH) rows.push(...(await claim('sending', BATCH - rows.length)));
+    // Claims a process left behind (`sending` past their deadline) are rare: looked for once a poll
+    // period, not after every delivery (the poll keeps coming due while one waits: nextDue).
+    if (rows.length < BATCH && Date.now() >= lane.abandonedDueMs) {
+      lane.abandonedDueMs = Date.now() + POLL_MS;
+      rows.push(...(await claim('sending', BATCH - rows.length)));
+    }
     return rows.sort((a, b) => Number(a.id) - Number(b.id));
   }
 
