@@ -243,7 +243,7 @@ function timers(config: Config, { database, events, presence, log, enrichment, s
     if (atOnce) run();
   };
   /** A sweep that runs only after a commit or once `nextDue` (what it reads, in ms) has come: an idle service reads nothing. */
-  const gated = (sweep: () => Promise<unknown>, nextDue: () => Promise<number>) => {
+  const gated = ({ sweep, nextDue }: { sweep: () => Promise<unknown>; nextDue: () => Promise<number> }) => {
     const gate = new PollGate(database);
     return async () => {
       if (!gate.due()) return;
@@ -261,20 +261,10 @@ function timers(config: Config, { database, events, presence, log, enrichment, s
   };
   return {
     start: () => {
-      every(
-        sweepIntervalMs(config.presenceAwayDelayMs),
-        gated(
-          () => presence.sweepAway(),
-          () => presence.nextAwayDue(),
-        ),
-        'away sweep',
-      );
+      every(sweepIntervalMs(config.presenceAwayDelayMs), gated({ sweep: () => presence.sweepAway(), nextDue: () => presence.nextAwayDue() }), 'away sweep');
       every(
         nodeSweepIntervalMs(config.nodeTimeoutMs),
-        gated(
-          () => presence.sweepOfflineNodes(),
-          () => presence.nextNodeTimeout(),
-        ),
+        gated({ sweep: () => presence.sweepOfflineNodes(), nextDue: () => presence.nextNodeTimeout() }),
         'node timeout sweep',
       );
       // One health report per interval for the installation, whichever instance's tick comes first.
@@ -287,12 +277,7 @@ function timers(config: Config, { database, events, presence, log, enrichment, s
   };
 }
 
-/**
- * Every part with a lifetime, in the order it starts; close() stops them in reverse once the HTTP
- * server has stopped taking requests, then closes the database and Redis. Constructors only assign: a
- * part subscribes to the bus and starts its timers here, and undoes both in stop (as Zigbee2MQTT's
- * extensions do).
- */
+/** Starts the parts with a lifetime, and closes the service: the HTTP server, the parts, the database, Redis. */
 function lifecycle(config: Config, wired: Wired): Pick<App, 'start' | 'close'> {
   const { http, database, redis, settings, outboxBound, budget, log, webhook, leadership, mqtt, enrichment } = wired;
   // Only a change of MQTT's own fields touches the connection: a webhook save must not make Home
@@ -301,6 +286,9 @@ function lifecycle(config: Config, wired: Wired): Pick<App, 'start' | 'close'> {
     if (changed.mqtt.length > 0 && (leadership?.leader ?? true))
       void mqtt.configure(next.mqtt).catch((error: Error) => http.log.error({ err: error }, 'MQTT reconfiguration failed'));
   };
+  // Every part with a lifetime, in the order it starts; close() stops them in reverse, after the
+  // HTTP server has stopped taking requests. Constructors only assign: a part subscribes to the bus
+  // and starts its timers here, and undoes both in stop (as Zigbee2MQTT's extensions do).
   const parts: { start(): Promise<void> | void; stop(): Promise<void> | void }[] = [
     {
       start: async () => {

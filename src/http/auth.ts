@@ -270,9 +270,8 @@ export class RouteAuth {
     if (!ROUTE_ACCESS[mode].bot && !request.isAdmin) throw unauthorized();
   }
 
-  /** The hooks that decide each request: its credentials, then a bot's signature, then a household entry by its body. */
+  /** Callback hooks (most requests pass them untouched; an async hook costs a promise each time): credentials, bot signature, household entry. */
   private addHooks(app: FastifyInstance): void {
-    // Callback hooks: most requests pass them untouched, and an async hook costs a promise each time.
     app.addHook('onRequest', (request, reply, done) => {
       // An unmatched request has nothing to protect: the not-found handler answers it.
       if (request.is404) return done();
