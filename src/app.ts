@@ -68,8 +68,8 @@ async function waitForRedis(redis: Redis): Promise<void> {
   });
 }
 
-/** The composition root: builds every part from the config and wires them to the event bus. */
-export async function buildApp(config: Config): Promise<App> {
+/** The database and what keeps its size: the outbox bound, the storage budget; the event pipeline writing through them. */
+async function openStorage(config: Config) {
   const database = await Database.open(config);
   const metrics = new Metrics();
   const box = new SecretBox(config.secretsKey);
@@ -84,24 +84,24 @@ export async function buildApp(config: Config): Promise<App> {
       : null;
   const { events, settings, outbox } = createEventPipeline(database, box, budget ? [budget] : []);
   events.subscribe((event) => metrics.events.inc({ event_type: event.payload.event_type }));
-  const presence = new PresenceService(database, events, {
-    awayDelayMs: config.presenceAwayDelayMs,
-    nodeTimeoutMs: config.nodeTimeoutMs,
-    nodeLimit: config.nodeLimit,
-  });
+  return { database, metrics, box, installationWarnings, outboxBound, budget, events, settings, outbox };
+}
+type Storage = Awaited<ReturnType<typeof openStorage>>;
 
-  // Commands fail at once while Redis is away (no offline queue), so the limiter can fail open or closed promptly.
-  // ioredis is loaded only when configured: a start-up without Redis does not pay for importing it.
-  const redis = config.redisUrl
-    ? new (await import('ioredis')).Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false })
-    : null;
-  // Kept for the start-up line; reported once the logger exists.
+/**
+ * The rate limit, its buckets in Redis when configured (ioredis is loaded only then: a start-up without
+ * Redis does not pay for importing it). Commands fail at once while Redis is away (no offline queue),
+ * so the limiter can fail open or closed promptly. `logTo` reports Redis's errors once the logger exists.
+ */
+async function openRateLimit(config: Config, { database, metrics }: Storage) {
+  const url = config.redisUrl;
+  const redis = url ? new (await import('ioredis')).Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false }) : null;
   let redisError: unknown = null;
   const keepRedisError = (error: unknown) => (redisError = error);
   redis?.on('error', keepRedisError);
   if (redis) {
     await waitForRedis(redis);
-    const missing = await missingRedisDatabase(redis, config.redisUrl!);
+    const missing = await missingRedisDatabase(redis, url!);
     if (missing) {
       redis.disconnect();
       await database.close();
@@ -115,27 +115,28 @@ export async function buildApp(config: Config): Promise<App> {
     refillPerSecond: Math.max(TOKEN_POLICY.refillPerSecond, config.rateLimit.refillPerSecond),
   });
   const rateLimit = new RateLimitGuard(limiter, tokenLimiter, metrics, { failOpen: config.rateLimit.failOpen, costs: config.rateLimit.costs });
+  // Where Redis is and why it does not answer (ioredis's own errors never name the address): at
+  // start, then a line a minute per reason while it stays away.
+  const logTo = (http: FastifyInstance) => {
+    if (!redis) return;
+    const report = (error: unknown) =>
+      http.throttledLog.write(http.log, 'redis', 'warn', { code: (error as { code?: string } | null)?.code }, redisUnreachable(error, url!));
+    redis.off('error', keepRedisError).on('error', report);
+    if (redis.status !== 'ready') report(redisError);
+  };
+  return { redis, rateLimit, logTo };
+}
 
-  const http = await createHttpServer({
-    logLevel: config.logLevel,
-    logFormat: config.logFormat,
-    trustProxy: config.trustProxy,
-    version: VERSION,
-    corsOrigins: config.corsOrigins,
-  });
+/** The HTTP server with its request metrics and rate limit, and the start-up lines its logger writes. */
+async function openHttp(config: Config, storage: Storage, rateLimit: RateLimitGuard, logRedis: (http: FastifyInstance) => void): Promise<FastifyInstance> {
+  const { database, metrics, installationWarnings } = storage;
+  const { logLevel, logFormat, trustProxy, corsOrigins } = config;
+  const http = await createHttpServer({ logLevel, logFormat, trustProxy, version: VERSION, corsOrigins });
   requestMetrics(http, metrics.http);
   rateLimit.register(http);
   const migrated = database.migrationReport();
   if (migrated) http.log.info(migrated);
-  const backgroundLog = http.throttledLog.background(http.log);
-  if (redis) {
-    // Where Redis is and why it does not answer (ioredis's own errors never name the address): at
-    // start, then a line a minute per reason while it stays away.
-    const report = (error: unknown) =>
-      http.throttledLog.write(http.log, 'redis', 'warn', { code: (error as { code?: string } | null)?.code }, redisUnreachable(error, config.redisUrl!));
-    redis.off('error', keepRedisError).on('error', report);
-    if (redis.status !== 'ready') report(redisError);
-  }
+  logRedis(http);
   for (const warning of installationWarnings) http.log.warn(warning);
   const checkpointer = database.checkpointer;
   if (checkpointer) {
@@ -160,8 +161,17 @@ export async function buildApp(config: Config): Promise<App> {
       async () => checkpointer.stats().lastSeconds,
     );
   }
+  return http;
+}
+
+/** The capabilities behind the routes, and the route auth that admits requests to them; with what they were built from. */
+async function buildCapabilities(config: Config, opened: Storage & { redis: Redis | null; rateLimit: RateLimitGuard; http: FastifyInstance }) {
+  const { database, box, events, metrics, settings, outbox, budget, http, rateLimit } = opened;
+  const { presenceAwayDelayMs: awayDelayMs, nodeTimeoutMs, nodeLimit } = config;
+  const presence = new PresenceService(database, events, { awayDelayMs, nodeTimeoutMs, nodeLimit });
+  const log = http.throttledLog.background(http.log);
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
-  const enrichment = createEnrichment({ config, database, events, box, metrics, log: backgroundLog });
+  const enrichment = createEnrichment({ config, database, events, box, metrics, log });
   const tokens = new ApiTokenStore(database);
   const users = new UserStore(database);
   await new RouteAuth(config.adminToken, sessions, {
@@ -172,7 +182,7 @@ export async function buildApp(config: Config): Promise<App> {
     resolveToken: (token) => tokens.resolve(token),
     verifyUser: (username, password) => users.verify(username, password),
   }).register(http);
-  const webhook = new WebhookService(database, events, outbox, settings, backgroundLog, http.throttledLog, metrics, {
+  const webhook = new WebhookService(database, events, outbox, settings, log, http.throttledLog, metrics, {
     timeoutMs: config.webhookTimeoutMs,
     retryDelayMs: config.webhookRetryDelayMs,
     stored: budget ? (payloads) => budget.stored(payloads) : undefined,
@@ -200,13 +210,12 @@ export async function buildApp(config: Config): Promise<App> {
     savedSettings: async () => (await settings.get()).mqtt,
     throttledLog: http.throttledLog,
   });
-  // Only a change of MQTT's own fields touches the connection: a webhook save must not make Home
-  // Assistant see every entity go unavailable and come back.
-  const applySettings = ({ settings: next, changed }: SettingsChange) => {
-    if (changed.mqtt.length > 0 && (leadership?.leader ?? true))
-      void mqtt.configure(next.mqtt).catch((error: Error) => http.log.error({ err: error }, 'MQTT reconfiguration failed'));
-  };
+  return { ...opened, presence, log, sessions, enrichment, tokens, users, webhook, leadership, mqtt };
+}
+type Wired = Awaited<ReturnType<typeof buildCapabilities>>;
 
+function registerRoutes(config: Config, wired: Wired): void {
+  const { http, database, metrics, events, settings, presence, redis, mqtt, webhook, tokens, users, sessions, enrichment } = wired;
   opsRoutes(http, {
     database,
     metrics,
@@ -223,16 +232,18 @@ export async function buildApp(config: Config): Promise<App> {
   sessionRoutes(http, sessions, users);
   dashboardRoutes(http);
   enrichment.register(http);
+}
 
+/** The periodic tasks, as a part: `start` sets their intervals, `stop` clears them. */
+function timers(config: Config, { database, events, presence, log, enrichment, sessions, webhook }: Wired) {
   const timers: NodeJS.Timeout[] = [];
-  const log = backgroundLog;
   const every = (ms: number, task: () => Promise<unknown>, what: string, { atOnce = false } = {}) => {
     const run = () => void task().catch((error: Error) => log.warn({ err: error }, `${what} failed`));
     timers.push(setInterval(run, ms).unref());
     if (atOnce) run();
   };
   /** A sweep that runs only after a commit or once `nextDue` (what it reads, in ms) has come: an idle service reads nothing. */
-  const gated = (sweep: () => Promise<unknown>, nextDue: () => Promise<number>) => {
+  const gated = ({ sweep, nextDue }: { sweep: () => Promise<unknown>; nextDue: () => Promise<number> }) => {
     const gate = new PollGate(database);
     return async () => {
       if (!gate.due()) return;
@@ -248,10 +259,36 @@ export async function buildApp(config: Config): Promise<App> {
     ]);
     if (Object.values(deleted).some(Boolean)) log.info({ deleted }, 'retention: expired rows deleted');
   };
+  return {
+    start: () => {
+      every(sweepIntervalMs(config.presenceAwayDelayMs), gated({ sweep: () => presence.sweepAway(), nextDue: () => presence.nextAwayDue() }), 'away sweep');
+      every(
+        nodeSweepIntervalMs(config.nodeTimeoutMs),
+        gated({ sweep: () => presence.sweepOfflineNodes(), nextDue: () => presence.nextNodeTimeout() }),
+        'node timeout sweep',
+      );
+      // One health report per interval for the installation, whichever instance's tick comes first.
+      every(config.healthIntervalMs, async () => (await claimInterval(database, 'health', config.healthIntervalMs)) && presence.emitHealth(), 'health report');
+      every(60_000, () => enrichment.purgeNonces(), 'nonce purge');
+      every(60_000, () => sessions.purge(), 'session purge');
+      every(RETENTION_INTERVAL_MS, retention, 'retention', { atOnce: true });
+    },
+    stop: () => timers.splice(0).forEach(clearInterval),
+  };
+}
 
+/** Starts the parts with a lifetime, and closes the service: the HTTP server, the parts, the database, Redis. */
+function lifecycle(config: Config, wired: Wired): Pick<App, 'start' | 'close'> {
+  const { http, database, redis, settings, outboxBound, budget, log, webhook, leadership, mqtt, enrichment } = wired;
+  // Only a change of MQTT's own fields touches the connection: a webhook save must not make Home
+  // Assistant see every entity go unavailable and come back.
+  const applySettings = ({ settings: next, changed }: SettingsChange) => {
+    if (changed.mqtt.length > 0 && (leadership?.leader ?? true))
+      void mqtt.configure(next.mqtt).catch((error: Error) => http.log.error({ err: error }, 'MQTT reconfiguration failed'));
+  };
   // Every part with a lifetime, in the order it starts; close() stops them in reverse, after the
-  // HTTP server has stopped taking requests. Constructors above only assign: a part subscribes to
-  // the bus and starts its timers here, and undoes both in stop (as Zigbee2MQTT's extensions do).
+  // HTTP server has stopped taking requests. Constructors only assign: a part subscribes to the bus
+  // and starts its timers here, and undoes both in stop (as Zigbee2MQTT's extensions do).
   const parts: { start(): Promise<void> | void; stop(): Promise<void> | void }[] = [
     {
       start: async () => {
@@ -271,52 +308,10 @@ export async function buildApp(config: Config): Promise<App> {
     { start: () => outboxBound.start(log, http.throttledLog), stop: () => outboxBound.stop() },
     { start: () => budget?.start(log, http.throttledLog), stop: () => budget?.stop() },
     { start: () => webhook.start(), stop: () => webhook.stop() },
-    {
-      start: () => {
-        every(
-          sweepIntervalMs(config.presenceAwayDelayMs),
-          gated(
-            () => presence.sweepAway(),
-            () => presence.nextAwayDue(),
-          ),
-          'away sweep',
-        );
-        every(
-          nodeSweepIntervalMs(config.nodeTimeoutMs),
-          gated(
-            () => presence.sweepOfflineNodes(),
-            () => presence.nextNodeTimeout(),
-          ),
-          'node timeout sweep',
-        );
-        // One health report per interval for the installation, whichever instance's tick comes first.
-        every(
-          config.healthIntervalMs,
-          async () => (await claimInterval(database, 'health', config.healthIntervalMs)) && presence.emitHealth(),
-          'health report',
-        );
-        every(60_000, () => enrichment.purgeNonces(), 'nonce purge');
-        every(60_000, () => sessions.purge(), 'session purge');
-        every(RETENTION_INTERVAL_MS, retention, 'retention', { atOnce: true });
-      },
-      stop: () => timers.splice(0).forEach(clearInterval),
-    },
+    timers(config, wired),
     { start: () => enrichment.worker?.start(), stop: () => enrichment.worker?.stop() },
   ];
-
   return {
-    http,
-    database,
-    events,
-    presence,
-    metrics,
-    redis,
-    rateLimit,
-    box,
-    enrichment,
-    settings,
-    webhook,
-    mqtt,
     async start() {
       for (const part of parts) await part.start();
     },
@@ -327,4 +322,15 @@ export async function buildApp(config: Config): Promise<App> {
       redis?.disconnect();
     },
   };
+}
+
+/** The composition root: builds every part from the config and wires them to the event bus. */
+export async function buildApp(config: Config): Promise<App> {
+  const storage = await openStorage(config);
+  const { redis, rateLimit, logTo } = await openRateLimit(config, storage);
+  const http = await openHttp(config, storage, rateLimit, logTo);
+  const wired = await buildCapabilities(config, { ...storage, redis, rateLimit, http });
+  registerRoutes(config, wired);
+  const { database, events, presence, metrics, box, enrichment, settings, webhook, mqtt } = wired;
+  return { http, database, events, presence, metrics, redis, rateLimit, box, enrichment, settings, webhook, mqtt, ...lifecycle(config, wired) };
 }

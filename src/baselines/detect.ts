@@ -149,27 +149,29 @@ export function detectRegression(history: Run[], head: Run[], options: Detection
   };
 }
 
+type Judgement = Omit<FieldDetection, 'field' | 'direction' | 'head' | 'head_runs' | 'runs_considered'>;
+// Every verdict is built whole, in one order: an object spread first and extended after (`{ ...base,
+// head, ... }`) made V8 build a new hidden class per result, which cost more than the detection.
+const verdict = (field: string, direction: Direction, head: number | null, headRuns: number, runsConsidered: number, rest: Judgement): FieldDetection => ({
+  field,
+  direction,
+  head,
+  head_runs: headRuns,
+  centre: rest.centre,
+  spread: rest.spread,
+  runs_considered: runsConsidered,
+  change_pct: rest.change_pct,
+  z: rest.z,
+  band: rest.band,
+  method: rest.method,
+  regression: rest.regression,
+  reason: rest.reason,
+});
+
 function judgeField(field: string, direction: Direction, window: number[], headValues: number[], options: DetectionOptions): FieldDetection {
-  // Every verdict is built whole, in one order: an object spread first and extended after (`{ ...base,
-  // head, ... }`) made V8 build a new hidden class per result, which cost more than the detection.
-  const verdict = (head: number | null, rest: Omit<FieldDetection, 'field' | 'direction' | 'head' | 'head_runs' | 'runs_considered'>): FieldDetection => ({
-    field,
-    direction,
-    head,
-    head_runs: headValues.length,
-    centre: rest.centre,
-    spread: rest.spread,
-    runs_considered: window.length,
-    change_pct: rest.change_pct,
-    z: rest.z,
-    band: rest.band,
-    method: rest.method,
-    regression: rest.regression,
-    reason: rest.reason,
-  });
   const head = headValues.length ? mean(headValues) : null;
   if (head === null || window.length === 0) {
-    return verdict(head, {
+    return verdict(field, direction, head, headValues.length, window.length, {
       centre: null,
       spread: null,
       change_pct: null,
@@ -194,7 +196,7 @@ function judgeField(field: string, direction: Direction, window: number[], headV
       : `${Number.isFinite(changePct) ? `${Math.abs(round(changePct, 3))}%` : 'beyond any percentage'} ${worseBy > 0 ? 'worse' : 'better'} than the mean of ${window.length} earlier commit${window.length === 1 ? '' : 's'}`;
 
   if (window.length < options.minRuns) {
-    return verdict(round(head), {
+    return verdict(field, direction, round(head), headValues.length, window.length, {
       centre: round(centre),
       spread: null,
       change_pct: shownChange,
@@ -219,7 +221,7 @@ function judgeField(field: string, direction: Direction, window: number[], headV
   const regression = beyondThreshold && outsideBand;
   const outcome = regression ? 'regression' : beyondThreshold ? 'within the noise band: not a regression' : `within the ${options.thresholdPct}% threshold`;
   const bandText = band ? `band ${band[0]}..${band[1]}` : 'band unbounded';
-  return verdict(round(head), {
+  return verdict(field, direction, round(head), headValues.length, window.length, {
     centre: round(centre),
     spread: shown(spread),
     change_pct: shownChange,

@@ -270,12 +270,8 @@ export class RouteAuth {
     if (!ROUTE_ACCESS[mode].bot && !request.isAdmin) throw unauthorized();
   }
 
-  /** Registers the cookie parser first: the auth hook reads the session cookie it parsed. */
-  async register(server: FastifyInstance): Promise<void> {
-    await server.register(fastifyCookie);
-    const app = withSchemaTypes(server);
-    const accessOf = (request: FastifyRequest) => ROUTE_ACCESS[request.routeOptions.config.auth ?? 'admin'];
-    // Callback hooks: most requests pass them untouched, and an async hook costs a promise each time.
+  /** Callback hooks (most requests pass them untouched; an async hook costs a promise each time): credentials, bot signature, household entry. */
+  private addHooks(app: FastifyInstance): void {
     app.addHook('onRequest', (request, reply, done) => {
       // An unmatched request has nothing to protect: the not-found handler answers it.
       if (request.is404) return done();
@@ -284,7 +280,7 @@ export class RouteAuth {
       this.admit(request, reply, mode).then(() => done(), done);
     });
     app.addHook('preValidation', (request, reply, done) => {
-      if (request.is404 || !accessOf(request).bot || request.isAdmin) return done();
+      if (request.is404 || !ROUTE_ACCESS[request.routeOptions.config.auth ?? 'admin'].bot || request.isAdmin) return done();
       this.checks.authenticateBot(request, reply).then(() => done(), done);
     });
     // A household entry that depends on the body is decided once the body is read and valid.
@@ -294,7 +290,13 @@ export class RouteAuth {
       const refusal = typeof entry === 'function' ? entry(request.body) : null;
       done(refusal ? new ProblemError('forbidden', refusal) : undefined);
     });
+  }
 
+  /** Registers the cookie parser first: the auth hook reads the session cookie it parsed. */
+  async register(server: FastifyInstance): Promise<void> {
+    await server.register(fastifyCookie);
+    this.addHooks(server);
+    const app = withSchemaTypes(server);
     app.post(
       '/api/session',
       {
