@@ -1,8 +1,8 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { HttpRequestStats } from './request-metrics.js';
 
 /** How often the event loop's delay is sampled for the `nodejs_eventloop_lag_*` gauges. */
 export const EVENT_LOOP_SAMPLE_MS = 100;
-import { HttpRequestStats } from './request-metrics.js';
 
 /**
  * prom-client's default gauges named like counters (`_total`), which `promtool check metrics`

@@ -572,8 +572,6 @@ function zoneView(zone: { id: string; name: string }, occupants: string[]): Zone
   return { id: zone.id, name: zone.name, count: occupants.length, occupied: occupants.length > 0, occupants };
 }
 
-// Readers take the handle to read through: the database, or the transaction a write runs in (a read
-// through the database from inside a transaction throws TransactionMisuseError).
 /** How many persons each of `zones` holds, in one query (a move names two zones), over index persons_zone. */
 export const occupancyQuery = (db: Db, zones: readonly string[]) =>
   db
@@ -589,6 +587,8 @@ async function occupancyCounts(trx: Db, zones: readonly (string | null)[]): Prom
   return new Map(rows.map((row) => [row.zone_id!, Number(row.count)]));
 }
 
+// Readers take the handle to read through: the database, or the transaction a write runs in (a read
+// through the database from inside a transaction throws TransactionMisuseError).
 async function readPerson(trx: Db, id: string): Promise<PersonView> {
   return toPersonView(await requireRow(trx.selectFrom('persons').selectAll().where('id', '=', id), 'Person', id));
 }
