@@ -123,6 +123,34 @@ for (const dialect of DIALECTS) {
 }
 
 describe('appending on PostgreSQL', () => {
+  it("stores every event of an append byte for byte, whatever an array literal's characters it holds", async () => {
+    const pgDatabase = await createPgDatabase();
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-array-'));
+    const database = await Database.open({ databaseUrl: pgDatabase.url, dataDir });
+    try {
+      const log = new EventLog(database, []);
+      const hostile = ['"},{"', '\\', 'NULL', '{a,b}', "'; drop table events; --", 'é 💥 \u2028', ' ', ''];
+      const stored: StoredEvent[] = [];
+      log.subscribe((event) => stored.push(event));
+      await log.write(async (_trx, emit) => {
+        for (const text of hostile) emit('anomaly.detected', { detail: { text } });
+      });
+      const rows = await database.db.selectFrom('events').select(['seq', 'payload']).orderBy('seq').execute();
+      assert.deepEqual(
+        rows.map((row) => [Number(row.seq), row.payload]),
+        stored.map((event) => [event.seq, event.json]),
+      );
+      assert.deepEqual(
+        rows.map((row) => JSON.parse(row.payload).detail.text),
+        hostile,
+      );
+    } finally {
+      await database.close();
+      await pgDatabase.drop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
   it('takes turns: an append whose transaction is still open holds back the next, so numbers commit in order', async () => {
     const pgDatabase = await createPgDatabase();
     const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-turns-'));

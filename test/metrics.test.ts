@@ -6,7 +6,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startTestApp, type TestApp } from './helpers/app.js';
-import { HTTP_DURATION_BUCKETS } from '../src/ops/index.js';
+import perfHooks from 'node:perf_hooks';
+import { HTTP_DURATION_BUCKETS, Metrics } from '../src/ops/index.js';
+import { EVENT_LOOP_SAMPLE_MS } from '../src/ops/metrics.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 /** promtool, as an operator's Prometheus reads the scrape and the rules; a missing one fails the test (README, "Test it"). */
@@ -91,5 +93,23 @@ describe('RED metrics', () => {
     }
     for (const metric of rules.matchAll(/\b(mothership_\w+?)(?:_bucket)?\b[{[ ]/g))
       assert.match(scrape, new RegExp(`^# TYPE ${metric[1]} `, 'm'), `${metric[1]} is not exported`);
+  });
+});
+
+describe('process metrics at idle', () => {
+  it("samples the event loop's delay every EVENT_LOOP_SAMPLE_MS, not prom-client's 10 ms (a hundred wake-ups a second)", () => {
+    const resolutions: number[] = [];
+    const monitor = perfHooks.monitorEventLoopDelay;
+    perfHooks.monitorEventLoopDelay = (options) => {
+      resolutions.push(options?.resolution ?? 10);
+      return monitor(options);
+    };
+    try {
+      new Metrics();
+    } finally {
+      perfHooks.monitorEventLoopDelay = monitor;
+    }
+    assert.deepEqual(resolutions, [EVENT_LOOP_SAMPLE_MS]);
+    assert.ok(EVENT_LOOP_SAMPLE_MS >= 100);
   });
 });
