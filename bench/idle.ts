@@ -5,7 +5,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { QUICK, fmt, header } from './lib.js';
 
-const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
+/** `mothership` as installed: the bundle of build/bundle.ts. */
+const MAIN = fileURLToPath(new URL('../mothership.js', import.meta.url));
 /** Linux counts a process's CPU in clock ticks of 1/100 s (`getconf CLK_TCK`). */
 const TICKS_PER_SECOND = 100;
 

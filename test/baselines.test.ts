@@ -15,6 +15,7 @@ import { DEFAULT_DETECTION, detectRegression, type Run } from '../src/baselines/
 import { formatReport } from '../src/baselines/format.js';
 import { ADMIN_TOKEN, DIALECTS, startTestApp, type TestApp } from './helpers/app.js';
 import { freePort } from './helpers/broker.js';
+import { MAIN } from './helpers/process.js';
 
 const valid: BaselineRecord = {
   commit_sha: 'a1b2c3d',
@@ -543,7 +544,7 @@ describe('baseline CLI', () => {
   };
   const cli = async (...args: string[]) => {
     try {
-      const { stdout, stderr } = await run(process.execPath, ['dist/src/main.js', 'baseline', ...args]);
+      const { stdout, stderr } = await run(process.execPath, [MAIN, 'baseline', ...args]);
       return { code: 0, stdout, stderr };
     } catch (error) {
       const failure = error as { code: number; stdout: string; stderr: string };
@@ -587,7 +588,7 @@ describe('baseline CLI', () => {
     const env = (extra: Record<string, string> = {}) => ({ PATH: process.env.PATH!, MOTHERSHIP_TOKEN: ADMIN_TOKEN, ...extra });
     const cliWith = async (environment: Record<string, string>, ...args: string[]) => {
       try {
-        const { stdout, stderr } = await run(process.execPath, ['dist/src/main.js', 'baseline', ...args], { env: environment });
+        const { stdout, stderr } = await run(process.execPath, [MAIN, 'baseline', ...args], { env: environment });
         return { code: 0, stdout, stderr };
       } catch (error) {
         const failure = error as { code: number; stdout: string; stderr: string };

@@ -27,16 +27,24 @@ async function packagesWhenListening(env: Record<string, string>): Promise<strin
 
 describe('a default start loads only what it uses', () => {
   let testEnv: TestEnv;
+  let packages: string[];
   before(async () => {
     testEnv = await createTestEnv('sqlite');
+    packages = await packagesWhenListening({ DATA_DIR: testEnv.dataDir, ADMIN_TOKEN, PORT: '0' });
+    assert.ok(packages.includes('better-sqlite3'), `the hook sees the packages loaded: ${packages.join(', ')}`);
   });
   after(() => testEnv.cleanup());
 
-  it('MQTT off (the default): mqtt.js and its WebSocket transport are not loaded', async () => {
-    const packages = await packagesWhenListening({ DATA_DIR: testEnv.dataDir, ADMIN_TOKEN, PORT: '0' });
-    assert.ok(packages.includes('fastify'), `the hook sees the packages loaded: ${packages.join(', ')}`);
+  it('MQTT off (the default): mqtt.js and its WebSocket transport are not loaded', () => {
     assert.deepEqual(
       packages.filter((name) => ['mqtt', 'mqtt-packet', 'ws'].includes(name)),
+      [],
+    );
+  });
+
+  it('runs from the bundle: Fastify and Ajv are read from one file, not from node_modules', () => {
+    assert.deepEqual(
+      packages.filter((name) => ['fastify', 'ajv', 'avvio', 'find-my-way'].includes(name)),
       [],
     );
   });

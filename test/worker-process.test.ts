@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DIALECTS, eventually, startTestApp, createTestEnv, type TestApp, type TestEnv } from './helpers/app.js';
 import { botRequest } from './helpers/bot.js';
-import { spawnMothership, stopProcess } from './helpers/process.js';
+import { MAIN, spawnMothership, stopProcess } from './helpers/process.js';
 import { REPLAY } from './helpers/fixtures.js';
 import { startReceiver } from './helpers/receiver.js';
 
@@ -111,7 +111,7 @@ describe('mothership bots create', () => {
     try {
       const { execFile } = await import('node:child_process');
       const { promisify } = await import('node:util');
-      const { stdout } = await promisify(execFile)(process.execPath, [new URL('../src/main.js', import.meta.url).pathname, 'bots', 'create', 'Chess Bot'], {
+      const { stdout } = await promisify(execFile)(process.execPath, [MAIN, 'bots', 'create', 'Chess Bot'], {
         env: { ...process.env, ...env.env },
       });
       const id = /^id: (.+)$/m.exec(stdout)?.[1];

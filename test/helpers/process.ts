@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { ADMIN_TOKEN } from './app.js';
 
-export const MAIN = new URL('../../src/main.js', import.meta.url).pathname;
+/** The `mothership` command as installed: the bundle `npm run build` makes (build/bundle.ts). */
+export const MAIN = new URL('../../mothership.js', import.meta.url).pathname;
 
 /** Starts `mothership <args>` as a real child process with the given environment. */
 /** `nodeOptions`: flags for Node itself (`--cpu-prof`, which NODE_OPTIONS may not carry). */
