@@ -30,6 +30,7 @@ import { FINISHED_DELIVERY_LOGS, OutboxBound, WebhookService, webhookRoutes } fr
 import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, TOKEN_POLICY, type RateLimitStore } from './ratelimit/index.js';
 import { ApiTokenStore, tokenRoutes } from './tokens/index.js';
 import { sessionRoutes, UserStore, userRoutes } from './users/index.js';
+import { onEvery } from './ticks.js';
 
 export interface App {
   http: FastifyInstance;
@@ -236,10 +237,10 @@ function registerRoutes(config: Config, wired: Wired): void {
 
 /** The periodic tasks, as a part: `start` sets their intervals, `stop` clears them. */
 function timers(config: Config, { database, events, presence, log, enrichment, sessions, webhook }: Wired) {
-  const timers: NodeJS.Timeout[] = [];
+  const stops: (() => void)[] = [];
   const every = (ms: number, task: () => Promise<unknown>, what: string, { atOnce = false } = {}) => {
     const run = () => void task().catch((error: Error) => log.warn({ err: error }, `${what} failed`));
-    timers.push(setInterval(run, ms).unref());
+    stops.push(onEvery(ms, run));
     if (atOnce) run();
   };
   /** A sweep that runs only after a commit or once `nextDue` (what it reads, in ms) has come: an idle service reads nothing. */
@@ -273,7 +274,7 @@ function timers(config: Config, { database, events, presence, log, enrichment, s
       every(60_000, () => sessions.purge(), 'session purge');
       every(RETENTION_INTERVAL_MS, retention, 'retention', { atOnce: true });
     },
-    stop: () => timers.splice(0).forEach(clearInterval),
+    stop: () => stops.splice(0).forEach((stop) => stop()),
   };
 }
 

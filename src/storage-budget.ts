@@ -15,6 +15,7 @@ import {
 import { type AppendHook, SAFETY_EVENTS, type StoredEvent, type Writer } from './events/index.js';
 import type { ThrottledLog } from './http/index.js';
 import { DomainError } from './errors.js';
+import { onEvery } from './ticks.js';
 
 /** How often the keeper measures the database (and at once when this process's writes near the budget). */
 export const BUDGET_CHECK_MS = 1000;
@@ -104,7 +105,7 @@ export class StorageBudget implements AppendHook {
   private appendedSince = 0;
   /** What passes deleted and `reclaim` has not given back yet (PostgreSQL), counted as used until then. */
   private unreclaimed = { bytes: 0, mark: 0n };
-  private timer: NodeJS.Timeout | null = null;
+  private stopTimer: (() => void) | null = null;
   private running: Promise<void> | null = null;
   private again = false;
   private readonly levels: ReturnType<typeof budgetLevels>;
@@ -175,22 +176,22 @@ export class StorageBudget implements AppendHook {
     this.log = log;
     this.throttledLog = throttledLog;
     await this.measure();
-    this.timer = setInterval(() => {
+    this.stopTimer = onEvery(BUDGET_CHECK_MS, () => {
       this.shares.forget();
       if (this.gate.due() || this.unreclaimed.bytes > 0) this.kick();
-    }, BUDGET_CHECK_MS).unref();
+    });
     this.kick();
   }
 
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    this.stopTimer?.();
+    this.stopTimer = null;
     await this.running;
   }
 
   /** Runs the keeper unless it runs; a run in progress runs once more. */
   kick(): void {
-    if (!this.timer) return;
+    if (!this.stopTimer) return;
     if (this.running) {
       this.again = true;
       return;

@@ -7,6 +7,7 @@ import { replayRefusal, type Commentary } from './commentary.js';
 import { WORKER_HEARTBEAT_MS } from './estimate.js';
 import { MAX_ATTEMPTS, type Job, type JobQueue } from './jobs.js';
 import { PollGate, type CommitMark } from '../db/index.js';
+import { untilNextTick } from '../ticks.js';
 
 const IDLE_POLL_MS = 1000;
 
@@ -73,14 +74,11 @@ export class EnrichmentWorker {
       } catch (error) {
         this.log.error({ err: error }, 'enrichment worker error');
       }
-      if (!job && this.running)
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, IDLE_POLL_MS);
-          this.wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
+      if (!job && this.running) {
+        const { done, wake } = untilNextTick(IDLE_POLL_MS);
+        this.wake = wake;
+        await done;
+      }
       this.wake = null;
     }
   }

@@ -6,6 +6,7 @@ import { invalidFields } from '../errors.js';
 import { memo } from '../memo.js';
 import { candidateSettings } from './validate.js';
 import { changedFields, DEFAULT_SETTINGS, derivedWebhookFields, type IntegrationPatch, type IntegrationSettings, type SettingsChange } from './model.js';
+import { onEvery } from '../ticks.js';
 
 /**
  * Secrets, sealed with the SecretBox: those of release 0.1.0 as `<field>_sealed`, later ones in the
@@ -31,7 +32,7 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   private readonly cached = memo(CACHE_MS, (trx: Db) => this.read(trx));
   /** What this process's integrations were last told, and the row's time then. */
   private applied: { settings: IntegrationSettings; updatedAt: string | null } | null = null;
-  private watch: NodeJS.Timeout | null = null;
+  private stopWatch: (() => void) | null = null;
   private checking: Promise<void> | null = null;
   /** On SQLite the watch reads the row only after a commit (a save by another process). */
   private readonly gate: PollGate;
@@ -67,14 +68,13 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
     const updatedAt = await settingUpdatedAt(this.database.db, KEY);
     const settings = await this.read(this.database.db);
     this.applied = { settings, updatedAt };
-    this.watch = setInterval(() => void (this.checking ??= this.checkForChange().finally(() => (this.checking = null))), WATCH_MS);
-    this.watch.unref();
+    this.stopWatch = onEvery(WATCH_MS, () => void (this.checking ??= this.checkForChange().finally(() => (this.checking = null))));
     return settings;
   }
 
   async stop(): Promise<void> {
-    if (this.watch) clearInterval(this.watch);
-    this.watch = null;
+    this.stopWatch?.();
+    this.stopWatch = null;
     await this.checking;
   }
 

@@ -7,6 +7,7 @@ import { SAFETY_EVENTS, type AppendHook, type EventType, type StoredEvent } from
 import type { ThrottledLog } from '../http/index.js';
 import type { Metrics } from '../ops/index.js';
 import { webhookSubscribed, type SettingsStore } from '../settings/index.js';
+import { onEvery } from '../ticks.js';
 
 /**
  * The webhook's transactional outbox: inside an event's transaction, one pending delivery per event
@@ -102,7 +103,7 @@ export const ABANDONED_LAST: readonly EventType[] = SAFETY_EVENTS;
  * like any other. Nothing is refused: a receiver that is down never stops an event from being taken.
  */
 export class OutboxBound {
-  private timer: NodeJS.Timeout | null = null;
+  private stopTimer: (() => void) | null = null;
   private running: Promise<unknown> | null = null;
   private log: FastifyBaseLogger | null = null;
   private throttledLog: ThrottledLog | null = null;
@@ -120,18 +121,18 @@ export class OutboxBound {
   start(log: FastifyBaseLogger, throttledLog: ThrottledLog): void {
     this.log = log;
     this.throttledLog = throttledLog;
-    this.timer = setInterval(() => {
+    this.stopTimer = onEvery(BOUND_CHECK_MS, () => {
       if (this.running || !this.gate.due()) return;
       this.running = this.keep()
         .then(() => this.gate.quietUntil(Infinity))
         .catch((error: Error) => this.log?.warn({ err: error }, 'webhook: bounding the pending deliveries failed'))
         .finally(() => (this.running = null));
-    }, BOUND_CHECK_MS).unref();
+    });
   }
 
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    this.stopTimer?.();
+    this.stopTimer = null;
     await this.running;
   }
 

@@ -13,6 +13,7 @@ import { VERSION } from '../version.js';
 import { postJson, type PostResult } from './http-client.js';
 import { newWebhookId, type WebhookOutbox } from './outbox.js';
 import { MAX_WEBHOOK_ATTEMPTS, outcomeOf, retryDelayOf } from './policy.js';
+import { onEvery } from '../ticks.js';
 
 export interface DeliveryView {
   id: number;
@@ -120,7 +121,7 @@ const STOP_GRACE_MS = 3000;
  * database and at most the lanes' concurrency in requests are in flight.
  */
 export class WebhookService {
-  private timer: NodeJS.Timeout | null = null;
+  private stopTimer: (() => void) | null = null;
   private stopped = true;
   private abandon = new AbortController();
   private unsubscribe: (() => void) | null = null;
@@ -187,8 +188,7 @@ export class WebhookService {
     this.unsubscribe = this.events.subscribe(() => {
       if (this.outbox.takeEnqueued()) this.kickLane(this.lanes[0]!);
     });
-    this.timer = setInterval(() => void (this.polling ??= this.poll().finally(() => (this.polling = null))), POLL_MS);
-    this.timer.unref();
+    this.stopTimer = onEvery(POLL_MS, () => void (this.polling ??= this.poll().finally(() => (this.polling = null))));
     this.kick();
   }
 
@@ -196,7 +196,8 @@ export class WebhookService {
     this.stopped = true;
     this.unsubscribe?.();
     this.unsubscribe = null;
-    if (this.timer) clearInterval(this.timer);
+    this.stopTimer?.();
+    this.stopTimer = null;
     await this.polling;
     const draining = this.lanes.flatMap((lane) => (lane.draining ? [lane.draining] : []));
     if (!draining.length) return;

@@ -1,0 +1,42 @@
+/**
+ * One timer per period for the whole process: every poll of the same period runs on the same tick,
+ * so an idle service wakes once a second instead of once per poller and second (each wake-up of an
+ * idle process costs about as much as the polls themselves; bench/README.md, idle). A task's first
+ * run therefore comes within one period of `onEvery`, not exactly one period later.
+ */
+const clocks = new Map<number, { timer: NodeJS.Timeout; tasks: Set<() => void> }>();
+
+/** Runs `task` every `ms` on the period's shared tick; returns the stop. `task` must not throw. */
+export function onEvery(ms: number, task: () => void): () => void {
+  let clock = clocks.get(ms);
+  if (!clock) {
+    const tasks = new Set<() => void>();
+    // A copy: a task stopped or started by another on this tick waits for the next one.
+    clock = { timer: setInterval(() => [...tasks].forEach((run) => run()), ms).unref(), tasks };
+    clocks.set(ms, clock);
+  }
+  // A Set keeps one entry per function: the same function registered twice would stop both at once.
+  const entry = () => task();
+  clock.tasks.add(entry);
+  const { timer, tasks } = clock;
+  return () => {
+    tasks.delete(entry);
+    if (tasks.size === 0 && clocks.get(ms)?.timer === timer) {
+      clearInterval(timer);
+      clocks.delete(ms);
+    }
+  };
+}
+
+/** Resolves on the next tick of the `ms` clock (within `ms`), or at once when `wake` is called. */
+export function untilNextTick(ms: number): { done: Promise<void>; wake: () => void } {
+  let wake!: () => void;
+  const done = new Promise<void>((resolve) => {
+    const stop = onEvery(ms, () => wake());
+    wake = () => {
+      stop();
+      resolve();
+    };
+  });
+  return { done, wake };
+}
