@@ -1,5 +1,9 @@
 import { sql } from 'kysely';
 import type { Database, Db } from './database.js';
+import { prepare, type Prepared } from './prepared.js';
+
+/** SQLite's pages in use, compiled once per database (prepared.ts): the budget measures with every append. */
+const pagesInUse = new WeakMap<Database, Prepared<{ bytes: number }>>();
 
 /**
  * The bytes the storage budget counts, cheaply (no scan): on SQLite the database's pages in use
@@ -14,7 +18,15 @@ export async function storageBytes(database: Database, db: Db = database.db): Pr
     const { rows } = await sql<{ bytes: string | number | null }>`select sum(bytes) as bytes from log_usage`.execute(db);
     return Number(rows[0]?.bytes ?? 0);
   }
-  const { rows } = await sql<{ bytes: number }>`
-    select (p.page_count - f.freelist_count) * s.page_size as bytes from pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s`.execute(db);
+  let pages = pagesInUse.get(database);
+  if (!pages) {
+    pages = prepare(database, [], (kysely) => ({
+      compile: () =>
+        sql<{ bytes: number }>`
+          select (p.page_count - f.freelist_count) * s.page_size as bytes from pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s`.compile(kysely),
+    }));
+    pagesInUse.set(database, pages);
+  }
+  const { rows } = await pages.execute(db, {});
   return Number(rows[0]!.bytes) + database.walReserveBytes;
 }

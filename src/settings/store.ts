@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { SecretBox } from '../crypto.js';
 import type { Database, Db } from '../db/index.js';
-import { getSetting, PollGate, putSetting, settingUpdatedAt } from '../db/index.js';
+import { getSetting, PollGate, prepare, putSetting, settingUpdatedAt, type Prepared } from '../db/index.js';
 import { invalidFields } from '../errors.js';
 import { memo } from '../memo.js';
 import { candidateSettings } from './validate.js';
@@ -38,6 +38,8 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   private readonly gate: PollGate;
   /** Saves of this process in flight: the watch must not report one as another instance's before it is told here. */
   private saving = 0;
+  /** The stored row, compiled once (db/prepared.ts): `webhookTargetWithin` reads it for every event. */
+  private readonly storedRow: Prepared<{ value: string }>;
 
   constructor(
     private readonly database: Database,
@@ -45,6 +47,7 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   ) {
     super();
     this.gate = new PollGate(database);
+    this.storedRow = prepare(database, [], (db) => db.selectFrom('settings').select('value').where('key', '=', KEY));
   }
 
   /** The current settings, cached for CACHE_MS. */
@@ -58,7 +61,8 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
    * Reads the row without opening its secrets: it runs for every event.
    */
   async webhookTargetWithin(trx: Db): Promise<Pick<IntegrationSettings['webhook'], 'enabled' | 'url' | 'event_types'>> {
-    const stored = await getSetting<{ webhook?: Partial<IntegrationSettings['webhook']> }>(trx, KEY);
+    const [row] = (await this.storedRow.execute(trx, {})).rows;
+    const stored = row && (JSON.parse(row.value) as { webhook?: Partial<IntegrationSettings['webhook']> });
     const { enabled, url, event_types } = DEFAULT_SETTINGS.webhook;
     return { enabled: stored?.webhook?.enabled ?? enabled, url: stored?.webhook?.url ?? url, event_types: stored?.webhook?.event_types ?? event_types };
   }
