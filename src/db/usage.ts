@@ -23,7 +23,9 @@ export async function storageBytes(database: Database, db: Db = database.db): Pr
     pages = prepare(database, [], (kysely) => ({
       compile: () =>
         sql<{ bytes: number }>`
-          select (p.page_count - f.freelist_count) * s.page_size as bytes from pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s`.compile(kysely),
+          select (p.page_count - f.freelist_count) * s.page_size as bytes from pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s`.compile(
+          kysely,
+        ),
     }));
     pagesInUse.set(database, pages);
   }
