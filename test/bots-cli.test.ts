@@ -87,4 +87,17 @@ describe('mothership bots: the server it administers, or an existing local datab
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stderr, new RegExp(`Using the database ${path.join(app.config.dataDir, 'mothership.db')} \\(DATA_DIR=${app.config.dataDir}\\)`));
   });
+
+  it('without --server, an unknown bot: exit 2 with the same reason the server gives, no stack', async () => {
+    const env = { DATA_DIR: app.config.dataDir, ADMIN_TOKEN, MOTHERSHIP_ID: 'test-ms' };
+    for (const args of [
+      ['delete', 'nobody'],
+      ['rotate', 'nobody'],
+    ]) {
+      const result = await bots(args, env, elsewhere);
+      assert.equal(result.code, 2, `${args.join(' ')}: ${result.stderr}`);
+      assert.match(result.stderr, /^Bot "nobody" does not exist$/m, args.join(' '));
+      assert.doesNotMatch(result.stderr, /EnrichmentError|details:/, args.join(' '));
+    }
+  });
 });

@@ -19,6 +19,7 @@ import { botCheck, enrichmentRoutes } from './routes.js';
 import { EnrichmentWorker } from './worker.js';
 
 export { EnrichmentWorker } from './worker.js';
+export { EnrichmentError } from './errors.js';
 
 export interface EnrichmentDeps {
   config: Config;
