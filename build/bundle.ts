@@ -10,7 +10,9 @@ import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
 
 const DIST = fileURLToPath(new URL('..', import.meta.url));
-export const BUNDLE = path.join(DIST, 'mothership.js');
+const BUNDLE = path.join(DIST, 'mothership.js');
+/** Our compiled modules, the only ones whose `import.meta.url` is rewritten. */
+const OURS = path.join(DIST, 'src') + path.sep;
 
 /**
  * Left in node_modules, each for a reason: a native addon; packages imported only when a setting
@@ -28,7 +30,8 @@ const EXTERNAL = ['better-sqlite3', 'pg', 'pg-native', 'ioredis', 'mqtt', 'ws', 
 const moduleUrls: Plugin = {
   name: 'module-urls',
   setup(bundle) {
-    bundle.onLoad({ filter: /[\\/]dist[\\/]src[\\/].*\.js$/ }, async ({ path: file }) => {
+    bundle.onLoad({ filter: /\.js$/ }, async ({ path: file }) => {
+      if (!file.startsWith(OURS)) return undefined;
       const source = await readFile(file, 'utf8');
       if (!source.includes('import.meta.url')) return undefined;
       const fromBundle = path.relative(path.dirname(BUNDLE), file).split(path.sep).join('/');
