@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import type { Config, EnvConfig } from '../config.js';
 import { SecretBox } from '../crypto.js';
-import { Database } from '../db/index.js';
+import { Database, sqliteFile } from '../db/index.js';
 import { createEnrichment, EnrichmentError } from '../enrichment/index.js';
 import type { BotView, BotWithSecret } from '../enrichment/index.js';
 import { checkInstallation } from '../ops/index.js';
@@ -55,7 +55,7 @@ export function missingLocalDatabase(config: EnvConfig): string | null {
   const hint =
     'Run it where the server runs (the same DATA_DIR and DATABASE_URL), or give the running server: --server URL (or MOTHERSHIP_SERVER) with MOTHERSHIP_TOKEN.';
   if (!config.databaseUrl) {
-    const file = path.join(config.dataDir, 'mothership.db');
+    const file = sqliteFile(config.dataDir);
     return existsSync(file) ? null : `No Mothership database at ${file} (DATA_DIR=${config.dataDir}); nothing was created. ${hint}`;
   }
   if (config.given.secretsKey || existsSync(path.join(config.dataDir, 'secrets-key'))) return null;
@@ -77,7 +77,7 @@ export async function localBots(config: Config, io: Output): Promise<BotAdmin> {
   });
   const where = config.databaseUrl
     ? `the PostgreSQL database of DATABASE_URL (DATA_DIR=${config.dataDir})`
-    : `the database ${path.join(config.dataDir, 'mothership.db')} (DATA_DIR=${config.dataDir})`;
+    : `the database ${sqliteFile(config.dataDir)} (DATA_DIR=${config.dataDir})`;
   return {
     where,
     create: (name) => bots.create({ name }),

@@ -57,6 +57,9 @@ export async function loadPg(): Promise<typeof pg> {
  * - `db` is for reads. A write through it would commit alone, outside the group commit
  *   (test/architecture.test.ts refuses one outside src/db/).
  */
+/** The SQLite database file in DATA_DIR. */
+export const sqliteFile = (dataDir: string): string => path.join(dataDir, 'mothership.db');
+
 export class Database {
   /** SQLite only: concurrent transactions share one commit. */
   private readonly groupCommit: GroupCommit<Db> | null;
@@ -112,7 +115,7 @@ export class Database {
       database.migratedFrom = migrator.migratedFrom;
       return database;
     }
-    const filename = path.join(options.dataDir, 'mothership.db');
+    const filename = sqliteFile(options.dataDir);
     // Owner-only, created so before SQLite opens it (its -wal and -shm files take the same mode);
     // an existing file from an older version is tightened too.
     closeSync(openSync(filename, 'a', 0o600));

@@ -1,5 +1,5 @@
 /** The data layer's entry point: the Database and the helpers other capabilities write and read with. */
-export { Database, loadPg, now, type Db } from './database.js';
+export { Database, loadPg, now, sqliteFile, type Db } from './database.js';
 export * from './schema.js';
 export { storageFailure, type StorageFailure } from './errors.js';
 export { claimInterval, getSetting, putSetting, settingUpdatedAt } from './kv.js';

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
-import { UnknownSchemaError } from '../db/index.js';
+import { sqliteFile, UnknownSchemaError } from '../db/index.js';
 
 /**
  * Start-up failures a person can fix, in one sentence each (the port, the database, a schema from
@@ -24,6 +24,8 @@ export function startupFailure(error: unknown, config: Pick<Config, 'databaseUrl
     if (reason) return `Cannot use the PostgreSQL database ${where} (DATABASE_URL): ${reason}${reason.endsWith('?') ? '' : '.'}`;
   } else if (code === 'EACCES' || code === 'EROFS' || code === 'ENOSPC' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_READONLY' || code === 'SQLITE_FULL') {
     return `Cannot write the SQLite database in ${config.dataDir} (DATA_DIR): ${code === 'ENOSPC' || code === 'SQLITE_FULL' ? 'the disk is full' : 'permission denied or read-only'}.`;
+  } else if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') {
+    return `The SQLite database ${sqliteFile(config.dataDir)} (DATA_DIR) is damaged or not a SQLite database: restore it from a backup (docs/operations.md).`;
   }
   return null;
 }

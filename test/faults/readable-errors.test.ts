@@ -115,6 +115,19 @@ describe('a start that cannot succeed says why in one sentence, without a stack 
     );
   });
 
+  it('the SQLite database is damaged or not a database', async () => {
+    const damaged = mkdtempSync(path.join(tmpdir(), 'ms-damaged-'));
+    try {
+      writeFileSync(path.join(damaged, 'mothership.db'), 'this is not a database, but it is long enough to have a header of its own. '.repeat(20));
+      assertOneSentence(
+        await start({ PORT: '0', DATA_DIR: damaged }),
+        /The SQLite database .*mothership\.db \(DATA_DIR\) is damaged or not a SQLite database: restore it from a backup \(docs\/operations\.md\)\./,
+      );
+    } finally {
+      rmSync(damaged, { recursive: true, force: true });
+    }
+  });
+
   it('the database does not exist', async () => {
     assertOneSentence(
       await start({ PORT: '0', DATABASE_URL: 'postgres://postgres:s3cret@127.0.0.1:5432/mothership_never_created' }),
