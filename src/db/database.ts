@@ -47,6 +47,9 @@ export async function loadPg(): Promise<typeof pg> {
   return pg;
 }
 
+/** The SQLite database file in DATA_DIR. */
+export const sqliteFile = (dataDir: string): string => path.join(dataDir, 'mothership.db');
+
 /**
  * The one data layer: Kysely over SQLite (embedded default) or PostgreSQL.
  *
@@ -57,9 +60,6 @@ export async function loadPg(): Promise<typeof pg> {
  * - `db` is for reads. A write through it would commit alone, outside the group commit
  *   (test/architecture.test.ts refuses one outside src/db/).
  */
-/** The SQLite database file in DATA_DIR. */
-export const sqliteFile = (dataDir: string): string => path.join(dataDir, 'mothership.db');
-
 export class Database {
   /** SQLite only: concurrent transactions share one commit. */
   private readonly groupCommit: GroupCommit<Db> | null;
