@@ -6,7 +6,7 @@ import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
-import { DELIVERY_ROW_OVERHEAD, pruneOldest, storageBytes, storedRowBytes } from '../src/db/index.js';
+import { DELIVERY_ROW_OVERHEAD, deletionMark, pruneOldest, reclaim, storageBytes, storedRowBytes } from '../src/db/index.js';
 import { migrations } from '../src/db/migrations.js';
 import { STORED_DELIVERY_BYTES_SQL, STORED_ROW_BYTES_SQL } from '../src/db/schema.js';
 import { SecretBox } from '../src/crypto.js';
@@ -452,6 +452,38 @@ describe('storage budget: the logs on disk are within it (postgres)', () => {
 
 describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => {
   const logs = [EVENT_LOG, ...FINISHED_DELIVERY_LOGS];
+
+  it('a VACUUM running in the same database (autovacuum, another instance) does not hold the give-back: its snapshot holds back no other vacuum', async () => {
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const vacuumer = new pg.Client({ connectionString: app.config.databaseUrl! });
+    let vacuuming: Promise<unknown> | null = null;
+    try {
+      await vacuumer.connect();
+      await vacuumer.query('create table vacuum_target as select g, md5(g::text) as t from generate_series(1, 50000) g');
+      await vacuumer.query('delete from vacuum_target where g % 2 = 0');
+      // Throttled as autovacuum is, so it runs long enough to be seen.
+      await vacuumer.query('set vacuum_cost_delay = 100');
+      await vacuumer.query('set vacuum_cost_limit = 1');
+      const { pid } = (await vacuumer.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!;
+      vacuuming = vacuumer.query('vacuum vacuum_target').catch(() => {});
+      await eventually(
+        async () =>
+          (await sql<{ n: number }>`select count(*)::int as n from pg_stat_progress_vacuum where pid = ${pid}`.execute(app.database.db)).rows[0]!.n === 1,
+        5000,
+        'the throttled VACUUM to run',
+      );
+      // Deletes that commit after the VACUUM began: their space is what a pass gives back.
+      await app.database.db.insertInto('events').values(oldEvents(10, 100)).execute();
+      await app.database.db.deleteFrom('events').execute();
+      const mark = await deletionMark(app.database);
+      assert.equal(await reclaim(app.database, logs, mark!), true);
+      await sql`select pg_cancel_backend(${pid})`.execute(app.database.db);
+    } finally {
+      await vacuuming;
+      await vacuumer.end();
+      await app.cleanup();
+    }
+  });
   /** `count` events an hour apart, oldest first, each with a payload of `bytes`. */
   const oldEvents = (count: number, bytes: number) =>
     Array.from({ length: count }, (_, k) => ({ event_type: 'anomaly.detected', timestamp: hoursAgo(count - k), payload: 'x'.repeat(bytes) }));

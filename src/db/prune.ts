@@ -106,9 +106,12 @@ export async function deletionMark(database: Database): Promise<bigint | null> {
  * vacuuming is left to that vacuum.
  */
 export async function reclaim(database: Database, logs: LogTable[], mark: bigint): Promise<boolean> {
-  // Any session's oldest snapshot (one that began before the delete may not hold an xid yet).
+  // Any session's oldest snapshot (one that began before the delete may not hold an xid yet), except
+  // a running VACUUM's (autovacuum, another instance's keeper): PostgreSQL lets no vacuum's snapshot
+  // hold back what another may free, and an autovacuum of a busy log runs for a long time.
   const { rows } = await sql<{ seen: boolean }>`
     select exists (select 1 from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()
+      and pid not in (select pid from pg_stat_progress_vacuum)
       and age(backend_xmin) > age(xid(${mark.toString()}::xid8))) as seen`.execute(database.db);
   if (rows[0]!.seen) return false;
   const tables = [...new Set(logs.map((log) => log.table))];
