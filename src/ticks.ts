@@ -11,7 +11,7 @@ export function onEvery(ms: number, task: () => void): () => void {
   let clock = clocks.get(ms);
   if (!clock) {
     const tasks = new Set<() => void>();
-    // A copy: a task stopped or started by another on this tick waits for the next one.
+    // Over a copy: a task one of them starts on this tick first runs on the next one.
     clock = { timer: setInterval(() => [...tasks].forEach((run) => run()), ms).unref(), tasks };
     clocks.set(ms, clock);
   }
