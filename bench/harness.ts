@@ -14,6 +14,8 @@ import type { ZonePlan } from './zone-entries.js';
 /** A run's figures, with the servers' CPU. */
 export type LoadResult = GeneratorResult & { perCpuSecond: number };
 
+const BENCH_ADMIN_TOKEN = 'bench-admin-token-0123456789';
+
 export const PG_ADMIN_URL = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 /**
@@ -24,7 +26,7 @@ export async function benchApp(
   dialect: 'sqlite' | 'postgres',
   env: Record<string, string> = {},
   extend: (app: App) => void = () => {},
-): Promise<{ app: App; url: string; close: () => Promise<void> }> {
+): Promise<{ app: App; url: string; token: (scope: 'ingest' | 'ci') => Promise<string>; close: () => Promise<void> }> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-bench-'));
   let databaseUrl: string | undefined;
   let dropDatabase = async () => {};
@@ -45,7 +47,7 @@ export async function benchApp(
   const config = prepareDataDir(
     loadConfig({
       DATA_DIR: dataDir,
-      ADMIN_TOKEN: 'bench-admin-token-0123456789',
+      ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
       LOG_LEVEL: 'silent',
       WORKER: 'off',
       RATE_LIMIT_CAPACITY: '10000000',
@@ -62,6 +64,16 @@ export async function benchApp(
   return {
     app,
     url,
+    /** A new API token of `scope`, made as an admin makes one: the credential a sensor node or a CI job holds. */
+    token: async (scope) => {
+      const response = await fetch(`${url}/api/tokens`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${BENCH_ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: `bench ${scope}`, scope }),
+      });
+      if (response.status !== 201) throw new Error(`POST /api/tokens answered ${response.status}`);
+      return ((await response.json()) as { token: string }).token;
+    },
     close: async () => {
       await app.close();
       await dropDatabase();
