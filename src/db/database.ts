@@ -1,6 +1,6 @@
 import { chmodSync, closeSync, openSync } from 'node:fs';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type SqliteDatabase } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import type pg from 'pg';
 import path from 'node:path';
 import { migrations } from './migrations.js';
@@ -9,7 +9,6 @@ import { VERSION } from '../version.js';
 import { startCheckpointer, type Checkpointer } from './checkpointer.js';
 import { WriteHealth } from './errors.js';
 import { GroupCommit } from './group-commit.js';
-import { cachingStatements } from './statement-cache.js';
 import { assertOutsideTransaction, guardedDialect, inTransactionScope } from './transaction-scope.js';
 import type { Dialect, Schema } from './schema.js';
 
@@ -63,8 +62,6 @@ export const sqliteFile = (dataDir: string): string => path.join(dataDir, 'mothe
 export class Database {
   /** SQLite only: concurrent transactions share one commit. */
   private readonly groupCommit: GroupCommit<Db> | null;
-  /** SQLite only: the connection's prepared statements (statement-cache.ts). */
-  private readonly statements: SqliteDatabase | null;
   /** SQLite only: the connection itself. */
   private readonly file: BetterSqlite3.Database | null;
   /** Whether writes fail for lack of disk (readiness). */
@@ -77,14 +74,13 @@ export class Database {
   private constructor(
     readonly db: Db,
     readonly dialect: Dialect,
-    sqlite: { file: BetterSqlite3.Database; statements: SqliteDatabase } | null = null,
+    sqlite: { file: BetterSqlite3.Database } | null = null,
     /** SQLite only: the checkpointer thread, whose failures the composition logs and counts. */
     readonly checkpointer: Checkpointer | null = null,
     /** SQLite with a storage budget: the most the WAL takes (walLimits), which the budget sets aside for it. */
     readonly walReserveBytes = 0,
   ) {
     this.groupCommit = sqlite ? new GroupCommit(db, sqlite.file, (error) => this.writes.observe(error)) : null;
-    this.statements = sqlite?.statements ?? null;
     this.file = sqlite?.file ?? null;
     this.commits = sqlite ? sqlite.file.prepare('select total_changes() + (select data_version from pragma_data_version)').pluck() : null;
   }
@@ -129,11 +125,10 @@ export class Database {
     file.pragma(`wal_autocheckpoint = ${wal.autocheckpointPages}`);
     file.pragma(`journal_size_limit = ${wal.sizeLimitBytes}`);
     const checkpointer = startCheckpointer(filename);
-    const statements = cachingStatements(file);
     const database = new Database(
-      new Kysely<Schema>({ dialect: guardedDialect(new SqliteDialect({ database: statements })) }),
+      new Kysely<Schema>({ dialect: guardedDialect(new SqliteDialect({ database: file })) }),
       'sqlite',
-      { file, statements },
+      { file },
       checkpointer,
       options.storageBudgetMb ? wal.autocheckpointPages * pageSize : 0,
     );
@@ -237,16 +232,16 @@ export class Database {
   }
 
   /**
-   * SQLite: the prepared statement for `sql` when it may run on the connection at once: `handle` is
-   * the transaction running now (its batch holds the connection), or the database itself while no
-   * transaction is open (the statement then runs alone, as Kysely would run it, without Kysely's
-   * per-query promises). Otherwise (PostgreSQL, or another transaction open) null: the query takes
-   * its turn through Kysely.
+   * SQLite: the connection when a statement may run on it at once: `handle` is the transaction
+   * running now (its batch holds the connection), or the database itself while no transaction is
+   * open (the statement then runs alone, as Kysely would run it, without Kysely's per-query
+   * promises). Otherwise (PostgreSQL, or another transaction open) null: the query takes its turn
+   * through Kysely.
    */
-  directStatement(handle: Db, sql: string): ReturnType<SqliteDatabase['prepare']> | null {
-    if (!this.statements) return null;
-    const free = this.groupCommit!.holds(handle) || (handle === this.db && !this.file!.inTransaction);
-    return free ? this.statements.prepare(sql) : null;
+  directConnection(handle: Db): BetterSqlite3.Database | null {
+    if (!this.file) return null;
+    const free = this.groupCommit!.holds(handle) || (handle === this.db && !this.file.inTransaction);
+    return free ? this.file : null;
   }
 
   /** Row lock for read-modify-write in a transaction. SQLite already holds the database write lock. */

@@ -1,4 +1,5 @@
 import { CompiledQuery, type Compilable, type QueryResult } from 'kysely';
+import type BetterSqlite3 from 'better-sqlite3';
 import type { Database, Db } from './database.js';
 
 /** Stands in for a value while the query is built; it cannot collide with real data (a NUL prefix). */
@@ -45,13 +46,15 @@ export function prepare<R, const N extends string = never>(
   });
   const unused = names.filter((name) => !used.has(name));
   if (unused.length) throw new TypeError(`prepared query: "${unused.join('", "')}" declared but never used in ${compiled.sql}`);
+  let statement: ReturnType<BetterSqlite3.Database['prepare']> | undefined;
   return {
     execute: async (target, values) => {
       const parameters = bind.map((slot) => slot(values as Record<string, unknown>));
-      // On SQLite, when the connection is free for it (database.directStatement), the statement runs
+      // On SQLite, when the connection is free for it (database.directConnection), the statement runs
       // at once: what Kysely's executor would do, without its per-query promises and bookkeeping.
-      const statement = database.directStatement(target, compiled.sql);
-      if (!statement) return target.executeQuery(CompiledQuery.raw(compiled.sql, parameters) as CompiledQuery<R>);
+      const connection = database.directConnection(target);
+      if (!connection) return target.executeQuery(CompiledQuery.raw(compiled.sql, parameters) as CompiledQuery<R>);
+      statement ??= connection.prepare(compiled.sql);
       if (statement.reader) return { rows: statement.all(parameters) as R[] };
       const { changes } = statement.run(parameters);
       return { rows: [], numAffectedRows: BigInt(changes) };

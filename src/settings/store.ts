@@ -3,7 +3,6 @@ import type { SecretBox } from '../crypto.js';
 import type { Database, Db } from '../db/index.js';
 import { getSetting, PollGate, prepare, putSetting, settingUpdatedAt, type Prepared } from '../db/index.js';
 import { invalidFields } from '../errors.js';
-import { memo } from '../memo.js';
 import { candidateSettings } from './validate.js';
 import { changedFields, DEFAULT_SETTINGS, derivedWebhookFields, type IntegrationPatch, type IntegrationSettings, type SettingsChange } from './model.js';
 import { onEvery } from '../ticks.js';
@@ -16,8 +15,6 @@ import { onEvery } from '../ticks.js';
  */
 const SECRET_FIELDS = { mqtt: ['password', 'ca_cert'], webhook: ['secret', 'previous_secret'] } as const;
 const LATER_SECRET_FIELDS: Record<'mqtt' | 'webhook', readonly string[]> = { mqtt: ['client_cert', 'client_key'], webhook: [] };
-/** Reads outside a transaction are cached this long; a save clears the cache, a change by another instance is seen by the watch. */
-const CACHE_MS = 2000;
 /** How often each instance looks for a save made by another one (settings reach every instance within about this). */
 const WATCH_MS = 1000;
 const KEY = 'integration';
@@ -29,7 +26,6 @@ const KEY = 'integration';
  * started) within WATCH_MS of a save by another instance on the same database.
  */
 export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
-  private readonly cached = memo(CACHE_MS, (trx: Db) => this.read(trx));
   /** What this process's integrations were last told, and the row's time then. */
   private applied: { settings: IntegrationSettings; updatedAt: string | null } | null = null;
   private stopWatch: (() => void) | null = null;
@@ -50,9 +46,9 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
     this.storedRow = prepare(database, [], (db) => db.selectFrom('settings').select('value').where('key', '=', KEY));
   }
 
-  /** The current settings, cached for CACHE_MS. */
+  /** The current settings, as stored now. */
   get(): Promise<IntegrationSettings> {
-    return this.cached.get(this.database.db);
+    return this.read(this.database.db);
   }
 
   /**
@@ -93,7 +89,6 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
       if (this.saving > 0 || updatedAt === this.applied.updatedAt) return; // a save here began or ended meanwhile
       const previous = this.applied.settings;
       this.applied = { settings, updatedAt };
-      this.cached.clear();
       const changed = changedFields(previous, settings);
       if (changed.mqtt.length || changed.webhook.length) this.emit('change', { settings, changed });
     } catch {
@@ -152,7 +147,6 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
       .finally(() => this.saving--);
     if (!saved) return null;
     if (this.applied) this.applied = { settings: saved.next, updatedAt: saved.updatedAt };
-    this.cached.clear();
     this.emit('change', { settings: saved.next, changed: changedFields(saved.previous, saved.next) });
     return saved.next;
   }
