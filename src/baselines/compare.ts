@@ -90,9 +90,15 @@ function judge(base: number | null, head: number | null, direction: Direction, t
   return { change_pct: numberOrNull(round(exactPct)), status, regression };
 }
 
+/**
+ * Each tool's field, spelt once: a name built on each call (`${tool}_geomean`) is a new string to look
+ * up, and detection reads it three times per run of its history.
+ */
+const TOOL_FIELD = { alpha: 'alpha_geomean', beta: 'beta_geomean', gamma: 'gamma_geomean' } as const;
+
 /** A within-run speedup (comparison tool time / subject time), exact; null when it cannot be computed (or overflows a double). */
-export function speedup(record: BaselineRecord, tool: 'alpha' | 'beta' | 'gamma'): number | null {
-  const other = numberOrNull(record[`${tool}_geomean`]);
+export function speedup(record: BaselineRecord, tool: keyof typeof TOOL_FIELD): number | null {
+  const other = numberOrNull(record[TOOL_FIELD[tool]]);
   const subject = numberOrNull(record.subject_geomean);
   if (other === null || subject === null || subject === 0) return null;
   return numberOrNull(other / subject);
