@@ -306,6 +306,20 @@ describe('history-aware regression detection', () => {
     assert.equal(field(detectRegression([...steady, run('head000', 1, 5)], [run('head000', 1, 1)]), 'grep_1000_mean_ms').runs_considered, 10);
   });
 
+  it('looks back over the newest ten commits that have the field, past commits without it', () => {
+    const withoutThroughput = (sha: string): Run => ({ commit_sha: sha, record: { ...valid, commit_sha: sha, throughput_mb_per_sec: undefined } });
+    const withThroughput = (sha: string, value: number): Run => ({ commit_sha: sha, record: { ...valid, commit_sha: sha, throughput_mb_per_sec: value } });
+    // Twelve commits with the figure (the oldest two far off), then three without it.
+    const history = [
+      ...[100, 100, 300, 302, 298, 301, 299, 300, 301, 299, 300, 302].map((value, index) => withThroughput(`w${index}00000`, value)),
+      ...[0, 1, 2].map((index) => withoutThroughput(`x${index}00000`)),
+    ];
+    const throughput = field(detectRegression(history, [withThroughput('head000', 300)]), 'throughput_mb_per_sec');
+    assert.equal(throughput.runs_considered, 10);
+    assert.equal(throughput.regression, false, 'the two far-off oldest commits are beyond the ten');
+    assert.equal(field(detectRegression(history, [withThroughput('head000', 300)]), 'grep_1000_mean_ms').runs_considered, 10);
+  });
+
   it('keeps every number finite for extreme figures, over a history too', () => {
     for (const value of [5e-324, 1e-320, 1e308, Number.MAX_VALUE]) {
       const runs: Run[] = [0, 1e-320, 1, value, 1e308, Number.MAX_VALUE, value].map((figure, index) => ({

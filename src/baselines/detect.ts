@@ -103,17 +103,29 @@ const FIELDS: { field: string; direction: Direction; read: (record: BaselineReco
   })),
 ];
 
-/** Groups runs by commit, in the order of each commit's last run, and averages a field over each commit's runs. */
-function perCommit(runs: Run[], read: (record: BaselineRecord) => number | null): number[] {
-  const byCommit = new Map<string, number[]>();
+/** The runs' records grouped by commit, in the order of each commit's last run (oldest first). */
+function byCommit(runs: Run[]): BaselineRecord[][] {
+  const groups = new Map<string, BaselineRecord[]>();
   for (const run of runs) {
-    const value = read(run.record);
-    const values = byCommit.get(run.commit_sha) ?? [];
-    if (value !== null) values.push(value);
-    byCommit.delete(run.commit_sha); // re-inserted: a commit's place is that of its last run
-    byCommit.set(run.commit_sha, values);
+    const records = groups.get(run.commit_sha) ?? [];
+    records.push(run.record);
+    groups.delete(run.commit_sha); // re-inserted: a commit's place is that of its last run
+    groups.set(run.commit_sha, records);
   }
-  return [...byCommit.values()].filter((values) => values.length > 0).map(mean);
+  return [...groups.values()];
+}
+
+/**
+ * A field's mean over each commit's runs, for the newest `lookback` commits that have it (oldest
+ * first): a commit without the field does not count, so the look reaches past it.
+ */
+function perCommit(commits: BaselineRecord[][], read: (record: BaselineRecord) => number | null, lookback: number): number[] {
+  const means: number[] = [];
+  for (let index = commits.length - 1; index >= 0 && means.length < lookback; index--) {
+    const values = commits[index]!.map(read).filter((value) => value !== null);
+    if (values.length) means.push(mean(values));
+  }
+  return means.reverse();
 }
 
 /**
@@ -122,9 +134,9 @@ function perCommit(runs: Run[], read: (record: BaselineRecord) => number | null)
  */
 export function detectRegression(history: Run[], head: Run[], options: DetectionOptions = DEFAULT_DETECTION): Detection {
   const headCommit = head.at(-1)?.commit_sha ?? '';
-  const earlier = history.filter((run) => run.commit_sha !== headCommit);
+  const earlier = byCommit(history.filter((run) => run.commit_sha !== headCommit));
   const fields = FIELDS.map(({ field, direction, read }) =>
-    judgeField(field, direction, perCommit(earlier, read).slice(-options.lookback), head.map((run) => read(run.record)).filter(finite), options),
+    judgeField(field, direction, perCommit(earlier, read, options.lookback), head.map((run) => read(run.record)).filter(finite), options),
   );
   const regressions = fields.filter((entry) => entry.regression).map((entry) => entry.field);
   const considered = Math.max(0, ...fields.map((entry) => entry.runs_considered));
