@@ -453,10 +453,15 @@ describe('storage budget: the logs on disk are within it (postgres)', () => {
 describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => {
   const logs = [EVENT_LOG, ...FINISHED_DELIVERY_LOGS];
 
+  /** `count` events an hour apart, oldest first, each with a payload of `bytes`. */
+  const oldEvents = (count: number, bytes: number) =>
+    Array.from({ length: count }, (_, k) => ({ event_type: 'anomaly.detected', timestamp: hoursAgo(count - k), payload: 'x'.repeat(bytes) }));
+
   it('a VACUUM running in the same database (autovacuum, another instance) does not hold the give-back: its snapshot holds back no other vacuum', async () => {
     const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
     const vacuumer = new pg.Client({ connectionString: app.config.databaseUrl! });
     let vacuuming: Promise<unknown> | null = null;
+    let vacuumPid: number | null = null;
     try {
       await vacuumer.connect();
       await vacuumer.query('create table vacuum_target as select g, md5(g::text) as t from generate_series(1, 50000) g');
@@ -465,6 +470,7 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
       await vacuumer.query('set vacuum_cost_delay = 100');
       await vacuumer.query('set vacuum_cost_limit = 1');
       const { pid } = (await vacuumer.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!;
+      vacuumPid = pid;
       vacuuming = vacuumer.query('vacuum vacuum_target').catch(() => {});
       await eventually(
         async () =>
@@ -477,16 +483,14 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
       await app.database.db.deleteFrom('events').execute();
       const mark = await deletionMark(app.database);
       assert.equal(await reclaim(app.database, logs, mark!), true);
-      await sql`select pg_cancel_backend(${pid})`.execute(app.database.db);
     } finally {
+      // Cancelled on every path: throttled, it would run for minutes.
+      if (vacuumPid !== null) await sql`select pg_cancel_backend(${vacuumPid})`.execute(app.database.db);
       await vacuuming;
       await vacuumer.end();
       await app.cleanup();
     }
   });
-  /** `count` events an hour apart, oldest first, each with a payload of `bytes`. */
-  const oldEvents = (count: number, bytes: number) =>
-    Array.from({ length: count }, (_, k) => ({ event_type: 'anomaly.detected', timestamp: hoursAgo(count - k), payload: 'x'.repeat(bytes) }));
 
   it('a keeper whose chunk another instance deleted first goes on with the next, and abandons no waiting delivery', async () => {
     const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
