@@ -12,7 +12,7 @@ import {
   storageBytes,
   storedRowBytes,
 } from './db/index.js';
-import { type AppendHook, SAFETY_EVENTS, type StoredEvent, type Writer } from './events/index.js';
+import { type AppendHook, SAFETY_EVENTS, type SerializedEvent, type StoredEvent, type Writer } from './events/index.js';
 import type { ThrottledLog } from './http/index.js';
 import { DomainError } from './errors.js';
 import { onEvery } from './ticks.js';
@@ -23,6 +23,11 @@ export const BUDGET_CHECK_MS = 1000;
 const BUDGET_CHUNK = 100;
 /** A writer's recent bytes count half after this long: its share is what it asked for in the last tens of seconds. */
 const SHARE_HALF_LIFE_MS = 10_000;
+/**
+ * PostgreSQL: a give-back still waiting after this long waits on a long transaction (a backup), not on
+ * appends in flight (StorageBudget.used).
+ */
+export const GIVE_BACK_HELD_MS = 3 * BUDGET_CHECK_MS;
 
 /**
  * The storage budget's levels (docs/operations.md): above `high` the keeper deletes the oldest rows
@@ -39,7 +44,7 @@ export const budgetLevels = (budgetBytes: number) => ({
 });
 
 /** What an appended event adds at most: its row and its delivery's copy, each as PostgreSQL stores it. */
-export const appendedBytes = (events: StoredEvent[]): number =>
+export const appendedBytes = (events: SerializedEvent[]): number =>
   events.reduce((total, event) => {
     const bytes = Buffer.byteLength(event.json);
     return total + storedRowBytes(bytes) + storedRowBytes(bytes, DELIVERY_ROW_OVERHEAD);
@@ -91,20 +96,21 @@ export class WriterShares {
  * both logs (`logs`: the events, and the delivery attempts that are finished; a pending or in-flight
  * delivery is not deleted, and carries its own copy of its event). Should pending deliveries alone
  * fill the budget, `makeRoom` abandons the oldest, which are then deleted: a receiver that is down
- * never has events refused for good. As an append hook (run after the outbox's, so that
- * an event is checked with its delivery's copy) it refuses events near the budget (budgetLevels): from
- * `share` those of a writer above its fair share, except falls (SAFETY_EVENTS), which no other
- * writer's bulk may keep out; from `refuse` every event, so no writer can grow the database past the
- * budget between two measurements. What it checks: on SQLite the database measured inside the
- * appending transaction (the pages its rows take, however SQLite lays them out); on PostgreSQL the
- * last measurement plus what this process appended since (the triggers of migrations 016, 023 and 025
- * count the same bytes as `appendedBytes`), plus what the keeper deleted but PostgreSQL cannot reuse yet.
+ * never has events refused for good. As an append hook it refuses events near the budget
+ * (budgetLevels): from `share` those of a writer above its fair share, except falls (SAFETY_EVENTS),
+ * which no other writer's bulk may keep out; from `refuse` every event, so no writer can grow the
+ * database past the budget between two measurements. What it checks, with each event's delivery
+ * copy: on SQLite the database measured inside the appending transaction after the rows are written
+ * (the pages they take, however SQLite lays them out; a rollback frees them); on PostgreSQL, before
+ * the rows are written (a refused row would take its space until a VACUUM), the last measurement plus
+ * what this process appended since (the triggers of migrations 016, 023 and 025 count the same bytes
+ * as `appendedBytes`), plus what the keeper deleted but PostgreSQL cannot reuse yet.
  */
 export class StorageBudget implements AppendHook {
   private measured = 0;
   private appendedSince = 0;
-  /** What passes deleted and `reclaim` has not given back yet (PostgreSQL), counted as used until then. */
-  private unreclaimed = { bytes: 0, mark: 0n };
+  /** What passes deleted and `reclaim` has not given back yet (PostgreSQL), counted as used until then; `since`: the first such pass. */
+  private unreclaimed = { bytes: 0, mark: 0n, since: 0 };
   private stopTimer: (() => void) | null = null;
   private running: Promise<void> | null = null;
   private again = false;
@@ -126,30 +132,66 @@ export class StorageBudget implements AppendHook {
     this.gate = new PollGate(database);
   }
 
-  /** The bytes in use at the last measurement, plus what this process appended since, plus what a pass deleted but has not given back. */
+  /** The bytes in use: the rows, plus what passes deleted but have not given back (`heldBack`, or all of it). */
   get used(): number {
-    return this.measured + this.appendedSince + this.unreclaimed.bytes;
+    return this.rows + (this.heldBack() ?? this.unreclaimed.bytes);
   }
 
   /**
-   * Refuses before the transaction what `append` would refuse as of the last check: a flooder's
-   * refusals then cost no write (on SQLite they held the one writer). Not counted in its share, which
-   * fades no faster than the others'.
+   * What the keeper deletes for: the rows, plus `heldBack`. Not what waits on appends in flight: the
+   * next give-back frees it, and deleting cannot.
+   */
+  private get kept(): number {
+    return this.rows + (this.heldBack() ?? 0);
+  }
+
+  /** The rows at the last measurement, plus what this process appended since. */
+  private get rows(): number {
+    return this.measured + this.appendedSince;
+  }
+
+  /**
+   * While a long transaction holds the give-back (GIVE_BACK_HELD_MS), PostgreSQL can reuse nothing
+   * until it ends, and counting all that waits would refuse every event meanwhile: then one pass's
+   * worth (high - low) counts, and the keeper deletes for it. Null while no long transaction holds it.
+   */
+  private heldBack(): number | null {
+    const { bytes, since } = this.unreclaimed;
+    return bytes > 0 && Date.now() - since > GIVE_BACK_HELD_MS ? Math.min(bytes, this.levels.high - this.levels.low) : null;
+  }
+
+  /**
+   * Refuses before the transaction what `check` or `append` would refuse as of the last check: a
+   * flooder's refusals then cost no write (on SQLite they held the one writer). Not counted in its
+   * share, which fades no faster than the others'.
    */
   admit(writer: Writer): void {
     const used = this.used;
     if (used > this.levels.refuse || (!writer.safety && used > this.levels.share && this.shares.above(writer.client))) throw this.refusal(used);
   }
 
-  async append(trx: Db, events: StoredEvent[], writer: string): Promise<void> {
+  /** PostgreSQL: the check, before the rows are written. */
+  check(events: SerializedEvent[], writer: string): void {
+    if (this.database.dialect !== 'postgres') return;
     const bytes = appendedBytes(events);
-    const aboveShare = this.shares.record(writer, bytes) && !events.some((event) => SAFETY_EVENTS.includes(event.payload.event_type));
-    const sqlite = this.database.dialect === 'sqlite';
-    const used = sqlite ? await storageBytes(this.database, trx) : this.used + bytes;
-    if (used > this.levels.refuse || (aboveShare && used > this.levels.share)) throw this.refusal(used);
-    if (sqlite) this.measured = used;
-    else this.appendedSince += bytes;
+    this.refuseAbove(this.used + bytes, events, bytes, writer);
+    this.appendedSince += bytes;
     if (this.used > this.levels.high) this.kick();
+  }
+
+  /** SQLite: the check, on the database measured with the rows written. */
+  async append(trx: Db, events: StoredEvent[], writer: string): Promise<void> {
+    if (this.database.dialect !== 'sqlite') return;
+    const used = await storageBytes(this.database, trx);
+    this.refuseAbove(used, events, appendedBytes(events), writer);
+    this.measured = used;
+    if (this.used > this.levels.high) this.kick();
+  }
+
+  /** Refuses the append of `events` (`bytes`, counted in `writer`'s share) when the logs would take `used`. */
+  private refuseAbove(used: number, events: SerializedEvent[], bytes: number, writer: string): void {
+    const aboveShare = this.shares.record(writer, bytes) && !events.some((event) => SAFETY_EVENTS.includes(event.payload.event_type));
+    if (used > this.levels.refuse || (aboveShare && used > this.levels.share)) throw this.refusal(used);
   }
 
   /**
@@ -211,33 +253,34 @@ export class StorageBudget implements AppendHook {
 
   /**
    * One pass: gives back what earlier passes deleted once no transaction can see it (`reclaim`); then,
-   * over `high`, deletes the oldest rows chunk by chunk until under `low` or nothing deletable is left.
+   * with `kept` over `high`, deletes the oldest rows chunk by chunk until under `low` or nothing
+   * deletable is left.
    */
   async keep(): Promise<number> {
-    if (this.unreclaimed.bytes > 0 && (await this.reclaim())) this.unreclaimed = { bytes: 0, mark: 0n };
-    const start = await this.measure();
-    let used = this.used;
-    if (used <= this.levels.high) return 0;
+    if (this.unreclaimed.bytes > 0 && (await this.reclaim())) this.unreclaimed = { bytes: 0, mark: 0n, since: 0 };
+    await this.measure();
+    let kept = this.kept;
+    if (kept <= this.levels.high) return 0;
     let deleted = 0;
-    while (used > this.levels.low) {
-      const chunk = (await pruneOldest(this.database, this.logs, BUDGET_CHUNK)) || (await this.makeRoom(BUDGET_CHUNK));
+    let deletedBytes = 0;
+    while (kept > this.levels.low) {
+      const pruned = await pruneOldest(this.database, this.logs, BUDGET_CHUNK);
+      const chunk = pruned.rows || (await this.makeRoom(BUDGET_CHUNK));
       if (chunk === 0) break;
       deleted += chunk;
+      deletedBytes += pruned.bytes;
       await this.measure();
-      used = this.used;
+      kept = this.kept;
     }
-    const mark = deleted > 0 ? await deletionMark(this.database) : null;
-    if (mark !== null)
-      this.unreclaimed = {
-        // At most one pass's worth: while a transaction stays open (a backup) nothing can be given
-        // back, and counting every pass would leave no room to write until it ends.
-        bytes: Math.min(Math.max(0, this.unreclaimed.bytes + start - this.measured), this.levels.high - this.levels.low),
-        // The oldest mark: a newer one after every pass would wait forever beside busy writers.
-        mark: this.unreclaimed.bytes > 0 ? this.unreclaimed.mark : mark,
-      };
-    const at = { deleted, usedBytes: used, budgetBytes: this.budgetBytes };
+    const mark = deletedBytes > 0 ? await deletionMark(this.database) : null;
+    if (mark !== null) {
+      const { bytes, since } = this.unreclaimed;
+      // The oldest mark: a newer one after every pass would wait forever beside busy writers.
+      this.unreclaimed = bytes > 0 ? { bytes: bytes + deletedBytes, mark: this.unreclaimed.mark, since } : { bytes: deletedBytes, mark, since: Date.now() };
+    }
+    const at = { deleted, usedBytes: this.used, budgetBytes: this.budgetBytes };
     // Every refused append starts a pass: while pending deliveries fill the budget, a line a minute.
-    if (used > this.levels.high)
+    if (kept > this.levels.high)
       this.throttledLog?.write(this.log!, 'storage-budget', 'warn', at, 'storage budget: still over after deleting every event and delivery it may delete');
     else this.log?.info(at, 'storage budget: oldest rows deleted');
     return deleted;

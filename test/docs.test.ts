@@ -9,6 +9,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { parseSignatures, stringToSign, verifySignatures, type SignedParts } from '../src/enrichment/signing.js';
 import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 import { EVENT_LOOP_SAMPLE_MS } from '../src/ops/metrics.js';
+import { GIVE_BACK_HELD_MS } from '../src/storage-budget.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
 /**
@@ -134,6 +135,7 @@ describe('numbers the code sets, in prose', () => {
     ['docs/dashboard.md', /\*\d+ of (\d+)\s+requests in 24 h\*/g, DAILY_QUOTA],
     ['docs/deployment.md', /may enqueue (\d+) requests\s+a day/g, DAILY_QUOTA],
     ['docs/operations.md', /is sampled every (\d+) ms/g, EVENT_LOOP_SAMPLE_MS],
+    ['docs/operations.md', /A give-back still waiting after (\d+) s/g, GIVE_BACK_HELD_MS / 1000],
   ];
 
   it('states the number the code makes it, naming each place that does not', () => {

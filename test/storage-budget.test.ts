@@ -199,7 +199,7 @@ for (const dialect of DIALECTS) {
             })),
           )
           .execute();
-        const deleted = await pruneOldest(app.database, [EVENT_LOG, ...FINISHED_DELIVERY_LOGS], 100);
+        const { rows: deleted } = await pruneOldest(app.database, [EVENT_LOG, ...FINISHED_DELIVERY_LOGS], 100);
         assert.equal(deleted, 100, 'one call deletes a chunk');
         const events = await db
           .selectFrom('events')
@@ -503,7 +503,7 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
           value: async <T>(work: (db: typeof app.database.db) => Promise<T>) => {
             if (!raced) {
               raced = true;
-              assert.ok((await pruneOldest(app.database, logs, 100)) > 0);
+              assert.ok((await pruneOldest(app.database, logs, 100)).rows > 0);
             }
             return app.database.write(work);
           },
@@ -519,6 +519,58 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
       assert.ok(raced);
       assert.equal(abandonAsked, 0, 'pending deliveries abandoned while the event log still had old rows to delete');
       assert.ok((await storageBytes(app.database)) <= budgetLevels(used).low, 'down to 75 %');
+    } finally {
+      await app.cleanup();
+    }
+  });
+
+  it('counts every byte a pass deleted as used until it is given back: a pass over 10 % of the budget, appends committed meanwhile', async () => {
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    try {
+      await app.database.db.insertInto('events').values(oldEvents(600, 1000)).execute();
+      // Another process appends while the pass deletes.
+      const appended = oldEvents(50, 1000);
+      let appending = true;
+      const busy = Object.create(app.database, {
+        write: {
+          value: async <T>(work: (db: typeof app.database.db) => Promise<T>) => {
+            if (appending) await app.database.db.insertInto('events').values(appended).execute();
+            appending = false;
+            return app.database.write(work);
+          },
+        },
+      }) as typeof app.database;
+      const used = await storageBytes(app.database);
+      // At 90 % of this budget; the pass's chunk of 100 rows is 15 % of it.
+      const budget = new StorageBudget(busy, used / 0.9, logs);
+      assert.ok((await budget.keep()) > 0);
+      assert.equal(budget.used, used + appended.length * storedRowBytes(1000), 'nothing is given back before the VACUUM');
+      await budget.keep();
+      assert.equal(budget.used, await storageBytes(app.database), 'given back at the next pass');
+    } finally {
+      await app.cleanup();
+    }
+  });
+
+  it('refuses an event before its rows are written: a refused row would take its space as a dead row until a VACUUM', async () => {
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const onDisk = async () => {
+      const { rows } = await sql<{ bytes: string }>`
+        select pg_total_relation_size('events') + pg_total_relation_size('webhook_deliveries') as bytes`.execute(app.database.db);
+      return Number(rows[0]!.bytes);
+    };
+    try {
+      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: 'http://127.0.0.1:9/hook' } })).status, 200);
+      const budget = new StorageBudget(app.database, (await storageBytes(app.database)) + MB, logs);
+      await budget.keep(); // measures
+      const { events: log } = createEventPipeline(app.database, new SecretBox(app.config.secretsKey), [budget]);
+      const before = await onDisk();
+      // Each alone over the budget: refused however little the log holds.
+      for (let i = 0; i < 20; i++) {
+        const refusal = await log.emit('anomaly.detected', { detail: { i, blob: randomBytes(800_000).toString('base64') } }).catch((error: DomainError) => error);
+        assert.equal((refusal as DomainError).code, 'storage_full');
+      }
+      assert.equal(await onDisk(), before, 'the refused events took space on disk');
     } finally {
       await app.cleanup();
     }

@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { Database } from './database.js';
+import { STORED_DELIVERY_BYTES_SQL, STORED_ROW_BYTES_SQL } from './schema.js';
 
 /** Rows deleted per statement: each holds the write lock briefly, so requests keep flowing meanwhile. */
 export const PRUNE_CHUNK = 1000;
@@ -12,6 +13,9 @@ export interface LogTable {
   /** Only rows in this state (walked over a (state, key) index). */
   state?: string;
 }
+
+/** PostgreSQL: what the storage budget's triggers count for a row of each log (migrations 023 and 025). */
+const COUNTED_BYTES_SQL: Record<LogTable['table'], string> = { events: STORED_ROW_BYTES_SQL, webhook_deliveries: STORED_DELIVERY_BYTES_SQL };
 
 /**
  * Deletes the rows of `log` older than `cutoff` (ISO 8601), oldest first, `chunk` rows per statement,
@@ -48,11 +52,13 @@ export async function pruneOlderThan(database: Database, log: LogTable, cutoff: 
 
 /**
  * Deletes about `chunk` of the oldest rows across `logs` (the storage budget's order) and returns how
- * many (0 once every log is empty): the cutoff is the `chunk`-th oldest time among the logs' heads (each
- * log's `chunk` first rows by key, an index walk), and each log loses the rows of its head up to it.
- * Every statement reads a bounded head, never the rest of a log, however the logs interleave in time.
+ * many (0 once every log is empty) and, on PostgreSQL, the bytes the budget's triggers counted for
+ * them (what waits for `reclaim`; 0 on SQLite): the cutoff is the `chunk`-th oldest time among the
+ * logs' heads (each log's `chunk` first rows by key, an index walk), and each log loses the rows of its
+ * head up to it. Every statement reads a bounded head, never the rest of a log, however the logs
+ * interleave in time.
  */
-export async function pruneOldest(database: Database, logs: LogTable[], chunk: number): Promise<number> {
+export async function pruneOldest(database: Database, logs: LogTable[], chunk: number): Promise<{ rows: number; bytes: number }> {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as in pruneOlderThan: table and columns vary by log
   const db = database.db as unknown as Kysely<any>;
   const inState = <Q extends { where: (column: string, op: '=', value: string) => Q }>(log: LogTable, query: Q): Q =>
@@ -67,23 +73,27 @@ export async function pruneOldest(database: Database, logs: LogTable[], chunk: n
         .execute();
       for (const row of head) times.push(String(row.time));
     }
-    if (times.length === 0) return 0;
+    if (times.length === 0) return { rows: 0, bytes: 0 };
     const cutoff = times.sort()[Math.min(chunk, times.length) - 1]!;
     const deleted = await database.write(async (handle) => {
       // eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above
       const writer = handle as unknown as Kysely<any>;
-      let total = 0;
+      const total = { rows: 0, bytes: 0 };
       for (const log of logs) {
         const head = inState(log, writer.selectFrom(log.table).select(log.key)).orderBy(log.key).limit(chunk);
-        const result = await inState(log, writer.deleteFrom(log.table).where(log.key, 'in', head).where(log.time, '<=', cutoff)).executeTakeFirst();
-        total += Number(result.numDeletedRows);
+        const remove = inState(log, writer.deleteFrom(log.table).where(log.key, 'in', head).where(log.time, '<=', cutoff));
+        if (database.dialect === 'postgres') {
+          const gone = await remove.returning(sql<string>`${sql.raw(COUNTED_BYTES_SQL[log.table])}`.as('bytes')).execute();
+          total.rows += gone.length;
+          total.bytes += gone.reduce((sum, row) => sum + Number(row.bytes), 0);
+        } else total.rows += Number((await remove.executeTakeFirst()).numDeletedRows);
       }
       return total;
     });
     // None: another instance's keeper (or the retention) deleted these rows between the read and the
     // delete. 0 would tell the keeper that nothing is left and have it abandon waiting deliveries:
     // read the heads again, as long as they moved.
-    if (deleted > 0 || cutoff === previous) return deleted;
+    if (deleted.rows > 0 || cutoff === previous) return deleted;
     previous = cutoff;
   }
 }

@@ -1,14 +1,16 @@
 import { sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { EVENT_APPEND_LOCK, type LogTable, prepare, type Prepared, pruneOlderThan } from '../db/index.js';
-import { makeEvent, type EventFields, type EventPayload, type EventType, type StoredEvent } from './types.js';
+import { makeEvent, type EventFields, type EventPayload, type EventType, type SerializedEvent, type StoredEvent } from './types.js';
 
 type Subscriber = (event: StoredEvent) => void;
 /** Part of every append: a transactional outbox (webhook deliveries), the storage budget. */
 export interface AppendHook {
-  /** Runs inside the appending transaction; `writer`: whom the events count against (see `EventLog.write`). */
+  /** Runs inside the appending transaction, after its events are written; `writer`: whom the events count against (see `EventLog.write`). */
   append(trx: Db, events: StoredEvent[], writer: string): Promise<void>;
-  /** Runs before the transaction opens: refuses at once (throws) what `append` would, without the transaction's cost. */
+  /** Runs inside the appending transaction before its events are written: refuses (throws) without writing them. */
+  check?(events: SerializedEvent[], writer: string): void;
+  /** Runs before the transaction opens: refuses at once (throws) what `check` or `append` would, without the transaction's cost. */
   admit?(writer: Writer): void;
 }
 /** Whom an append counts against in the storage budget's fair share (`EventLog.write`). */
@@ -77,18 +79,19 @@ export class EventLog {
     return this.write(async (_trx, emit) => emit(type, fields));
   }
 
-  private async append(trx: Db, events: EventPayload[], writer: string): Promise<StoredEvent[]> {
-    if (events.length === 0) return [];
+  private async append(trx: Db, payloads: EventPayload[], writer: string): Promise<StoredEvent[]> {
+    if (payloads.length === 0) return [];
+    const events = payloads.map((payload) => ({ payload, json: JSON.stringify(payload) }));
+    for (const hook of this.appendHooks) hook.check?.(events, writer);
     const stored = this.database.dialect === 'postgres' ? await appendInTurn(trx, events) : await this.appendEach(trx, events);
     for (const hook of this.appendHooks) await hook.append(trx, stored, writer);
     return stored;
   }
 
   /** SQLite: one writer, so its order is the commit order already; the compiled insert per event (a write emits one or two) beats building a multi-row one. */
-  private async appendEach(trx: Db, events: EventPayload[]): Promise<StoredEvent[]> {
+  private async appendEach(trx: Db, events: SerializedEvent[]): Promise<StoredEvent[]> {
     const stored: StoredEvent[] = [];
-    for (const payload of events) {
-      const json = JSON.stringify(payload);
+    for (const { payload, json } of events) {
       const [row] = (await this.insert.execute(trx, { type: payload.event_type, timestamp: payload.timestamp, payload: json })).rows;
       stored.push({ seq: Number(row!.seq), payload, json });
     }
@@ -181,17 +184,16 @@ const stored = (row: { seq: number | string | bigint; payload: string }): Stored
  * (see readers in stream.ts). One statement takes the lock and inserts every event: each round trip
  * here is time every other append waits.
  */
-async function appendInTurn(trx: Db, events: EventPayload[]): Promise<StoredEvent[]> {
-  const json = events.map((payload) => JSON.stringify(payload));
+async function appendInTurn(trx: Db, events: SerializedEvent[]): Promise<StoredEvent[]> {
   const { rows } = await sql<{ seq: string | number }>`
     insert into events (event_type, "timestamp", payload)
     select type, at, payload
     from (select pg_advisory_xact_lock(${EVENT_APPEND_LOCK})) as turn,
-      unnest(${events.map((event) => event.event_type)}::text[], ${events.map((event) => event.timestamp)}::text[], ${json}::text[])
+      unnest(${events.map((event) => event.payload.event_type)}::text[], ${events.map((event) => event.payload.timestamp)}::text[], ${events.map((event) => event.json)}::text[])
         with ordinality as appended(type, at, payload, position)
     order by position
     returning seq`.execute(trx);
   // Numbers are drawn in the order of the rows inserted, which is `position`'s.
   const seqs = rows.map((row) => Number(row.seq)).sort((a, b) => a - b);
-  return events.map((payload, index) => ({ seq: seqs[index]!, payload, json: json[index]! }));
+  return events.map((event, index) => ({ ...event, seq: seqs[index]! }));
 }

@@ -103,11 +103,15 @@ export type EventPayload<T extends EventType = EventType> = {
   };
 }[T];
 
-/** An event after it was appended to the log: `json` is the exact text stored and delivered. */
-export interface StoredEvent {
-  seq: number;
+/** An event about to be appended: `json` is the exact text stored and delivered. */
+export interface SerializedEvent {
   payload: EventPayload;
   json: string;
+}
+
+/** An event after it was appended to the log. */
+export interface StoredEvent extends SerializedEvent {
+  seq: number;
 }
 
 export interface EventFields<T extends EventType = EventType> {
