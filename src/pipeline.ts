@@ -8,7 +8,7 @@ import { WebhookOutbox } from './webhook/index.js';
  * The event pipeline, built the same way by every process that writes events (`serve`, `worker`,
  * the CLI): an event is written together with its webhook outbox rows, whichever process writes it.
  * `guards` run last in each append and may refuse it (the serving process's storage budget: on
- * PostgreSQL before the rows are written, on SQLite after the outbox's rows, measuring what they take).
+ * PostgreSQL before the rows are written, on SQLite after them and the outbox's, measuring what they take).
  */
 export function createEventPipeline(
   database: Database,

@@ -12,7 +12,7 @@ import {
   storageBytes,
   storedRowBytes,
 } from './db/index.js';
-import { type AppendHook, SAFETY_EVENTS, type SerializedEvent, type StoredEvent, type Writer } from './events/index.js';
+import { type AfterAppend, type AppendHook, SAFETY_EVENTS, type SerializedEvent, type Writer } from './events/index.js';
 import type { ThrottledLog } from './http/index.js';
 import { DomainError } from './errors.js';
 import { onEvery } from './ticks.js';
@@ -161,31 +161,29 @@ export class StorageBudget implements AppendHook {
   }
 
   /**
-   * Refuses before the transaction what `check` or `append` would refuse as of the last check: a
-   * flooder's refusals then cost no write (on SQLite they held the one writer). Not counted in its
-   * share, which fades no faster than the others'.
+   * Refuses before the transaction what `prepare` would refuse as of the last check: a flooder's
+   * refusals then cost no write (on SQLite they held the one writer). Not counted in its share, which
+   * fades no faster than the others'.
    */
   admit(writer: Writer): void {
     const used = this.used;
     if (used > this.levels.refuse || (!writer.safety && used > this.levels.share && this.shares.above(writer.client))) throw this.refusal(used);
   }
 
-  /** PostgreSQL: the check, before the rows are written. */
-  check(events: SerializedEvent[], writer: string): void {
-    if (this.database.dialect !== 'postgres') return;
+  /** The check: on PostgreSQL before the rows are written; on SQLite once they are, measuring the database with them. */
+  async prepare(trx: Db, events: SerializedEvent[], writer: string): Promise<AfterAppend | undefined> {
     const bytes = appendedBytes(events);
+    if (this.database.dialect === 'sqlite')
+      return async () => {
+        const used = await storageBytes(this.database, trx);
+        this.refuseAbove(used, events, bytes, writer);
+        this.measured = used;
+        if (this.used > this.levels.high) this.kick();
+      };
     this.refuseAbove(this.used + bytes, events, bytes, writer);
     this.appendedSince += bytes;
     if (this.used > this.levels.high) this.kick();
-  }
-
-  /** SQLite: the check, on the database measured with the rows written. */
-  async append(trx: Db, events: StoredEvent[], writer: string): Promise<void> {
-    if (this.database.dialect !== 'sqlite') return;
-    const used = await storageBytes(this.database, trx);
-    this.refuseAbove(used, events, appendedBytes(events), writer);
-    this.measured = used;
-    if (this.used > this.levels.high) this.kick();
+    return undefined;
   }
 
   /** Refuses the append of `events` (`bytes`, counted in `writer`'s share) when the logs would take `used`. */

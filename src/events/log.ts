@@ -4,13 +4,18 @@ import { EVENT_APPEND_LOCK, type LogTable, prepare, type Prepared, pruneOlderTha
 import { makeEvent, type EventFields, type EventPayload, type EventType, type SerializedEvent, type StoredEvent } from './types.js';
 
 type Subscriber = (event: StoredEvent) => void;
+/** What an append hook does once the events are written, inside their transaction. */
+export type AfterAppend = (stored: StoredEvent[]) => Promise<void>;
 /** Part of every append: a transactional outbox (webhook deliveries), the storage budget. */
 export interface AppendHook {
-  /** Runs inside the appending transaction, after its events are written; `writer`: whom the events count against (see `EventLog.write`). */
-  append(trx: Db, events: StoredEvent[], writer: string): Promise<void>;
-  /** Runs inside the appending transaction before its events are written: refuses (throws) without writing them. */
-  check?(events: SerializedEvent[], writer: string): void;
-  /** Runs before the transaction opens: refuses at once (throws) what `check` or `append` would, without the transaction's cost. */
+  /**
+   * Runs inside the appending transaction before its events are written (on PostgreSQL before the
+   * append lock, so what it reads holds up no other append): may refuse them (throw) before they take
+   * any space, and returns what to do once they are written, if anything. `writer`: whom the events
+   * count against (see `EventLog.write`).
+   */
+  prepare(trx: Db, events: SerializedEvent[], writer: string): Promise<AfterAppend | undefined>;
+  /** Runs before the transaction opens: refuses at once (throws) what `prepare` would, without the transaction's cost. */
   admit?(writer: Writer): void;
 }
 /** Whom an append counts against in the storage budget's fair share (`EventLog.write`). */
@@ -82,9 +87,13 @@ export class EventLog {
   private async append(trx: Db, payloads: EventPayload[], writer: string): Promise<StoredEvent[]> {
     if (payloads.length === 0) return [];
     const events = payloads.map((payload) => ({ payload, json: JSON.stringify(payload) }));
-    for (const hook of this.appendHooks) hook.check?.(events, writer);
+    const afterAppend: AfterAppend[] = [];
+    for (const hook of this.appendHooks) {
+      const after = await hook.prepare(trx, events, writer);
+      if (after) afterAppend.push(after);
+    }
     const stored = this.database.dialect === 'postgres' ? await appendInTurn(trx, events) : await this.appendEach(trx, events);
-    for (const hook of this.appendHooks) await hook.append(trx, stored, writer);
+    for (const after of afterAppend) await after(stored);
     return stored;
   }
 

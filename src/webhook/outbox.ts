@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { now, PollGate, prepare, type Prepared } from '../db/index.js';
-import { SAFETY_EVENTS, type AppendHook, type EventType, type StoredEvent } from '../events/index.js';
+import { SAFETY_EVENTS, type AfterAppend, type AppendHook, type EventType, type SerializedEvent, type StoredEvent } from '../events/index.js';
 import type { ThrottledLog } from '../http/index.js';
 import type { Metrics } from '../ops/index.js';
 import { webhookSubscribed, type SettingsStore } from '../settings/index.js';
@@ -49,24 +49,20 @@ export class WebhookOutbox implements AppendHook {
     );
   }
 
-  async append(trx: Db, events: StoredEvent[]): Promise<void> {
+  /** Reads the webhook's target before the events are written; their deliveries are inserted after. */
+  async prepare(trx: Db, events: SerializedEvent[]): Promise<AfterAppend | undefined> {
     const webhook = await this.settings.webhookTargetWithin(trx);
-    if (!webhook.enabled || !webhook.url) return;
-    const subscribed = events.filter((event) => webhookSubscribed(webhook.event_types, event.payload.event_type));
-    if (subscribed.length === 0) return;
-    const at = now();
-    this.enqueued = true;
-    if (this.dialect === 'postgres') return insertAll(trx, subscribed, webhook.url, at);
-    for (const event of subscribed) {
-      await this.insertPending.execute(trx, {
-        webhookId: newWebhookId(),
-        seq: event.seq,
-        type: event.payload.event_type,
-        url: webhook.url,
-        payload: event.json,
-        at,
-      });
-    }
+    const url = webhook.url;
+    if (!webhook.enabled || !url || !events.some((event) => webhookSubscribed(webhook.event_types, event.payload.event_type))) return undefined;
+    return async (stored) => {
+      const subscribed = stored.filter((event) => webhookSubscribed(webhook.event_types, event.payload.event_type));
+      const at = now();
+      this.enqueued = true;
+      if (this.dialect === 'postgres') return insertAll(trx, subscribed, url, at);
+      for (const event of subscribed) {
+        await this.insertPending.execute(trx, { webhookId: newWebhookId(), seq: event.seq, type: event.payload.event_type, url, payload: event.json, at });
+      }
+    };
   }
 
   /** Whether this process added deliveries since the last call: its dispatcher then wakes at once instead of at the next poll. */
