@@ -567,7 +567,9 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
       const before = await onDisk();
       // Each alone over the budget: refused however little the log holds.
       for (let i = 0; i < 20; i++) {
-        const refusal = await log.emit('anomaly.detected', { detail: { i, blob: randomBytes(800_000).toString('base64') } }).catch((error: DomainError) => error);
+        const refusal = await log
+          .emit('anomaly.detected', { detail: { i, blob: randomBytes(800_000).toString('base64') } })
+          .catch((error: DomainError) => error);
         assert.equal((refusal as DomainError).code, 'storage_full');
       }
       assert.equal(await onDisk(), before, 'the refused events took space on disk');
