@@ -109,6 +109,11 @@ export class WriterShares {
 export class StorageBudget implements AppendHook {
   private measured = 0;
   private appendedSince = 0;
+  /**
+   * PostgreSQL: what appends were checked for and have not written yet (they wait for the append
+   * lock): counted as used, but out of a measurement's reach until written, which would drop them.
+   */
+  private inFlight = 0;
   /** What passes deleted and `reclaim` has not given back yet (PostgreSQL), counted as used until then; `since`: the first such pass. */
   private unreclaimed = { bytes: 0, mark: 0n, since: 0 };
   private stopTimer: (() => void) | null = null;
@@ -145,9 +150,9 @@ export class StorageBudget implements AppendHook {
     return this.rows + (this.heldBack() ?? 0);
   }
 
-  /** The rows at the last measurement, plus what this process appended since. */
+  /** The rows at the last measurement, plus what this process appended since or is appending. */
   private get rows(): number {
-    return this.measured + this.appendedSince;
+    return this.measured + this.appendedSince + this.inFlight;
   }
 
   /**
@@ -174,16 +179,24 @@ export class StorageBudget implements AppendHook {
   async prepare(trx: Db, events: SerializedEvent[], writer: string): Promise<AfterAppend | undefined> {
     const bytes = appendedBytes(events);
     if (this.database.dialect === 'sqlite')
-      return async () => {
-        const used = await storageBytes(this.database, trx);
-        this.refuseAbove(used, events, bytes, writer);
-        this.measured = used;
-        if (this.used > this.levels.high) this.kick();
+      return {
+        written: async () => {
+          const used = await storageBytes(this.database, trx);
+          this.refuseAbove(used, events, bytes, writer);
+          this.measured = used;
+          if (this.used > this.levels.high) this.kick();
+        },
       };
     this.refuseAbove(this.used + bytes, events, bytes, writer);
-    this.appendedSince += bytes;
+    this.inFlight += bytes;
     if (this.used > this.levels.high) this.kick();
-    return undefined;
+    let pending = bytes;
+    const settle = (written: boolean) => {
+      this.inFlight -= pending;
+      if (written) this.appendedSince += pending;
+      pending = 0;
+    };
+    return { written: async () => settle(true), abandoned: () => settle(false) };
   }
 
   /** Refuses the append of `events` (`bytes`, counted in `writer`'s share) when the logs would take `used`. */
@@ -255,26 +268,26 @@ export class StorageBudget implements AppendHook {
    * deletable is left.
    */
   async keep(): Promise<number> {
+    await this.markDeletions();
     if (this.unreclaimed.bytes > 0 && (await this.reclaim())) this.unreclaimed = { bytes: 0, mark: 0n, since: 0 };
     await this.measure();
     let kept = this.kept;
     if (kept <= this.levels.high) return 0;
     let deleted = 0;
-    let deletedBytes = 0;
-    while (kept > this.levels.low) {
-      const pruned = await pruneOldest(this.database, this.logs, BUDGET_CHUNK);
-      const chunk = pruned.rows || (await this.makeRoom(BUDGET_CHUNK));
-      if (chunk === 0) break;
-      deleted += chunk;
-      deletedBytes += pruned.bytes;
-      await this.measure();
-      kept = this.kept;
-    }
-    const mark = deletedBytes > 0 ? await deletionMark(this.database) : null;
-    if (mark !== null) {
-      const { bytes, since } = this.unreclaimed;
-      // The oldest mark: a newer one after every pass would wait forever beside busy writers.
-      this.unreclaimed = bytes > 0 ? { bytes: bytes + deletedBytes, mark: this.unreclaimed.mark, since } : { bytes: deletedBytes, mark, since: Date.now() };
+    try {
+      while (kept > this.levels.low) {
+        const pruned = await pruneOldest(this.database, this.logs, BUDGET_CHUNK);
+        const chunk = pruned.rows || (await this.makeRoom(BUDGET_CHUNK));
+        if (chunk === 0) break;
+        deleted += chunk;
+        // Counted at once: appends admitted during the pass must not take what is not given back.
+        if (pruned.bytes > 0)
+          this.unreclaimed = { ...this.unreclaimed, bytes: this.unreclaimed.bytes + pruned.bytes, since: this.unreclaimed.since || Date.now() };
+        await this.measure();
+        kept = this.kept;
+      }
+    } finally {
+      await this.markDeletions();
     }
     const at = { deleted, usedBytes: this.used, budgetBytes: this.budgetBytes };
     // Every refused append starts a pass: while pending deliveries fill the budget, a line a minute.
@@ -282,6 +295,15 @@ export class StorageBudget implements AppendHook {
       this.throttledLog?.write(this.log!, 'storage-budget', 'warn', at, 'storage budget: still over after deleting every event and delivery it may delete');
     else this.log?.info(at, 'storage budget: oldest rows deleted');
     return deleted;
+  }
+
+  /**
+   * Marks what waits to be given back, if not marked yet (`deletionMark`, after the deletes; again at
+   * the next pass should it fail). The oldest mark stays: a newer one after every pass would wait
+   * forever beside busy writers.
+   */
+  private async markDeletions(): Promise<void> {
+    if (this.unreclaimed.bytes > 0 && this.unreclaimed.mark === 0n) this.unreclaimed.mark = (await deletionMark(this.database)) ?? 0n;
   }
 
   /**

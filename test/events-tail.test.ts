@@ -160,7 +160,7 @@ describe('appending on PostgreSQL', () => {
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
     // The first append stops inside its transaction, after its events got their numbers.
-    const held = new EventLog(database, [{ prepare: async () => async () => (entered(), await released) }]);
+    const held = new EventLog(database, [{ prepare: async () => ({ written: async () => (entered(), await released) }) }]);
     const next = new EventLog(database, []);
     const seqs: number[] = [];
     held.subscribe((event) => seqs.push(event.seq));

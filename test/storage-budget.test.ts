@@ -8,7 +8,7 @@ import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { DELIVERY_ROW_OVERHEAD, deletionMark, pruneOldest, reclaim, storageBytes, storedRowBytes } from '../src/db/index.js';
 import { migrations } from '../src/db/migrations.js';
-import { STORED_DELIVERY_BYTES_SQL, STORED_ROW_BYTES_SQL } from '../src/db/schema.js';
+import { EVENT_APPEND_LOCK, STORED_DELIVERY_BYTES_SQL, STORED_ROW_BYTES_SQL } from '../src/db/schema.js';
 import { SecretBox } from '../src/crypto.js';
 import type { DomainError } from '../src/errors.js';
 import { EVENT_LOG } from '../src/events/index.js';
@@ -492,6 +492,40 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
     }
   });
 
+  it('a VACUUM of the log itself that began before the delete holds the give-back: it cannot free those rows, and SKIP_LOCKED skips that log', async () => {
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const vacuumer = new pg.Client({ connectionString: app.config.databaseUrl! });
+    let vacuuming: Promise<unknown> | null = null;
+    let vacuumPid: number | null = null;
+    try {
+      await vacuumer.connect();
+      await app.database.db.insertInto('events').values(oldEvents(2000, 1000)).execute();
+      await vacuumer.query('set vacuum_cost_delay = 100');
+      await vacuumer.query('set vacuum_cost_limit = 1');
+      vacuumPid = (await vacuumer.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+      vacuuming = vacuumer.query('vacuum events').catch(() => {});
+      await eventually(
+        async () =>
+          (await sql<{ n: number }>`select count(*)::int as n from pg_stat_progress_vacuum where pid = ${vacuumPid}`.execute(app.database.db)).rows[0]!.n === 1,
+        5000,
+        'the throttled VACUUM of events to run',
+      );
+      await app.database.db.deleteFrom('events').where('seq', '<=', 500).execute();
+      const mark = await deletionMark(app.database);
+      assert.equal(await reclaim(app.database, logs, mark!), false, 'given back while a VACUUM of events that began before the delete held the log');
+      await sql`select pg_cancel_backend(${vacuumPid})`.execute(app.database.db);
+      await vacuuming;
+      vacuumPid = null;
+      assert.equal(await reclaim(app.database, logs, mark!), true, 'given back once that VACUUM ended');
+    } finally {
+      // Cancelled on every path: throttled, it would run for minutes.
+      if (vacuumPid !== null) await sql`select pg_cancel_backend(${vacuumPid})`.execute(app.database.db);
+      await vacuuming;
+      await vacuumer.end();
+      await app.cleanup();
+    }
+  });
+
   it('a keeper whose chunk another instance deleted first goes on with the next, and abandons no waiting delivery', async () => {
     const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
     try {
@@ -573,6 +607,108 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
         assert.equal((refusal as DomainError).code, 'storage_full');
       }
       assert.equal(await onDisk(), before, 'the refused events took space on disk');
+    } finally {
+      await app.cleanup();
+    }
+  });
+
+  it('appends checked but waiting for their turn are not dropped by a measurement: the logs stay within the refusal level', async () => {
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const locker = new pg.Client({ connectionString: app.config.databaseUrl! });
+    try {
+      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: 'http://127.0.0.1:9/hook' } })).status, 200);
+      await app.database.db.insertInto('events').values(oldEvents(400, 1000)).execute();
+      const budgetBytes = (await storageBytes(app.database)) / 0.8;
+      const budget = new StorageBudget(app.database, budgetBytes, logs);
+      await budget.keep(); // measures: 80 %, under `high`
+      const { events: log } = createEventPipeline(app.database, new SecretBox(app.config.secretsKey), [budget]);
+      // Each append (the event and its delivery's copy) about 3 % of the budget.
+      const blob = 'y'.repeat(Math.round((budgetBytes * 0.03) / 2) - 300);
+      await locker.connect();
+      await locker.query('begin');
+      await locker.query('select pg_advisory_xact_lock($1)', [EVENT_APPEND_LOCK]);
+      const outcomes: Promise<string>[] = [];
+      let settled = 0;
+      const waiting = async () =>
+        (
+          await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event = 'advisory'`.execute(
+            app.database.db,
+          )
+        ).rows[0]!.n;
+      const wave = async () => {
+        const [before, waitingBefore] = [settled, await waiting()];
+        for (let i = 0; i < 6; i++)
+          outcomes.push(
+            log.emit('anomaly.detected', { detail: { blob } }).then(
+              () => 'taken',
+              (error: DomainError) => (settled++, error.code),
+            ),
+          );
+        // Each of the six is refused or waits for its turn.
+        await eventually(async () => settled - before + (await waiting()) - waitingBefore >= 6, 5000, 'the appends to be refused or wait');
+      };
+      await wave();
+      await budget.keep(); // the keeper's periodic measurement, while those appends wait for their turn
+      await wave();
+      await locker.query('commit');
+      const results = await Promise.all(outcomes);
+      const used = await storageBytes(app.database);
+      assert.ok(
+        used <= budgetLevels(budgetBytes).refuse,
+        `${results.filter((r) => r === 'taken').length} of 12 taken: the logs take ${((100 * used) / budgetBytes).toFixed(1)} % of the budget`,
+      );
+    } finally {
+      await locker.end().catch(() => {});
+      await app.cleanup();
+    }
+  });
+
+  it('deletes nothing more for what waits to be given back: deleting cannot free it', async () => {
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const reader = new pg.Client({ connectionString: app.config.databaseUrl! });
+    try {
+      await app.database.db.insertInto('events').values(oldEvents(600, 1000)).execute();
+      const budget = new StorageBudget(app.database, (await storageBytes(app.database)) / 0.9, logs);
+      // A transaction open from before the delete holds the give-back (briefly, as an append in flight does).
+      await reader.connect();
+      await reader.query('begin isolation level repeatable read');
+      await reader.query('select count(*) from events');
+      assert.ok((await budget.keep()) > 0);
+      const rows = await storageBytes(app.database);
+      assert.equal(await budget.keep(), 0, "the second pass deleted more rows while the first pass's space waited to be given back");
+      assert.equal(await storageBytes(app.database), rows);
+    } finally {
+      await reader.end();
+      await app.cleanup();
+    }
+  });
+
+  it('counts what a pass deleted as used during the pass too, and after a pass that failed midway', async () => {
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    try {
+      await app.database.db.insertInto('events').values(oldEvents(600, 1000)).execute();
+      const used = await storageBytes(app.database);
+      // The pass's second chunk: first seen before it is deleted, then failing.
+      let writes = 0;
+      let seenDuringPass = 0;
+      const failing = Object.create(app.database, {
+        write: {
+          value: async <T>(work: (db: typeof app.database.db) => Promise<T>) => {
+            if (++writes === 2) {
+              seenDuringPass = budget.used;
+              throw new Error('Query read timeout');
+            }
+            return app.database.write(work);
+          },
+        },
+      }) as typeof app.database;
+      const budget = new StorageBudget(failing, used / 0.95, logs);
+      await assert.rejects(budget.keep());
+      assert.ok((await storageBytes(app.database)) < used, 'the first chunk was deleted');
+      assert.equal(seenDuringPass, used, 'during the pass, what it deleted counted as free before any VACUUM');
+      assert.equal(budget.used, used, 'after the failed pass, what it deleted counted as free before any VACUUM');
+      await budget.keep();
+      assert.equal(budget.used, await storageBytes(app.database), 'given back at the next pass');
     } finally {
       await app.cleanup();
     }

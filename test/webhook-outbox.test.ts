@@ -1,6 +1,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { sql } from 'kysely';
+import pg from 'pg';
 import { storageBytes } from '../src/db/index.js';
+import { EVENT_APPEND_LOCK } from '../src/db/schema.js';
 import { DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';
 
@@ -124,3 +127,34 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+describe('webhook outbox: the target is read in the append lock (postgres)', () => {
+  it('an event that waited for its turn while the webhook was enabled, committed after, gets its delivery', async () => {
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const locker = new pg.Client({ connectionString: app.config.databaseUrl! });
+    try {
+      await locker.connect();
+      // Another append holds the append lock (a slow commit ahead of this one).
+      await locker.query('begin');
+      await locker.query('select pg_advisory_xact_lock($1)', [EVENT_APPEND_LOCK]);
+      const event = app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { n: 1 } });
+      await eventually(
+        async () =>
+          (
+            await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event = 'advisory'`.execute(
+              app.database.db,
+            )
+          ).rows[0]!.n === 1,
+        5000,
+        'the append to wait for its turn',
+      );
+      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: 'http://127.0.0.1:9/hook' } })).status, 200);
+      await locker.query('commit');
+      assert.equal((await event).status, 202);
+      assert.equal((await deliveries(app)).length, 1, 'the event committed after the save that enabled the webhook, without its delivery');
+    } finally {
+      await locker.end().catch(() => {});
+      await app.cleanup();
+    }
+  });
+});

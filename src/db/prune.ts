@@ -116,15 +116,18 @@ export async function deletionMark(database: Database): Promise<bigint | null> {
  * vacuuming is left to that vacuum.
  */
 export async function reclaim(database: Database, logs: LogTable[], mark: bigint): Promise<boolean> {
+  const tables = [...new Set(logs.map((log) => log.table))];
   // Any session's oldest snapshot (one that began before the delete may not hold an xid yet), except
-  // a running VACUUM's (autovacuum, another instance's keeper): PostgreSQL lets no vacuum's snapshot
-  // hold back what another may free, and an autovacuum of a busy log runs for a long time.
+  // a running VACUUM's of another table: PostgreSQL lets no vacuum's snapshot hold back what another
+  // may free. A VACUUM of a log itself (autovacuum, another instance's keeper) that began before the
+  // delete counts: SKIP_LOCKED below skips that log, and it cannot free those rows either.
   const { rows } = await sql<{ seen: boolean }>`
     select exists (select 1 from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()
-      and pid not in (select pid from pg_stat_progress_vacuum)
+      and pid not in (select pid from pg_stat_progress_vacuum where relid not in (
+        select oid from pg_class where oid = any(${tables}::regclass[])
+        union select reltoastrelid from pg_class where oid = any(${tables}::regclass[])))
       and age(backend_xmin) > age(xid(${mark.toString()}::xid8))) as seen`.execute(database.db);
   if (rows[0]!.seen) return false;
-  const tables = [...new Set(logs.map((log) => log.table))];
   await sql`vacuum (skip_locked) ${sql.join(tables.map((table) => sql.table(table)))}`.execute(database.db);
   return true;
 }

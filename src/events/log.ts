@@ -4,15 +4,18 @@ import { EVENT_APPEND_LOCK, type LogTable, prepare, type Prepared, pruneOlderTha
 import { makeEvent, type EventFields, type EventPayload, type EventType, type SerializedEvent, type StoredEvent } from './types.js';
 
 type Subscriber = (event: StoredEvent) => void;
-/** What an append hook does once the events are written, inside their transaction. */
-export type AfterAppend = (stored: StoredEvent[]) => Promise<void>;
+/** What an append hook does once the events are written, inside their transaction, or when the append fails before. */
+export interface AfterAppend {
+  written(stored: StoredEvent[]): Promise<void>;
+  /** The append failed (or another hook refused it) before or after `written`: runs at most once. */
+  abandoned?(): void;
+}
 /** Part of every append: a transactional outbox (webhook deliveries), the storage budget. */
 export interface AppendHook {
   /**
    * Runs inside the appending transaction before its events are written (on PostgreSQL before the
-   * append lock, so what it reads holds up no other append): may refuse them (throw) before they take
-   * any space, and returns what to do once they are written, if anything. `writer`: whom the events
-   * count against (see `EventLog.write`).
+   * append lock): may refuse them (throw) before they take any space, and returns what to do once they
+   * are written, if anything. `writer`: whom the events count against (see `EventLog.write`).
    */
   prepare(trx: Db, events: SerializedEvent[], writer: string): Promise<AfterAppend | undefined>;
   /** Runs before the transaction opens: refuses at once (throws) what `prepare` would, without the transaction's cost. */
@@ -88,13 +91,18 @@ export class EventLog {
     if (payloads.length === 0) return [];
     const events = payloads.map((payload) => ({ payload, json: JSON.stringify(payload) }));
     const afterAppend: AfterAppend[] = [];
-    for (const hook of this.appendHooks) {
-      const after = await hook.prepare(trx, events, writer);
-      if (after) afterAppend.push(after);
+    try {
+      for (const hook of this.appendHooks) {
+        const after = await hook.prepare(trx, events, writer);
+        if (after) afterAppend.push(after);
+      }
+      const stored = this.database.dialect === 'postgres' ? await appendInTurn(trx, events) : await this.appendEach(trx, events);
+      for (const after of afterAppend) await after.written(stored);
+      return stored;
+    } catch (error) {
+      for (const after of afterAppend) after.abandoned?.();
+      throw error;
     }
-    const stored = this.database.dialect === 'postgres' ? await appendInTurn(trx, events) : await this.appendEach(trx, events);
-    for (const after of afterAppend) await after(stored);
-    return stored;
   }
 
   /** SQLite: one writer, so its order is the commit order already; the compiled insert per event (a write emits one or two) beats building a multi-row one. */

@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { now, PollGate, prepare, type Prepared } from '../db/index.js';
-import { SAFETY_EVENTS, type AfterAppend, type AppendHook, type EventType, type SerializedEvent, type StoredEvent } from '../events/index.js';
+import { SAFETY_EVENTS, type AfterAppend, type AppendHook, type EventType, type StoredEvent } from '../events/index.js';
 import type { ThrottledLog } from '../http/index.js';
 import type { Metrics } from '../ops/index.js';
 import { webhookSubscribed, type SettingsStore } from '../settings/index.js';
@@ -49,19 +49,26 @@ export class WebhookOutbox implements AppendHook {
     );
   }
 
-  /** Reads the webhook's target before the events are written; their deliveries are inserted after. */
-  async prepare(trx: Db, events: SerializedEvent[]): Promise<AfterAppend | undefined> {
-    const webhook = await this.settings.webhookTargetWithin(trx);
-    const url = webhook.url;
-    if (!webhook.enabled || !url || !events.some((event) => webhookSubscribed(webhook.event_types, event.payload.event_type))) return undefined;
-    return async (stored) => {
-      const subscribed = stored.filter((event) => webhookSubscribed(webhook.event_types, event.payload.event_type));
-      const at = now();
-      this.enqueued = true;
-      if (this.dialect === 'postgres') return insertAll(trx, subscribed, url, at);
-      for (const event of subscribed) {
-        await this.insertPending.execute(trx, { webhookId: newWebhookId(), seq: event.seq, type: event.payload.event_type, url, payload: event.json, at });
-      }
+  /**
+   * Reads the webhook's target once the events are written, so on PostgreSQL inside the append lock:
+   * read before it, an append waiting for its turn while the webhook was enabled would commit after
+   * the save without its delivery (and out of `seq` order with those that got one).
+   */
+  async prepare(trx: Db): Promise<AfterAppend> {
+    return {
+      written: async (stored) => {
+        const webhook = await this.settings.webhookTargetWithin(trx);
+        const url = webhook.url;
+        if (!webhook.enabled || !url) return;
+        const subscribed = stored.filter((event) => webhookSubscribed(webhook.event_types, event.payload.event_type));
+        if (subscribed.length === 0) return;
+        const at = now();
+        this.enqueued = true;
+        if (this.dialect === 'postgres') return insertAll(trx, subscribed, url, at);
+        for (const event of subscribed) {
+          await this.insertPending.execute(trx, { webhookId: newWebhookId(), seq: event.seq, type: event.payload.event_type, url, payload: event.json, at });
+        }
+      },
     };
   }
 
