@@ -6,7 +6,7 @@ import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
-import { DELIVERY_ROW_OVERHEAD, deletionMark, pruneOldest, reclaim, storageBytes, storedRowBytes } from '../src/db/index.js';
+import { Database, DELIVERY_ROW_OVERHEAD, deletionMark, pruneOldest, reclaim, storageBytes, storedRowBytes } from '../src/db/index.js';
 import { migrations } from '../src/db/migrations.js';
 import { EVENT_APPEND_LOCK, STORED_DELIVERY_BYTES_SQL, STORED_ROW_BYTES_SQL } from '../src/db/schema.js';
 import { SecretBox } from '../src/crypto.js';
@@ -453,6 +453,22 @@ describe('storage budget: the logs on disk are within it (postgres)', () => {
 describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => {
   const logs = [EVENT_LOG, ...FINISHED_DELIVERY_LOGS];
 
+  const givenBackAtNextPass = async (budget: StorageBudget, database: Database) => {
+    await budget.keep();
+    assert.equal(budget.used, await storageBytes(database), 'given back at the next pass');
+  };
+
+  /** `database` whose `write` runs `before` first: what another process does between the keeper's statements. */
+  const beforeEachWrite = (database: Database, before: () => Promise<void>): Database =>
+    Object.create(database, {
+      write: {
+        value: async <T>(work: (db: Database['db']) => Promise<T>) => {
+          await before();
+          return database.write(work);
+        },
+      },
+    }) as Database;
+
   /** `count` events an hour apart, oldest first, each with a payload of `bytes`. */
   const oldEvents = (count: number, bytes: number) =>
     Array.from({ length: count }, (_, k) => ({ event_type: 'anomaly.detected', timestamp: hoursAgo(count - k), payload: 'x'.repeat(bytes) }));
@@ -532,17 +548,11 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
       await app.database.db.insertInto('events').values(oldEvents(600, 1000)).execute();
       // Another instance's keeper deletes the same oldest chunk between this one's read and its delete.
       let raced = false;
-      const racing = Object.create(app.database, {
-        write: {
-          value: async <T>(work: (db: typeof app.database.db) => Promise<T>) => {
-            if (!raced) {
-              raced = true;
-              assert.ok((await pruneOldest(app.database, logs, 100)).rows > 0);
-            }
-            return app.database.write(work);
-          },
-        },
-      }) as typeof app.database;
+      const racing = beforeEachWrite(app.database, async () => {
+        if (raced) return;
+        raced = true;
+        assert.ok((await pruneOldest(app.database, logs, 100)).rows > 0);
+      });
       let abandonAsked = 0;
       const used = await storageBytes(app.database);
       const budget = new StorageBudget(racing, used, logs, async () => {
@@ -565,22 +575,16 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
       // Another process appends while the pass deletes.
       const appended = oldEvents(50, 1000);
       let appending = true;
-      const busy = Object.create(app.database, {
-        write: {
-          value: async <T>(work: (db: typeof app.database.db) => Promise<T>) => {
-            if (appending) await app.database.db.insertInto('events').values(appended).execute();
-            appending = false;
-            return app.database.write(work);
-          },
-        },
-      }) as typeof app.database;
+      const busy = beforeEachWrite(app.database, async () => {
+        if (appending) await app.database.db.insertInto('events').values(appended).execute();
+        appending = false;
+      });
       const used = await storageBytes(app.database);
       // At 90 % of this budget; the pass's chunk of 100 rows is 15 % of it.
       const budget = new StorageBudget(busy, used / 0.9, logs);
       assert.ok((await budget.keep()) > 0);
       assert.equal(budget.used, used + appended.length * storedRowBytes(1000), 'nothing is given back before the VACUUM');
-      await budget.keep();
-      assert.equal(budget.used, await storageBytes(app.database), 'given back at the next pass');
+      await givenBackAtNextPass(budget, app.database);
     } finally {
       await app.cleanup();
     }
@@ -691,24 +695,17 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
       // The pass's second chunk: first seen before it is deleted, then failing.
       let writes = 0;
       let seenDuringPass = 0;
-      const failing = Object.create(app.database, {
-        write: {
-          value: async <T>(work: (db: typeof app.database.db) => Promise<T>) => {
-            if (++writes === 2) {
-              seenDuringPass = budget.used;
-              throw new Error('Query read timeout');
-            }
-            return app.database.write(work);
-          },
-        },
-      }) as typeof app.database;
+      const failing = beforeEachWrite(app.database, async () => {
+        if (++writes !== 2) return;
+        seenDuringPass = budget.used;
+        throw new Error('Query read timeout');
+      });
       const budget = new StorageBudget(failing, used / 0.95, logs);
       await assert.rejects(budget.keep());
       assert.ok((await storageBytes(app.database)) < used, 'the first chunk was deleted');
       assert.equal(seenDuringPass, used, 'during the pass, what it deleted counted as free before any VACUUM');
       assert.equal(budget.used, used, 'after the failed pass, what it deleted counted as free before any VACUUM');
-      await budget.keep();
-      assert.equal(budget.used, await storageBytes(app.database), 'given back at the next pass');
+      await givenBackAtNextPass(budget, app.database);
     } finally {
       await app.cleanup();
     }
