@@ -50,26 +50,33 @@ export class WebhookOutbox implements AppendHook {
   }
 
   /**
-   * Reads the webhook's target once the events are written, so on PostgreSQL inside the append lock:
-   * read before it, an append waiting for its turn while the webhook was enabled would commit after
-   * the save without its delivery (and out of `seq` order with those that got one).
+   * Inserts the deliveries once the events are written, reading the webhook's target then, so on
+   * PostgreSQL inside the append lock: read before it, an append waiting for its turn while the
+   * webhook was enabled would commit after the save without its delivery (and out of `seq` order with
+   * those that got one).
    */
   async prepare(trx: Db): Promise<AfterAppend> {
-    return {
-      written: async (stored) => {
-        const webhook = await this.settings.webhookTargetWithin(trx);
-        const url = webhook.url;
-        if (!webhook.enabled || !url) return;
-        const subscribed = stored.filter((event) => webhookSubscribed(webhook.event_types, event.payload.event_type));
-        if (subscribed.length === 0) return;
-        const at = now();
-        this.enqueued = true;
-        if (this.dialect === 'postgres') return insertAll(trx, subscribed, url, at);
-        for (const event of subscribed) {
-          await this.insertPending.execute(trx, { webhookId: newWebhookId(), seq: event.seq, type: event.payload.event_type, url, payload: event.json, at });
-        }
-      },
-    };
+    return { written: (stored) => this.append(trx, stored) };
+  }
+
+  private async append(trx: Db, events: StoredEvent[]): Promise<void> {
+    const webhook = await this.settings.webhookTargetWithin(trx);
+    if (!webhook.enabled || !webhook.url) return;
+    const subscribed = events.filter((event) => webhookSubscribed(webhook.event_types, event.payload.event_type));
+    if (subscribed.length === 0) return;
+    const at = now();
+    this.enqueued = true;
+    if (this.dialect === 'postgres') return insertAll(trx, subscribed, webhook.url, at);
+    for (const event of subscribed) {
+      await this.insertPending.execute(trx, {
+        webhookId: newWebhookId(),
+        seq: event.seq,
+        type: event.payload.event_type,
+        url: webhook.url,
+        payload: event.json,
+        at,
+      });
+    }
   }
 
   /** Whether this process added deliveries since the last call: its dispatcher then wakes at once instead of at the next poll. */
