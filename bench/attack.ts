@@ -131,12 +131,12 @@ for (let i = 0; i < PERSONS; i += 50) {
 }
 await call(adminToken, 'POST', '/api/persons', { id: 'resident', name: 'Resident' });
 
-/** The normal client (bench/normal-client.ts, a thread of its own): the latencies of a phase, sorted, and its answers by status. */
-async function normalClient(untilMs: number): Promise<number[]> {
+/** The normal client (bench/normal-client.ts, a thread of its own): the latencies of a phase, sorted (all, and the zone moves'), and its answers by status. */
+async function normalClient(untilMs: number): Promise<{ latencies: number[]; writes: number[] }> {
   const worker = new Worker(new URL('./normal-client.js', import.meta.url), { workerData: { base, ingest: normal, read: normalRead, untilMs } });
-  const [result] = (await once(worker, 'message')) as [{ latencies: number[]; statuses: Record<number, number> }];
+  const [result] = (await once(worker, 'message')) as [{ latencies: number[]; writes: number[]; statuses: Record<number, number> }];
   console.log(`normal client answers: ${JSON.stringify(result.statuses)}`);
-  return result.latencies;
+  return result;
 }
 
 function rssMb(): number {
@@ -172,14 +172,15 @@ const walMb = () =>
   pgClient ? 0 : readdirSync(dataDir).reduce((sum, file) => sum + (file.endsWith('-wal') ? statSync(path.join(dataDir, file)).size : 0), 0) / 2 ** 20;
 
 console.log(`# Attack: ${MINUTES} min on ${DATABASE_URL ? 'PostgreSQL' : 'SQLite'}, STORAGE_BUDGET_MB=${BUDGET_MB}; idle ${IDLE_MS / 1000} s first\n`);
-const idleLatencies = await normalClient(Date.now() + IDLE_MS);
+const idle = await normalClient(Date.now() + IDLE_MS);
+const idleLatencies = idle.latencies;
 const idleRss = rssMb();
 const idleDb = await databaseMb();
 const idleP99 = percentile(idleLatencies, 99);
 /** The normal client's latencies at a glance: where a p99 comes from. */
 const spread = (latencies: number[]) =>
   [50, 90, 99].map((p) => `p${p} ${fmt(percentile(latencies, p), 1)}`).join(', ') + `, max ${fmt(latencies.at(-1) ?? 0, 1)} ms`;
-console.log(`idle: ${spread(idleLatencies)}; RSS ${fmt(idleRss)} MB, database ${fmt(idleDb, 1)} MB`);
+console.log(`idle: ${spread(idleLatencies)} (zone moves: ${spread(idle.writes)}); RSS ${fmt(idleRss)} MB, database ${fmt(idleDb, 1)} MB`);
 
 const until = Date.now() + MINUTES * 60_000;
 let running = true;
@@ -275,13 +276,14 @@ const minuter = setInterval(() => {
   );
 }, 60_000);
 
-const attackLatencies = await normalClient(until);
+const underAttack = await normalClient(until);
+const attackLatencies = underAttack.latencies;
 running = false;
 clearInterval(sampler);
 clearInterval(minuter);
 await Promise.all([...attacks, flood]);
 const attackP99 = percentile(attackLatencies, 99);
-console.log(`under attack: ${spread(attackLatencies)}`);
+console.log(`under attack: ${spread(attackLatencies)} (zone moves: ${spread(underAttack.writes)})`);
 const streamRefused = Object.entries(counts.streams ?? {}).filter(([status]) => status !== '200');
 
 console.log(`\nattacks (responses by status):`);

@@ -10,6 +10,7 @@ import { parseSignatures, stringToSign, verifySignatures, type SignedParts } fro
 import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 import { EVENT_LOOP_SAMPLE_MS } from '../src/ops/metrics.js';
 import { GIVE_BACK_HELD_MS } from '../src/storage-budget.js';
+import { USAGE_SHARDS } from '../src/db/migrations.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
 /**
@@ -136,6 +137,7 @@ describe('numbers the code sets, in prose', () => {
     ['docs/deployment.md', /may enqueue (\d+) requests\s+a day/g, DAILY_QUOTA],
     ['docs/operations.md', /is sampled every (\d+) ms/g, EVENT_LOOP_SAMPLE_MS],
     ['docs/operations.md', /A give-back still waiting after (\d+) s/g, GIVE_BACK_HELD_MS / 1000],
+    ['docs/architecture.md', /its backend's pid modulo (\d+)/g, USAGE_SHARDS],
   ];
 
   it('states the number the code makes it, naming each place that does not', () => {

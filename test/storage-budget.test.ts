@@ -7,7 +7,7 @@ import path from 'node:path';
 import { Kysely, Migrator, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { Database, DELIVERY_ROW_OVERHEAD, deletionMark, pruneOldest, reclaim, storageBytes, storedRowBytes } from '../src/db/index.js';
-import { migrations } from '../src/db/migrations.js';
+import { migrations, USAGE_SHARDS } from '../src/db/migrations.js';
 import { EVENT_APPEND_LOCK, STORED_DELIVERY_BYTES_SQL, STORED_ROW_BYTES_SQL } from '../src/db/schema.js';
 import { SecretBox } from '../src/crypto.js';
 import type { DomainError } from '../src/errors.js';
@@ -846,6 +846,60 @@ describe('storage budget: migration 023 beside 0.2.0 (postgres)', () => {
       assert.equal(Number(rows[0]!.counted), Number(rows[0]!.stored));
     } finally {
       await writer.end().catch(() => {});
+      await db.destroy();
+      await drop();
+    }
+  });
+});
+
+describe('storage budget: the count spread over connections (postgres)', () => {
+  it("a log's writers do not wait for each other's count: a transaction that wrote both logs and stays open holds no other writer, and the count is as stored", async () => {
+    const { url, drop } = await createPgDatabase();
+    const db = new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 1 }) }) });
+    const clients: pg.Client[] = [];
+    const connect = async () => {
+      const client = new pg.Client({ connectionString: url });
+      clients.push(client);
+      await client.connect();
+      return client;
+    };
+    const shardOf = async (client: pg.Client) => Number((await client.query('select pg_backend_pid() as pid')).rows[0].pid) % USAGE_SHARDS;
+    /** Every kind of write the triggers count: an event, a delivery, a receiver's answer, the keeper's deletes. */
+    const writeBothLogs = async (client: pg.Client, name: string) => {
+      await client.query(`insert into events (event_type, timestamp, payload) values ('anomaly.detected', $1, $2)`, [hoursAgo(0), 'x'.repeat(3_000)]);
+      await client.query(
+        `insert into webhook_deliveries (webhook_id, event_seq, event_type, url, payload, attempt, state, due_at, created_at)
+          values ($1, null, 'anomaly.detected', 'http://127.0.0.1:9/hook', $2, 1, 'pending', $3, $3)`,
+        [`msg_${name}`, 'y'.repeat(3_000), hoursAgo(0)],
+      );
+      await client.query(`update webhook_deliveries set state = 'failed', error = 'HTTP 500', response_body = $2 where webhook_id = $1`, [
+        `msg_${name}`,
+        'z'.repeat(500),
+      ]);
+      await client.query(`delete from events where seq = (select min(seq) from events)`);
+      await client.query(`delete from webhook_deliveries where id = (select min(id) from webhook_deliveries)`);
+    };
+    try {
+      assert.equal((await new Migrator({ db, provider: { getMigrations: async () => migrations('postgres') } }).migrateToLatest()).error, undefined);
+      const holder = await connect();
+      let writer = await connect();
+      // Two connections share a row only when their pids do modulo USAGE_SHARDS.
+      while ((await shardOf(writer)) === (await shardOf(holder))) writer = await connect();
+      for (const name of ['seed_1', 'seed_2', 'seed_3', 'seed_4']) await writeBothLogs(writer, name);
+      await holder.query('begin');
+      await writeBothLogs(holder, 'held');
+      // Waiting for the holder's row lock would fail here instead of hanging.
+      await writer.query(`set statement_timeout = '10s'`);
+      await writeBothLogs(writer, 'beside');
+      await holder.query('commit');
+      const { rows } = await sql<{ counted: string; stored: string }>`
+        select (select sum(bytes) from log_usage) as counted,
+          (select sum(${sql.raw(STORED_ROW_BYTES_SQL)}) from events) + (select sum(${sql.raw(STORED_DELIVERY_BYTES_SQL)}) from webhook_deliveries) as stored`.execute(
+        db,
+      );
+      assert.equal(Number(rows[0]!.counted), Number(rows[0]!.stored));
+    } finally {
+      for (const client of clients) await client.end().catch(() => {});
       await db.destroy();
       await drop();
     }

@@ -623,17 +623,48 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.createIndex('persons_zone').on('persons').column('zone_id').execute();
       },
     },
+    '027_log_usage_per_connection': {
+      // PostgreSQL: every writer of a log updated that log's one `log_usage` row and held its lock to
+      // its commit, so appends waited for the webhook dispatcher's answers and the keeper's deletes,
+      // and a delete and a dispatcher's update deadlocked (each holding a row the other needed). Each
+      // connection now adds to a row of its own (`<log>:<n>`, n its backend's pid modulo
+      // USAGE_SHARDS); the count stays the sum of the rows, as every release reads it. Only the
+      // functions change: altering the table would wait for a 0.2.0 append holding a row of it while
+      // this transaction holds the delivery log (022), a deadlock.
+      async up(db: Kysely<any>) {
+        if (dialect !== 'postgres') return;
+        await logUsageFunction('mothership_log_usage', sql.raw(STORED_ROW_BYTES_SQL), shardedAdd).execute(db);
+        await logUsageFunction('mothership_delivery_usage', sql.raw(STORED_DELIVERY_BYTES_SQL), shardedAdd).execute(db);
+        const answer = (row: 'new' | 'old') => sql.raw(deliveryAnswerBytesSql(row));
+        await sql`
+          create or replace function mothership_delivery_answer_usage() returns trigger language plpgsql as $$
+          begin
+            ${shardedAdd(sql`'webhook_deliveries'`, '+', sql`${answer('new')} - ${answer('old')}`)};
+            return null;
+          end $$`.execute(db);
+      },
+    },
   };
 }
 
-/** PostgreSQL: a trigger function keeping log_usage (migrations 016, 023 and 025), counting `rowBytes` per row. */
-const logUsageFunction = (name: string, rowBytes: RawBuilder<unknown>) => sql`
+/** How many `log_usage` rows a log's count spreads over (migration 027): two connections share one only if their pids do modulo this. */
+export const USAGE_SHARDS = 64;
+/** A statement adding `bytes` to `log`'s count: its one row (migrations 016 to 025). */
+type AddUsage = (log: RawBuilder<unknown>, sign: '+' | '-', bytes: RawBuilder<unknown>) => RawBuilder<unknown>;
+const singleRowAdd: AddUsage = (log, sign, bytes) => sql`update log_usage set bytes = bytes ${sql.raw(sign)} ${bytes} where log = ${log}`;
+/** Migration 027: to the connection's own row of the log, so concurrent writers do not wait on one row lock. */
+const shardedAdd: AddUsage = (log, sign, bytes) => sql`insert into log_usage (log, bytes)
+      values (${log} || ':' || pg_backend_pid() % ${sql.raw(String(USAGE_SHARDS))}, ${sql.raw(sign === '-' ? '-' : '')}${bytes})
+      on conflict (log) do update set bytes = log_usage.bytes + excluded.bytes`;
+
+/** PostgreSQL: a trigger function keeping log_usage (migrations 016, 023, 025 and 027), counting `rowBytes` per row. */
+const logUsageFunction = (name: string, rowBytes: RawBuilder<unknown>, add: AddUsage = singleRowAdd) => sql`
   create or replace function ${sql.raw(name)}() returns trigger language plpgsql as $$
   begin
     if tg_op = 'INSERT' then
-      update log_usage set bytes = bytes + (select coalesce(sum(${rowBytes}), 0) from new_rows) where log = tg_table_name;
+      ${add(sql`tg_table_name`, '+', sql`(select coalesce(sum(${rowBytes}), 0) from new_rows)`)};
     else
-      update log_usage set bytes = bytes - (select coalesce(sum(${rowBytes}), 0) from old_rows) where log = tg_table_name;
+      ${add(sql`tg_table_name`, '-', sql`(select coalesce(sum(${rowBytes}), 0) from old_rows)`)};
     end if;
     return null;
   end $$`;
