@@ -569,6 +569,59 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
     }
   });
 
+  it('skips a row another transaction holds (the dispatcher marking an attempt retried) rather than wait and deadlock; waits for it only when nothing else is left', async () => {
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const dispatcher = new pg.Client({ connectionString: app.config.databaseUrl! });
+    try {
+      await app.database.db
+        .insertInto('webhook_deliveries')
+        .values(
+          Array.from({ length: 10 }, (_, k) => ({
+            webhook_id: `msg_${k}`,
+            event_seq: null,
+            event_type: 'anomaly.detected',
+            url: 'http://127.0.0.1:9/hook',
+            payload: '{}',
+            attempt: 1,
+            state: 'retry_scheduled',
+            due_at: hoursAgo(10 - k),
+            created_at: hoursAgo(10 - k),
+          })),
+        )
+        .execute();
+      const [held] = await app.database.db.selectFrom('webhook_deliveries').select('id').orderBy('id').limit(1).execute();
+      await dispatcher.connect();
+      await dispatcher.query('begin');
+      await dispatcher.query(`update webhook_deliveries set state = 'retried' where id = $1`, [held!.id]);
+      // Waiting for the held row fails here rather than hanging (the dispatcher's next statement could deadlock with it).
+      const waited = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the keeper waited for the held row')), 10_000).unref());
+      const pruned = await Promise.race([pruneOldest(app.database, logs, 100), waited]);
+      assert.equal(pruned.rows, 9, 'every row but the held one');
+      await dispatcher.query('commit');
+      // Held and alone: the keeper waits for it rather than find nothing (and abandon pending deliveries).
+      await dispatcher.query('begin');
+      await dispatcher.query(`update webhook_deliveries set error = 'held' where id = $1`, [held!.id]);
+      const alone = pruneOldest(app.database, logs, 100);
+      await eventually(
+        async () =>
+          (
+            await sql<{ waiting: boolean }>`
+              select exists (select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock') as waiting`.execute(
+              app.database.db,
+            )
+          ).rows[0]!.waiting,
+        10_000,
+        'the keeper waiting for the held row',
+      );
+      await dispatcher.query('commit');
+      assert.equal((await alone).rows, 1);
+    } finally {
+      await dispatcher.query('commit').catch(() => {});
+      await dispatcher.end().catch(() => {});
+      await app.cleanup();
+    }
+  });
+
   it('counts every byte a pass deleted as used until it is given back: a pass over 10 % of the budget, appends committed meanwhile', async () => {
     const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
     try {

@@ -81,7 +81,17 @@ export async function pruneOldest(database: Database, logs: LogTable[], chunk: n
       const total = { rows: 0, bytes: 0 };
       for (const log of logs) {
         const head = inState(log, writer.selectFrom(log.table).select(log.key)).orderBy(log.key).limit(chunk);
-        const remove = inState(log, writer.deleteFrom(log.table).where(log.key, 'in', head).where(log.time, '<=', cutoff));
+        // PostgreSQL: a row another transaction holds (the dispatcher marking an attempt retried) is
+        // skipped, not waited for: waiting, the delete and that transaction's next row deadlocked. Only
+        // a second try that found nothing else waits: 0 rows would have the keeper abandon deliveries.
+        const skipHeld = database.dialect === 'postgres' && previous === null;
+        const remove = inState(
+          log,
+          writer
+            .deleteFrom(log.table)
+            .where(log.key, 'in', skipHeld ? head.forUpdate().skipLocked() : head)
+            .where(log.time, '<=', cutoff),
+        );
         if (database.dialect === 'postgres') {
           const gone = await remove.returning(sql<string>`${sql.raw(COUNTED_BYTES_SQL[log.table])}`.as('bytes')).execute();
           total.rows += gone.length;
@@ -91,8 +101,8 @@ export async function pruneOldest(database: Database, logs: LogTable[], chunk: n
       return total;
     });
     // None: another instance's keeper (or the retention) deleted these rows between the read and the
-    // delete. 0 would tell the keeper that nothing is left and have it abandon waiting deliveries:
-    // read the heads again, as long as they moved.
+    // delete, or (PostgreSQL) others held them. 0 would tell the keeper that nothing is left and have
+    // it abandon waiting deliveries: read the heads again, as long as they moved.
     if (deleted.rows > 0 || cutoff === previous) return deleted;
     previous = cutoff;
   }
