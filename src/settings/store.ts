@@ -52,6 +52,15 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   }
 
   /**
+   * The settings as this process's integrations were last told them: a save here at once, one on
+   * another instance within WATCH_MS. For what may lag that much (the dispatcher's signing secrets,
+   * read for every batch it sends); read from the database before `start`.
+   */
+  current(): Promise<IntegrationSettings> {
+    return this.applied ? Promise.resolve(this.applied.settings) : this.get();
+  }
+
+  /**
    * Where events go, read inside the event's own transaction, never from a cache: an event
    * accepted after the webhook was enabled (here or on another instance) gets its delivery.
    * Reads the row without opening its secrets: it runs for every event.

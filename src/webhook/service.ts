@@ -256,7 +256,7 @@ export class WebhookService {
     while (!this.stopped) {
       const due = await this.claimDue(lane);
       if (due.length === 0) return;
-      const secrets = webhookSigningSecrets((await this.settings.get()).webhook, Date.now());
+      const secrets = webhookSigningSecrets((await this.settings.current()).webhook, Date.now());
       const queue = [...due];
       const outcomes: { row: DeliveryRow; result: PostResult }[] = [];
       await Promise.all(
