@@ -2,7 +2,11 @@
  * Every low-privilege attack of issue #34 at once, against `mothership serve` in a process of its own,
  * while a normal client measures its latency (bench/README.md, "Bounded resources under attack").
  *
- *   node dist/bench/attack.js [--minutes N] [--database postgres://...] [--budget-mb N] [--profile DIR]
+ *   node dist/bench/attack.js [--minutes N] [--database postgres://...] [--budget-mb N] [--profile DIR] [--attacker-nice N]
+ *
+ * `--attacker-nice N`: the attackers' thread runs at this nice value (the normal client's and the
+ * service's stay at 0), as attackers on machines of their own would not take the service's CPU.
+ * Without it they share the machine's cores with the service on equal terms.
  *
  * `--profile DIR`: the service writes a CPU profile (`--cpu-prof`) into DIR when the run ends.
  *
@@ -15,7 +19,7 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
+import { setPriority, tmpdir } from 'node:os';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import mqtt from 'mqtt';
@@ -36,6 +40,7 @@ const PERSONS = 1000;
 /** Small enough that the attack reaches the storage budget within a short run. */
 const BUDGET_MB = Number(arg('--budget-mb') ?? 50);
 const PROFILE_DIR = arg('--profile');
+const ATTACKER_NICE = Number(arg('--attacker-nice') ?? 0);
 const STREAMS = 800;
 const PAUSED_STREAMS = 5;
 const IDLE_MS = 30_000;
@@ -132,8 +137,10 @@ for (let i = 0; i < PERSONS; i += 50) {
 await call(adminToken, 'POST', '/api/persons', { id: 'resident', name: 'Resident' });
 
 /** The normal client (bench/normal-client.ts, a thread of its own): the latencies of a phase, sorted (all, and the zone moves'), and its answers by status. */
-async function normalClient(untilMs: number): Promise<{ latencies: number[]; writes: number[] }> {
+async function normalClient(untilMs: number, { underAttack = false } = {}): Promise<{ latencies: number[]; writes: number[] }> {
   const worker = new Worker(new URL('./normal-client.js', import.meta.url), { workerData: { base, ingest: normal, read: normalRead, untilMs } });
+  // Linux: a thread's own nice value; the worker's thread, started above, kept the one it inherited.
+  if (underAttack && ATTACKER_NICE) setPriority(process.pid, ATTACKER_NICE);
   const [result] = (await once(worker, 'message')) as [{ latencies: number[]; writes: number[]; statuses: Record<number, number> }];
   console.log(`normal client answers: ${JSON.stringify(result.statuses)}`);
   return result;
@@ -171,7 +178,9 @@ const wholeDatabaseMb = async () =>
 const walMb = () =>
   pgClient ? 0 : readdirSync(dataDir).reduce((sum, file) => sum + (file.endsWith('-wal') ? statSync(path.join(dataDir, file)).size : 0), 0) / 2 ** 20;
 
-console.log(`# Attack: ${MINUTES} min on ${DATABASE_URL ? 'PostgreSQL' : 'SQLite'}, STORAGE_BUDGET_MB=${BUDGET_MB}; idle ${IDLE_MS / 1000} s first\n`);
+console.log(
+  `# Attack: ${MINUTES} min on ${DATABASE_URL ? 'PostgreSQL' : 'SQLite'}, STORAGE_BUDGET_MB=${BUDGET_MB}${ATTACKER_NICE ? `, attackers at nice ${ATTACKER_NICE}` : ''}; idle ${IDLE_MS / 1000} s first\n`,
+);
 const idle = await normalClient(Date.now() + IDLE_MS);
 const idleLatencies = idle.latencies;
 const idleRss = rssMb();
@@ -276,7 +285,7 @@ const minuter = setInterval(() => {
   );
 }, 60_000);
 
-const underAttack = await normalClient(until);
+const underAttack = await normalClient(until, { underAttack: true });
 const attackLatencies = underAttack.latencies;
 running = false;
 clearInterval(sampler);
