@@ -28,6 +28,8 @@ const SHARE_HALF_LIFE_MS = 10_000;
  * appends in flight (StorageBudget.used).
  */
 export const GIVE_BACK_HELD_MS = 3 * BUDGET_CHECK_MS;
+/** The most passes whose deletions wait with marks of their own; later ones share the newest's. */
+const MAX_UNRECLAIMED = 8;
 
 /**
  * The storage budget's levels (docs/operations.md): above `high` the keeper deletes the oldest rows
@@ -114,8 +116,12 @@ export class StorageBudget implements AppendHook {
    * lock): counted as used, but out of a measurement's reach until written, which would drop them.
    */
   private inFlight = 0;
-  /** What passes deleted and `reclaim` has not given back yet (PostgreSQL), counted as used until then; `since`: the first such pass. */
-  private unreclaimed = { bytes: 0, mark: 0n, since: 0 };
+  /**
+   * What passes deleted and `reclaim` has not given back yet (PostgreSQL), counted as used until then:
+   * each pass's with its own mark (null until taken), given back once no transaction older than it is
+   * left; `since`: when that pass deleted first.
+   */
+  private unreclaimed: { bytes: number; mark: bigint | null; since: number }[] = [];
   private stopTimer: (() => void) | null = null;
   private running: Promise<void> | null = null;
   private again = false;
@@ -139,7 +145,7 @@ export class StorageBudget implements AppendHook {
 
   /** The bytes in use: the rows, plus what passes deleted but have not given back (`heldBack`, or all of it). */
   get used(): number {
-    return this.rows + (this.heldBack() ?? this.unreclaimed.bytes);
+    return this.rows + (this.heldBack() ?? this.unreclaimedBytes);
   }
 
   /**
@@ -161,8 +167,12 @@ export class StorageBudget implements AppendHook {
    * worth (high - low) counts, and the keeper deletes for it. Null while no long transaction holds it.
    */
   private heldBack(): number | null {
-    const { bytes, since } = this.unreclaimed;
-    return bytes > 0 && Date.now() - since > GIVE_BACK_HELD_MS ? Math.min(bytes, this.levels.high - this.levels.low) : null;
+    const since = this.unreclaimed[0]?.since;
+    return since !== undefined && Date.now() - since > GIVE_BACK_HELD_MS ? Math.min(this.unreclaimedBytes, this.levels.high - this.levels.low) : null;
+  }
+
+  private get unreclaimedBytes(): number {
+    return this.unreclaimed.reduce((total, deleted) => total + deleted.bytes, 0);
   }
 
   /**
@@ -231,7 +241,7 @@ export class StorageBudget implements AppendHook {
     await this.measure();
     this.stopTimer = onEvery(BUDGET_CHECK_MS, () => {
       this.shares.forget();
-      if (this.gate.due() || this.unreclaimed.bytes > 0) this.kick();
+      if (this.gate.due() || this.unreclaimed.length > 0) this.kick();
     });
     this.kick();
   }
@@ -269,7 +279,8 @@ export class StorageBudget implements AppendHook {
    */
   async keep(): Promise<number> {
     await this.markDeletions();
-    if (this.unreclaimed.bytes > 0 && (await this.reclaim())) this.unreclaimed = { bytes: 0, mark: 0n, since: 0 };
+    const clear = this.unreclaimed.length > 0 ? await this.reclaim() : null;
+    if (clear !== null) this.unreclaimed = this.unreclaimed.filter((deleted) => deleted.mark! > clear);
     await this.measure();
     let kept = this.kept;
     if (kept <= this.levels.high) return 0;
@@ -281,8 +292,7 @@ export class StorageBudget implements AppendHook {
         if (chunk === 0) break;
         deleted += chunk;
         // Counted at once: appends admitted during the pass must not take what is not given back.
-        if (pruned.bytes > 0)
-          this.unreclaimed = { ...this.unreclaimed, bytes: this.unreclaimed.bytes + pruned.bytes, since: this.unreclaimed.since || Date.now() };
+        if (pruned.bytes > 0) this.countDeleted(pruned.bytes);
         await this.measure();
         kept = this.kept;
       }
@@ -298,24 +308,39 @@ export class StorageBudget implements AppendHook {
   }
 
   /**
-   * Marks what waits to be given back, if not marked yet (`deletionMark`, after the deletes; again at
-   * the next pass should it fail). The oldest mark stays: a newer one after every pass would wait
-   * forever beside busy writers.
+   * This pass's deletions, unmarked until it ends. Beyond MAX_UNRECLAIMED passes waiting (a long
+   * transaction holds every give-back), the newest pass's join this one's, to wait for its later mark.
    */
+  private countDeleted(bytes: number): void {
+    const last = this.unreclaimed.at(-1);
+    if (last && (last.mark === null || this.unreclaimed.length >= MAX_UNRECLAIMED)) {
+      last.bytes += bytes;
+      last.mark = null;
+    } else this.unreclaimed.push({ bytes, mark: null, since: Date.now() });
+  }
+
+  /** Marks what this pass deleted (`deletionMark`, after the deletes; again at the next pass should it fail). */
   private async markDeletions(): Promise<void> {
-    if (this.unreclaimed.bytes > 0 && this.unreclaimed.mark === 0n) this.unreclaimed.mark = (await deletionMark(this.database)) ?? 0n;
+    const unmarked = this.unreclaimed.filter((deleted) => deleted.mark === null);
+    if (unmarked.length === 0) return;
+    const mark = (await deletionMark(this.database)) ?? 0n;
+    for (const deleted of unmarked) deleted.mark = mark;
   }
 
   /**
-   * `reclaim`, false when it fails (its VACUUM past DATABASE_TIMEOUT_MS on a large log): the reserve
+   * `reclaim`, null when it fails (its VACUUM past DATABASE_TIMEOUT_MS on a large log): the reserve
    * stays counted, and the pass still deletes, which a thrown error would skip for as long as it fails.
    */
-  private async reclaim(): Promise<boolean> {
+  private async reclaim(): Promise<bigint | null> {
     try {
-      return await reclaim(this.database, this.logs, this.unreclaimed.mark);
+      return await reclaim(
+        this.database,
+        this.logs,
+        this.unreclaimed.map((deleted) => deleted.mark!),
+      );
     } catch (error) {
       this.throttledLog?.write(this.log!, 'storage-budget-reclaim', 'warn', { err: error }, 'storage budget: giving back deleted rows failed');
-      return false;
+      return null;
     }
   }
 

@@ -498,7 +498,7 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
       await app.database.db.insertInto('events').values(oldEvents(10, 100)).execute();
       await app.database.db.deleteFrom('events').execute();
       const mark = await deletionMark(app.database);
-      assert.equal(await reclaim(app.database, logs, mark!), true);
+      assert.equal(await reclaim(app.database, logs, [mark!]), mark);
     } finally {
       // Cancelled on every path: throttled, it would run for minutes.
       if (vacuumPid !== null) await sql`select pg_cancel_backend(${vacuumPid})`.execute(app.database.db);
@@ -528,12 +528,12 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
       );
       await app.database.db.deleteFrom('events').where('seq', '<=', 500).execute();
       const mark = await deletionMark(app.database);
-      assert.equal(await reclaim(app.database, logs, mark!), false, 'given back while a VACUUM of events that began before the delete held the log');
+      assert.equal(await reclaim(app.database, logs, [mark!]), null, 'given back while a VACUUM of events that began before the delete held the log');
       await sql`select pg_cancel_backend(${vacuumPid})`.execute(app.database.db);
       await vacuuming;
       vacuumPid = null;
       // The cancelled backend answers before it drops its snapshot.
-      await eventually(() => reclaim(app.database, logs, mark!), 5000, 'given back once that VACUUM ended');
+      await eventually(async () => (await reclaim(app.database, logs, [mark!])) === mark, 5000, 'given back once that VACUUM ended');
     } finally {
       // Cancelled on every path: throttled, it would run for minutes.
       if (vacuumPid !== null) await sql`select pg_cancel_backend(${vacuumPid})`.execute(app.database.db);
@@ -640,6 +640,38 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
       assert.equal(budget.used, used + appended.length * storedRowBytes(1000), 'nothing is given back before the VACUUM');
       await givenBackAtNextPass(budget, app.database);
     } finally {
+      await app.cleanup();
+    }
+  });
+
+  it("gives back each pass's deletions on their own: a transaction that began between two passes holds only the later one's", async () => {
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const sessions: pg.Client[] = [];
+    /** A transaction whose snapshot stays open from now on (a backup's, a stuck session's). */
+    const snapshotFromNow = async () => {
+      const session = new pg.Client({ connectionString: app.config.databaseUrl! });
+      sessions.push(session);
+      await session.connect();
+      await session.query('begin isolation level repeatable read');
+      await session.query('select 1');
+      return session;
+    };
+    try {
+      await app.database.db.insertInto('events').values(oldEvents(600, 1000)).execute();
+      const used = await storageBytes(app.database);
+      const budget = new StorageBudget(app.database, used / 0.9, logs);
+      const beforeBoth = await snapshotFromNow();
+      assert.ok((await budget.keep()) > 0, 'the first pass deletes');
+      const betweenPasses = await snapshotFromNow();
+      await app.database.db.insertInto('events').values(oldEvents(150, 1000)).execute();
+      assert.ok((await budget.keep()) > 0, 'the second pass deletes');
+      await beforeBoth.query('commit');
+      await budget.keep();
+      assert.ok(budget.used > (await storageBytes(app.database)), "the second pass's deletions given back while a transaction that can see them is open");
+      await betweenPasses.query('commit');
+      await givenBackAtNextPass(budget, app.database);
+    } finally {
+      for (const session of sessions) await session.end().catch(() => {});
       await app.cleanup();
     }
   });
@@ -856,6 +888,16 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
   });
 });
 
+/** PostgreSQL: the triggers' count (every row of log_usage) is what the logs' rows take as stored. */
+async function assertCountedAsStored(db: Kysely<any>): Promise<void> {
+  const { rows } = await sql<{ counted: string; stored: string }>`
+    select (select sum(bytes) from log_usage) as counted,
+      (select sum(${sql.raw(STORED_ROW_BYTES_SQL)}) from events) + (select sum(${sql.raw(STORED_DELIVERY_BYTES_SQL)}) from webhook_deliveries) as stored`.execute(
+    db,
+  );
+  assert.equal(Number(rows[0]!.counted), Number(rows[0]!.stored));
+}
+
 describe('storage budget: migration 023 beside 0.2.0 (postgres)', () => {
   it('an upgrade from 0.2.0 (021 to 023 in one transaction) while 0.2.0 appends: neither deadlocks, and the count is as stored', async () => {
     const { url, drop } = await createPgDatabase();
@@ -891,12 +933,7 @@ describe('storage budget: migration 023 beside 0.2.0 (postgres)', () => {
       await writer.query(delivery, ['msg_in_flight', '{}', hoursAgo(0)]);
       await writer.query('commit');
       assert.equal((await upgrade).error, undefined);
-      const { rows } = await sql<{ counted: string; stored: string }>`
-        select (select sum(bytes) from log_usage) as counted,
-          (select sum(${sql.raw(STORED_ROW_BYTES_SQL)}) from events) + (select sum(${sql.raw(STORED_DELIVERY_BYTES_SQL)}) from webhook_deliveries) as stored`.execute(
-        db,
-      );
-      assert.equal(Number(rows[0]!.counted), Number(rows[0]!.stored));
+      await assertCountedAsStored(db);
     } finally {
       await writer.end().catch(() => {});
       await db.destroy();
@@ -945,12 +982,7 @@ describe('storage budget: the count spread over connections (postgres)', () => {
       await writer.query(`set statement_timeout = '10s'`);
       await writeBothLogs(writer, 'beside');
       await holder.query('commit');
-      const { rows } = await sql<{ counted: string; stored: string }>`
-        select (select sum(bytes) from log_usage) as counted,
-          (select sum(${sql.raw(STORED_ROW_BYTES_SQL)}) from events) + (select sum(${sql.raw(STORED_DELIVERY_BYTES_SQL)}) from webhook_deliveries) as stored`.execute(
-        db,
-      );
-      assert.equal(Number(rows[0]!.counted), Number(rows[0]!.stored));
+      await assertCountedAsStored(db);
     } finally {
       for (const client of clients) await client.end().catch(() => {});
       await db.destroy();
