@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { EVENT_GROUPS, EVENT_TYPES } from '../src/events/index.js';
 import { Webhook as SvixWebhook } from 'svix';
 import { outcomeOf, parseRetryAfter, RETRY_AFTER_CAP_MS, retryDelayOf } from '../src/webhook/policy.js';
-import { DEFAULT_SETTINGS, integrationErrors, webhookSigningSecrets } from '../src/settings/index.js';
+import { DEFAULT_SETTINGS, generateWebhookSecret, integrationErrors, SettingsStore, webhookSigningSecrets } from '../src/settings/index.js';
 import { postJson, REFUSED_BY_POLICY } from '../src/webhook/http-client.js';
 import { isForbiddenAddress, normalizedHost } from '../src/outbound.js';
 import { DIALECTS, createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
@@ -645,6 +645,45 @@ describe('settings across instances (PostgreSQL)', () => {
       await a.close();
       await env.cleanup();
       await receiver.close();
+    }
+  });
+});
+
+describe("the dispatcher signs with this instance's view of the settings (postgres)", () => {
+  it("a save here is what it signs with from then on, even when the watch was reading another instance's save meanwhile", async () => {
+    const app = await startTestApp('postgres', {}, { start: true });
+    const other = new SettingsStore(app.database, app.box); // another instance on the same database
+    try {
+      const here = app.settings;
+      const s0 = generateWebhookSecret();
+      await here.update({ webhook: { secret: s0 } });
+      // The watch's read of the row (through the pool's handle; a save reads in its transaction) answers late.
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      let reading!: () => void;
+      const watchReading = new Promise<void>((resolve) => (reading = resolve));
+      const seam = here as unknown as { read: (trx: unknown) => Promise<unknown>; checking: Promise<void> | null };
+      const read = seam.read.bind(here);
+      seam.read = async (trx) => {
+        const settings = await read(trx);
+        if (trx === app.database.db) {
+          reading();
+          await held;
+        }
+        return settings;
+      };
+      const sB = generateWebhookSecret();
+      await other.update({ webhook: { secret: sB } }); // the other instance rotates s0 -> sB
+      await watchReading; // this instance's watch has read it, and answers late
+      const sL = generateWebhookSecret();
+      await here.update({ webhook: { secret: sL } }); // an admin here rotates again: s0 no longer signs
+      const signing = () => here.current().then((settings) => webhookSigningSecrets(settings.webhook, Date.now()));
+      assert.deepEqual(await signing(), [sL, sB]);
+      release();
+      await seam.checking;
+      assert.deepEqual(await signing(), [sL, sB], 'the watch put back the settings from before the save here');
+    } finally {
+      await app.cleanup();
     }
   });
 });

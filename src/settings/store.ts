@@ -91,11 +91,13 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   private async checkForChange(): Promise<void> {
     if (!this.gate.due()) return;
     try {
+      const before = this.applied;
       const updatedAt = await settingUpdatedAt(this.database.db, KEY);
       if (!this.applied || this.saving > 0) return;
       if (updatedAt === this.applied.updatedAt) return this.gate.quietUntil(Infinity);
       const settings = await this.read(this.database.db);
-      if (this.saving > 0 || updatedAt === this.applied.updatedAt) return; // a save here began or ended meanwhile
+      // A save here began or ended meanwhile: what was read may be older than it.
+      if (this.saving > 0 || this.applied !== before || updatedAt === this.applied.updatedAt) return;
       const previous = this.applied.settings;
       this.applied = { settings, updatedAt };
       const changed = changedFields(previous, settings);
