@@ -28,6 +28,12 @@ export async function createPgDatabase(): Promise<{ url: string; drop: () => Pro
     drop: async () => {
       const client = new pg.Client({ connectionString: PG_ADMIN_URL });
       await client.connect();
+      // An ended pool (Kysely's destroy) resolves before its connections close. Forced meanwhile, the
+      // drop terminates one, whose client reports it as an error its pool no longer hands anyone: an
+      // uncaught exception that failed a test on a loaded CI machine. Wait for them (a bound, not a
+      // measurement), then force what is left (a crashed child's backend).
+      const sessions = async () => Number((await client.query('select count(*) from pg_stat_activity where datname = $1', [name])).rows[0].count);
+      await eventually(async () => (await sessions()) === 0, 5000, 'the connections to close').catch(() => {});
       await client.query(`drop database if exists ${name} with (force)`);
       await client.end();
     },
