@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, writeFileSync, readFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -551,6 +551,7 @@ for (const dialect of DIALECTS) {
 describe('baseline CLI', () => {
   const run = promisify(execFile);
   const dir = mkdtempSync(path.join(tmpdir(), 'mothership-cli-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
   const file = (name: string, content: unknown) => {
     const target = path.join(dir, name);
     writeFileSync(target, typeof content === 'string' ? content : JSON.stringify(content));
