@@ -376,15 +376,31 @@ for (const dialect of DIALECTS) {
         app.database.db,
       );
       await sql`analyze`.execute(app.database.db);
-      const counts = await occupancyQuery(app.database.db, ['hall', 'zone-7']).execute();
-      assert.deepEqual(Object.fromEntries(counts.map((row) => [row.zone_id, Number(row.count)])), { hall: 1000, 'zone-7': 8 });
-      const query = occupancyQuery(app.database.db, ['hall', 'zone-7']).compile();
+      const counts = await occupancyQuery(app.database.db, ['hall', 'zone-7'], 'p1').execute();
+      assert.deepEqual(Object.fromEntries(counts.map((row) => [row.zone_id, Number(row.count)])), { hall: 999, 'zone-7': 8 });
+      const query = occupancyQuery(app.database.db, ['hall', 'zone-7'], 'p1').compile();
       const explain = dialect === 'postgres' ? 'explain ' : 'explain query plan ';
       const { rows } = await app.database.db.executeQuery(CompiledQuery.raw(explain + query.sql, [...query.parameters]));
       const plan = rows.map((row) => Object.values(row as object).join(' ')).join('\n');
       if (dialect === 'postgres') assert.doesNotMatch(plan, /Seq Scan/, plan);
       else assert.doesNotMatch(plan, /SCAN persons(?! USING)/, plan);
       assert.match(plan, /persons_zone/, plan);
+    });
+
+    it("gives a move's events the occupancy after it, read with the person's row", async () => {
+      for (const id of ['hall', 'zone-1']) assert.equal((await app.api('POST', '/api/zones', { id, name: id })).status, 201);
+      const moved = async (body: object) => {
+        const { seq } = (await app.api('GET', '/api/events?order=desc&limit=1')).body.events[0] ?? { seq: 0 };
+        assert.equal((await app.api('POST', '/api/events', body)).status, 202);
+        const events = (await app.api('GET', `/api/events?after=${seq}`)).body.events as { event_type: string; zone: string; detail: { count?: number } }[];
+        return events.filter((event) => event.zone !== null).map((event) => `${event.event_type} ${event.zone} ${event.detail.count}`);
+      };
+      // p1001 is in zone-1 with 7 others; the hall holds 1,000.
+      assert.deepEqual(await moved({ type: 'zone.entry', person: 'p1001', zone: 'hall' }), ['zone.exit zone-1 7', 'zone.entry hall 1001']);
+      assert.deepEqual(await moved({ type: 'zone.entry', person: 'p1001', zone: 'hall' }), ['zone.entry hall 1001']);
+      assert.deepEqual(await moved({ type: 'zone.exit', person: 'p1001', zone: 'zone-1' }), ['zone.exit zone-1 7']);
+      assert.deepEqual(await moved({ type: 'zone.exit', person: 'p1001', zone: 'hall' }), ['zone.exit hall 1000']);
+      assert.deepEqual(await moved({ type: 'zone.entry', person: 'p2', zone: 'zone-1' }), ['zone.exit hall 999', 'zone.entry zone-1 8']);
     });
   });
 }

@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { slugify } from '../src/ids.js';
-import { enterZone, exitZone, isAwayDue, markAway, type PersonState } from '../src/presence/transitions.js';
+import { enterZone, exitZone, isAwayDue, markAway, occupancyAfter, type PersonState } from '../src/presence/transitions.js';
 
 const away: PersonState = { presence: 'not_home', zone_id: null, left_at: null, last_seen: null };
 const at = '2026-11-21T10:00:00.000Z';
@@ -14,6 +14,18 @@ describe('presence transitions', () => {
       events.map((event) => event.type),
       ['zone.entry', 'presence.changed'],
     );
+  });
+
+  it("a move's occupancy: the others read before it, and the person where the move leaves them", () => {
+    const inKitchen = enterZone(away, 'kitchen', at).next;
+    const { next } = enterZone(inKitchen, 'garden', at);
+    const others = new Map([
+      ['kitchen', 2],
+      ['garden', 0],
+    ]);
+    assert.equal(occupancyAfter(others, next, 'garden'), 1);
+    assert.equal(occupancyAfter(others, next, 'kitchen'), 2);
+    assert.equal(occupancyAfter(new Map(), next, 'hall'), 0);
   });
 
   it('entering another zone exits the previous one first', () => {

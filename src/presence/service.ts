@@ -1,9 +1,20 @@
-import { sql } from 'kysely';
-import type { Database, Db } from '../db/index.js';
+import { sql, type Expression, type ExpressionBuilder } from 'kysely';
+import type { Database, Db, Schema } from '../db/index.js';
 import { getSetting, insertWithNewId, NAME_CHECK_LOCK, NODE_CREATE_LOCK, now, type PersonsTable, putSetting, uniqueId } from '../db/index.js';
 import { SAFETY_EVENTS, unhandled, type Emit, type EventDetails, type EventLog, type Severity, type ZoneOccupancy } from '../events/index.js';
 import { conflict, DomainError, notFound } from '../errors.js';
-import { enterZone, exitZone, isAwayDue, markAway, sameName, type PersonState, type Transition, type TransitionEvent } from './transitions.js';
+import {
+  enterZone,
+  exitZone,
+  isAwayDue,
+  markAway,
+  occupancyAfter,
+  type OthersInZones,
+  sameName,
+  type PersonState,
+  type Transition,
+  type TransitionEvent,
+} from './transitions.js';
 
 export const MODES = ['home', 'away', 'sleep', 'vacation'] as const;
 export type Mode = (typeof MODES)[number];
@@ -262,19 +273,18 @@ export class PresenceService {
       const blob = input.blob_id ?? null;
       // Lock order, as in deleteZone: the zone, then the person. A deletion at the same time comes
       // wholly before this event (the row is gone: 404) or wholly after it (it sees what it did).
-      if (input.zone !== undefined)
-        await requireRow(this.database.forShare(trx.selectFrom('zones').select('id').where('id', '=', input.zone)), 'Zone', input.zone);
-      const person =
-        input.person === undefined
-          ? undefined
-          : await requireRow(this.database.forUpdate(trx.selectFrom('persons').selectAll().where('id', '=', input.person)), 'Person', input.person);
+      if (input.type !== 'zone.entry' && input.type !== 'zone.exit') {
+        if (input.zone !== undefined) await requireRow(this.lockZone(trx, input.zone), 'Zone', input.zone);
+        if (input.person !== undefined)
+          await requireRow(this.database.forUpdate(trx.selectFrom('persons').select('id').where('id', '=', input.person)), 'Person', input.person);
+      }
       switch (input.type) {
         case 'zone.entry':
         case 'zone.exit': {
-          const row = person!; // entry and exit always name their person
+          const { person, others } = await this.lockMove(trx, input.person, input.zone);
           const at = now();
-          const transition = input.type === 'zone.entry' ? enterZone(row, input.zone, at) : exitZone(row, input.zone, at, this.options.awayDelayMs);
-          return this.applyTransition(trx, emit, input.person, transition, blob, input.type);
+          const transition = input.type === 'zone.entry' ? enterZone(person, input.zone, at) : exitZone(person, input.zone, at, this.options.awayDelayMs);
+          return this.applyTransition(trx, emit, input.person, transition, blob, input.type, others);
         }
         case 'fall.detected':
         case 'fall.cleared': {
@@ -305,22 +315,56 @@ export class PresenceService {
     }, writer);
   }
 
-  /** Writes a person's new state and emits the transition's events; returns the one of type `primary`. */
-  private async applyTransition(trx: Db, emit: Emit, personId: string, transition: Transition, blob: string | null, primary?: string) {
+  /**
+   * A zone move's reads in one statement, each a round trip every move would wait for: the zone
+   * locked (shared) and then the person (for update), the order deleteZone takes them in, and how
+   * many others are in the zone and in the person's current one. No row: the zone or the person is
+   * missing (404, the zone's first, as the locks go).
+   */
+  private async lockMove(trx: Db, personId: string, zoneId: string): Promise<{ person: PersonState; others: OthersInZones }> {
+    const row = await this.database
+      .forUpdate(
+        trx
+          .selectFrom('persons')
+          .selectAll('persons')
+          .select((eb) => [
+            this.database.forShare(eb.selectFrom('zones').select('zones.id').where('zones.id', '=', zoneId)).as('zone_found'),
+            othersIn(eb, eb.val(zoneId)).as('others_in_zone'),
+            othersIn(eb, eb.ref('persons.zone_id')).as('others_in_current'),
+          ])
+          .where('persons.id', '=', personId),
+      )
+      .executeTakeFirst();
+    if (!row || row.zone_found === null) {
+      await requireRow(this.lockZone(trx, zoneId), 'Zone', zoneId);
+      throw notFound('Person', personId);
+    }
+    const others = new Map([[zoneId, Number(row.others_in_zone)]]);
+    if (row.zone_id !== null) others.set(row.zone_id, Number(row.others_in_current));
+    return { person: row, others };
+  }
+
+  private lockZone(trx: Db, id: string) {
+    return this.database.forShare(trx.selectFrom('zones').select('id').where('id', '=', id));
+  }
+
+  /**
+   * Writes a person's new state and emits the transition's events, each with its zone's occupancy;
+   * returns the one of type `primary`. `others`: how many other persons are in the transition's
+   * zones, when the caller read them with the person's row.
+   */
+  private async applyTransition(trx: Db, emit: Emit, personId: string, transition: Transition, blob: string | null, primary?: string, others?: OthersInZones) {
     const { next } = transition;
+    others ??= await othersInZones(trx, personId, transition.events.map((event) => event.zone));
     await trx
       .updateTable('persons')
       .set({ presence: next.presence, zone_id: next.zone_id, left_at: next.left_at, last_seen: next.last_seen })
       .where('id', '=', personId)
       .execute();
-    const counts = await occupancyCounts(
-      trx,
-      transition.events.map((event) => event.zone),
-    );
     let primaryEvent;
     for (const event of transition.events) {
       // Entry and exit always name their zone (TransitionEvent), so they always get their occupancy.
-      const occupancy: Partial<ZoneOccupancy> = event.zone ? { count: counts.get(event.zone) ?? 0 } : {};
+      const occupancy: Partial<ZoneOccupancy> = event.zone ? { count: occupancyAfter(others, next, event.zone) } : {};
       const detail = { ...event.detail, ...occupancy } as EventDetails[TransitionEvent['type']];
       const payload = emit(event.type, { person: personId, zone: event.zone, blob_id: blob, detail });
       if (event.type === primary && !primaryEvent) primaryEvent = payload;
@@ -573,19 +617,29 @@ function zoneView(zone: { id: string; name: string }, occupants: string[]): Zone
 }
 
 /** How many persons each of `zones` holds, in one query (a move names two zones), over index persons_zone. */
-export const occupancyQuery = (db: Db, zones: readonly string[]) =>
+/** How many persons other than `personId` are in each of `zones` (an index read, persons_zone). */
+export const occupancyQuery = (db: Db, zones: readonly string[], personId: string) =>
   db
     .selectFrom('persons')
     .select((eb) => ['zone_id', eb.fn.countAll<string | number>().as('count')])
     .where('zone_id', 'in', zones)
+    .where('id', '<>', personId)
     .groupBy('zone_id');
 
-async function occupancyCounts(trx: Db, zones: readonly (string | null)[]): Promise<Map<string, number>> {
+async function othersInZones(trx: Db, personId: string, zones: readonly (string | null)[]): Promise<OthersInZones> {
   const named = [...new Set(zones.filter((zone) => zone !== null))];
   if (named.length === 0) return new Map();
-  const rows = await occupancyQuery(trx, named).execute();
+  const rows = await occupancyQuery(trx, named, personId).execute();
   return new Map(rows.map((row) => [row.zone_id!, Number(row.count)]));
 }
+
+/** The same count as `occupancyQuery`, as a subquery beside the moving person's row (`lockMove`). */
+const othersIn = (eb: ExpressionBuilder<Schema, 'persons'>, zone: Expression<string | null>) =>
+  eb
+    .selectFrom('persons as other')
+    .select((inner) => inner.fn.countAll<string | number>().as('count'))
+    .where('other.zone_id', '=', zone)
+    .whereRef('other.id', '<>', 'persons.id');
 
 // Readers take the handle to read through: the database, or the transaction a write runs in (a read
 // through the database from inside a transaction throws TransactionMisuseError).

@@ -50,6 +50,12 @@ export function exitZone(person: PersonState, zone: string, at: string, awayDela
   return { next: left, events };
 }
 
+/** How many persons other than the one moving are in each zone its move concerns, as read before it. */
+export type OthersInZones = ReadonlyMap<string, number>;
+
+/** A zone's occupant count once the move is written: the others in it, and the person if the move left them there. */
+export const occupancyAfter = (others: OthersInZones, next: PersonState, zone: string): number => (others.get(zone) ?? 0) + (next.zone_id === zone ? 1 : 0);
+
 /** True when a person who left every zone has been away long enough to become `not_home`. */
 export function isAwayDue(person: PersonState, nowMs: number, awayDelayMs: number): boolean {
   return person.presence === 'home' && person.zone_id === null && person.left_at !== null && Date.parse(person.left_at) + awayDelayMs <= nowMs;
