@@ -158,3 +158,26 @@ describe('webhook outbox: the target is read in the append lock (postgres)', () 
     }
   });
 });
+
+describe("webhook outbox: this instance's view of the target holds only while the row is the one it read (postgres)", () => {
+  it('an event goes where the stored row says, when another instance rewrote it keeping its time (two saves in one millisecond)', async () => {
+    const app = await startTestApp('postgres', {}, { start: true });
+    const firstAttempts = async () =>
+      (await app.database.db.selectFrom('webhook_deliveries').select(['url', 'event_type']).where('attempt', '=', 1).orderBy('id').execute()).map(
+        (row) => `${row.event_type} ${row.url}`,
+      );
+    const rewrite = (from: string, to: string) =>
+      sql`update settings set value = replace(value, ${from}, ${to}) where key = 'integration'`.execute(app.database.db);
+    try {
+      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: 'http://127.0.0.1:9/old' } })).status, 200);
+      assert.equal((await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { n: 1 } })).status, 202);
+      await rewrite('http://127.0.0.1:9/old', 'http://127.0.0.1:9/new');
+      assert.equal((await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { n: 2 } })).status, 202);
+      await rewrite('"enabled":true', '"enabled":false');
+      assert.equal((await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { n: 3 } })).status, 202);
+      assert.deepEqual(await firstAttempts(), ['anomaly.detected http://127.0.0.1:9/old', 'anomaly.detected http://127.0.0.1:9/new']);
+    } finally {
+      await app.cleanup();
+    }
+  });
+});

@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import { sql, type RawBuilder } from 'kysely';
 import type { Database, Db } from './database.js';
 import { now } from './database.js';
 
@@ -7,8 +9,14 @@ export async function getSetting<T>(trx: Db, key: string): Promise<T | undefined
   return row ? (JSON.parse(row.value) as T) : undefined;
 }
 
-/** Writes a setting; returns its new `updated_at` (what a watcher compares). */
-export async function putSetting(trx: Db, key: string, value: unknown): Promise<string> {
+/** A setting as written: its `updated_at` (what a watcher compares) and its value's `settingFingerprint`. */
+export interface WrittenSetting {
+  updatedAt: string;
+  fingerprint: string;
+}
+
+/** Writes a setting. */
+export async function putSetting(trx: Db, key: string, value: unknown): Promise<WrittenSetting> {
   const text = JSON.stringify(value);
   const at = now();
   await trx
@@ -16,8 +24,18 @@ export async function putSetting(trx: Db, key: string, value: unknown): Promise<
     .values({ key, value: text, updated_at: at })
     .onConflict((oc) => oc.column('key').doUpdateSet({ value: text, updated_at: at }))
     .execute();
-  return at;
+  return { updatedAt: at, fingerprint: settingFingerprint(text) };
 }
+
+/**
+ * Which stored value a view was read from ('' when the setting was never written): unlike
+ * `updated_at`, two saves in the same millisecond differ in it. Not a secret's digest: only compared.
+ */
+export const settingFingerprint = (text: string | undefined): string => (text === undefined ? '' : createHash('md5').update(text).digest('hex'));
+
+/** PostgreSQL: whether the setting is still the one of `fingerprint`, as an expression (what `settingFingerprint` computes, in SQL). */
+export const isStoredSetting = (key: string, fingerprint: string): RawBuilder<boolean> =>
+  sql<boolean>`coalesce((select md5(value) from settings where key = ${key}), '') = ${fingerprint}`;
 
 /** When a setting was last written; null when it never was. */
 export async function settingUpdatedAt(trx: Db, key: string): Promise<string | null> {

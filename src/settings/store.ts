@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { SecretBox } from '../crypto.js';
 import type { Database, Db } from '../db/index.js';
-import { getSetting, PollGate, prepare, putSetting, settingUpdatedAt, type Prepared } from '../db/index.js';
+import { PollGate, prepare, putSetting, settingFingerprint, settingUpdatedAt, type Prepared } from '../db/index.js';
 import { invalidFields } from '../errors.js';
 import { candidateSettings } from './validate.js';
 import { changedFields, DEFAULT_SETTINGS, derivedWebhookFields, type IntegrationPatch, type IntegrationSettings, type SettingsChange } from './model.js';
@@ -18,6 +18,8 @@ const LATER_SECRET_FIELDS: Record<'mqtt' | 'webhook', readonly string[]> = { mqt
 /** How often each instance looks for a save made by another one (settings reach every instance within about this). */
 const WATCH_MS = 1000;
 const KEY = 'integration';
+/** Where events go: what an append reads of the settings. */
+export type WebhookTarget = Pick<IntegrationSettings['webhook'], 'enabled' | 'url' | 'event_types'>;
 
 /**
  * The settings table row `integration`: secrets sealed with the SecretBox, everything else as is.
@@ -26,15 +28,15 @@ const KEY = 'integration';
  * started) within WATCH_MS of a save by another instance on the same database.
  */
 export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
-  /** What this process's integrations were last told, and the row's time then. */
-  private applied: { settings: IntegrationSettings; updatedAt: string | null } | null = null;
+  /** What this process's integrations were last told, and the row's time and fingerprint (`settingFingerprint`) then. */
+  private applied: { settings: IntegrationSettings; updatedAt: string | null; fingerprint: string } | null = null;
   private stopWatch: (() => void) | null = null;
   private checking: Promise<void> | null = null;
   /** On SQLite the watch reads the row only after a commit (a save by another process). */
   private readonly gate: PollGate;
   /** Saves of this process in flight: the watch must not report one as another instance's before it is told here. */
   private saving = 0;
-  /** The stored row, compiled once (db/prepared.ts): `webhookTargetWithin` reads it for every event. */
+  /** The stored row, compiled once (db/prepared.ts): on SQLite `webhookTargetWithin` reads it for every event. */
   private readonly storedRow: Prepared<{ value: string }>;
 
   constructor(
@@ -47,8 +49,8 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   }
 
   /** The current settings, as stored now. */
-  get(): Promise<IntegrationSettings> {
-    return this.read(this.database.db);
+  async get(): Promise<IntegrationSettings> {
+    return (await this.read(this.database.db)).settings;
   }
 
   /**
@@ -61,22 +63,33 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   }
 
   /**
-   * Where events go, read inside the event's own transaction, never from a cache: an event
-   * accepted after the webhook was enabled (here or on another instance) gets its delivery.
-   * Reads the row without opening its secrets: it runs for every event.
+   * Where events go, read inside the event's own transaction: an event accepted after the webhook
+   * was enabled (here or on another instance) gets its delivery. Reads the row without opening its
+   * secrets: on SQLite it runs for every event (on PostgreSQL when `webhookView` is not of the row).
    */
-  async webhookTargetWithin(trx: Db): Promise<Pick<IntegrationSettings['webhook'], 'enabled' | 'url' | 'event_types'>> {
+  async webhookTargetWithin(trx: Db): Promise<WebhookTarget> {
     const [row] = (await this.storedRow.execute(trx, {})).rows;
     const stored = row && (JSON.parse(row.value) as { webhook?: Partial<IntegrationSettings['webhook']> });
     const { enabled, url, event_types } = DEFAULT_SETTINGS.webhook;
     return { enabled: stored?.webhook?.enabled ?? enabled, url: stored?.webhook?.url ?? url, event_types: stored?.webhook?.event_types ?? event_types };
   }
 
+  /**
+   * Where events go as `current` has them, with the fingerprint of the row they were read from: an
+   * append may use them only while the row is still that one (`isStoredSetting`, checked inside its
+   * transaction). Null before `start`.
+   */
+  webhookView(): (WebhookTarget & { key: string; fingerprint: string }) | null {
+    if (!this.applied) return null;
+    const { enabled, url, event_types } = this.applied.settings.webhook;
+    return { enabled, url, event_types, key: KEY, fingerprint: this.applied.fingerprint };
+  }
+
   /** Remembers what the integrations start with, and watches for saves by other instances. */
   async start(): Promise<IntegrationSettings> {
     const updatedAt = await settingUpdatedAt(this.database.db, KEY);
-    const settings = await this.read(this.database.db);
-    this.applied = { settings, updatedAt };
+    const { settings, fingerprint } = await this.read(this.database.db);
+    this.applied = { settings, updatedAt, fingerprint };
     this.stopWatch = onEvery(WATCH_MS, () => void (this.checking ??= this.checkForChange().finally(() => (this.checking = null))));
     return settings;
   }
@@ -95,11 +108,11 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
       const updatedAt = await settingUpdatedAt(this.database.db, KEY);
       if (!this.applied || this.saving > 0) return;
       if (updatedAt === this.applied.updatedAt) return this.gate.quietUntil(Infinity);
-      const settings = await this.read(this.database.db);
+      const { settings, fingerprint } = await this.read(this.database.db);
       // A save here began or ended meanwhile: what was read may be older than it.
       if (this.saving > 0 || this.applied !== before || updatedAt === this.applied.updatedAt) return;
       const previous = this.applied.settings;
-      this.applied = { settings, updatedAt };
+      this.applied = { settings, updatedAt, fingerprint };
       const changed = changedFields(previous, settings);
       if (changed.mqtt.length || changed.webhook.length) this.emit('change', { settings, changed });
     } catch {
@@ -107,8 +120,9 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
     }
   }
 
-  private async read(trx: Db): Promise<IntegrationSettings> {
-    const stored = await getSetting<{ mqtt?: Record<string, unknown>; webhook?: Record<string, unknown> }>(trx, KEY);
+  private async read(trx: Db): Promise<{ settings: IntegrationSettings; fingerprint: string }> {
+    const [row] = (await this.storedRow.execute(trx, {})).rows;
+    const stored = row && (JSON.parse(row.value) as { mqtt?: Record<string, unknown>; webhook?: Record<string, unknown> });
     const settings: IntegrationSettings = { mqtt: { ...DEFAULT_SETTINGS.mqtt }, webhook: { ...DEFAULT_SETTINGS.webhook } };
     for (const group of ['mqtt', 'webhook'] as const) {
       const values = stored?.[group] ?? {};
@@ -120,7 +134,7 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
         else if (key in target) target[key] = value;
       }
     }
-    return settings;
+    return { settings, fingerprint: settingFingerprint(row?.value) };
   }
 
   /** Validates the merged result (400 naming each field) and saves it. */
@@ -150,14 +164,14 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
     this.saving++;
     const saved = await this.database
       .transaction(async (trx) => {
-        const stored = await this.read(trx);
+        const { settings: stored } = await this.read(trx);
         const next = change(stored);
         if (!next) return null;
-        return { previous: stored, next, updatedAt: await putSetting(trx, KEY, this.seal(next)) };
+        return { previous: stored, next, written: await putSetting(trx, KEY, this.seal(next)) };
       })
       .finally(() => this.saving--);
     if (!saved) return null;
-    if (this.applied) this.applied = { settings: saved.next, updatedAt: saved.updatedAt };
+    if (this.applied) this.applied = { settings: saved.next, ...saved.written };
     this.emit('change', { settings: saved.next, changed: changedFields(saved.previous, saved.next) });
     return saved.next;
   }
