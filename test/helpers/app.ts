@@ -85,10 +85,19 @@ export async function startTestApp(
   options: { start?: boolean; testEnv?: TestEnv } = {},
 ): Promise<TestApp> {
   const testEnv = options.testEnv ?? (await createTestEnv(dialect, extra));
-  const config = prepareDataDir(loadConfig({ ...testEnv.env, ...extra }));
-  const app = await buildApp(config);
-  if (options.start) await app.start();
-  await app.http.ready();
+  let config: Config;
+  let app: App | undefined;
+  try {
+    config = prepareDataDir(loadConfig({ ...testEnv.env, ...extra }));
+    app = await buildApp(config);
+    if (options.start) await app.start();
+    await app.http.ready();
+  } catch (error) {
+    // A configuration or start that fails (what some tests assert) leaves no app, database or data dir behind.
+    await app?.close();
+    if (!options.testEnv) await testEnv.cleanup();
+    throw error;
+  }
   return Object.assign(app, {
     config,
     async api(method: string, url: string, body?: unknown, headers: Record<string, string> = {}) {

@@ -10,7 +10,7 @@ export interface Received {
 /** How the receiver answers one request: a status code, 'hang' (never answers) or a custom handler. */
 export type Behaviour = number | 'hang' | ((response: ServerResponse) => void);
 
-/** A real HTTP webhook receiver; answers from a queue of behaviours, then `fallback`. */
+/** A real HTTP webhook receiver; answers from a queue of behaviours, then `fallback` (changed with `answerWith`). */
 export async function startReceiver(fallback: Behaviour = 200) {
   const received: Received[] = [];
   const queue: Behaviour[] = [];
@@ -33,6 +33,7 @@ export async function startReceiver(fallback: Behaviour = 200) {
     port,
     received,
     answerNext: (...behaviours: Behaviour[]) => queue.push(...behaviours),
+    answerWith: (behaviour: Behaviour) => (fallback = behaviour),
     close: async () => {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
