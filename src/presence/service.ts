@@ -616,8 +616,7 @@ function zoneView(zone: { id: string; name: string }, occupants: string[]): Zone
   return { id: zone.id, name: zone.name, count: occupants.length, occupied: occupants.length > 0, occupants };
 }
 
-/** How many persons each of `zones` holds, in one query (a move names two zones), over index persons_zone. */
-/** How many persons other than `personId` are in each of `zones` (an index read, persons_zone). */
+/** How many persons other than `personId` are in each of `zones`, in one query (a move names two zones), over index persons_zone. */
 export const occupancyQuery = (db: Db, zones: readonly string[], personId: string) =>
   db
     .selectFrom('persons')
