@@ -1,7 +1,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { CompiledQuery, sql } from 'kysely';
-import { occupancyQuery } from '../src/presence/index.js';
+import pg from 'pg';
+import { othersInZone } from '../src/presence/index.js';
 import { createTestEnv, DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
 
 for (const dialect of DIALECTS) {
@@ -376,9 +377,9 @@ for (const dialect of DIALECTS) {
         app.database.db,
       );
       await sql`analyze`.execute(app.database.db);
-      const counts = await occupancyQuery(app.database.db, ['hall', 'zone-7'], 'p1').execute();
-      assert.deepEqual(Object.fromEntries(counts.map((row) => [row.zone_id, Number(row.count)])), { hall: 999, 'zone-7': 8 });
-      const query = occupancyQuery(app.database.db, ['hall', 'zone-7'], 'p1').compile();
+      const others = async (zone: string) => Number((await othersInZone(app.database.db, zone, 'p1').executeTakeFirstOrThrow()).count);
+      assert.deepEqual([await others('hall'), await others('zone-7')], [999, 8]);
+      const query = othersInZone(app.database.db, 'hall', 'p1').compile();
       const explain = dialect === 'postgres' ? 'explain ' : 'explain query plan ';
       const { rows } = await app.database.db.executeQuery(CompiledQuery.raw(explain + query.sql, [...query.parameters]));
       const plan = rows.map((row) => Object.values(row as object).join(' ')).join('\n');
@@ -404,3 +405,35 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+describe('zone occupancy: a move that waited for its person (postgres)', () => {
+  it('counts who entered the zone while it waited', async () => {
+    const app = await startTestApp('postgres');
+    const holder = new pg.Client({ connectionString: app.config.databaseUrl! });
+    try {
+      await app.api('POST', '/api/zones', { id: 'kitchen', name: 'Kitchen' });
+      for (const id of ['ann', 'bob']) await app.api('POST', '/api/persons', { id, name: id });
+      await holder.connect();
+      await holder.query('begin');
+      await holder.query(`select * from persons where id = 'ann' for update`); // a slow move of Ann's ahead of this one
+      const ann = app.api('POST', '/api/events', { type: 'zone.entry', person: 'ann', zone: 'kitchen' });
+      await eventually(
+        async () =>
+          (
+            await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(
+              app.database.db,
+            )
+          ).rows[0]!.n === 1,
+        5000,
+        "Ann's move to wait for her row",
+      );
+      const bob = await app.api('POST', '/api/events', { type: 'zone.entry', person: 'bob', zone: 'kitchen' });
+      assert.equal(bob.body.event.detail.count, 1);
+      await holder.query('commit');
+      assert.equal((await ann).body.event.detail.count, 2, 'Bob entered while Ann waited');
+    } finally {
+      await holder.end().catch(() => {});
+      await app.cleanup();
+    }
+  });
+});

@@ -1,5 +1,5 @@
-import { sql, type Expression, type ExpressionBuilder } from 'kysely';
-import type { Database, Db, Schema } from '../db/index.js';
+import { sql } from 'kysely';
+import type { Database, Db } from '../db/index.js';
 import { getSetting, insertWithNewId, NAME_CHECK_LOCK, NODE_CREATE_LOCK, now, type PersonsTable, putSetting, uniqueId } from '../db/index.js';
 import { SAFETY_EVENTS, unhandled, type Emit, type EventDetails, type EventLog, type Severity, type ZoneOccupancy } from '../events/index.js';
 import { conflict, DomainError, notFound } from '../errors.js';
@@ -281,10 +281,10 @@ export class PresenceService {
       switch (input.type) {
         case 'zone.entry':
         case 'zone.exit': {
-          const { person, others } = await this.lockMove(trx, input.person, input.zone);
+          const person = await this.lockMove(trx, input.person, input.zone);
           const at = now();
           const transition = input.type === 'zone.entry' ? enterZone(person, input.zone, at) : exitZone(person, input.zone, at, this.options.awayDelayMs);
-          return this.applyTransition(trx, emit, input.person, transition, blob, input.type, others);
+          return this.applyTransition(trx, emit, input.person, transition, blob, input.type);
         }
         case 'fall.detected':
         case 'fall.cleared': {
@@ -316,22 +316,17 @@ export class PresenceService {
   }
 
   /**
-   * A zone move's reads in one statement, each a round trip every move would wait for: the zone
-   * locked (shared) and then the person (for update), the order deleteZone takes them in, and how
-   * many others are in the zone and in the person's current one. No row: the zone or the person is
-   * missing (404, the zone's first, as the locks go).
+   * A zone move's locks in one statement, each a round trip every move would wait for: the zone
+   * (shared) and then the person (for update), the order deleteZone takes them in. No row: the zone or
+   * the person is missing (404, the zone's first, as the locks go).
    */
-  private async lockMove(trx: Db, personId: string, zoneId: string): Promise<{ person: PersonState; others: OthersInZones }> {
+  private async lockMove(trx: Db, personId: string, zoneId: string): Promise<PersonState> {
     const row = await this.database
       .forUpdate(
         trx
           .selectFrom('persons')
           .selectAll('persons')
-          .select((eb) => [
-            this.database.forShare(eb.selectFrom('zones').select('zones.id').where('zones.id', '=', zoneId)).as('zone_found'),
-            othersIn(eb, eb.val(zoneId)).as('others_in_zone'),
-            othersIn(eb, eb.ref('persons.zone_id')).as('others_in_current'),
-          ])
+          .select((eb) => this.database.forShare(eb.selectFrom('zones').select('zones.id').where('zones.id', '=', zoneId)).as('zone_found'))
           .where('persons.id', '=', personId),
       )
       .executeTakeFirst();
@@ -339,9 +334,7 @@ export class PresenceService {
       await requireRow(this.lockZone(trx, zoneId), 'Zone', zoneId);
       throw notFound('Person', personId);
     }
-    const others = new Map([[zoneId, Number(row.others_in_zone)]]);
-    if (row.zone_id !== null) others.set(row.zone_id, Number(row.others_in_current));
-    return { person: row, others };
+    return row;
   }
 
   private lockZone(trx: Db, id: string) {
@@ -349,18 +342,22 @@ export class PresenceService {
   }
 
   /**
-   * Writes a person's new state and emits the transition's events, each with its zone's occupancy;
-   * returns the one of type `primary`. `others`: how many other persons are in the transition's
-   * zones, when the caller read them with the person's row.
+   * Writes a person's new state and emits the transition's events, each with its zone's occupancy:
+   * the other persons in it, counted by the update's own statement (after the person's lock, so a
+   * move that waited for it counts who entered meanwhile), and the person if the move leaves them there.
+   * Returns the event of type `primary`.
    */
-  private async applyTransition(trx: Db, emit: Emit, personId: string, transition: Transition, blob: string | null, primary?: string, others?: OthersInZones) {
+  private async applyTransition(trx: Db, emit: Emit, personId: string, transition: Transition, blob: string | null, primary?: string) {
     const { next } = transition;
-    others ??= await othersInZones(trx, personId, transition.events.map((event) => event.zone));
-    await trx
+    const zones = [...new Set(transition.events.flatMap((event) => (event.zone === null ? [] : [event.zone])))];
+    const update = trx
       .updateTable('persons')
       .set({ presence: next.presence, zone_id: next.zone_id, left_at: next.left_at, last_seen: next.last_seen })
-      .where('id', '=', personId)
-      .execute();
+      .where('id', '=', personId);
+    const counted: Record<string, unknown> = zones.length
+      ? ((await update.returning(zones.map((zone, index) => othersInZone(trx, zone, personId).as(`others_${index}`))).executeTakeFirst()) ?? {})
+      : (await update.execute(), {});
+    const others: OthersInZones = new Map(zones.map((zone, index) => [zone, Number(counted[`others_${index}`] ?? 0)]));
     let primaryEvent;
     for (const event of transition.events) {
       // Entry and exit always name their zone (TransitionEvent), so they always get their occupancy.
@@ -616,29 +613,13 @@ function zoneView(zone: { id: string; name: string }, occupants: string[]): Zone
   return { id: zone.id, name: zone.name, count: occupants.length, occupied: occupants.length > 0, occupants };
 }
 
-/** How many persons other than `personId` are in each of `zones`, in one query (a move names two zones), over index persons_zone. */
-export const occupancyQuery = (db: Db, zones: readonly string[], personId: string) =>
+/** How many persons other than `personId` are in `zone`, over index persons_zone: a subquery of the move's update, or a query of its own. */
+export const othersInZone = (db: Db, zone: string, personId: string) =>
   db
-    .selectFrom('persons')
-    .select((eb) => ['zone_id', eb.fn.countAll<string | number>().as('count')])
-    .where('zone_id', 'in', zones)
-    .where('id', '<>', personId)
-    .groupBy('zone_id');
-
-async function othersInZones(trx: Db, personId: string, zones: readonly (string | null)[]): Promise<OthersInZones> {
-  const named = [...new Set(zones.filter((zone) => zone !== null))];
-  if (named.length === 0) return new Map();
-  const rows = await occupancyQuery(trx, named, personId).execute();
-  return new Map(rows.map((row) => [row.zone_id!, Number(row.count)]));
-}
-
-/** The same count as `occupancyQuery`, as a subquery beside the moving person's row (`lockMove`). */
-const othersIn = (eb: ExpressionBuilder<Schema, 'persons'>, zone: Expression<string | null>) =>
-  eb
     .selectFrom('persons as other')
-    .select((inner) => inner.fn.countAll<string | number>().as('count'))
+    .select((eb) => eb.fn.countAll<string | number>().as('count'))
     .where('other.zone_id', '=', zone)
-    .whereRef('other.id', '<>', 'persons.id');
+    .where('other.id', '<>', personId);
 
 // Readers take the handle to read through: the database, or the transaction a write runs in (a read
 // through the database from inside a transaction throws TransactionMisuseError).
