@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { CompiledQuery, sql } from 'kysely';
 import pg from 'pg';
 import { othersInZone } from '../src/presence/index.js';
-import { createTestEnv, DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
+import { createTestEnv, DIALECTS, eventually, lockWaiter, startTestApp, type TestApp } from './helpers/app.js';
 
 for (const dialect of DIALECTS) {
   describe(`presence API (${dialect})`, () => {
@@ -417,16 +417,7 @@ describe('zone occupancy: a move that waited for its person (postgres)', () => {
       await holder.query('begin');
       await holder.query(`select * from persons where id = 'ann' for update`); // a slow move of Ann's ahead of this one
       const ann = app.api('POST', '/api/events', { type: 'zone.entry', person: 'ann', zone: 'kitchen' });
-      await eventually(
-        async () =>
-          (
-            await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(
-              app.database.db,
-            )
-          ).rows[0]!.n === 1,
-        5000,
-        "Ann's move to wait for her row",
-      );
+      await lockWaiter(app, "Ann's move to wait for her row");
       const bob = await app.api('POST', '/api/events', { type: 'zone.entry', person: 'bob', zone: 'kitchen' });
       assert.equal(bob.body.event.detail.count, 1);
       await holder.query('commit');

@@ -4,7 +4,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { storageBytes } from '../src/db/index.js';
 import { EVENT_APPEND_LOCK } from '../src/db/schema.js';
-import { DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
+import { DIALECTS, eventually, lockWaiter, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';
 
 const MB = 2 ** 20;
@@ -138,16 +138,7 @@ describe('webhook outbox: the target is read in the append lock (postgres)', () 
       await locker.query('begin');
       await locker.query('select pg_advisory_xact_lock($1)', [EVENT_APPEND_LOCK]);
       const event = app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { n: 1 } });
-      await eventually(
-        async () =>
-          (
-            await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event = 'advisory'`.execute(
-              app.database.db,
-            )
-          ).rows[0]!.n === 1,
-        5000,
-        'the append to wait for its turn',
-      );
+      await lockWaiter(app, 'the append to wait for its turn');
       assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: 'http://127.0.0.1:9/hook' } })).status, 200);
       await locker.query('commit');
       assert.equal((await event).status, 202);

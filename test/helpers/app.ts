@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { sql } from 'kysely';
 import { buildApp, type App } from '../../src/app.js';
 import { loadConfig, prepareDataDir, type Config } from '../../src/config.js';
 
@@ -137,4 +138,18 @@ export async function eventually<T>(check: () => Promise<T> | T, timeoutMs = 500
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
   throw new Error(`Timed out waiting for ${what}${lastError ? `: ${(lastError as Error).message}` : ''}`);
+}
+
+/** PostgreSQL: waits until one of the app's connections waits for a lock (a row's, or an advisory lock). */
+export function lockWaiter(app: App, what: string): Promise<true> {
+  return eventually(
+    async () =>
+      (
+        await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(
+          app.database.db,
+        )
+      ).rows[0]!.n === 1 || null,
+    5000,
+    what,
+  ) as Promise<true>;
 }
