@@ -132,6 +132,11 @@ for (const dialect of DIALECTS) {
       const before = (await app.api('GET', '/api/events?limit=1000')).body.last_seq;
       assert.equal((await app.api('POST', '/api/events', { type: 'zone.entry', person: 'nobody', zone: 'kitchen' })).status, 404);
       assert.equal((await app.api('POST', '/api/events', { type: 'zone.entry', person: 'bob', zone: 'attic' })).status, 404);
+      // Both missing: the zone is named, as the move locks the zone before the person.
+      const neither = await app.api('POST', '/api/events', { type: 'zone.entry', person: 'nobody', zone: 'attic' });
+      assert.equal(neither.status, 404);
+      assert.match(neither.body.detail, /^Zone "attic"/);
+      assert.match((await app.api('POST', '/api/events', { type: 'zone.exit', person: 'nobody', zone: 'garden' })).body.detail, /^Person "nobody"/);
       await app.api('POST', '/api/persons', { id: 'gone', name: 'Gone' });
       assert.equal((await app.api('DELETE', '/api/persons/gone')).status, 204);
       const entry = await app.api('POST', '/api/events', { type: 'zone.entry', person: 'gone', zone: 'kitchen' });

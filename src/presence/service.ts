@@ -354,9 +354,10 @@ export class PresenceService {
       .updateTable('persons')
       .set({ presence: next.presence, zone_id: next.zone_id, left_at: next.left_at, last_seen: next.last_seen })
       .where('id', '=', personId);
-    const counted: Record<string, unknown> = zones.length
-      ? ((await update.returning(zones.map((zone, index) => othersInZone(trx, zone, personId).as(`others_${index}`))).executeTakeFirst()) ?? {})
-      : (await update.execute(), {});
+    let counted: Record<string, unknown> = {};
+    if (zones.length)
+      counted = (await update.returning(zones.map((zone, index) => othersInZone(trx, zone, personId).as(`others_${index}`))).executeTakeFirst()) ?? {};
+    else await update.execute();
     const others: OthersInZones = new Map(zones.map((zone, index) => [zone, Number(counted[`others_${index}`] ?? 0)]));
     let primaryEvent;
     for (const event of transition.events) {
