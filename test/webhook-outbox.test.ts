@@ -150,6 +150,29 @@ describe('webhook outbox: the target is read in the append lock (postgres)', () 
   });
 });
 
+describe("webhook outbox: this instance's view of the target is checked against the row after the append's turn (postgres)", () => {
+  it('an event that waited for its turn while the webhook was enabled, with a stored row the view was read from, gets its delivery', async () => {
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { start: true });
+    const locker = new pg.Client({ connectionString: app.config.databaseUrl! });
+    try {
+      // A stored row the instance's view is of: the append checks that view, in its own statement.
+      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: false, url: 'http://127.0.0.1:9/hook' } })).status, 200);
+      await locker.connect();
+      await locker.query('begin');
+      await locker.query('select pg_advisory_xact_lock($1)', [EVENT_APPEND_LOCK]);
+      const event = app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { n: 1 } });
+      await lockWaiter(app, 'the append to wait for its turn');
+      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true } })).status, 200);
+      await locker.query('commit');
+      assert.equal((await event).status, 202);
+      assert.equal((await deliveries(app)).length, 1, 'the append checked the view against the row as it was before its wait');
+    } finally {
+      await locker.end().catch(() => {});
+      await app.cleanup();
+    }
+  });
+});
+
 describe("webhook outbox: this instance's view of the target holds only while the row is the one it read (postgres)", () => {
   it('an event goes where the stored row says, when another instance rewrote it keeping its time (two saves in one millisecond)', async () => {
     const app = await startTestApp('postgres', {}, { start: true });

@@ -33,9 +33,13 @@ export async function putSetting(trx: Db, key: string, value: unknown): Promise<
  */
 export const settingFingerprint = (text: string | undefined): string => (text === undefined ? '' : createHash('md5').update(text).digest('hex'));
 
-/** PostgreSQL: whether the setting is still the one of `fingerprint`, as an expression (what `settingFingerprint` computes, in SQL). */
-export const isStoredSetting = (key: string, fingerprint: string): RawBuilder<boolean> =>
-  sql<boolean>`coalesce((select md5(value) from settings where key = ${key}), '') = ${fingerprint}`;
+/**
+ * PostgreSQL: whether the setting is still the one of `fingerprint`, as an expression (what
+ * `settingFingerprint` computes, in SQL). It locks the row `for share` once `first` holds, and so reads
+ * the version committed last even when that is newer than the statement's snapshot.
+ */
+export const isStoredSetting = (key: string, fingerprint: string, first: RawBuilder<boolean>): RawBuilder<boolean> =>
+  sql<boolean>`coalesce((select md5(value) from settings where key = ${key} and ${first} for share), '') = ${fingerprint}`;
 
 /** When a setting was last written; null when it never was. */
 export async function settingUpdatedAt(trx: Db, key: string): Promise<string | null> {

@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { EVENT_APPEND_LOCK, type LogTable, prepare, type Prepared, pruneOlderThan } from '../db/index.js';
 import { makeEvent, type EventFields, type EventPayload, type EventType, type SerializedEvent, type StoredEvent } from './types.js';
@@ -6,9 +6,21 @@ import { makeEvent, type EventFields, type EventPayload, type EventType, type Se
 type Subscriber = (event: StoredEvent) => void;
 /** What an append hook does once the events are written, inside their transaction, or when the append fails before. */
 export interface AfterAppend {
-  written(stored: StoredEvent[]): Promise<void>;
+  /** PostgreSQL: SQL run in the append's own statement, under the append lock, with no round trip of its own. */
+  inStatement?: AppendStatementPart;
+  /** `answer`: the `inStatement` part's, when there was one. */
+  written(stored: StoredEvent[], answer?: boolean): Promise<void>;
   /** The append failed (or another hook refused it) before or after `written`: runs at most once. */
   abandoned?(): void;
+}
+/**
+ * PostgreSQL: what a hook adds to the append's statement (appendInTurn): CTEs that may read `turn`
+ * (the append lock, taken) and `appended` (the events inserted: seq, event_type, payload, position
+ * from 1), and one boolean the statement answers, which goes to the hook's `written`.
+ */
+export interface AppendStatementPart {
+  ctes: RawBuilder<unknown>;
+  answer: RawBuilder<boolean>;
 }
 /** Part of every append: a transactional outbox (webhook deliveries), the storage budget. */
 export interface AppendHook {
@@ -96,8 +108,14 @@ export class EventLog {
         const after = await hook.prepare(trx, events, writer);
         if (after) afterAppend.push(after);
       }
-      const stored = this.database.dialect === 'postgres' ? await appendInTurn(trx, events) : await this.appendEach(trx, events);
-      for (const after of afterAppend) await after.written(stored);
+      if (this.database.dialect === 'sqlite') {
+        const stored = await this.appendEach(trx, events);
+        for (const after of afterAppend) await after.written(stored);
+        return stored;
+      }
+      const parts = afterAppend.flatMap((after) => (after.inStatement ? [after.inStatement] : []));
+      const { stored, answers } = await appendInTurn(trx, events, parts);
+      for (const after of afterAppend) await after.written(stored, after.inStatement && answers[parts.indexOf(after.inStatement)]);
       return stored;
     } catch (error) {
       for (const after of afterAppend) after.abandoned?.();
@@ -198,19 +216,24 @@ const stored = (row: { seq: number | string | bigint; payload: string }): Stored
  * `seq` order, and a reader that has seen 11 could never learn of 10 committed after it. The
  * transaction takes the append lock before its events get their numbers and keeps it until its
  * commit, so appends (and only they) take turns and the committed log is always a prefix in `seq`
- * (see readers in stream.ts). One statement takes the lock and inserts every event: each round trip
- * here is time every other append waits.
+ * (see readers in stream.ts). One statement takes the lock, inserts every event and runs the hooks'
+ * `parts` (the webhook outbox's deliveries): each round trip here is time every other append waits.
  */
-async function appendInTurn(trx: Db, events: SerializedEvent[]): Promise<StoredEvent[]> {
-  const { rows } = await sql<{ seq: string | number }>`
-    insert into events (event_type, "timestamp", payload)
-    select type, at, payload
-    from (select pg_advisory_xact_lock(${EVENT_APPEND_LOCK})) as turn,
-      unnest(${events.map((event) => event.payload.event_type)}::text[], ${events.map((event) => event.payload.timestamp)}::text[], ${events.map((event) => event.json)}::text[])
-        with ordinality as appended(type, at, payload, position)
-    order by position
-    returning seq`.execute(trx);
-  // Numbers are drawn in the order of the rows inserted, which is `position`'s.
-  const seqs = rows.map((row) => Number(row.seq)).sort((a, b) => a - b);
-  return events.map((event, index) => ({ ...event, seq: seqs[index]! }));
+async function appendInTurn(trx: Db, events: SerializedEvent[], parts: AppendStatementPart[]): Promise<{ stored: StoredEvent[]; answers: boolean[] }> {
+  const answers = parts.length ? sql`, array[${sql.join(parts.map((part) => part.answer))}] as answers` : sql``;
+  const { rows } = await sql<{ seq: string | number; answers?: boolean[] }>`
+    with turn as (select pg_advisory_xact_lock(${EVENT_APPEND_LOCK})),
+      inserted as (
+        insert into events (event_type, "timestamp", payload)
+        select type, at, payload
+        from turn, unnest(${events.map((event) => event.payload.event_type)}::text[], ${events.map((event) => event.payload.timestamp)}::text[], ${events.map((event) => event.json)}::text[])
+            with ordinality as appended(type, at, payload, position)
+        order by position
+        returning seq, event_type, payload),
+      -- Numbers are drawn in the order of the rows inserted, which is \`position\`'s.
+      appended as (select seq, event_type, payload, row_number() over (order by seq) as position from inserted)
+      ${parts.length ? sql`, ${sql.join(parts.map((part) => part.ctes))}` : sql``}
+    select seq${answers} from appended order by seq`.execute(trx);
+  const stored = events.map((event, index) => ({ ...event, seq: Number(rows[index]!.seq) }));
+  return { stored, answers: rows[0]?.answers ?? [] };
 }

@@ -1,5 +1,5 @@
 /** Integration settings' entry point: the store, the routes, the model and its validation rules. */
-export { SettingsStore, type WebhookTarget } from './store.js';
+export { SettingsStore, type WebhookTarget, type WebhookView } from './store.js';
 export { settingsRoutes, type IntegrationControls } from './routes.js';
 export * from './model.js';
 export * from './validate.js';

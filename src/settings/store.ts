@@ -20,6 +20,8 @@ const WATCH_MS = 1000;
 const KEY = 'integration';
 /** Where events go: what an append reads of the settings. */
 export type WebhookTarget = Pick<IntegrationSettings['webhook'], 'enabled' | 'url' | 'event_types'>;
+/** A WebhookTarget as this instance applied it, with its setting's key and the fingerprint of the row it was read from. */
+export type WebhookView = WebhookTarget & { key: string; fingerprint: string };
 
 /**
  * The settings table row `integration`: secrets sealed with the SecretBox, everything else as is.
@@ -79,7 +81,7 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
    * append may use them only while the row is still that one (`isStoredSetting`, checked inside its
    * transaction). Null before `start`.
    */
-  webhookView(): (WebhookTarget & { key: string; fingerprint: string }) | null {
+  webhookView(): WebhookView | null {
     if (!this.applied) return null;
     const { enabled, url, event_types } = this.applied.settings.webhook;
     return { enabled, url, event_types, key: KEY, fingerprint: this.applied.fingerprint };

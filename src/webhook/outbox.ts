@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import { sql, type RawBuilder } from 'kysely';
+import { sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { isStoredSetting, now, PollGate, prepare, type Prepared } from '../db/index.js';
-import { SAFETY_EVENTS, type AfterAppend, type AppendHook, type EventType, type StoredEvent } from '../events/index.js';
+import { SAFETY_EVENTS, type AfterAppend, type AppendHook, type AppendStatementPart, type EventType, type SerializedEvent, type StoredEvent } from '../events/index.js';
 import type { ThrottledLog } from '../http/index.js';
 import type { Metrics } from '../ops/index.js';
-import { webhookSubscribed, type SettingsStore, type WebhookTarget } from '../settings/index.js';
+import { webhookSubscribed, type SettingsStore, type WebhookTarget, type WebhookView } from '../settings/index.js';
 import { onEvery } from '../ticks.js';
 
 /**
@@ -53,26 +53,57 @@ export class WebhookOutbox implements AppendHook {
    * Inserts the deliveries once the events are written, with the webhook's target as stored then, so
    * on PostgreSQL inside the append lock: read before it, an append waiting for its turn while the
    * webhook was enabled would commit after the save without its delivery (and out of `seq` order with
-   * those that got one). On PostgreSQL the target is this instance's view of the settings, checked in
-   * the insert's statement to be of the row stored now (each round trip under the lock is time every
-   * other append waits); only when it is not, read from the row.
+   * those that got one). On PostgreSQL the target is this instance's view of the settings, and the
+   * deliveries are inserted by the events' own statement (each round trip under the lock is time every
+   * other append waits), which checks the view against the stored row; only when it is not of that
+   * row (or there is none yet) is the row read, in a statement of its own.
    */
-  async prepare(trx: Db): Promise<AfterAppend> {
-    return { written: (stored) => this.append(trx, stored) };
+  async prepare(trx: Db, events: SerializedEvent[]): Promise<AfterAppend> {
+    const view = this.dialect === 'postgres' ? this.settings.webhookView() : null;
+    const inStatement = view?.fingerprint ? this.deliveriesInAppend(view, events) : undefined;
+    return { inStatement, written: (stored, viewHeld) => (viewHeld ? Promise.resolve() : this.fromStoredRow(trx, stored)) };
   }
 
-  private async append(trx: Db, events: StoredEvent[]): Promise<void> {
-    const view = this.dialect === 'postgres' ? this.settings.webhookView() : null;
-    if (view && (await this.insertAll(trx, deliveredOf(view, events), view.url, isStoredSetting(view.key, view.fingerprint)))) return;
+  /**
+   * PostgreSQL: the deliveries `view` asks for, inserted by the append's statement if the view is of
+   * the stored row, locked once the append lock is taken: the statement's snapshot is from before its
+   * wait for the lock, and only a row lock reads the version a save committed during it. A save then
+   * waits for the append that holds the row, which commits in its turn.
+   */
+  private deliveriesInAppend(view: WebhookView, events: SerializedEvent[]): AppendStatementPart {
+    const positions = events.flatMap((event, index) => (isDelivered(view, event) ? [index + 1] : []));
+    if (positions.length) this.enqueued = true;
+    const at = now();
+    return {
+      ctes: sql`
+        view_held as (
+          select ${isStoredSetting(view.key, view.fingerprint, sql<boolean>`exists (select from turn)`)} as held),
+        view_deliveries as (
+          insert into webhook_deliveries (webhook_id, event_seq, event_type, url, payload, attempt, state, due_at, created_at)
+          select delivery.id, appended.seq, appended.event_type, ${view.url}, appended.payload, 1, 'pending', ${at}, ${at}
+          from unnest(${positions.map(() => newWebhookId())}::text[], ${positions}::bigint[]) as delivery(id, position)
+            join appended using (position)
+          where (select held from view_held))`,
+      answer: sql<boolean>`(select held from view_held)`,
+    };
+  }
+
+  private async fromStoredRow(trx: Db, events: StoredEvent[]): Promise<void> {
     const webhook = await this.settings.webhookTargetWithin(trx);
-    const subscribed = deliveredOf(webhook, events);
+    const subscribed = events.filter((event) => isDelivered(webhook, event));
     if (subscribed.length === 0) return;
-    if (this.dialect === 'postgres') {
-      await this.insertAll(trx, subscribed, webhook.url);
-      return;
-    }
     const at = now();
     this.enqueued = true;
+    if (this.dialect === 'postgres') {
+      await sql`
+        insert into webhook_deliveries (webhook_id, event_seq, event_type, url, payload, attempt, state, due_at, created_at)
+        select id, seq, type, ${webhook.url}, payload, 1, 'pending', ${at}, ${at}
+        from unnest(${subscribed.map(() => newWebhookId())}::text[], ${subscribed.map((event) => event.seq)}::bigint[],
+          ${subscribed.map((event) => event.payload.event_type)}::text[], ${subscribed.map((event) => event.json)}::text[]) as pending(id, seq, type, payload)`.execute(
+        trx,
+      );
+      return;
+    }
     for (const event of subscribed) {
       await this.insertPending.execute(trx, {
         webhookId: newWebhookId(),
@@ -85,27 +116,6 @@ export class WebhookOutbox implements AppendHook {
     }
   }
 
-  /**
-   * PostgreSQL: every delivery of the append in one statement, if `current` holds (the settings view
-   * is of the row stored now); answers whether it held. It runs while the transaction holds the
-   * event append lock (events/log.ts), so each round trip here is time every other append waits.
-   */
-  private async insertAll(trx: Db, events: StoredEvent[], url: string, current: RawBuilder<boolean> = sql<boolean>`true`): Promise<boolean> {
-    const at = now();
-    const { rows } = await sql<{ current: boolean }>`
-      with checked as (select ${current} as current),
-        inserted as (
-          insert into webhook_deliveries (webhook_id, event_seq, event_type, url, payload, attempt, state, due_at, created_at)
-          select id, seq, type, ${url}, payload, 1, 'pending', ${at}, ${at}
-          from unnest(${events.map(() => newWebhookId())}::text[], ${events.map((event) => event.seq)}::bigint[],
-            ${events.map((event) => event.payload.event_type)}::text[], ${events.map((event) => event.json)}::text[]) as pending(id, seq, type, payload)
-          where (select current from checked))
-      select current from checked`.execute(trx);
-    const held = rows[0]!.current;
-    if (held && events.length) this.enqueued = true;
-    return held;
-  }
-
   /** Whether this process added deliveries since the last call: its dispatcher then wakes at once instead of at the next poll. */
   takeEnqueued(): boolean {
     const enqueued = this.enqueued;
@@ -114,9 +124,9 @@ export class WebhookOutbox implements AppendHook {
   }
 }
 
-/** The events of `events` a delivery is due for under `webhook`. */
-const deliveredOf = (webhook: WebhookTarget, events: StoredEvent[]): StoredEvent[] =>
-  webhook.enabled && webhook.url ? events.filter((event) => webhookSubscribed(webhook.event_types, event.payload.event_type)) : [];
+/** Whether `event` is due a delivery under `webhook`. */
+const isDelivered = (webhook: WebhookTarget, event: SerializedEvent): boolean =>
+  webhook.enabled && !!webhook.url && webhookSubscribed(webhook.event_types, event.payload.event_type);
 
 /** How often the outbox's bound is checked. */
 const BOUND_CHECK_MS = 1000;
