@@ -1,6 +1,7 @@
 import { after, before, beforeEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
+import { sql } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import { readFileSync } from 'node:fs';
 import { EVENT_GROUPS, EVENT_TYPES } from '../src/events/index.js';
@@ -687,3 +688,21 @@ describe("the dispatcher signs with this instance's view of the settings (postgr
     }
   });
 });
+
+for (const dialect of DIALECTS) {
+  describe(`the settings watch follows the stored row, not its time (${dialect})`, () => {
+    it("picks up another instance's save made in the millisecond of the last one", async () => {
+      const app = await startTestApp(dialect, {}, { start: true });
+      try {
+        await app.settings.update({ webhook: { url: 'http://127.0.0.1:9/first' } });
+        // Another instance's second save, in the same millisecond: the row's text changes, its time does not.
+        await sql`update settings set value = replace(value, 'http://127.0.0.1:9/first', 'http://127.0.0.1:9/second') where key = 'integration'`.execute(
+          app.database.db,
+        );
+        await eventually(async () => (await app.settings.current()).webhook.url === 'http://127.0.0.1:9/second', 5000, 'the watch to apply the save');
+      } finally {
+        await app.cleanup();
+      }
+    });
+  });
+}

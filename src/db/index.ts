@@ -2,7 +2,7 @@
 export { Database, loadPg, now, sqliteFile, type Db } from './database.js';
 export * from './schema.js';
 export { storageFailure, type StorageFailure } from './errors.js';
-export { claimInterval, getSetting, isStoredSetting, putSetting, settingFingerprint, settingUpdatedAt, type WrittenSetting } from './kv.js';
+export { claimInterval, getSetting, isStoredSetting, putSetting, settingFingerprint, storedSettingFingerprint } from './kv.js';
 export { insertWithNewId, uniqueId } from './ids.js';
 export { prepare, type Param, type Prepared, type PreparedValues } from './prepared.js';
 export { PRUNE_CHUNK, pruneOldest, pruneOlderThan, deletionMark, reclaim, type LogTable } from './prune.js';

@@ -9,14 +9,8 @@ export async function getSetting<T>(trx: Db, key: string): Promise<T | undefined
   return row ? (JSON.parse(row.value) as T) : undefined;
 }
 
-/** A setting as written: its `updated_at` (what a watcher compares) and its value's `settingFingerprint`. */
-export interface WrittenSetting {
-  updatedAt: string;
-  fingerprint: string;
-}
-
-/** Writes a setting. */
-export async function putSetting(trx: Db, key: string, value: unknown): Promise<WrittenSetting> {
+/** Writes a setting; returns its `settingFingerprint`. */
+export async function putSetting(trx: Db, key: string, value: unknown): Promise<string> {
   const text = JSON.stringify(value);
   const at = now();
   await trx
@@ -24,7 +18,7 @@ export async function putSetting(trx: Db, key: string, value: unknown): Promise<
     .values({ key, value: text, updated_at: at })
     .onConflict((oc) => oc.column('key').doUpdateSet({ value: text, updated_at: at }))
     .execute();
-  return { updatedAt: at, fingerprint: settingFingerprint(text) };
+  return settingFingerprint(text);
 }
 
 /**
@@ -41,9 +35,9 @@ export const settingFingerprint = (text: string | undefined): string => (text ==
 export const isStoredSetting = (key: string, fingerprint: string, first: RawBuilder<boolean>): RawBuilder<boolean> =>
   sql<boolean>`coalesce((select md5(value) from settings where key = ${key} and ${first} for share), '') = ${fingerprint}`;
 
-/** When a setting was last written; null when it never was. */
-export async function settingUpdatedAt(trx: Db, key: string): Promise<string | null> {
-  return (await trx.selectFrom('settings').select('updated_at').where('key', '=', key).executeTakeFirst())?.updated_at ?? null;
+/** The `settingFingerprint` of a setting as stored now ('' when it never was written). */
+export async function storedSettingFingerprint(trx: Db, key: string): Promise<string> {
+  return settingFingerprint((await trx.selectFrom('settings').select('value').where('key', '=', key).executeTakeFirst())?.value);
 }
 
 /**

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { SecretBox } from '../crypto.js';
 import type { Database, Db } from '../db/index.js';
-import { PollGate, prepare, putSetting, settingFingerprint, settingUpdatedAt, type Prepared } from '../db/index.js';
+import { PollGate, prepare, putSetting, settingFingerprint, storedSettingFingerprint, type Prepared } from '../db/index.js';
 import { invalidFields } from '../errors.js';
 import { candidateSettings } from './validate.js';
 import { changedFields, DEFAULT_SETTINGS, derivedWebhookFields, type IntegrationPatch, type IntegrationSettings, type SettingsChange } from './model.js';
@@ -31,7 +31,7 @@ export type WebhookView = WebhookTarget & { key: string; fingerprint: string };
  */
 export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   /** What this process's integrations were last told, and the row's time and fingerprint (`settingFingerprint`) then. */
-  private applied: { settings: IntegrationSettings; updatedAt: string | null; fingerprint: string } | null = null;
+  private applied: { settings: IntegrationSettings; fingerprint: string } | null = null;
   private stopWatch: (() => void) | null = null;
   private checking: Promise<void> | null = null;
   /** On SQLite the watch reads the row only after a commit (a save by another process). */
@@ -89,9 +89,8 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
 
   /** Remembers what the integrations start with, and watches for saves by other instances. */
   async start(): Promise<IntegrationSettings> {
-    const updatedAt = await settingUpdatedAt(this.database.db, KEY);
     const { settings, fingerprint } = await this.read(this.database.db);
-    this.applied = { settings, updatedAt, fingerprint };
+    this.applied = { settings, fingerprint };
     this.stopWatch = onEvery(WATCH_MS, () => void (this.checking ??= this.checkForChange().finally(() => (this.checking = null))));
     return settings;
   }
@@ -102,19 +101,22 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
     await this.checking;
   }
 
-  /** A save by another instance: the row's time moved. Tells the integrations what changed, as a save here would. */
+  /**
+   * A save by another instance: the row is not the one applied (its text, as two saves in one
+   * millisecond have the same time). Tells the integrations what changed, as a save here would.
+   */
   private async checkForChange(): Promise<void> {
     if (!this.gate.due()) return;
     try {
       const before = this.applied;
-      const updatedAt = await settingUpdatedAt(this.database.db, KEY);
+      const stored = await storedSettingFingerprint(this.database.db, KEY);
       if (!this.applied || this.saving > 0) return;
-      if (updatedAt === this.applied.updatedAt) return this.gate.quietUntil(Infinity);
+      if (stored === this.applied.fingerprint) return this.gate.quietUntil(Infinity);
       const { settings, fingerprint } = await this.read(this.database.db);
       // A save here began or ended meanwhile: what was read may be older than it.
-      if (this.saving > 0 || this.applied !== before || updatedAt === this.applied.updatedAt) return;
+      if (this.saving > 0 || this.applied !== before || fingerprint === this.applied.fingerprint) return;
       const previous = this.applied.settings;
-      this.applied = { settings, updatedAt, fingerprint };
+      this.applied = { settings, fingerprint };
       const changed = changedFields(previous, settings);
       if (changed.mqtt.length || changed.webhook.length) this.emit('change', { settings, changed });
     } catch {
@@ -169,11 +171,11 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
         const { settings: stored } = await this.read(trx);
         const next = change(stored);
         if (!next) return null;
-        return { previous: stored, next, written: await putSetting(trx, KEY, this.seal(next)) };
+        return { previous: stored, next, fingerprint: await putSetting(trx, KEY, this.seal(next)) };
       })
       .finally(() => this.saving--);
     if (!saved) return null;
-    if (this.applied) this.applied = { settings: saved.next, ...saved.written };
+    if (this.applied) this.applied = { settings: saved.next, fingerprint: saved.fingerprint };
     this.emit('change', { settings: saved.next, changed: changedFields(saved.previous, saved.next) });
     return saved.next;
   }
