@@ -3,7 +3,15 @@ import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { isStoredSetting, now, PollGate, prepare, type Prepared } from '../db/index.js';
-import { SAFETY_EVENTS, type AfterAppend, type AppendHook, type AppendStatementPart, type EventType, type SerializedEvent, type StoredEvent } from '../events/index.js';
+import {
+  SAFETY_EVENTS,
+  type AfterAppend,
+  type AppendHook,
+  type AppendStatementPart,
+  type EventType,
+  type SerializedEvent,
+  type StoredEvent,
+} from '../events/index.js';
 import type { ThrottledLog } from '../http/index.js';
 import type { Metrics } from '../ops/index.js';
 import { webhookSubscribed, type SettingsStore, type WebhookTarget, type WebhookView } from '../settings/index.js';
