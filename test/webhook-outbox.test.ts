@@ -6,6 +6,8 @@ import { storageBytes } from '../src/db/index.js';
 import { EVENT_APPEND_LOCK } from '../src/db/schema.js';
 import { DIALECTS, eventually, lockWaiter, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';
+import { EventLog, type AppendHook } from '../src/events/index.js';
+import { WebhookOutbox } from '../src/webhook/outbox.js';
 
 const MB = 2 ** 20;
 const blob = 'x'.repeat(4_000); // within the 4096 bytes an anomaly's detail may take
@@ -190,6 +192,24 @@ describe("webhook outbox: this instance's view of the target holds only while th
       await rewrite('"enabled":true', '"enabled":false');
       assert.equal((await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { n: 3 } })).status, 202);
       assert.deepEqual(await firstAttempts(), ['anomaly.detected http://127.0.0.1:9/old', 'anomaly.detected http://127.0.0.1:9/new']);
+    } finally {
+      await app.cleanup();
+    }
+  });
+});
+
+describe('webhook outbox: the dispatcher is woken for what an append inserted (postgres)', () => {
+  it('also when another append of this instance published while this one waited for its turn', async () => {
+    const app = await startTestApp('postgres', {}, { start: true });
+    try {
+      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: 'http://127.0.0.1:9/hook' } })).status, 200);
+      const outbox = new WebhookOutbox(app.database, app.settings);
+      // After the outbox's prepare and before the append's statement, another append publishes: its
+      // dispatcher takes the flag, and finds nothing of this append, which has not committed.
+      const publishedMeanwhile: AppendHook = { prepare: async () => void outbox.takeEnqueued() };
+      await new EventLog(app.database, [outbox, publishedMeanwhile]).emit('anomaly.detected', { detail: { n: 1 } });
+      assert.equal((await deliveries(app)).length, 1);
+      assert.equal(outbox.takeEnqueued(), true, 'the delivery waits for the next poll');
     } finally {
       await app.cleanup();
     }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { isStoredSetting, now, PollGate, prepare, type Prepared } from '../db/index.js';
 import {
@@ -68,31 +68,15 @@ export class WebhookOutbox implements AppendHook {
    */
   async prepare(trx: Db, events: SerializedEvent[]): Promise<AfterAppend> {
     const view = this.dialect === 'postgres' ? this.settings.webhookView() : null;
-    const inStatement = view?.fingerprint ? this.deliveriesInAppend(view, events) : undefined;
-    return { inStatement, written: (stored, viewHeld) => (viewHeld ? Promise.resolve() : this.fromStoredRow(trx, stored)) };
-  }
-
-  /**
-   * PostgreSQL: the deliveries `view` asks for, inserted by the append's statement if the view is of
-   * the stored row, locked once the append lock is taken: the statement's snapshot is from before its
-   * wait for the lock, and only a row lock reads the version a save committed during it. A save then
-   * waits for the append that holds the row, which commits in its turn.
-   */
-  private deliveriesInAppend(view: WebhookView, events: SerializedEvent[]): AppendStatementPart {
+    if (!view?.fingerprint) return { written: (stored) => this.fromStoredRow(trx, stored) };
     const positions = events.flatMap((event, index) => (isDelivered(view, event) ? [index + 1] : []));
-    if (positions.length) this.enqueued = true;
-    const at = now();
     return {
-      ctes: sql`
-        view_held as (
-          select ${isStoredSetting(view.key, view.fingerprint, sql<boolean>`exists (select from turn)`)} as held),
-        view_deliveries as (
-          insert into webhook_deliveries (webhook_id, event_seq, event_type, url, payload, attempt, state, due_at, created_at)
-          select delivery.id, appended.seq, appended.event_type, ${view.url}, appended.payload, 1, 'pending', ${at}, ${at}
-          from unnest(${positions.map(() => newWebhookId())}::text[], ${positions}::bigint[]) as delivery(id, position)
-            join appended using (position)
-          where (select held from view_held))`,
-      answer: sql<boolean>`(select held from view_held)`,
+      inStatement: deliveriesInAppend(view, positions),
+      written: async (stored, viewHeld) => {
+        if (!viewHeld) return this.fromStoredRow(trx, stored);
+        // Set only now: another append's publish while this one waited for its turn takes the flag.
+        if (positions.length) this.enqueued = true;
+      },
     };
   }
 
@@ -101,27 +85,26 @@ export class WebhookOutbox implements AppendHook {
     const subscribed = events.filter((event) => isDelivered(webhook, event));
     if (subscribed.length === 0) return;
     const at = now();
-    this.enqueued = true;
     if (this.dialect === 'postgres') {
-      await sql`
-        insert into webhook_deliveries (webhook_id, event_seq, event_type, url, payload, attempt, state, due_at, created_at)
-        select id, seq, type, ${webhook.url}, payload, 1, 'pending', ${at}, ${at}
-        from unnest(${subscribed.map(() => newWebhookId())}::text[], ${subscribed.map((event) => event.seq)}::bigint[],
-          ${subscribed.map((event) => event.payload.event_type)}::text[], ${subscribed.map((event) => event.json)}::text[]) as pending(id, seq, type, payload)`.execute(
-        trx,
-      );
-      return;
-    }
-    for (const event of subscribed) {
-      await this.insertPending.execute(trx, {
-        webhookId: newWebhookId(),
-        seq: event.seq,
-        type: event.payload.event_type,
-        url: webhook.url,
-        payload: event.json,
+      await firstAttempts(
+        webhook.url,
         at,
-      });
+        sql`unnest(${subscribed.map(() => newWebhookId())}::text[], ${subscribed.map((event) => event.seq)}::bigint[],
+          ${subscribed.map((event) => event.payload.event_type)}::text[], ${subscribed.map((event) => event.json)}::text[]) as pending(id, seq, type, payload)`,
+      ).execute(trx);
+    } else {
+      for (const event of subscribed) {
+        await this.insertPending.execute(trx, {
+          webhookId: newWebhookId(),
+          seq: event.seq,
+          type: event.payload.event_type,
+          url: webhook.url,
+          payload: event.json,
+          at,
+        });
+      }
     }
+    this.enqueued = true;
   }
 
   /** Whether this process added deliveries since the last call: its dispatcher then wakes at once instead of at the next poll. */
@@ -131,6 +114,33 @@ export class WebhookOutbox implements AppendHook {
     return enqueued;
   }
 }
+
+/**
+ * PostgreSQL: the deliveries `view` asks for (the appended events at `positions`), inserted by the append's statement if the view is of
+ * the stored row, locked once the append lock is taken: the statement's snapshot is from before its
+ * wait for the lock, and only a row lock reads the version a save committed during it. A save then
+ * waits for the append that holds the row, which commits in its turn.
+ */
+function deliveriesInAppend(view: WebhookView, positions: number[]): AppendStatementPart {
+  return {
+    ctes: sql`
+      view_held as (
+        select ${isStoredSetting(view.key, view.fingerprint, sql<boolean>`exists (select from turn)`)} as held),
+      view_deliveries as (${firstAttempts(
+        view.url,
+        now(),
+        sql`(select delivery.id, appended.seq, appended.event_type as type, appended.payload
+          from unnest(${positions.map(() => newWebhookId())}::text[], ${positions}::bigint[]) as delivery(id, position) join appended using (position)
+          where (select held from view_held)) as pending`,
+      )})`,
+    answer: sql<boolean>`(select held from view_held)`,
+  };
+}
+
+/** PostgreSQL: the first attempts to `url` of `pending`'s rows (id, seq, type, payload). */
+const firstAttempts = (url: string, at: string, pending: RawBuilder<unknown>): RawBuilder<unknown> => sql`
+  insert into webhook_deliveries (webhook_id, event_seq, event_type, url, payload, attempt, state, due_at, created_at)
+  select id, seq, type, ${url}, payload, 1, 'pending', ${at}, ${at} from ${pending}`;
 
 /** Whether `event` is due a delivery under `webhook`. */
 const isDelivered = (webhook: WebhookTarget, event: SerializedEvent): boolean =>
