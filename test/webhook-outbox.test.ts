@@ -130,49 +130,36 @@ for (const dialect of DIALECTS) {
   });
 }
 
-describe('webhook outbox: the target is read in the append lock (postgres)', () => {
-  it('an event that waited for its turn while the webhook was enabled, committed after, gets its delivery', async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
-    const locker = new pg.Client({ connectionString: app.config.databaseUrl! });
-    try {
-      await locker.connect();
-      // Another append holds the append lock (a slow commit ahead of this one).
-      await locker.query('begin');
-      await locker.query('select pg_advisory_xact_lock($1)', [EVENT_APPEND_LOCK]);
-      const event = app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { n: 1 } });
-      await lockWaiter(app, 'the append to wait for its turn');
-      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: 'http://127.0.0.1:9/hook' } })).status, 200);
-      await locker.query('commit');
-      assert.equal((await event).status, 202);
-      assert.equal((await deliveries(app)).length, 1, 'the event committed after the save that enabled the webhook, without its delivery');
-    } finally {
-      await locker.end().catch(() => {});
-      await app.cleanup();
-    }
-  });
-});
-
-describe("webhook outbox: this instance's view of the target is checked against the row after the append's turn (postgres)", () => {
-  it('an event that waited for its turn while the webhook was enabled, with a stored row the view was read from, gets its delivery', async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { start: true });
-    const locker = new pg.Client({ connectionString: app.config.databaseUrl! });
-    try {
-      // A stored row the instance's view is of: the append checks that view, in its own statement.
-      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: false, url: 'http://127.0.0.1:9/hook' } })).status, 200);
-      await locker.connect();
-      await locker.query('begin');
-      await locker.query('select pg_advisory_xact_lock($1)', [EVENT_APPEND_LOCK]);
-      const event = app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { n: 1 } });
-      await lockWaiter(app, 'the append to wait for its turn');
-      assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true } })).status, 200);
-      await locker.query('commit');
-      assert.equal((await event).status, 202);
-      assert.equal((await deliveries(app)).length, 1, 'the append checked the view against the row as it was before its wait');
-    } finally {
-      await locker.end().catch(() => {});
-      await app.cleanup();
-    }
-  });
+describe('webhook outbox: an event that waited for its turn while the webhook was enabled, committed after, gets its delivery (postgres)', () => {
+  const url = 'http://127.0.0.1:9/hook';
+  const cases = [
+    // Not started: no view of the settings, so the append reads the row under the append lock.
+    { name: 'the row read under the lock', start: false, before: null },
+    // A stored row the instance's view is of: the append's own statement checks it, locking the row after the lock.
+    { name: "this instance's view checked in the append's statement", start: true, before: { enabled: false, url } },
+  ];
+  for (const { name, start, before } of cases) {
+    it(name, async () => {
+      const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { start });
+      const locker = new pg.Client({ connectionString: app.config.databaseUrl! });
+      try {
+        if (before) assert.equal((await app.api('POST', '/api/settings/integration', { webhook: before })).status, 200);
+        await locker.connect();
+        // Another append holds the append lock (a slow commit ahead of this one).
+        await locker.query('begin');
+        await locker.query('select pg_advisory_xact_lock($1)', [EVENT_APPEND_LOCK]);
+        const event = app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { n: 1 } });
+        await lockWaiter(app, 'the append to wait for its turn');
+        assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url } })).status, 200);
+        await locker.query('commit');
+        assert.equal((await event).status, 202);
+        assert.equal((await deliveries(app)).length, 1, 'the event committed after the save that enabled the webhook, without its delivery');
+      } finally {
+        await locker.end().catch(() => {});
+        await app.cleanup();
+      }
+    });
+  }
 });
 
 describe("webhook outbox: this instance's view of the target holds only while the row is the one it read (postgres)", () => {
