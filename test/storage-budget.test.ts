@@ -17,6 +17,7 @@ import { budgetLevels, StorageBudget, WriterShares } from '../src/storage-budget
 import { FINISHED_DELIVERY_LOGS } from '../src/webhook/index.js';
 import { createPgDatabase, DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';
+import { startPostgres } from './helpers/services.js';
 
 const MB = 2 ** 20;
 const BUDGET_MB = 1;
@@ -662,6 +663,30 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
     } finally {
       await writer.end().catch(() => {});
       await app.cleanup();
+    }
+  });
+
+  it('a prepared transaction (two-phase commit, no session) that began before the delete holds the give-back', async () => {
+    const cluster = await startPostgres(['max_prepared_transactions=2']);
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0', DATABASE_URL: cluster.url });
+    const writer = new pg.Client({ connectionString: cluster.url });
+    try {
+      await app.database.db.insertInto('events').values(oldEvents(300, 2000)).execute();
+      const budget = new StorageBudget(app.database, (await storageBytes(app.database)) / 0.9, logs);
+      await writer.connect();
+      await writer.query('begin');
+      await writer.query(`insert into events (event_type, timestamp, payload) values ('anomaly.detected', $1, '{}')`, [hoursAgo(0)]);
+      await writer.query(`prepare transaction 'held'`);
+      await writer.end();
+      assert.ok((await budget.keep()) > 0, 'the pass deletes');
+      await budget.keep();
+      assert.ok(budget.used > (await storageBytes(app.database)), 'counted as given back while the VACUUM could free nothing');
+      await sql`commit prepared 'held'`.execute(app.database.db);
+      await givenBackAtNextPass(budget, app.database);
+    } finally {
+      await writer.end().catch(() => {});
+      await app.cleanup();
+      await cluster.destroy();
     }
   });
 

@@ -130,7 +130,7 @@ export async function reclaim(database: Database, logs: LogTable[], marks: reado
   const tables = [...new Set(logs.map((log) => log.table))];
   // Any session's oldest snapshot (one that began before the delete may not hold an xid yet) or
   // transaction id (a transaction idle between statements holds no snapshot, and still holds back
-  // every VACUUM), except a running VACUUM's of another table: PostgreSQL lets no vacuum's snapshot
+  // every VACUUM) or prepared transaction's (it has no session), except a running VACUUM's of another table: PostgreSQL lets no vacuum's snapshot
   // hold back what another may free. A VACUUM of a log itself (autovacuum, another instance's keeper)
   // that began before the delete counts: SKIP_LOCKED below skips that log, and it cannot free those
   // rows either.
@@ -140,7 +140,8 @@ export async function reclaim(database: Database, logs: LogTable[], marks: reado
       and pid not in (select pid from pg_stat_progress_vacuum where relid not in (
         select oid from pg_class where oid = any(${tables}::regclass[])
         union select reltoastrelid from pg_class where oid = any(${tables}::regclass[])))
-      and (age(backend_xmin) > age(xid(mark)) or age(backend_xid) > age(xid(mark))))`.execute(database.db);
+      and (age(backend_xmin) > age(xid(mark)) or age(backend_xid) > age(xid(mark))))
+    and not exists (select 1 from pg_prepared_xacts where database = current_database() and age(transaction) > age(xid(mark)))`.execute(database.db);
   const clear = rows[0]?.clear;
   if (clear == null) return null;
   await sql`vacuum (skip_locked) ${sql.join(tables.map((table) => sql.table(table)))}`.execute(database.db);

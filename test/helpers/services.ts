@@ -33,8 +33,8 @@ const PG_BIN = (() => {
   }
 })();
 
-/** A private PostgreSQL cluster (run as the postgres user) the test can stop and restart. */
-export async function startPostgres() {
+/** A private PostgreSQL cluster (run as the postgres user) the test can stop and restart; `settings`: more `-c` settings. */
+export async function startPostgres(settings: string[] = []) {
   const dir = mkdtempSync(path.join(tmpdir(), 'mothership-pg-'));
   chmodSync(dir, 0o777);
   const data = path.join(dir, 'data');
@@ -42,7 +42,9 @@ export async function startPostgres() {
   const asPostgres = (command: string) => execFileSync('su', ['postgres', '-s', '/bin/sh', '-c', command], { stdio: 'pipe' });
   asPostgres(`${PG_BIN}/initdb -D ${data} -A trust -U postgres >/dev/null`);
   const pgctl = (action: string) =>
-    asPostgres(`${PG_BIN}/pg_ctl -D ${data} -o "-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off" -l ${dir}/log -w ${action} >/dev/null`);
+    asPostgres(
+      `${PG_BIN}/pg_ctl -D ${data} -o "-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off${settings.map((setting) => ` -c ${setting}`).join('')}" -l ${dir}/log -w ${action} >/dev/null`,
+    );
   pgctl('start');
   await waitForPort(port, true);
   // The server's process id is the first line of postmaster.pid; its backends are its children.
