@@ -130,8 +130,8 @@ export async function reclaim(database: Database, logs: LogTable[], marks: reado
   const tables = [...new Set(logs.map((log) => log.table))];
   // Any session's oldest snapshot (one that began before the delete may not hold an xid yet) or
   // transaction id (a transaction idle between statements holds no snapshot, and still holds back
-  // every VACUUM) or prepared transaction's (it has no session), except a running VACUUM's of another table: PostgreSQL lets no vacuum's snapshot
-  // hold back what another may free. A VACUUM of a log itself (autovacuum, another instance's keeper)
+  // every VACUUM), or a prepared transaction's (it has no session), except a running VACUUM's of
+  // another table: PostgreSQL lets no vacuum's snapshot hold back what another may free. A VACUUM of a log itself (autovacuum, another instance's keeper)
   // that began before the delete counts: SKIP_LOCKED below skips that log, and it cannot free those
   // rows either.
   const { rows } = await sql<{ clear: string | null }>`

@@ -227,7 +227,7 @@ async function appendInTurn(trx: Db, events: SerializedEvent[], parts: AppendSta
         insert into events (event_type, "timestamp", payload)
         select type, at, payload
         from turn, unnest(${events.map((event) => event.payload.event_type)}::text[], ${events.map((event) => event.payload.timestamp)}::text[], ${events.map((event) => event.json)}::text[])
-            with ordinality as appended(type, at, payload, position)
+            with ordinality as batch(type, at, payload, position)
         order by position
         returning seq, event_type, payload),
       -- Numbers are drawn in the order of the rows inserted, which is \`position\`'s.

@@ -30,7 +30,7 @@ export type WebhookView = WebhookTarget & { key: string; fingerprint: string };
  * started) within WATCH_MS of a save by another instance on the same database.
  */
 export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
-  /** What this process's integrations were last told, and the row's time and fingerprint (`settingFingerprint`) then. */
+  /** What this process's integrations were last told, and the fingerprint (`settingFingerprint`) of the row it was read from. */
   private applied: { settings: IntegrationSettings; fingerprint: string } | null = null;
   private stopWatch: (() => void) | null = null;
   private checking: Promise<void> | null = null;
