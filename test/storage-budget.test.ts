@@ -645,50 +645,39 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
     }
   });
 
-  it('a writer idle in its transaction (an xid, no snapshot between statements) that began before the delete holds the give-back', async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
-    const writer = new pg.Client({ connectionString: app.config.databaseUrl! });
-    try {
-      await app.database.db.insertInto('events').values(oldEvents(300, 2000)).execute();
-      const budget = new StorageBudget(app.database, (await storageBytes(app.database)) / 0.9, logs);
-      await writer.connect();
-      // An append between two statements (or a psql session left open after an insert).
-      await writer.query('begin');
-      await writer.query(`insert into events (event_type, timestamp, payload) values ('anomaly.detected', $1, '{}')`, [hoursAgo(0)]);
-      assert.ok((await budget.keep()) > 0, 'the pass deletes');
-      await budget.keep();
-      assert.ok(budget.used > (await storageBytes(app.database)), 'counted as given back while the VACUUM could free nothing');
-      await writer.query('commit');
-      await givenBackAtNextPass(budget, app.database);
-    } finally {
-      await writer.end().catch(() => {});
-      await app.cleanup();
-    }
-  });
-
-  it('a prepared transaction (two-phase commit, no session) that began before the delete holds the give-back', async () => {
-    const cluster = await startPostgres(['max_prepared_transactions=2']);
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0', DATABASE_URL: cluster.url });
-    const writer = new pg.Client({ connectionString: cluster.url });
-    try {
-      await app.database.db.insertInto('events').values(oldEvents(300, 2000)).execute();
-      const budget = new StorageBudget(app.database, (await storageBytes(app.database)) / 0.9, logs);
-      await writer.connect();
-      await writer.query('begin');
-      await writer.query(`insert into events (event_type, timestamp, payload) values ('anomaly.detected', $1, '{}')`, [hoursAgo(0)]);
-      await writer.query(`prepare transaction 'held'`);
-      await writer.end();
-      assert.ok((await budget.keep()) > 0, 'the pass deletes');
-      await budget.keep();
-      assert.ok(budget.used > (await storageBytes(app.database)), 'counted as given back while the VACUUM could free nothing');
-      await sql`commit prepared 'held'`.execute(app.database.db);
-      await givenBackAtNextPass(budget, app.database);
-    } finally {
-      await writer.end().catch(() => {});
-      await app.cleanup();
-      await cluster.destroy();
-    }
-  });
+  const heldWriters = [
+    // An append between two statements (or a psql session left open after an insert).
+    { name: 'a writer idle in its transaction (an xid, no snapshot between statements)', prepared: false },
+    // Two-phase commit: it outlives its session, so no session shows it.
+    { name: 'a prepared transaction (two-phase commit, no session)', prepared: true },
+  ];
+  for (const { name, prepared } of heldWriters) {
+    it(`${name} that began before the delete holds the give-back`, async () => {
+      const cluster = prepared ? await startPostgres(['max_prepared_transactions=2']) : null;
+      const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0', ...(cluster ? { DATABASE_URL: cluster.url } : {}) });
+      const writer = new pg.Client({ connectionString: app.config.databaseUrl! });
+      try {
+        await app.database.db.insertInto('events').values(oldEvents(300, 2000)).execute();
+        const budget = new StorageBudget(app.database, (await storageBytes(app.database)) / 0.9, logs);
+        await writer.connect();
+        await writer.query('begin');
+        await writer.query(`insert into events (event_type, timestamp, payload) values ('anomaly.detected', $1, '{}')`, [hoursAgo(0)]);
+        if (prepared) {
+          await writer.query(`prepare transaction 'held'`);
+          await writer.end();
+        }
+        assert.ok((await budget.keep()) > 0, 'the pass deletes');
+        await budget.keep();
+        assert.ok(budget.used > (await storageBytes(app.database)), 'counted as given back while the VACUUM could free nothing');
+        await (prepared ? sql`commit prepared 'held'`.execute(app.database.db) : writer.query('commit'));
+        await givenBackAtNextPass(budget, app.database);
+      } finally {
+        await writer.end().catch(() => {});
+        await app.cleanup();
+        await cluster?.destroy();
+      }
+    });
+  }
 
   it("gives back each pass's deletions on their own: a transaction that began between two passes holds only the later one's", async () => {
     const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
