@@ -1,20 +1,43 @@
+import { statSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
-import type { CheckpointFailure } from './checkpointer.js';
+import type { CheckpointFailure, CheckpointerOptions } from './checkpointer.js';
 
 /**
  * The checkpointer's thread (checkpointer.ts): a connection of its own, a passive checkpoint per tick
- * after another connection committed.
+ * after another connection committed, and the WAL file cut back once the writes pause.
  * It writes each checkpoint's duration into `lastSeconds` (shared memory: no message per tick) and
  * posts each failure to the main thread, which logs and counts it.
  */
-const { file, intervalMs, idleIntervalMs, lastSeconds } = workerData as { file: string; intervalMs: number; idleIntervalMs: number; lastSeconds: Float64Array };
+const { file, intervalMs, idleIntervalMs, restBytes, lastSeconds } = workerData as CheckpointerOptions & { file: string; lastSeconds: Float64Array };
 const database = new BetterSqlite3(file);
 database.pragma('busy_timeout = 1000');
 
 /** Moves when another connection commits: a checkpoint only when there may be pages to copy. */
 let dataVersion = -1;
+/** Whether commits since the WAL was last cut back may have left it larger than `restBytes`. */
+let grown = true;
+/** Ticks in a row that found no commit: the second is a second without writes. */
+let quietTicks = 0;
 let timer: NodeJS.Timeout;
+
+/**
+ * A second without writes: the WAL is copied, started over and its file truncated (a TRUNCATE
+ * checkpoint, which holds a writer back for its few milliseconds). The writer's own connection never
+ * truncates: under sustained writes that blocked its event loop each time the WAL started over.
+ */
+function cutBack(): void {
+  let size = 0;
+  try {
+    size = statSync(`${file}-wal`).size;
+  } catch {
+    // No WAL file: nothing to cut.
+  }
+  if (size <= restBytes) return;
+  const [result] = database.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[];
+  // A reader still on the WAL: the next quiet tick tries again.
+  grown = result?.busy !== 0;
+}
 
 function tick(): void {
   let wrote = false;
@@ -23,9 +46,14 @@ function tick(): void {
     const version = database.pragma('data_version', { simple: true }) as number;
     wrote = version !== dataVersion;
     dataVersion = version;
+    quietTicks = wrote ? 0 : quietTicks + 1;
     if (wrote) {
       database.pragma('wal_checkpoint(PASSIVE)');
       lastSeconds[0] = (performance.now() - started) / 1000;
+      grown = true;
+    } else if (grown && quietTicks >= 2) {
+      grown = false;
+      cutBack();
     }
   } catch (error) {
     // The next tick tries again, and the writer's own WAL limit is the backstop.

@@ -11,6 +11,14 @@ export interface CheckpointFailure {
   code?: string;
 }
 
+/** What the thread is started with. */
+export interface CheckpointerOptions {
+  intervalMs: number;
+  idleIntervalMs: number;
+  /** The WAL file's size at rest: a larger one is cut back once the writes pause. */
+  restBytes: number;
+}
+
 export interface Checkpointer {
   /** Failed checkpoints since the start (a thread that died counts as one), and the last one's duration. */
   stats(): { failures: number; lastSeconds: number };
@@ -26,13 +34,14 @@ export interface Checkpointer {
  * crossed the WAL size limit. A passive checkpoint never blocks the writer. Under sustained load
  * commits outrun any checkpoint, so the WAL still grows to the writer's own limit, whose checkpoint
  * then finds most pages already copied; the same limit takes over entirely should the thread fail.
+ * Once the writes pause, the thread also cuts the WAL file back to nothing when it is larger than
+ * `restBytes`, so a burst does not leave it at its high-water mark.
  * Failures are reported, not retried faster: each tick is a new attempt.
  */
-export function startCheckpointer(file: string): Checkpointer {
+export function startCheckpointer(file: string, restBytes: number): Checkpointer {
   const lastSeconds = new Float64Array(new SharedArrayBuffer(Float64Array.BYTES_PER_ELEMENT));
-  const worker = new Worker(new URL('./checkpointer-thread.js', import.meta.url), {
-    workerData: { file, intervalMs: INTERVAL_MS, idleIntervalMs: IDLE_INTERVAL_MS, lastSeconds },
-  });
+  const options: CheckpointerOptions = { intervalMs: INTERVAL_MS, idleIntervalMs: IDLE_INTERVAL_MS, restBytes };
+  const worker = new Worker(new URL('./checkpointer-thread.js', import.meta.url), { workerData: { file, ...options, lastSeconds } });
   worker.unref();
   let failures = 0;
   const listeners = new Set<(failure: CheckpointFailure) => void>();

@@ -17,25 +17,25 @@ export type Db = Kysely<Schema>;
 /** The writer checkpoints for itself only past this WAL size (about 40 MB at 4 KiB pages): see checkpointer.ts. */
 const WAL_BACKSTOP_PAGES = 10_000;
 /**
- * The WAL file is cut back to this once a checkpoint has emptied it: a burst otherwise leaves the
- * file at its largest for good.
+ * A WAL file larger than this is cut back once the writes pause (checkpointer.ts): a burst otherwise
+ * leaves the file at its largest for good.
  */
-export const WAL_SIZE_LIMIT_BYTES = 4 * 2 ** 20;
+export const WAL_REST_BYTES = 4 * 2 ** 20;
 /** The WAL's share of a storage budget, which sets it aside for the WAL file beside the database (db/usage.ts). */
 const WAL_SHARE_OF_BUDGET = 0.1;
 /** Below this the writer would checkpoint nearly every commit. */
 const WAL_MIN_PAGES = 16;
 
 /**
- * The WAL pages after which the writer checkpoints for itself, and the size the WAL file is cut back
- * to: with a storage budget, a tenth of it at most, so that the database and its WAL together stay
- * within the budget.
+ * The WAL pages after which the writer checkpoints for itself, and the WAL file's size at rest: with
+ * a storage budget, a tenth of it at most, so that the database and its WAL together stay within the
+ * budget.
  */
-export function walLimits(storageBudgetMb: number, pageSize: number): { autocheckpointPages: number; sizeLimitBytes: number } {
-  if (storageBudgetMb <= 0) return { autocheckpointPages: WAL_BACKSTOP_PAGES, sizeLimitBytes: WAL_SIZE_LIMIT_BYTES };
+export function walLimits(storageBudgetMb: number, pageSize: number): { autocheckpointPages: number; restBytes: number } {
+  if (storageBudgetMb <= 0) return { autocheckpointPages: WAL_BACKSTOP_PAGES, restBytes: WAL_REST_BYTES };
   const shareBytes = storageBudgetMb * 2 ** 20 * WAL_SHARE_OF_BUDGET;
   const autocheckpointPages = Math.max(WAL_MIN_PAGES, Math.min(WAL_BACKSTOP_PAGES, Math.floor(shareBytes / pageSize)));
-  return { autocheckpointPages, sizeLimitBytes: Math.min(WAL_SIZE_LIMIT_BYTES, autocheckpointPages * pageSize) };
+  return { autocheckpointPages, restBytes: Math.min(WAL_REST_BYTES, autocheckpointPages * pageSize) };
 }
 
 /** pg, loaded only for PostgreSQL: a SQLite start-up does not pay for importing it. */
@@ -123,8 +123,7 @@ export class Database {
     const pageSize = file.pragma('page_size', { simple: true }) as number;
     const wal = walLimits(options.storageBudgetMb ?? 0, pageSize);
     file.pragma(`wal_autocheckpoint = ${wal.autocheckpointPages}`);
-    file.pragma(`journal_size_limit = ${wal.sizeLimitBytes}`);
-    const checkpointer = startCheckpointer(filename);
+    const checkpointer = startCheckpointer(filename, wal.restBytes);
     const database = new Database(
       new Kysely<Schema>({ dialect: guardedDialect(new SqliteDialect({ database: file })) }),
       'sqlite',
