@@ -644,6 +644,13 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           end $$`.execute(db);
       },
     },
+    '028_deliveries_lane_index_dropped': {
+      // 016's (state, attempt, id) index: no query has read it since 024's due-time index took the
+      // lanes' claims, and every delivery's insert and state change wrote it.
+      async up(db: Kysely<any>) {
+        await db.schema.dropIndex('webhook_deliveries_lane').execute();
+      },
+    },
   };
 }
 

@@ -86,8 +86,7 @@ const RETRY_ATTEMPTS = Array.from({ length: MAX_WEBHOOK_ATTEMPTS - 1 }, (_, inde
 
 /**
  * A lane's due rows of one state, oldest due first, over the (state, attempt, due_at, id) index
- * (migration 024): the walk stops at the first row not due, however many retries wait behind it (the
- * (state, attempt, id) index walked every waiting retry on every poll).
+ * (migration 024): the walk stops at the first row not due, however many retries wait behind it.
  */
 export const dueDeliveries = (lane: LaneName) => (db: Db, param: Param<'state' | 'at'>) =>
   db
