@@ -415,15 +415,7 @@ describe('SQLite WAL size', () => {
       // A truncation on the writer's connection blocks the event loop for as long as the file system takes.
       const { rows } = await sql<{ journal_size_limit: number }>`pragma journal_size_limit`.execute(database.db);
       assert.equal(rows[0]!.journal_size_limit, -1);
-      const blob = 'x'.repeat(64 * 1024);
-      // About 12 MB of WAL, three times its size at rest.
-      for (let index = 0; index < 190; index++)
-        await database.transaction((trx) =>
-          trx
-            .insertInto('zones')
-            .values({ ...zone(`w${index}`), name: blob })
-            .execute(),
-        );
+      await burst(database);
       assert.ok(statSync(wal).size > 3 * WAL_REST_BYTES, `the burst wrote ${statSync(wal).size} bytes of WAL`);
       // No write after the burst: the checkpointer thread copies the WAL and cuts the file back on its own.
       await eventually(() => statSync(wal).size <= WAL_REST_BYTES, 10_000, 'the WAL cut back to its size at rest');
@@ -432,7 +424,44 @@ describe('SQLite WAL size', () => {
       await close();
     }
   });
+
+  it('a reader on the WAL holds back its cut-back, and the cut-back does not hold back a write', async () => {
+    const { database, dataDir, close } = await openDatabase('sqlite');
+    const wal = path.join(dataDir, 'mothership.db-wal');
+    const reader = new BetterSqlite3(path.join(dataDir, 'mothership.db'), { readonly: true });
+    try {
+      await burst(database);
+      reader.exec('begin');
+      reader.prepare('select count(*) from zones').get();
+      // The scenario, not a synchronisation: the writes pause for longer than the second after which
+      // the thread tries to cut the WAL back, which the reader's snapshot prevents. A thread waiting
+      // for the reader would hold the writer's lock meanwhile.
+      await new Promise((resolve) => setTimeout(resolve, 1600));
+      const started = performance.now();
+      await database.write((db) => db.updateTable('zones').set({ name: 'after the pause' }).where('id', '=', 'w0').execute());
+      const waited = performance.now() - started;
+      assert.ok(waited < 250, `the write waited ${waited.toFixed(0)} ms`);
+      assert.ok(statSync(wal).size > WAL_REST_BYTES, 'not cut back under the reader');
+      reader.exec('commit');
+      await eventually(() => statSync(wal).size <= WAL_REST_BYTES, 10_000, 'the WAL cut back once the reader left');
+    } finally {
+      reader.close();
+      await close();
+    }
+  });
 });
+
+/** About 12 MB of WAL, three times its size at rest. */
+async function burst(database: Database): Promise<void> {
+  const blob = 'x'.repeat(64 * 1024);
+  for (let index = 0; index < 190; index++)
+    await database.transaction((trx) =>
+      trx
+        .insertInto('zones')
+        .values({ ...zone(`w${index}`), name: blob })
+        .execute(),
+    );
+}
 
 describe('SQLite checkpoint failures', () => {
   /** The first failure a checkpointer on `file` reports, with its stats then. */

@@ -11,7 +11,9 @@ import type { CheckpointFailure, CheckpointerOptions } from './checkpointer.js';
  */
 const { file, intervalMs, idleIntervalMs, restBytes, lastSeconds } = workerData as CheckpointerOptions & { file: string; lastSeconds: Float64Array };
 const database = new BetterSqlite3(file);
-database.pragma('busy_timeout = 1000');
+/** How long a passive checkpoint waits for another checkpoint (the writer's own) to finish. */
+const BUSY_TIMEOUT_MS = 1000;
+database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
 
 /** Moves when another connection commits: a checkpoint only when there may be pages to copy. */
 let dataVersion = -1;
@@ -25,18 +27,26 @@ let timer: NodeJS.Timeout;
  * A second without writes: the WAL is copied, started over and its file truncated (a TRUNCATE
  * checkpoint, which holds a writer back for its few milliseconds). The writer's own connection never
  * truncates: under sustained writes that blocked its event loop each time the WAL started over.
+ * Returns whether the file is at rest.
  */
-function cutBack(): void {
+function cutBack(): boolean {
   let size = 0;
   try {
     size = statSync(`${file}-wal`).size;
   } catch {
     // No WAL file: nothing to cut.
   }
-  if (size <= restBytes) return;
-  const [result] = database.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[];
-  // A reader still on the WAL: the next quiet tick tries again.
-  grown = result?.busy !== 0;
+  if (size <= restBytes) return true;
+  // Without waiting: the checkpoint holds the writer's lock while it waits for a reader to leave the
+  // WAL, so a write arriving then would wait as long. A writer or a reader in the way: the next quiet
+  // tick tries again.
+  database.pragma('busy_timeout = 0');
+  try {
+    const [result] = database.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[];
+    return result?.busy === 0;
+  } finally {
+    database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  }
 }
 
 function tick(): void {
@@ -52,8 +62,7 @@ function tick(): void {
       lastSeconds[0] = (performance.now() - started) / 1000;
       grown = true;
     } else if (grown && quietTicks >= 2) {
-      grown = false;
-      cutBack();
+      grown = !cutBack();
     }
   } catch (error) {
     // The next tick tries again, and the writer's own WAL limit is the backstop.
