@@ -440,7 +440,7 @@ describe('SQLite WAL size', () => {
       const started = performance.now();
       await database.write((db) => db.updateTable('zones').set({ name: 'after the pause' }).where('id', '=', 'w0').execute());
       const waited = performance.now() - started;
-      assert.ok(waited < 250, `the write waited ${waited.toFixed(0)} ms`);
+      assert.ok(waited < 400, `the write waited ${waited.toFixed(0)} ms`);
       assert.ok(statSync(wal).size > WAL_REST_BYTES, 'not cut back under the reader');
       reader.exec('commit');
       await eventually(() => statSync(wal).size <= WAL_REST_BYTES, 10_000, 'the WAL cut back once the reader left');
