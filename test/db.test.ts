@@ -23,10 +23,10 @@ import { createPgDatabase, DIALECTS, eventually, PG_ADMIN_URL, startTestApp } fr
 
 const zone = (id: string) => ({ id, name: id, created_at: '2026-11-22T00:00:00.000Z' });
 
-async function openDatabase(dialect: string): Promise<{ database: Database; dataDir: string; close: () => Promise<void> }> {
+async function openDatabase(dialect: string, storageBudgetMb?: number): Promise<{ database: Database; dataDir: string; close: () => Promise<void> }> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-db-'));
   const pgDatabase = dialect === 'postgres' ? await createPgDatabase() : null;
-  const database = await Database.open({ databaseUrl: pgDatabase?.url ?? null, dataDir });
+  const database = await Database.open({ databaseUrl: pgDatabase?.url ?? null, dataDir, storageBudgetMb });
   return {
     database,
     dataDir,
@@ -408,13 +408,15 @@ describe('SQLite checkpoints', () => {
 });
 
 describe('SQLite WAL size', () => {
-  it('is cut back by the checkpointer once the writes pause, never by the writer', async () => {
+  it('is cut back to its size at rest by the checkpointer once the writes pause', async () => {
     const { database, dataDir, close } = await openDatabase('sqlite');
     const wal = path.join(dataDir, 'mothership.db-wal');
     try {
-      // A truncation on the writer's connection blocks the event loop for as long as the file system takes.
-      const { rows } = await sql<{ journal_size_limit: number }>`pragma journal_size_limit`.execute(database.db);
-      assert.equal(rows[0]!.journal_size_limit, -1);
+      // The writer's own cut (when the WAL starts over) goes no lower than the WAL's limit: a cut to the
+      // size at rest there, each time under sustained writes, blocked the event loop for as long as the
+      // file system took.
+      const pragma = async (name: string) => Number(Object.values((await sql.raw(`pragma ${name}`).execute(database.db)).rows[0] as object)[0]);
+      assert.ok((await pragma('journal_size_limit')) >= (await pragma('wal_autocheckpoint')) * (await pragma('page_size')));
       await burst(database);
       assert.ok(statSync(wal).size > 3 * WAL_REST_BYTES, `the burst wrote ${statSync(wal).size} bytes of WAL`);
       // No write after the burst: the checkpointer thread copies the WAL and cuts the file back on its own.
@@ -444,6 +446,40 @@ describe('SQLite WAL size', () => {
       assert.ok(statSync(wal).size > WAL_REST_BYTES, 'not cut back under the reader');
       reader.exec('commit');
       await eventually(() => statSync(wal).size <= WAL_REST_BYTES, 10_000, 'the WAL cut back once the reader left');
+    } finally {
+      reader.close();
+      await close();
+    }
+  });
+
+  it('grown past its limit under a reader, is cut back to its limit by a trickle of writes', async () => {
+    // A budget of 20 MB: the WAL's limit is a tenth of it, with its frames' headers.
+    const { database, dataDir, close } = await openDatabase('sqlite', 20);
+    const wal = path.join(dataDir, 'mothership.db-wal');
+    const limit = 2 * 2 ** 20 * 1.01;
+    const reader = new BetterSqlite3(path.join(dataDir, 'mothership.db'), { readonly: true });
+    try {
+      reader.exec('begin');
+      reader.prepare('select count(*) from zones').get();
+      await burst(database);
+      assert.ok(statSync(wal).size > 3 * limit, `the reader held ${statSync(wal).size} bytes of WAL`);
+      reader.exec('commit');
+      // Never a second without a commit, so the checkpointer's cut-back at rest never comes.
+      let written = 0;
+      await eventually(
+        async () => {
+          await database.write((db) =>
+            db
+              .updateTable('zones')
+              .set({ name: String(written++) })
+              .where('id', '=', 'w0')
+              .execute(),
+          );
+          return statSync(wal).size <= limit;
+        },
+        10_000,
+        'the WAL cut back to its limit',
+      );
     } finally {
       reader.close();
       await close();

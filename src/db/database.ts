@@ -23,19 +23,23 @@ const WAL_BACKSTOP_PAGES = 10_000;
 export const WAL_REST_BYTES = 4 * 2 ** 20;
 /** The WAL's share of a storage budget, which sets it aside for the WAL file beside the database (db/usage.ts). */
 const WAL_SHARE_OF_BUDGET = 0.1;
+/** SQLite's WAL file format: a header, then a frame per page written, each with a header of its own. */
+const WAL_HEADER_BYTES = 32;
+const WAL_FRAME_HEADER_BYTES = 24;
 /** Below this the writer would checkpoint nearly every commit. */
 const WAL_MIN_PAGES = 16;
 
 /**
- * The WAL pages after which the writer checkpoints for itself, and the WAL file's size at rest: with
- * a storage budget, a tenth of it at most, so that the database and its WAL together stay within the
- * budget.
+ * The WAL pages after which the writer checkpoints for itself, the WAL file's size at that limit, and
+ * its size at rest: with a storage budget, a tenth of it at most, so that the database and its WAL
+ * together stay within the budget.
  */
-export function walLimits(storageBudgetMb: number, pageSize: number): { autocheckpointPages: number; restBytes: number } {
-  if (storageBudgetMb <= 0) return { autocheckpointPages: WAL_BACKSTOP_PAGES, restBytes: WAL_REST_BYTES };
+export function walLimits(storageBudgetMb: number, pageSize: number): { autocheckpointPages: number; limitBytes: number; restBytes: number } {
   const shareBytes = storageBudgetMb * 2 ** 20 * WAL_SHARE_OF_BUDGET;
-  const autocheckpointPages = Math.max(WAL_MIN_PAGES, Math.min(WAL_BACKSTOP_PAGES, Math.floor(shareBytes / pageSize)));
-  return { autocheckpointPages, restBytes: Math.min(WAL_REST_BYTES, autocheckpointPages * pageSize) };
+  const autocheckpointPages =
+    storageBudgetMb <= 0 ? WAL_BACKSTOP_PAGES : Math.max(WAL_MIN_PAGES, Math.min(WAL_BACKSTOP_PAGES, Math.floor(shareBytes / pageSize)));
+  const limitBytes = WAL_HEADER_BYTES + autocheckpointPages * (WAL_FRAME_HEADER_BYTES + pageSize);
+  return { autocheckpointPages, limitBytes, restBytes: Math.min(WAL_REST_BYTES, limitBytes) };
 }
 
 /** pg, loaded only for PostgreSQL: a SQLite start-up does not pay for importing it. */
@@ -123,13 +127,18 @@ export class Database {
     const pageSize = file.pragma('page_size', { simple: true }) as number;
     const wal = walLimits(options.storageBudgetMb ?? 0, pageSize);
     file.pragma(`wal_autocheckpoint = ${wal.autocheckpointPages}`);
+    // When the WAL starts over, the writer cuts the file back to its limit: only what a reader kept
+    // it from starting over made it grow beyond (under sustained writes, the cut at the limit is one
+    // commit's pages; cutting it to its size at rest there blocked the event loop each time). The
+    // checkpointer thread takes it to nothing at rest.
+    file.pragma(`journal_size_limit = ${wal.limitBytes}`);
     const checkpointer = startCheckpointer(filename, wal.restBytes);
     const database = new Database(
       new Kysely<Schema>({ dialect: guardedDialect(new SqliteDialect({ database: file })) }),
       'sqlite',
       { file },
       checkpointer,
-      options.storageBudgetMb ? wal.autocheckpointPages * pageSize : 0,
+      options.storageBudgetMb ? wal.limitBytes : 0,
     );
     await database.migrate();
     return database;
