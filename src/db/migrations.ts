@@ -645,8 +645,9 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
       },
     },
     '028_deliveries_lane_index_dropped': {
-      // 016's (state, attempt, id) index: no query has read it since 024's due-time index took the
-      // lanes' claims, and every delivery's insert and state change wrote it.
+      // 016's (state, attempt, id) index: no query needs it since 024's due-time index took the lanes'
+      // claims (SQLite still chose it for the pending counts and some updates, which other indexes
+      // serve as well), and every delivery's insert and state change wrote it.
       async up(db: Kysely<any>) {
         await db.schema.dropIndex('webhook_deliveries_lane').execute();
       },
