@@ -25,8 +25,9 @@ let timer: NodeJS.Timeout;
 
 /**
  * A second without writes: the WAL is copied, started over and its file truncated (a TRUNCATE
- * checkpoint, which holds a writer back for its few milliseconds). The writer's own connection never
- * truncates: under sustained writes that blocked its event loop each time the WAL started over.
+ * checkpoint, which holds a writer back while it copies what is left to copy). The writer's own
+ * connection cuts the file only to the WAL's limit (database.ts): a cut to the size at rest there
+ * blocked its event loop each time the WAL started over under sustained writes.
  * Returns whether the file is at rest.
  */
 function cutBack(): boolean {
