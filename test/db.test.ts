@@ -9,7 +9,7 @@ import pg from 'pg';
 import { migrations } from '../src/db/migrations.js';
 import { runAt } from '../src/baselines/schema.js';
 import { Database } from '../src/db/index.js';
-import { WAL_REST_BYTES } from '../src/db/database.js';
+import { WAL_REST_BYTES, walLimits } from '../src/db/database.js';
 import { startCheckpointer, type CheckpointFailure } from '../src/db/checkpointer.js';
 import { GroupCommit } from '../src/db/group-commit.js';
 import { prepare } from '../src/db/prepared.js';
@@ -453,10 +453,9 @@ describe('SQLite WAL size', () => {
   });
 
   it('grown past its limit under a reader, is cut back to its limit by a trickle of writes', async () => {
-    // A budget of 20 MB: the WAL's limit is a tenth of it, with its frames' headers.
     const { database, dataDir, close } = await openDatabase('sqlite', 20);
     const wal = path.join(dataDir, 'mothership.db-wal');
-    const limit = 2 * 2 ** 20 * 1.01;
+    const limit = walLimits(20, 4096).limitBytes;
     const reader = new BetterSqlite3(path.join(dataDir, 'mothership.db'), { readonly: true });
     try {
       reader.exec('begin');
