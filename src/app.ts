@@ -52,8 +52,11 @@ export interface App {
 
 /** How often the away-delay sweeper looks for persons due to become `not_home`. */
 const sweepIntervalMs = (awayDelayMs: number) => Math.max(50, Math.min(1000, Math.floor(awayDelayMs / 4) || 50));
-/** How often the node sweeper looks for silent nodes: node.offline comes at most a tenth of the timeout late (3 s with the default 30 s), at most 5 s late. */
-const nodeSweepIntervalMs = (nodeTimeoutMs: number) => Math.max(50, Math.min(5000, Math.floor(nodeTimeoutMs / 10)));
+/**
+ * How often the node sweeper looks for silent nodes: node.offline comes at most a tenth of the timeout
+ * late, at most a second: on the ticks the other sweeps share, so an idle service wakes for none of its own.
+ */
+const nodeSweepIntervalMs = (nodeTimeoutMs: number) => Math.max(50, Math.min(1000, Math.floor(nodeTimeoutMs / 10)));
 
 const REDIS_STARTUP_WAIT_MS = 5000;
 
