@@ -10,7 +10,7 @@ import { migrations } from '../src/db/migrations.js';
 import { runAt } from '../src/baselines/schema.js';
 import { Database } from '../src/db/index.js';
 import { WAL_REST_BYTES, walLimits } from '../src/db/database.js';
-import { startCheckpointer, type CheckpointFailure } from '../src/db/checkpointer.js';
+import { IDLE_INTERVAL_MS, startCheckpointer, type CheckpointFailure } from '../src/db/checkpointer.js';
 import { GroupCommit } from '../src/db/group-commit.js';
 import { prepare } from '../src/db/prepared.js';
 import { WaitEstimate } from '../src/enrichment/estimate.js';
@@ -420,7 +420,7 @@ describe('SQLite WAL size', () => {
       await burst(database);
       assert.ok(statSync(wal).size > 3 * WAL_REST_BYTES, `the burst wrote ${statSync(wal).size} bytes of WAL`);
       // No write after the burst: the checkpointer thread copies the WAL and cuts the file back on its own.
-      await eventually(() => statSync(wal).size <= WAL_REST_BYTES, 10_000, 'the WAL cut back to its size at rest');
+      await eventually(() => statSync(wal).size <= WAL_REST_BYTES, 4 * IDLE_INTERVAL_MS, 'the WAL cut back to its size at rest');
       assert.ok(await database.db.selectFrom('zones').select('id').where('id', '=', 'w189').executeTakeFirst(), 'the burst kept');
     } finally {
       await close();
@@ -435,17 +435,17 @@ describe('SQLite WAL size', () => {
       await burst(database);
       reader.exec('begin');
       reader.prepare('select count(*) from zones').get();
-      // The scenario, not a synchronisation: the writes pause for longer than the second after which
-      // the thread tries to cut the WAL back, which the reader's snapshot prevents. A thread waiting
-      // for the reader would hold the writer's lock meanwhile.
-      await new Promise((resolve) => setTimeout(resolve, 1600));
+      // The scenario, not a synchronisation: the writes pause for longer than the idle interval after
+      // which the thread tries to cut the WAL back, which the reader's snapshot prevents. A thread
+      // waiting for the reader would hold the writer's lock meanwhile.
+      await new Promise((resolve) => setTimeout(resolve, IDLE_INTERVAL_MS + 600));
       const started = performance.now();
       await database.write((db) => db.updateTable('zones').set({ name: 'after the pause' }).where('id', '=', 'w0').execute());
       const waited = performance.now() - started;
       assert.ok(waited < 400, `the write waited ${waited.toFixed(0)} ms`);
       assert.ok(statSync(wal).size > WAL_REST_BYTES, 'not cut back under the reader');
       reader.exec('commit');
-      await eventually(() => statSync(wal).size <= WAL_REST_BYTES, 10_000, 'the WAL cut back once the reader left');
+      await eventually(() => statSync(wal).size <= WAL_REST_BYTES, 4 * IDLE_INTERVAL_MS, 'the WAL cut back once the reader left');
     } finally {
       reader.close();
       await close();
@@ -463,7 +463,7 @@ describe('SQLite WAL size', () => {
       await burst(database);
       assert.ok(statSync(wal).size > 3 * limit, `the reader held ${statSync(wal).size} bytes of WAL`);
       reader.exec('commit');
-      // Never a second without a commit, so the checkpointer's cut-back at rest never comes.
+      // Never an idle interval without a commit, so the checkpointer's cut-back at rest never comes.
       let written = 0;
       await eventually(
         async () => {
@@ -540,7 +540,7 @@ describe('SQLite checkpoint failures', () => {
       const metrics = await eventually(async () => {
         const text = String((await app.api('GET', '/metrics')).body);
         return Number(/^mothership_sqlite_checkpoint_seconds (\S+)$/m.exec(text)?.[1]) > 0 ? text : null;
-      });
+      }, 4 * IDLE_INTERVAL_MS);
       assert.match(metrics, /^mothership_sqlite_checkpoint_failures_total 0$/m);
     } finally {
       await app.cleanup();

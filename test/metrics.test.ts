@@ -6,9 +6,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startTestApp, type TestApp } from './helpers/app.js';
+import { setTimeout as delay } from 'node:timers/promises';
 import perfHooks from 'node:perf_hooks';
 import { HTTP_DURATION_BUCKETS, Metrics } from '../src/ops/index.js';
-import { EVENT_LOOP_SAMPLE_MS } from '../src/ops/metrics.js';
+import { EVENT_LOOP_SAMPLE_MS } from '../src/ops/event-loop-delay.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 /** promtool, as an operator's Prometheus reads the scrape and the rules; a missing one fails the test (README, "Test it"). */
@@ -97,19 +98,45 @@ describe('RED metrics', () => {
 });
 
 describe('process metrics at idle', () => {
-  it("samples the event loop's delay every EVENT_LOOP_SAMPLE_MS, not prom-client's 10 ms (a hundred wake-ups a second)", () => {
-    const resolutions: number[] = [];
+  /** The event-loop samplers started meanwhile (`monitorEventLoopDelay`), with the period each was given and whether it runs. */
+  async function samplersStartedBy(run: () => Promise<void> | void): Promise<{ resolution: number; enabled: boolean }[]> {
+    const samplers: { resolution: number; enabled: boolean }[] = [];
     const monitor = perfHooks.monitorEventLoopDelay;
     perfHooks.monitorEventLoopDelay = (options) => {
-      resolutions.push(options?.resolution ?? 10);
-      return monitor(options);
+      const histogram = monitor(options);
+      const sampler = { resolution: options?.resolution ?? 10, enabled: false };
+      samplers.push(sampler);
+      const enable = histogram.enable.bind(histogram);
+      histogram.enable = () => ((sampler.enabled = true), enable());
+      return histogram;
     };
     try {
-      new Metrics();
+      await run();
     } finally {
       perfHooks.monitorEventLoopDelay = monitor;
     }
-    assert.deepEqual(resolutions, [EVENT_LOOP_SAMPLE_MS]);
+    return samplers;
+  }
+  /** A sampler that wakes the loop within a day. */
+  const waking = (samplers: { resolution: number; enabled: boolean }[]) => samplers.filter((sampler) => sampler.enabled && sampler.resolution < 86_400_000);
+  const p99 = (scrape: string) => Number(/^mothership_nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(scrape)![1]);
+
+  it("samples the event loop's delay only once scraped, every EVENT_LOOP_SAMPLE_MS (an idle service is not woken ten times a second)", async () => {
+    let metrics!: Metrics;
+    assert.deepEqual(waking(await samplersStartedBy(() => void (metrics = new Metrics()))), [], 'a sampler wakes the loop before any scrape');
+    let first = '';
+    const started = await samplersStartedBy(async () => void (first = await metrics.registry.metrics()));
+    assert.deepEqual(waking(started), [{ resolution: EVENT_LOOP_SAMPLE_MS, enabled: true }]);
     assert.ok(EVENT_LOOP_SAMPLE_MS >= 100);
+    assert.ok(Number.isNaN(p99(first)), 'the first scrape has no sample to report');
+    // Each scrape starts a new interval, and an interval's first sample needs two of the sampler's ticks.
+    let later = '';
+    for (let tries = 0; tries < 50 && !later; tries++) {
+      await delay(2 * EVENT_LOOP_SAMPLE_MS);
+      const scrape = await metrics.registry.metrics();
+      if (!Number.isNaN(p99(scrape))) later = scrape;
+    }
+    assert.ok(p99(later) >= 0 && p99(later) < 60, `p99 ${p99(later)} s`);
+    assert.deepEqual(waking(await samplersStartedBy(async () => void (await metrics.registry.metrics()))), [], 'a second sampler');
   });
 });

@@ -19,12 +19,12 @@ database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
 let dataVersion = -1;
 /** Whether commits since the WAL was last cut back may have left it larger than `restBytes`. */
 let grown = true;
-/** Ticks in a row that found no commit: the second is a second without writes. */
+/** Ticks in a row that found no commit: the second comes an idle interval after the last write. */
 let quietTicks = 0;
 let timer: NodeJS.Timeout;
 
 /**
- * A second without writes: the WAL is copied, started over and its file truncated (a TRUNCATE
+ * An idle interval without writes: the WAL is copied, started over and its file truncated (a TRUNCATE
  * checkpoint, which holds a writer back while it copies what is left to copy). The writer's own
  * connection cuts the file only to the WAL's limit (database.ts): a cut to the size at rest there
  * blocked its event loop each time the WAL started over under sustained writes.

@@ -1,9 +1,15 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { eventLoopDelayNames, registerEventLoopDelay } from './event-loop-delay.js';
 import { HttpRequestStats } from './request-metrics.js';
 
-/** How often the event loop's delay is sampled for the `nodejs_eventloop_lag_*` gauges. */
-export const EVENT_LOOP_SAMPLE_MS = 100;
-
+/**
+ * The period prom-client's own sampler of the event loop's delay is given: one no process lives to
+ * see, so it never wakes the loop (it cannot be left out of the defaults; event-loop-delay.ts samples
+ * instead, and only once the metrics are scraped). Its setImmediate gauge, `nodejs_eventloop_lag_seconds`, stays.
+ */
+const NEVER_MS = 2 ** 31 - 1;
+/** The prefix of prom-client's default (process) metrics, as of every metric of ours. */
+const PROCESS_METRICS_PREFIX = 'mothership_';
 /**
  * prom-client's default gauges named like counters (`_total`), which `promtool check metrics`
  * refuses; each is the sum of its by-type gauge (`nodejs_active_handles{type}`, ...), which stays.
@@ -77,11 +83,10 @@ export class Metrics {
   });
 
   constructor() {
-    // prom-client samples the event loop's delay every 10 ms by default: a hundred wake-ups a second of
-    // an idle service. EVENT_LOOP_SAMPLE_MS still catches any stall of the loop that long, and a
-    // shorter one in proportion to its length.
-    collectDefaultMetrics({ register: this.registry, prefix: 'mothership_', eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
-    for (const name of MISNAMED_DEFAULT_GAUGES) this.registry.removeSingleMetric(`mothership_${name}`);
+    collectDefaultMetrics({ register: this.registry, prefix: PROCESS_METRICS_PREFIX, eventLoopMonitoringPrecision: NEVER_MS });
+    const replaced = [...MISNAMED_DEFAULT_GAUGES.map((gauge) => PROCESS_METRICS_PREFIX + gauge), ...eventLoopDelayNames(PROCESS_METRICS_PREFIX)];
+    for (const name of replaced) this.registry.removeSingleMetric(name);
+    registerEventLoopDelay(this.registry, PROCESS_METRICS_PREFIX);
     for (const metric of this.http.metrics()) this.registry.registerMetric(metric);
   }
 
