@@ -1,5 +1,5 @@
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,13 +11,54 @@ const MAIN = fileURLToPath(new URL('../mothership.js', import.meta.url));
 const TICKS_PER_SECOND = 100;
 
 /** The process's CPU so far (user + system) in seconds, and its resident memory in MB, from /proc. */
-function usage(pid: number): { cpuSeconds: number; rssMb: number } {
+function usage(pid: number): { cpuSeconds: number; rssMb: number; wakeUps: number } {
   // Fields after the command name, which may hold spaces, start after its closing parenthesis.
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   const ticks = Number(fields[11]) + Number(fields[12]);
   const rssKb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
-  return { cpuSeconds: ticks / TICKS_PER_SECOND, rssMb: rssKb / 1024 };
+  return { cpuSeconds: ticks / TICKS_PER_SECOND, rssMb: rssKb / 1024, wakeUps: wakeUps(pid) };
 }
+
+/** How many times the process's threads were put on a CPU so far (schedstat's third field, summed). */
+function wakeUps(pid: number): number {
+  let count = 0;
+  for (const thread of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      count += Number(readFileSync(`/proc/${pid}/task/${thread}/schedstat`, 'utf8').split(' ')[2]);
+    } catch {
+      // A thread that ended meanwhile.
+    }
+  }
+  return count;
+}
+
+/** Starts `args` under this Node and resolves once its stdout has printed `ready`. */
+async function spawnUntil(args: string[], env: NodeJS.ProcessEnv, ready: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes(ready)) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited (${code}) before ${ready}: ${output}`)));
+  });
+  return child;
+}
+
+async function kill(child: ChildProcess | undefined): Promise<void> {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+/**
+ * The same-run reference: a bare Node process that wakes once a second and does nothing, the least
+ * any process with a once-a-second poll costs. What a wake-up costs depends on the machine (on one VM
+ * it varied tenfold within a session: bench/README.md, 2026-11-27), so the service's figure is read beside it.
+ */
+const REFERENCE = ['-e', "setInterval(() => {}, 1000); console.log('ready');"];
 
 /**
  * `mothership serve` as a user starts it (SQLite, the default log level, nothing configured), in a
@@ -28,39 +69,40 @@ export async function benchIdle(): Promise<boolean> {
   const seconds = QUICK ? 2 : 120;
   header(`Idle: mothership serve, SQLite, no traffic for ${seconds} s`);
   const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-bench-idle-'));
-  const started = performance.now();
-  const child = spawn(process.execPath, [MAIN, 'serve'], {
-    env: { PATH: process.env.PATH ?? '', DATA_DIR: dataDir, PORT: '0', ADMIN_TOKEN: 'bench-admin-token-0123456789' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  let child: ChildProcess | undefined;
+  let reference: ChildProcess | undefined;
   try {
-    await new Promise<void>((resolve, reject) => {
-      let output = '';
-      child.stdout!.on('data', (chunk: Buffer) => {
-        output += chunk.toString();
-        if (output.includes(' listening on ')) resolve();
-      });
-      child.once('exit', (code) => reject(new Error(`mothership serve exited (${code}) before listening: ${output}`)));
-    });
+    const started = performance.now();
+    child = await spawnUntil(
+      [MAIN, 'serve'],
+      { PATH: process.env.PATH ?? '', DATA_DIR: dataDir, PORT: '0', ADMIN_TOKEN: 'bench-admin-token-0123456789' },
+      ' listening on ',
+    );
     const readyWall = (performance.now() - started) / 1000;
+    reference = await spawnUntil(REFERENCE, { PATH: process.env.PATH ?? '' }, 'ready');
     const ready = usage(child.pid!);
+    const referenceReady = usage(reference.pid!);
     const idleStarted = performance.now();
     await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+    const idleSeconds = (performance.now() - idleStarted) / 1000;
     const idle = usage(child.pid!);
-    const idleShare = (idle.cpuSeconds - ready.cpuSeconds) / ((performance.now() - idleStarted) / 1000);
+    const referenceIdle = usage(reference.pid!);
+    const idleShare = (idle.cpuSeconds - ready.cpuSeconds) / idleSeconds;
+    const referenceShare = (referenceIdle.cpuSeconds - referenceReady.cpuSeconds) / idleSeconds;
     const startMet = readyWall <= 1 && ready.cpuSeconds <= 1;
     const idleMet = idleShare <= 0.002 && idle.rssMb <= 80;
+    const perSecond = (from: number, to: number) => ((to - from) / idleSeconds).toFixed(1);
     console.log(`start to ready: ${readyWall.toFixed(2)} s wall, ${ready.cpuSeconds.toFixed(2)} s CPU (target <= 1 s each) ${startMet ? 'MET' : 'NOT MET'}`);
     console.log(
-      `idle: ${(idleShare * 100).toFixed(2)} % of a core, RSS ${fmt(idle.rssMb)} MB (${fmt(ready.rssMb)} MB when ready) (target <= 0.2 %, <= 80 MB) ${idleMet ? 'MET' : 'NOT MET'}`,
+      `idle: ${(idleShare * 100).toFixed(2)} % of a core, RSS ${fmt(idle.rssMb)} MB (${fmt(ready.rssMb)} MB when ready), ${perSecond(ready.wakeUps, idle.wakeUps)} wake-ups a second (target <= 0.2 %, <= 80 MB) ${idleMet ? 'MET' : 'NOT MET'}`,
+    );
+    console.log(
+      `reference, a bare node waking once a second: ${(referenceShare * 100).toFixed(2)} % of a core, RSS ${fmt(referenceIdle.rssMb)} MB, ${perSecond(referenceReady.wakeUps, referenceIdle.wakeUps)} wake-ups a second`,
     );
     return startMet && idleMet;
   } finally {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGKILL');
-      await exited;
-    }
+    await kill(reference);
+    await kill(child);
     rmSync(dataDir, { recursive: true, force: true });
   }
 }

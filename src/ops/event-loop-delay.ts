@@ -22,8 +22,8 @@ export function eventLoopDelayNames(prefix: string): string[] {
 
 /**
  * prom-client's gauges of the event loop's delay, with the sampling started by the first scrape
- * instead of at start-up: the sampler's timer wakes the process every EVENT_LOOP_SAMPLE_MS, which
- * is most of what an idle service costs, and nobody reads what it samples until something scrapes.
+ * instead of at start-up: the sampler's timer wakes the process every EVENT_LOOP_SAMPLE_MS, most of
+ * an idle service's wake-ups (bench/README.md, idle), and nobody reads what it samples until something scrapes.
  * Each scrape reports the delays since the one before; with no sample yet (the first scrape) the
  * gauges read NaN, not a delay nobody measured.
  */
