@@ -281,9 +281,9 @@ function timers(config: Config, { database, events, presence, log, enrichment, s
   };
 }
 
-/** Starts the parts with a lifetime, and closes the service: the HTTP server, the parts, the database, Redis. */
+/** Starts the parts with a lifetime, and closes the service: the HTTP server, the metrics' sampler, the parts, the database, Redis. */
 function lifecycle(config: Config, wired: Wired): Pick<App, 'start' | 'close'> {
-  const { http, database, redis, settings, outboxBound, budget, log, webhook, leadership, mqtt, enrichment } = wired;
+  const { http, database, redis, settings, outboxBound, budget, log, webhook, leadership, mqtt, enrichment, metrics } = wired;
   // Only a change of MQTT's own fields touches the connection: a webhook save must not make Home
   // Assistant see every entity go unavailable and come back.
   const applySettings = ({ settings: next, changed }: SettingsChange) => {
@@ -321,6 +321,7 @@ function lifecycle(config: Config, wired: Wired): Pick<App, 'start' | 'close'> {
     },
     async close() {
       await http.close();
+      metrics.close();
       for (const part of [...parts].reverse()) await part.stop();
       await database.close();
       redis?.disconnect();

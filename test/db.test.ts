@@ -10,7 +10,7 @@ import { migrations } from '../src/db/migrations.js';
 import { runAt } from '../src/baselines/schema.js';
 import { Database } from '../src/db/index.js';
 import { WAL_REST_BYTES, walLimits } from '../src/db/database.js';
-import { IDLE_INTERVAL_MS, startCheckpointer, type CheckpointFailure } from '../src/db/checkpointer.js';
+import { IDLE_INTERVAL_MS, QUIET_INTERVAL_MS, startCheckpointer, type CheckpointFailure } from '../src/db/checkpointer.js';
 import { GroupCommit } from '../src/db/group-commit.js';
 import { prepare } from '../src/db/prepared.js';
 import { WaitEstimate } from '../src/enrichment/estimate.js';
@@ -435,10 +435,10 @@ describe('SQLite WAL size', () => {
       await burst(database);
       reader.exec('begin');
       reader.prepare('select count(*) from zones').get();
-      // The scenario, not a synchronisation: the writes pause for longer than the idle interval after
+      // The scenario, not a synchronisation: the writes pause for longer than the quiet interval after
       // which the thread tries to cut the WAL back, which the reader's snapshot prevents. A thread
       // waiting for the reader would hold the writer's lock meanwhile.
-      await new Promise((resolve) => setTimeout(resolve, IDLE_INTERVAL_MS + 600));
+      await new Promise((resolve) => setTimeout(resolve, QUIET_INTERVAL_MS + 600));
       const started = performance.now();
       await database.write((db) => db.updateTable('zones').set({ name: 'after the pause' }).where('id', '=', 'w0').execute());
       const waited = performance.now() - started;
@@ -463,7 +463,7 @@ describe('SQLite WAL size', () => {
       await burst(database);
       assert.ok(statSync(wal).size > 3 * limit, `the reader held ${statSync(wal).size} bytes of WAL`);
       reader.exec('commit');
-      // Never an idle interval without a commit, so the checkpointer's cut-back at rest never comes.
+      // Never a quiet interval without a commit, so the checkpointer's cut-back at rest never comes.
       let written = 0;
       await eventually(
         async () => {

@@ -9,7 +9,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { parseSignatures, stringToSign, verifySignatures, type SignedParts } from '../src/enrichment/signing.js';
 import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 import { EVENT_LOOP_SAMPLE_MS } from '../src/ops/event-loop-delay.js';
-import { IDLE_INTERVAL_MS } from '../src/db/checkpointer.js';
+import { IDLE_INTERVAL_MS, QUIET_INTERVAL_MS } from '../src/db/checkpointer.js';
 import { GIVE_BACK_HELD_MS } from '../src/storage-budget.js';
 import { USAGE_SHARDS } from '../src/db/migrations.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
@@ -137,10 +137,11 @@ describe('numbers the code sets, in prose', () => {
     ['docs/dashboard.md', /\*\d+ of (\d+)\s+requests in 24 h\*/g, DAILY_QUOTA],
     ['docs/deployment.md', /may enqueue (\d+) requests\s+a day/g, DAILY_QUOTA],
     ['docs/operations.md', /is sampled\s+every (\d+) ms/g, EVENT_LOOP_SAMPLE_MS],
-    ['docs/operations.md', /the thread looks every (\d+) s/g, IDLE_INTERVAL_MS / 1000],
-    ['docs/operations.md', /within (\d+) s of the first one after a\s+pause/g, IDLE_INTERVAL_MS / 1000],
-    ['docs/operations.md', /Once (\d+) s pass without a commit/g, IDLE_INTERVAL_MS / 1000],
+    ['docs/operations.md', /having paused, every (\d+) s/g, IDLE_INTERVAL_MS / 1000],
+    ['docs/operations.md', /within\s+(\d+) s of the first one after a longer pause/g, IDLE_INTERVAL_MS / 1000],
     ['docs/operations.md', /tries again (\d+) s later/g, IDLE_INTERVAL_MS / 1000],
+    ['docs/operations.md', /(\d+) s after the first that\s+found none/g, QUIET_INTERVAL_MS / 1000],
+    ['docs/operations.md', /Once (\d+) s passes without a commit/g, QUIET_INTERVAL_MS / 1000],
     ['docs/operations.md', /A give-back still waiting after (\d+) s/g, GIVE_BACK_HELD_MS / 1000],
     ['docs/architecture.md', /its backend's pid modulo (\d+)/g, USAGE_SHARDS],
   ];

@@ -98,45 +98,64 @@ describe('RED metrics', () => {
 });
 
 describe('process metrics at idle', () => {
-  /** The event-loop samplers started meanwhile (`monitorEventLoopDelay`), with the period each was given and whether it runs. */
-  async function samplersStartedBy(run: () => Promise<void> | void): Promise<{ resolution: number; enabled: boolean }[]> {
-    const samplers: { resolution: number; enabled: boolean }[] = [];
+  const DAY_MS = 86_400_000;
+  /** The periods of the event-loop samplers started meanwhile that wake the loop within a day: prom-client's (`monitorEventLoopDelay`) or a timer. */
+  async function samplersStartedBy(run: () => Promise<void> | void): Promise<number[]> {
+    const periods: number[] = [];
     const monitor = perfHooks.monitorEventLoopDelay;
+    const every = globalThis.setInterval;
     perfHooks.monitorEventLoopDelay = (options) => {
       const histogram = monitor(options);
-      const sampler = { resolution: options?.resolution ?? 10, enabled: false };
-      samplers.push(sampler);
       const enable = histogram.enable.bind(histogram);
-      histogram.enable = () => ((sampler.enabled = true), enable());
+      histogram.enable = () => (periods.push(options?.resolution ?? 10), enable());
       return histogram;
     };
+    globalThis.setInterval = ((callback: () => void, ms?: number) => (periods.push(ms ?? 0), every(callback, ms))) as typeof setInterval;
     try {
       await run();
     } finally {
       perfHooks.monitorEventLoopDelay = monitor;
+      globalThis.setInterval = every;
     }
-    return samplers;
+    return periods.filter((period) => period < DAY_MS);
   }
-  /** A sampler that wakes the loop within a day. */
-  const waking = (samplers: { resolution: number; enabled: boolean }[]) => samplers.filter((sampler) => sampler.enabled && sampler.resolution < 86_400_000);
-  const p99 = (scrape: string) => Number(/^mothership_nodejs_eventloop_lag_p99_seconds (\S+)$/m.exec(scrape)![1]);
+  const gauge = (scrape: string, statistic: string) =>
+    Number(new RegExp(`^mothership_nodejs_eventloop_lag_${statistic}_seconds (\\S+)$`, 'm').exec(scrape)![1]);
+  /** Blocks the event loop for `ms`, as a slow synchronous task would. */
+  const stall = (ms: number) => {
+    const until = performance.now() + ms;
+    while (performance.now() < until);
+  };
 
   it("samples the event loop's delay only once scraped, every EVENT_LOOP_SAMPLE_MS (an idle service is not woken ten times a second)", async () => {
     let metrics!: Metrics;
-    assert.deepEqual(waking(await samplersStartedBy(() => void (metrics = new Metrics()))), [], 'a sampler wakes the loop before any scrape');
-    let first = '';
-    const started = await samplersStartedBy(async () => void (first = await metrics.registry.metrics()));
-    assert.deepEqual(waking(started), [{ resolution: EVENT_LOOP_SAMPLE_MS, enabled: true }]);
-    assert.ok(EVENT_LOOP_SAMPLE_MS >= 100);
-    assert.ok(Number.isNaN(p99(first)), 'the first scrape has no sample to report');
-    // Each scrape starts a new interval, and an interval's first sample needs two of the sampler's ticks.
-    let later = '';
-    for (let tries = 0; tries < 50 && !later; tries++) {
+    assert.deepEqual(await samplersStartedBy(() => void (metrics = new Metrics())), [], 'a sampler wakes the loop before any scrape');
+    try {
+      let first = '';
+      assert.deepEqual(await samplersStartedBy(async () => void (first = await metrics.registry.metrics())), [EVENT_LOOP_SAMPLE_MS]);
+      assert.ok(EVENT_LOOP_SAMPLE_MS >= 100);
+      assert.equal(gauge(first, 'max'), 0, 'the first scrape has no sample to report');
+      assert.deepEqual(await samplersStartedBy(async () => void (await metrics.registry.metrics())), [], 'a second sampler');
+    } finally {
+      metrics.close();
+    }
+  });
+
+  it('reports a stall that starts right after a scrape, and how late the ticks came, not their period', async () => {
+    const metrics = new Metrics();
+    try {
+      await metrics.registry.metrics();
+      await delay(3 * EVENT_LOOP_SAMPLE_MS);
+      await metrics.registry.metrics();
+      stall(500);
       await delay(2 * EVENT_LOOP_SAMPLE_MS);
       const scrape = await metrics.registry.metrics();
-      if (!Number.isNaN(p99(scrape))) later = scrape;
+      // The tick due during the stall came at least the stall less one period late.
+      assert.ok(gauge(scrape, 'max') >= 0.5 - EVENT_LOOP_SAMPLE_MS / 1000 - 0.01, `max ${gauge(scrape, 'max')} s after a 500 ms stall`);
+      // The ticks after the stall came on time: a sampler reporting its period would read at least 0.1 s.
+      assert.ok(gauge(scrape, 'min') < (0.9 * EVENT_LOOP_SAMPLE_MS) / 1000, `min ${gauge(scrape, 'min')} s`);
+    } finally {
+      metrics.close();
     }
-    assert.ok(p99(later) >= 0 && p99(later) < 60, `p99 ${p99(later)} s`);
-    assert.deepEqual(waking(await samplersStartedBy(async () => void (await metrics.registry.metrics()))), [], 'a second sampler');
   });
 });

@@ -9,7 +9,10 @@ import type { CheckpointFailure, CheckpointerOptions } from './checkpointer.js';
  * It writes each checkpoint's duration into `lastSeconds` (shared memory: no message per tick) and
  * posts each failure to the main thread, which logs and counts it.
  */
-const { file, intervalMs, idleIntervalMs, restBytes, lastSeconds } = workerData as CheckpointerOptions & { file: string; lastSeconds: Float64Array };
+const { file, intervalMs, quietIntervalMs, idleIntervalMs, restBytes, lastSeconds } = workerData as CheckpointerOptions & {
+  file: string;
+  lastSeconds: Float64Array;
+};
 const database = new BetterSqlite3(file);
 /** How long a passive checkpoint waits for another checkpoint (the writer's own) to finish. */
 const BUSY_TIMEOUT_MS = 1000;
@@ -19,12 +22,12 @@ database.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
 let dataVersion = -1;
 /** Whether commits since the WAL was last cut back may have left it larger than `restBytes`. */
 let grown = true;
-/** Ticks in a row that found no commit: the second comes an idle interval after the last write. */
+/** Ticks in a row that found no commit: the second comes a quiet interval after the last write. */
 let quietTicks = 0;
 let timer: NodeJS.Timeout;
 
 /**
- * An idle interval without writes: the WAL is copied, started over and its file truncated (a TRUNCATE
+ * A quiet interval without writes: the WAL is copied, started over and its file truncated (a TRUNCATE
  * checkpoint, which holds a writer back while it copies what is left to copy). The writer's own
  * connection cuts the file only to the WAL's limit (database.ts): a cut to the size at rest there
  * blocked its event loop each time the WAL started over under sustained writes.
@@ -71,8 +74,9 @@ function tick(): void {
     parentPort!.postMessage({ message, code } satisfies CheckpointFailure);
     dataVersion = -1;
   }
-  // Nothing written since the last tick: the service is idle, and the thread waits longer.
-  timer = setTimeout(tick, wrote ? intervalMs : idleIntervalMs);
+  // Nothing written since the last tick: the writes paused, and the thread waits longer; once the
+  // second quiet tick has cut the WAL back, longer still.
+  timer = setTimeout(tick, wrote ? intervalMs : quietTicks < 2 ? quietIntervalMs : idleIntervalMs);
 }
 tick();
 

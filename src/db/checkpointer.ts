@@ -1,9 +1,12 @@
 import { Worker } from 'node:worker_threads';
 
 const INTERVAL_MS = 100;
+/** After a look that found no commit, the next comes this much later; after the second, the WAL is cut back. */
+export const QUIET_INTERVAL_MS = 1000;
 /**
- * While nothing is committed, the thread looks less often: each wake-up of an idle process costs about
- * as much as the look itself (bench/README.md, idle), and a commit after a pause is copied this late.
+ * Once the WAL is at rest, the thread looks this seldom: each wake-up of an idle process costs about
+ * as much as the look itself (bench/README.md, idle), and the first commit after a pause is copied
+ * (and synced to disk) this late.
  */
 export const IDLE_INTERVAL_MS = 5000;
 
@@ -17,6 +20,7 @@ export interface CheckpointFailure {
 /** What the thread is started with. */
 export interface CheckpointerOptions {
   intervalMs: number;
+  quietIntervalMs: number;
   idleIntervalMs: number;
   /** The WAL file's size at rest: a larger one is cut back once the writes pause. */
   restBytes: number;
@@ -43,7 +47,7 @@ export interface Checkpointer {
  */
 export function startCheckpointer(file: string, restBytes: number): Checkpointer {
   const lastSeconds = new Float64Array(new SharedArrayBuffer(Float64Array.BYTES_PER_ELEMENT));
-  const options: CheckpointerOptions = { intervalMs: INTERVAL_MS, idleIntervalMs: IDLE_INTERVAL_MS, restBytes };
+  const options: CheckpointerOptions = { intervalMs: INTERVAL_MS, quietIntervalMs: QUIET_INTERVAL_MS, idleIntervalMs: IDLE_INTERVAL_MS, restBytes };
   const worker = new Worker(new URL('./checkpointer-thread.js', import.meta.url), { workerData: { file, ...options, lastSeconds } });
   worker.unref();
   let failures = 0;

@@ -1,11 +1,11 @@
-import perfHooks, { type IntervalHistogram } from 'node:perf_hooks';
+import { createHistogram, type RecordableHistogram } from 'node:perf_hooks';
 import { Gauge, type Registry } from 'prom-client';
 
 /** How often the event loop's delay is sampled once the metrics have been scraped. */
 export const EVENT_LOOP_SAMPLE_MS = 100;
 
 /** prom-client's gauges of its own sampler's histogram (its `eventLoopLag` default metric), and how each is read. */
-const STATISTICS: [name: string, help: string, read: (histogram: IntervalHistogram) => number][] = [
+const STATISTICS: [name: string, help: string, read: (histogram: RecordableHistogram) => number][] = [
   ['min', 'The minimum recorded event loop delay.', (histogram) => histogram.min],
   ['max', 'The maximum recorded event loop delay.', (histogram) => histogram.max],
   ['mean', 'The mean of the recorded event loop delays.', (histogram) => histogram.mean],
@@ -21,14 +21,24 @@ export function eventLoopDelayNames(prefix: string): string[] {
 }
 
 /**
- * prom-client's gauges of the event loop's delay, with the sampling started by the first scrape
- * instead of at start-up: the sampler's timer wakes the process every EVENT_LOOP_SAMPLE_MS, most of
- * an idle service's wake-ups (bench/README.md, idle), and nobody reads what it samples until something scrapes.
- * Each scrape reports the delays since the one before; with no sample yet (the first scrape) the
- * gauges read NaN, not a delay nobody measured.
+ * prom-client's gauges of the event loop's delay, sampled from the first scrape on instead of from
+ * the start: the sampler wakes the process every EVENT_LOOP_SAMPLE_MS, most of an idle service's
+ * wake-ups (bench/README.md, idle), and nothing reads what it samples until something scrapes.
+ * A sample is how late the sampler's tick came. Node's own sampler (`monitorEventLoopDelay`, which
+ * prom-client uses) records the whole period with it, and forgets its last tick when reset at each
+ * scrape, so a stall just after a scrape went unseen. Each scrape reports the delays since the one
+ * before; one with no new sample repeats the figures before it (0 until the first). Returns the stop.
  */
-export function registerEventLoopDelay(registry: Registry, prefix: string): void {
-  let histogram: IntervalHistogram | null = null;
+export function registerEventLoopDelay(registry: Registry, prefix: string): () => void {
+  const histogram = createHistogram();
+  let sampler: NodeJS.Timeout | null = null;
+  let lastTick = 0;
+  const tick = () => {
+    const now = performance.now();
+    // In nanoseconds, at least 1: the histogram records positive integers, and a tick is never early by more than rounding.
+    histogram.record(Math.max(1, Math.round((now - lastTick - EVENT_LOOP_SAMPLE_MS) * 1e6)));
+    lastTick = now;
+  };
   const gauges = STATISTICS.map(([, help, read], index) => ({
     read,
     gauge: new Gauge({
@@ -40,12 +50,16 @@ export function registerEventLoopDelay(registry: Registry, prefix: string): void
     }),
   }));
   function collect() {
-    if (!histogram) {
-      histogram = perfHooks.monitorEventLoopDelay({ resolution: EVENT_LOOP_SAMPLE_MS });
-      histogram.enable();
+    if (!sampler) {
+      lastTick = performance.now();
+      sampler = setInterval(tick, EVENT_LOOP_SAMPLE_MS).unref();
     }
-    const sampled = histogram.count > 0;
-    for (const { gauge, read } of gauges) gauge.set(sampled ? read(histogram) / 1e9 : NaN);
+    if (histogram.count === 0) return;
+    for (const { gauge, read } of gauges) gauge.set(read(histogram) / 1e9);
     histogram.reset();
   }
+  return () => {
+    if (sampler) clearInterval(sampler);
+    sampler = null;
+  };
 }

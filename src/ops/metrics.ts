@@ -3,9 +3,9 @@ import { eventLoopDelayNames, registerEventLoopDelay } from './event-loop-delay.
 import { HttpRequestStats } from './request-metrics.js';
 
 /**
- * The period prom-client's own sampler of the event loop's delay is given: one no process lives to
- * see, so it never wakes the loop (it cannot be left out of the defaults; event-loop-delay.ts samples
- * instead, and only once the metrics are scraped). Its setImmediate gauge, `nodejs_eventloop_lag_seconds`, stays.
+ * The period prom-client's own sampler of the event loop's delay is given: 24.8 days, the longest
+ * Node's timers take. It cannot be left out of the defaults; event-loop-delay.ts samples instead,
+ * only once the metrics are scraped. Its setImmediate gauge, `nodejs_eventloop_lag_seconds`, stays.
  */
 const NEVER_MS = 2 ** 31 - 1;
 /** The prefix of prom-client's default (process) metrics, as of every metric of ours. */
@@ -82,12 +82,19 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  private readonly stopEventLoopDelay: () => void;
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: PROCESS_METRICS_PREFIX, eventLoopMonitoringPrecision: NEVER_MS });
     const replaced = [...MISNAMED_DEFAULT_GAUGES.map((gauge) => PROCESS_METRICS_PREFIX + gauge), ...eventLoopDelayNames(PROCESS_METRICS_PREFIX)];
     for (const name of replaced) this.registry.removeSingleMetric(name);
-    registerEventLoopDelay(this.registry, PROCESS_METRICS_PREFIX);
+    this.stopEventLoopDelay = registerEventLoopDelay(this.registry, PROCESS_METRICS_PREFIX);
     for (const metric of this.http.metrics()) this.registry.registerMetric(metric);
+  }
+
+  /** Stops what runs for the metrics between scrapes (the event loop's sampler). */
+  close(): void {
+    this.stopEventLoopDelay();
   }
 
   /** A counter read at scrape time from a total kept elsewhere (another thread's failures...). */
