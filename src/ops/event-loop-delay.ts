@@ -24,7 +24,8 @@ export function eventLoopDelayNames(prefix: string): string[] {
  * prom-client's gauges of the event loop's delay, sampled from the first scrape on instead of from
  * the start: the sampler wakes the process every EVENT_LOOP_SAMPLE_MS, most of an idle service's
  * wake-ups (bench/README.md, idle), and nothing reads what it samples until something scrapes.
- * A sample is how late the sampler's tick came. Node's own sampler (`monitorEventLoopDelay`, which
+ * A sample is how late the sampler's tick came (a timer of its own, not a shared tick of ticks.ts, whose
+ * tasks before it would count as delay). Node's own sampler (`monitorEventLoopDelay`, which
  * prom-client uses) records the whole period with it, and forgets its last tick when reset at each
  * scrape, so a stall just after a scrape went unseen. Each scrape reports the delays since the one
  * before; one with no new sample repeats the figures before it (0 until the first). Returns the stop.
