@@ -3,7 +3,7 @@ import SerializerSelector from '@fastify/fast-json-stringify-compiler';
 import { resolveRouteAuth } from './auth.js';
 import { PROBLEM_SCHEMA } from './openapi.js';
 import { ThrottledLog } from './throttled-log.js';
-import { AccessLogController, loggerOptions } from './logging.js';
+import { AccessLogController, loggerOptions, requestLogger } from './logging.js';
 import { answerClientError, answerRouterError, framingAndHeaderPolicy } from './framing.js';
 import { shutdownDrain } from './shutdown.js';
 import { jsonBodies } from './json-body.js';
@@ -51,6 +51,7 @@ function fastify(options: HttpServerOptions): FastifyInstance {
     schemaController: { compilersFactory: { buildSerializer: serializeOnFirstUse } },
     logger: loggerOptions(options.logLevel, options.logFormat),
     logController: new AccessLogController(options.logLevel),
+    childLoggerFactory: requestLogger,
     bodyLimit: BODY_LIMIT,
     trustProxy: options.trustProxy === false ? false : options.trustProxy.split(',').map((entry) => entry.trim()),
     return503OnClosing: true,
