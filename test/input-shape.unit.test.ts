@@ -1,0 +1,42 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { jsonShapeError, MAX_JSON_DEPTH } from '../src/http/input-shape.js';
+
+const nested = (depth: number): unknown => (depth === 0 ? 1 : { a: nested(depth - 1) });
+
+describe('the shape every JSON input must have', () => {
+  it('passes ordinary bodies, real surrogate pairs and the deepest nesting allowed', () => {
+    for (const value of [
+      { name: 'Ada 😀', tags: ['a', 'b'], detail: { x: [1, { y: null }] } },
+      'text',
+      42,
+      null,
+      [],
+      nested(MAX_JSON_DEPTH),
+      { constructor: 'a string', 'a/b~c': 1 },
+    ])
+      assert.equal(jsonShapeError(value), undefined, JSON.stringify(value));
+  });
+
+  it('names the first violation with its JSON pointer (RFC 6901 escapes), after the prefix', () => {
+    const cases: Array<[unknown, string, string, RegExp]> = [
+      [{ name: 'Ad\u0000a' }, '', '/name', /NUL/],
+      [{ detail: { 'a/b': { '~x': ['ok', 'x\u0000'] } } }, '', '/detail/a~1b/~0x/1', /NUL/],
+      [{ detail: { 'k\u0000': 1 } }, '', '/detail', /property name with a NUL/],
+      [{ name: 'a\udfffb' }, '', '/name', /unpaired surrogate/],
+      [{ name: '\ude00\ud83d' }, '', '/name', /unpaired surrogate/],
+      [{ detail: { '\udc00': 1 } }, '', '/detail', /property name with an unpaired surrogate/],
+      ['\u0000', '', '/', /NUL/],
+      [{ head: 'a\u0000b' }, 'querystring:', 'querystring:/head', /NUL/],
+      [JSON.parse('{"x":{"__proto__":{"admin":true}}}'), '', '/x/__proto__', /prototype/],
+      [{ detail: { constructor: { prototype: { x: 1 } } } }, '', '/detail/constructor', /prototype/],
+      [{ first: 'x\u0000', second: 'y\u0000' }, '', '/first', /NUL/],
+      [{ detail: nested(MAX_JSON_DEPTH + 10) }, '', '/detail' + '/a'.repeat(MAX_JSON_DEPTH - 1), /deeper than 64/],
+    ];
+    for (const [value, prefix, path, message] of cases) {
+      const error = jsonShapeError(value, prefix);
+      assert.equal(error?.path, path, JSON.stringify(value));
+      assert.match(error.message, message);
+    }
+  });
+});
