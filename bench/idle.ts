@@ -32,9 +32,10 @@ function wakeUps(pid: number): number {
   return count;
 }
 
-/** Starts `args` under this Node and resolves once its stdout has printed `ready`. */
-async function spawnUntil(args: string[], env: NodeJS.ProcessEnv, ready: string): Promise<ChildProcess> {
+/** Starts `args` under this Node (added to `started` at once) and resolves once its stdout has printed `ready`. */
+async function spawnUntil(args: string[], env: NodeJS.ProcessEnv, ready: string, started: ChildProcess[]): Promise<ChildProcess> {
   const child = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  started.push(child);
   await new Promise<void>((resolve, reject) => {
     let output = '';
     child.stdout!.on('data', (chunk: Buffer) => {
@@ -46,12 +47,15 @@ async function spawnUntil(args: string[], env: NodeJS.ProcessEnv, ready: string)
   return child;
 }
 
-async function kill(child: ChildProcess | undefined): Promise<void> {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+async function kill(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGKILL');
   await exited;
 }
+
+/** Signals that end this process (Ctrl-C, a terminal closing, a `kill`); a SIGKILL cannot be caught. */
+const ENDING_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
 /**
  * The same-run reference: a bare Node process that wakes once a second and does nothing, the least
@@ -69,17 +73,24 @@ export async function benchIdle(): Promise<boolean> {
   const seconds = QUICK ? 2 : 120;
   header(`Idle: mothership serve, SQLite, no traffic for ${seconds} s`);
   const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-bench-idle-'));
-  let child: ChildProcess | undefined;
-  let reference: ChildProcess | undefined;
+  const children: ChildProcess[] = [];
+  // The processes started here end with this one, which then ends as the signal would have ended it.
+  const endNow = (signal: NodeJS.Signals) => {
+    for (const each of children) each.kill('SIGKILL');
+    rmSync(dataDir, { recursive: true, force: true });
+    process.kill(process.pid, signal);
+  };
+  for (const signal of ENDING_SIGNALS) process.once(signal, endNow);
   try {
     const started = performance.now();
-    child = await spawnUntil(
+    const child = await spawnUntil(
       [MAIN, 'serve'],
       { PATH: process.env.PATH ?? '', DATA_DIR: dataDir, PORT: '0', ADMIN_TOKEN: 'bench-admin-token-0123456789' },
       ' listening on ',
+      children,
     );
     const readyWall = (performance.now() - started) / 1000;
-    reference = await spawnUntil(REFERENCE, { PATH: process.env.PATH ?? '' }, 'ready');
+    const reference = await spawnUntil(REFERENCE, { PATH: process.env.PATH ?? '' }, 'ready', children);
     const ready = usage(child.pid!);
     const referenceReady = usage(reference.pid!);
     const idleStarted = performance.now();
@@ -101,8 +112,8 @@ export async function benchIdle(): Promise<boolean> {
     );
     return startMet && idleMet;
   } finally {
-    await kill(reference);
-    await kill(child);
+    for (const signal of ENDING_SIGNALS) process.off(signal, endNow);
+    await Promise.all(children.map(kill));
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
