@@ -20,7 +20,7 @@ import {
   serviceTarget,
 } from './ops/index.js';
 import { StorageBudget } from './storage-budget.js';
-import { PresenceService, presenceRoutes } from './presence/index.js';
+import { PresenceService, awaySweepIntervalMs, nodeSweepIntervalMs, presenceRoutes } from './presence/index.js';
 import { BaselineService, baselineRoutes } from './baselines/index.js';
 import { dashboardRoutes } from './dashboard/index.js';
 import { createEnrichment, type Enrichment } from './enrichment/index.js';
@@ -49,14 +49,6 @@ export interface App {
   start(): Promise<void>;
   close(): Promise<void>;
 }
-
-/** How often the away-delay sweeper looks for persons due to become `not_home`. */
-const sweepIntervalMs = (awayDelayMs: number) => Math.max(50, Math.min(1000, Math.floor(awayDelayMs / 4) || 50));
-/**
- * How often the node sweeper looks for silent nodes: node.offline comes at most a tenth of the timeout
- * late, at most a second: on the ticks the other sweeps share, so an idle service wakes for none of its own.
- */
-const nodeSweepIntervalMs = (nodeTimeoutMs: number) => Math.max(50, Math.min(1000, Math.floor(nodeTimeoutMs / 10)));
 
 const REDIS_STARTUP_WAIT_MS = 5000;
 
@@ -265,7 +257,7 @@ function timers(config: Config, { database, events, presence, log, enrichment, s
   };
   return {
     start: () => {
-      every(sweepIntervalMs(config.presenceAwayDelayMs), gated({ sweep: () => presence.sweepAway(), nextDue: () => presence.nextAwayDue() }), 'away sweep');
+      every(awaySweepIntervalMs(config.presenceAwayDelayMs), gated({ sweep: () => presence.sweepAway(), nextDue: () => presence.nextAwayDue() }), 'away sweep');
       every(
         nodeSweepIntervalMs(config.nodeTimeoutMs),
         gated({ sweep: () => presence.sweepOfflineNodes(), nextDue: () => presence.nextNodeTimeout() }),

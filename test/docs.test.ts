@@ -11,6 +11,7 @@ import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 import { EVENT_LOOP_SAMPLE_MS } from '../src/ops/event-loop-delay.js';
 import { IDLE_INTERVAL_MS, QUIET_INTERVAL_MS } from '../src/db/checkpointer.js';
 import { GIVE_BACK_HELD_MS } from '../src/storage-budget.js';
+import { SWEEP_MAX_INTERVAL_MS } from '../src/presence/transitions.js';
 import { USAGE_SHARDS } from '../src/db/migrations.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
@@ -144,6 +145,7 @@ describe('numbers the code sets, in prose', () => {
     ['docs/operations.md', /Once (\d+) s passes without a commit/g, QUIET_INTERVAL_MS / 1000],
     ['docs/operations.md', /A give-back still waiting after (\d+) s/g, GIVE_BACK_HELD_MS / 1000],
     ['docs/architecture.md', /its backend's pid modulo (\d+)/g, USAGE_SHARDS],
+    ['docs/configuration.md', /`node.offline` follows within a tenth of it \(at most (\d+) s\)/g, SWEEP_MAX_INTERVAL_MS / 1000],
   ];
 
   it('states the number the code makes it, naming each place that does not', () => {

@@ -1,7 +1,16 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { slugify } from '../src/ids.js';
-import { enterZone, exitZone, isAwayDue, markAway, occupancyAfter, type PersonState } from '../src/presence/transitions.js';
+import {
+  awaySweepIntervalMs,
+  enterZone,
+  exitZone,
+  isAwayDue,
+  markAway,
+  nodeSweepIntervalMs,
+  occupancyAfter,
+  type PersonState,
+} from '../src/presence/transitions.js';
 
 const away: PersonState = { presence: 'not_home', zone_id: null, left_at: null, last_seen: null };
 const at = '2026-11-21T10:00:00.000Z';
@@ -73,5 +82,10 @@ describe('presence transitions', () => {
     assert.equal(slugify('Große Küche', 'zone'), 'grosse-kuche');
     assert.equal(slugify('Bjørn Ærøskøbing Łódź', 'p'), 'bjorn-aeroskobing-lodz');
     assert.match(slugify('x'.repeat(100), 'p'), /^[a-z0-9][a-z0-9_-]{0,63}$/);
+  });
+
+  it('sweeps often enough that a transition is at most a tenth of the node timeout (a quarter of the away delay) late, and at most a second', () => {
+    assert.deepEqual([30_000, 5_000, 200, 0].map(nodeSweepIntervalMs), [1000, 500, 50, 50]);
+    assert.deepEqual([60_000, 2_000, 100, 0].map(awaySweepIntervalMs), [1000, 500, 50, 50]);
   });
 });

@@ -1,3 +1,4 @@
-/** Presence's entry point: the service and its routes. */
+/** Presence's entry point: the service, its routes and how often its sweeps run. */
 export * from './service.js';
 export { presenceRoutes } from './routes.js';
+export { awaySweepIntervalMs, nodeSweepIntervalMs } from './transitions.js';

@@ -80,3 +80,16 @@ export function reportedPresence(person: Pick<PersonState, 'presence' | 'last_se
 /** Two names are the same name when they differ only in case, compatibility forms or white space. */
 export const sameName = (a: string, b: string): boolean => nameKey(a) === nameKey(b);
 const nameKey = (name: string) => name.normalize('NFKC').trim().replace(/\s+/g, ' ').toLowerCase();
+
+/** The most a sweep's interval grows to: a transition it finds is at most this late. */
+export const SWEEP_MAX_INTERVAL_MS = 1000;
+
+/** How often the away sweep looks for persons due to become `not_home`: a quarter of the delay. */
+export const awaySweepIntervalMs = (awayDelayMs: number) => Math.max(50, Math.min(SWEEP_MAX_INTERVAL_MS, Math.floor(awayDelayMs / 4) || 50));
+
+/**
+ * How often the node sweep looks for silent nodes: `node.offline` comes at most a tenth of the
+ * timeout late. Both sweeps run on the ticks the other sweeps share (1 s at most), so an idle service
+ * wakes for none of its own.
+ */
+export const nodeSweepIntervalMs = (nodeTimeoutMs: number) => Math.max(50, Math.min(SWEEP_MAX_INTERVAL_MS, Math.floor(nodeTimeoutMs / 10)));
