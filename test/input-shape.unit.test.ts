@@ -28,6 +28,10 @@ describe('the shape every JSON input must have', () => {
       [{ detail: { '\udc00': 1 } }, '', '/detail', /property name with an unpaired surrogate/],
       ['\u0000', '', '/', /NUL/],
       [{ head: 'a\u0000b' }, 'querystring:', 'querystring:/head', /NUL/],
+      // A violation at the root of a prefixed input is named by the prefix alone (the root's pointer is empty).
+      [{ 'a\u0000': '1' }, 'querystring:', 'querystring:', /property name with a NUL/],
+      [{ '\ud800': 'x' }, 'params:', 'params:', /property name with an unpaired surrogate/],
+      ['\u0000', 'querystring:', 'querystring:', /NUL/],
       [JSON.parse('{"x":{"__proto__":{"admin":true}}}'), '', '/x/__proto__', /prototype/],
       [{ detail: { constructor: { prototype: { x: 1 } } } }, '', '/detail/constructor', /prototype/],
       [{ first: 'x\u0000', second: 'y\u0000' }, '', '/first', /NUL/],

@@ -20,20 +20,19 @@ const pointerSegment = (key: string | number) => String(key).replaceAll('~', '~0
  */
 export function jsonShapeError(value: unknown, prefix = ''): FieldError | undefined {
   const error = walk(value, 0);
-  return error && { path: prefix + (error.path || '/'), message: error.message };
+  // The root's pointer is empty: a violation there is named by the prefix, or "/" without one.
+  return error && { path: error.path ? prefix + error.path : prefix || '/', message: error.message };
 }
 
-/** Any character textError refuses, or its start: most text has none, and one search tells. */
-// eslint-disable-next-line no-control-regex -- NUL is one of the characters it looks for
-const SUSPECT = /[\u0000\uD800-\uDFFF]/;
+/** A UTF-16 surrogate, paired or not: V8 answers at once for one-byte text, which holds none. */
+const SURROGATE = /[\uD800-\uDFFF]/;
 /** A UTF-16 surrogate without its pair: no UTF-8 encoding exists, so each database stores something else. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /** What is wrong with a string or property name in a body, or null. */
 function textError(text: string): string | null {
-  if (!SUSPECT.test(text)) return null;
   if (text.includes('\u0000')) return 'a NUL character';
-  if (LONE_SURROGATE.test(text)) return 'an unpaired surrogate (\\uD800-\\uDFFF), which is not Unicode text';
+  if (SURROGATE.test(text) && LONE_SURROGATE.test(text)) return 'an unpaired surrogate (\\uD800-\\uDFFF), which is not Unicode text';
   return null;
 }
 
