@@ -32,6 +32,22 @@ describe('request loggers', () => {
     }
   });
 
+  it("leave to pino a binding a serializer takes, one named as pino's options are, and one that is not text", async () => {
+    const { logger, lines } = capturedLogger();
+    const cases: Array<[Record<string, unknown>, Record<string, unknown>]> = [
+      [{ reqId: 'req-4' }, { serializers: { reqId: (id: string) => `route-${id}` } }],
+      [{ level: 'req-5' }, {}],
+      [{ reqId: 42 }, {}],
+      [{ reqId: 'req-6', other: { password: 'hunter2' } }, {}],
+    ];
+    for (const [bindings, options] of cases) {
+      logger.child(bindings, options).info('line');
+      requestLogger.call(Fastify(), logger, bindings, options, {} as never).info('line');
+      const [pinos, ours] = lines.splice(0);
+      assert.deepEqual(ours, pinos, JSON.stringify(bindings));
+    }
+  });
+
   it("keep a route's log level, and their own children add their bindings", async () => {
     const { logger, lines } = capturedLogger();
     const quiet = requestLogger.call(Fastify(), logger, { reqId: 'req-3' }, { level: 'warn' }, {} as never);

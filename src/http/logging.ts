@@ -34,19 +34,26 @@ export function loggerOptions(
   };
 }
 
-const { chindingsSym } = pino.symbols;
+const { chindingsSym, serializersSym } = pino.symbols;
+/** Binding names pino's child leaves out, as they name its options. */
+const PINO_OPTION_NAMES = new Set(['level', 'serializers', 'formatters', 'customLevels']);
 
 /**
  * Each request's child logger, with the lines pino's own `child(bindings)` writes, made without the
  * redaction of its bindings: a redact path that starts with a wildcard (`*.password`) sends every
  * binding of every child through the redactor, a cost on every request for Fastify's request id,
- * which is never a secret. Text bindings are written as pino writes them, a JSON member each.
+ * which is never a secret. Text bindings no serializer takes are written as pino writes them, a JSON
+ * member each; anything else is left to pino.
  */
 export const requestLogger: NonNullable<FastifyServerOptions['childLoggerFactory']> = (logger, bindings, options) => {
   const entries = Object.entries(bindings);
-  if (!entries.every(([, value]) => typeof value === 'string')) return logger.child(bindings, options);
+  const serializers = (logger as unknown as Record<symbol, Record<string, unknown> | undefined>)[serializersSym];
+  const plain = ([key, value]: [string, unknown]) => typeof value === 'string' && !PINO_OPTION_NAMES.has(key) && !options.serializers?.[key] && !serializers?.[key];
+  if (!entries.every(plain)) return logger.child(bindings, options);
   // No options: pino's quick way, which sets nothing but the bindings (Fastify passes `{}` for none).
   const child = logger.child({}, options.level || options.serializers ? options : undefined) as typeof logger & Record<symbol, string>;
+  // A logger from another copy of pino keeps its bindings under another symbol.
+  if (typeof child[chindingsSym] !== 'string') return logger.child(bindings, options);
   for (const [key, value] of entries) child[chindingsSym] += `,${JSON.stringify(key)}:${JSON.stringify(value)}`;
   return child;
 };
