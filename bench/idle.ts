@@ -112,8 +112,9 @@ export async function benchIdle(): Promise<boolean> {
     );
     return startMet && idleMet;
   } finally {
-    for (const signal of ENDING_SIGNALS) process.off(signal, endNow);
     await Promise.all(children.map(kill));
     rmSync(dataDir, { recursive: true, force: true });
+    // Only now: a signal until here still ends what was started.
+    for (const signal of ENDING_SIGNALS) process.off(signal, endNow);
   }
 }
