@@ -39,6 +39,7 @@ describe('request loggers', () => {
       [{ level: 'req-5' }, {}],
       [{ reqId: 42 }, {}],
       [{ reqId: 'req-6', other: { password: 'hunter2' } }, {}],
+      [{ token: 'a-secret' }, {}],
     ];
     for (const [bindings, options] of cases) {
       logger.child(bindings, options).info('line');
@@ -46,6 +47,12 @@ describe('request loggers', () => {
       const [pinos, ours] = lines.splice(0);
       assert.deepEqual(ours, pinos, JSON.stringify(bindings));
     }
+  });
+
+  it('redact the secret fields at the top of a line and one object down', () => {
+    const { logger, lines } = capturedLogger();
+    requestLogger.call(Fastify(), logger, { reqId: 'req-7' }, {}, {} as never).warn({ token: 'a', mqtt: { password: 'b', client_key: 'c' }, secret: 'd' }, 'saved');
+    assert.deepEqual(lines[0], { level: 40, reqId: 'req-7', token: '[redacted]', mqtt: { password: '[redacted]', client_key: '[redacted]' }, secret: '[redacted]', msg: 'saved' });
   });
 
   it("keep a route's log level, and their own children add their bindings", async () => {

@@ -1,20 +1,20 @@
 import { LogController, type FastifyServerOptions } from 'fastify';
 import { pino } from 'pino';
 
-/** Secrets that must never reach a log line, wherever they appear in a logged object. */
+/** Fields that hold secrets. */
+const SECRET_FIELDS = ['password', 'secret', 'shared_secret', 'token', 'ca_cert', 'client_cert', 'client_key', 'client_key_passphrase'];
+
+/**
+ * Secrets that must never reach a log line: the request headers that carry credentials, and the
+ * secret fields at a line's top level and one object down (a path pino's redaction can match).
+ */
 const REDACTED_PATHS = [
   'req.headers.authorization',
   'req.headers.cookie',
   'req.headers["x-bot-signature"]',
   'res.headers["set-cookie"]',
-  '*.password',
-  '*.secret',
-  '*.shared_secret',
-  '*.token',
-  '*.ca_cert',
-  '*.client_cert',
-  '*.client_key',
-  '*.client_key_passphrase',
+  ...SECRET_FIELDS,
+  ...SECRET_FIELDS.map((field) => `*.${field}`),
 ];
 
 /**
@@ -34,7 +34,7 @@ export function loggerOptions(
   };
 }
 
-const { chindingsSym, serializersSym } = pino.symbols;
+const { chindingsSym, serializersSym, stringifiersSym } = pino.symbols;
 /** Binding names pino's child leaves out, as they name its options. */
 const PINO_OPTION_NAMES = new Set(['level', 'serializers', 'formatters', 'customLevels']);
 
@@ -42,13 +42,14 @@ const PINO_OPTION_NAMES = new Set(['level', 'serializers', 'formatters', 'custom
  * Each request's child logger, with the lines pino's own `child(bindings)` writes, made without the
  * redaction of its bindings: a redact path that starts with a wildcard (`*.password`) sends every
  * binding of every child through the redactor, a cost on every request for Fastify's request id,
- * which is never a secret. Text bindings no serializer takes are written as pino writes them, a JSON
- * member each; anything else is left to pino.
+ * which is never a secret. Text bindings that no serializer takes and no redact path names are
+ * written as pino writes them, a JSON member each; anything else is left to pino.
  */
 export const requestLogger: NonNullable<FastifyServerOptions['childLoggerFactory']> = (logger, bindings, options) => {
   const entries = Object.entries(bindings);
-  const serializers = (logger as unknown as Record<symbol, Record<string, unknown> | undefined>)[serializersSym];
-  const plain = ([key, value]: [string, unknown]) => typeof value === 'string' && !PINO_OPTION_NAMES.has(key) && !options.serializers?.[key] && !serializers?.[key];
+  const own = logger as unknown as Record<symbol, Record<string, unknown> | undefined>;
+  const plain = ([key, value]: [string, unknown]) =>
+    typeof value === 'string' && !PINO_OPTION_NAMES.has(key) && !options.serializers?.[key] && !own[serializersSym]?.[key] && !own[stringifiersSym]?.[key];
   if (!entries.every(plain)) return logger.child(bindings, options);
   // No options: pino's quick way, which sets nothing but the bindings (Fastify passes `{}` for none).
   const child = logger.child({}, options.level || options.serializers ? options : undefined) as typeof logger & Record<symbol, string>;
