@@ -51,8 +51,17 @@ describe('request loggers', () => {
 
   it('redact the secret fields at the top of a line and one object down', () => {
     const { logger, lines } = capturedLogger();
-    requestLogger.call(Fastify(), logger, { reqId: 'req-7' }, {}, {} as never).warn({ token: 'a', mqtt: { password: 'b', client_key: 'c' }, secret: 'd' }, 'saved');
-    assert.deepEqual(lines[0], { level: 40, reqId: 'req-7', token: '[redacted]', mqtt: { password: '[redacted]', client_key: '[redacted]' }, secret: '[redacted]', msg: 'saved' });
+    requestLogger
+      .call(Fastify(), logger, { reqId: 'req-7' }, {}, {} as never)
+      .warn({ token: 'a', mqtt: { password: 'b', client_key: 'c' }, secret: 'd' }, 'saved');
+    assert.deepEqual(lines[0], {
+      level: 40,
+      reqId: 'req-7',
+      token: '[redacted]',
+      mqtt: { password: '[redacted]', client_key: '[redacted]' },
+      secret: '[redacted]',
+      msg: 'saved',
+    });
   });
 
   it("keep a route's log level, and their own children add their bindings", async () => {
