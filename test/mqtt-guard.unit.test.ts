@@ -6,7 +6,7 @@ import { Metrics } from '../src/ops/metrics.js';
 import { InboundGuard } from '../src/mqtt/inbound.js';
 import { logConnectionChange, NOTHING_LOGGED } from '../src/mqtt/status-log.js';
 import { attemptFailed, connectionClosed, contestedReason, reconnectDelay, UNCONTESTED } from '../src/mqtt/takeover.js';
-import { NO_CONNECTION } from '../src/mqtt/connection.js';
+import { describeMqttError, NO_CONNECTION } from '../src/mqtt/connection.js';
 import { loadMqtt } from '../src/mqtt/library.js';
 import { refusal, refusalCode, RefusalLog } from '../src/mqtt/refusals.js';
 
@@ -83,6 +83,15 @@ describe('a client id taken by another client', () => {
       ],
     );
     assert.equal(lines[1]!.fields.reason, 'closed by the broker');
+  });
+
+  it('names a socket the broker closed under a write or reset as closed by the broker, not by its errno', () => {
+    // A takeover closes the socket; a publish under way at that moment fails with EPIPE first.
+    for (const [message, code] of [
+      ['write EPIPE', 'EPIPE'],
+      ['read ECONNRESET', 'ECONNRESET'],
+    ])
+      assert.equal(describeMqttError(Object.assign(new Error(message), { code })), 'connection closed by the broker', code);
   });
 });
 

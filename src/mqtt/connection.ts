@@ -116,6 +116,9 @@ export function describeMqttError(error: Error & { code?: string | number }, det
   if (!detailed) return 'no MQTT broker answered at that host and port';
   if (code === 'ECONNREFUSED') return 'connection refused: is the broker running on that host and port?';
   if (code === 'ETIMEDOUT') return 'timed out';
+  // The broker closed the socket (another client took the client id, the broker stopped) while a
+  // packet was on its way out or in: the close itself says the same with no errno.
+  if (code === 'EPIPE' || code === 'ECONNRESET') return 'connection closed by the broker';
   if (error.message === 'connack timeout')
     return "no MQTT answer: something accepted the connection but never answered as a broker (is this the broker's MQTT port?)";
   if (code === undefined && MQTT_PARSER_ERROR.test(error.message))
