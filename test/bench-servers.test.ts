@@ -25,15 +25,19 @@ describe('benchmarks with servers (quick size)', () => {
   it('the idle benchmark ends the processes it started when it is stopped', async () => {
     for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
       const runner = spawn(process.execPath, [new URL('../bench/run.js', import.meta.url).pathname, 'idle'], { stdio: 'ignore' });
+      let children: number[] = [];
       try {
         // The service and the bare reference: the benchmark is measuring.
-        const children = await eventually(() => (runningChildren(runner.pid!).length === 2 ? runningChildren(runner.pid!) : null), 60_000, 'both started');
+        children = await eventually(() => (runningChildren(runner.pid!).length === 2 ? runningChildren(runner.pid!) : null), 60_000, 'both started');
         const exited = new Promise((resolve) => runner.once('exit', (_code, received) => resolve(received)));
         runner.kill(signal);
         assert.equal(await exited, signal, 'ended by the signal, as without a handler');
         // SIGKILL's end is not instant: wait for it, not for a time.
         await eventually(() => children.every((pid) => !running(pid)), 10_000, `both ended after ${signal}`);
       } finally {
+        // A failed run leaves nothing running either.
+        for (const pid of [...children, ...(runner.exitCode === null && runner.signalCode === null ? runningChildren(runner.pid!) : [])])
+          if (running(pid)) process.kill(pid, 'SIGKILL');
         runner.kill('SIGKILL');
       }
     }

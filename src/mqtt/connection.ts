@@ -100,6 +100,9 @@ export async function connectBroker(target: { url: string; options: IClientOptio
 /** The errors mqtt-packet's parser raises when the bytes that came back are not MQTT. */
 const MQTT_PARSER_ERROR = /^(Invalid|Malformed|Cannot parse|Packet|Not supported|Unknown property|Connect flag|Will )/;
 
+/** A connection the broker ended, with or without an errno on the way. */
+const CLOSED_BY_BROKER = 'connection closed by the broker';
+
 /**
  * A readable reason for a failed connection (shown next to the dashboard's Test button). For a host
  * that is not the saved broker (`detailed` false) socket-level reasons are folded into one, so the
@@ -118,7 +121,7 @@ export function describeMqttError(error: Error & { code?: string | number }, det
   if (code === 'ETIMEDOUT') return 'timed out';
   // The broker closed the socket (another client took the client id, the broker stopped) while a
   // packet was on its way out or in: the close itself says the same with no errno.
-  if (code === 'EPIPE' || code === 'ECONNRESET') return 'connection closed by the broker';
+  if (code === 'EPIPE' || code === 'ECONNRESET') return CLOSED_BY_BROKER;
   if (error.message === 'connack timeout')
     return "no MQTT answer: something accepted the connection but never answered as a broker (is this the broker's MQTT port?)";
   if (code === undefined && MQTT_PARSER_ERROR.test(error.message))
@@ -297,7 +300,7 @@ export function connected(client: MqttClient, timeoutMs: number): Promise<void> 
       else resolve();
     };
     const onConnect = () => settle();
-    const onClose = () => settle(new Error('connection closed by the broker'));
+    const onClose = () => settle(new Error(CLOSED_BY_BROKER));
     const timer = setTimeout(() => settle(Object.assign(new Error(`timed out after ${timeoutMs} ms`), { code: 'ETIMEDOUT' })), timeoutMs);
     client.once('connect', onConnect).once('error', settle).once('close', onClose);
   });
