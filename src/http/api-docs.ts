@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { openApiSecurity, SESSION_COOKIE } from './auth.js';
+import { DOCUMENT_HEADERS } from './header-policy.js';
 import { errorCodes, problemResponses, requireAnsweredFields } from './openapi.js';
 
 /** How each credential is sent: the OpenAPI security schemes every operation's `security` names. */
@@ -64,6 +65,10 @@ export async function apiDocs(app: FastifyInstance, version: string): Promise<vo
       return { schema: { ...(schema ?? {}), response, security: security ?? [] } as typeof schema, url };
     },
   });
-  await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: DOCS_CSP });
+  await app.register(async (pages) => {
+    // Swagger UI's routes serve pages: the document policy (header-policy.ts), its CSP replaced by staticCSP.
+    pages.addHook('onRoute', (route) => void (route.config = { ...route.config, policyHeaders: DOCUMENT_HEADERS }));
+    await pages.register(swaggerUi, { routePrefix: '/docs', staticCSP: DOCS_CSP });
+  });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 }

@@ -9,6 +9,8 @@ export function problemPages(app: FastifyInstance): void {
   withSchemaTypes(app).get(
     '/problems/:code',
     {
+      // A page for a browser (below): the document policy.
+      config: { headerPolicy: {} },
       schema: {
         tags: ['operations'],
         operationId: 'getProblem',

@@ -42,4 +42,41 @@ describe('security headers on every response', () => {
     }
     assert.match(String((await get('/api/persons')).headers['content-security-policy']), /default-src 'none'/);
   });
+
+  // Fields that act only on a page a browser renders (OWASP's REST Security Cheat Sheet): on pages, not on API answers.
+  const PAGE_ONLY = [
+    'cross-origin-opener-policy',
+    'origin-agent-cluster',
+    'x-dns-prefetch-control',
+    'x-download-options',
+    'x-permitted-cross-domain-policies',
+    'x-xss-protection',
+  ];
+
+  it('pages carry the fields that act on a rendered page; API answers only those that act on any answer', async () => {
+    const pages = {
+      dashboard: await get('/'),
+      'dashboard script': await get('/dashboard/app.js'),
+      docs: await get('/docs/'),
+      'docs asset': await get('/docs/static/swagger-ui.css'),
+      'problem page': await get('/problems/not_found', { accept: 'text/html' }),
+    };
+    for (const [what, response] of Object.entries(pages)) {
+      assert.equal(response.statusCode, 200, what);
+      for (const name of PAGE_ONLY) assert.ok(response.headers[name], `${what}: ${name}`);
+    }
+    const answers = {
+      api: await get('/api/persons', { authorization: 'Bearer test-admin-token-0123456789' }),
+      '401': await get('/api/persons'),
+      '404': await get('/nothing-here', { accept: 'text/html' }),
+      health: await get('/healthz'),
+      openapi: await get('/openapi.json'),
+      'bad encoding': await get('/api/%zz'),
+    };
+    for (const [what, response] of Object.entries(answers)) {
+      for (const name of PAGE_ONLY) assert.equal(response.headers[name], undefined, `${what}: ${name}`);
+      assert.equal(response.headers['cross-origin-resource-policy'], 'same-origin', what);
+      assert.equal(response.headers['referrer-policy'], 'no-referrer', what);
+    }
+  });
 });
