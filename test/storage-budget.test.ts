@@ -679,6 +679,43 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
     });
   }
 
+  // A hot standby with hot_standby_feedback holds back the primary's VACUUM for its queries: through its
+  // replication slot's xmin, or without a slot through its walsender's (a session of no database).
+  for (const slot of ['mothership_standby', undefined]) {
+    it(`a hot standby's query that began before the delete holds the give-back (hot_standby_feedback, ${slot ? 'a replication slot' : 'no slot'})`, async () => {
+      const primary = await startPostgres();
+      const standby = await startPostgres(['hot_standby_feedback=on', 'wal_receiver_status_interval=1'], { port: primary.port, slot });
+      const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0', DATABASE_URL: primary.url });
+      const reader = new pg.Client({ connectionString: standby.url });
+      const standbyHorizon = async () =>
+        (
+          await sql<{ xmin: string | null }>`
+            select ${slot ? sql`(select xmin::text from pg_replication_slots)` : sql`(select backend_xmin::text from pg_stat_replication)`} as xmin`.execute(
+            app.database.db,
+          )
+        ).rows[0]!.xmin;
+      try {
+        await app.database.db.insertInto('events').values(oldEvents(300, 2000)).execute();
+        const budget = new StorageBudget(app.database, (await storageBytes(app.database)) / 0.9, logs);
+        await reader.connect();
+        await reader.query('begin isolation level repeatable read');
+        await reader.query('select 1');
+        const held = await eventually(standbyHorizon, 10_000, "the standby's feedback");
+        assert.ok((await budget.keep()) > 0, 'the pass deletes');
+        await budget.keep();
+        assert.ok(budget.used > (await storageBytes(app.database)), 'counted as given back while the standby could still read the rows');
+        await reader.query('commit');
+        await eventually(async () => (await standbyHorizon()) !== held, 10_000, "the standby's feedback after its query");
+        await eventually(async () => (await budget.keep(), budget.used === (await storageBytes(app.database))), 10_000, 'given back');
+      } finally {
+        await reader.end().catch(() => {});
+        await app.cleanup();
+        await standby.destroy();
+        await primary.destroy();
+      }
+    });
+  }
+
   it("gives back each pass's deletions on their own: a transaction that began between two passes holds only the later one's", async () => {
     const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
     const sessions: pg.Client[] = [];

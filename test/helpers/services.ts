@@ -33,14 +33,22 @@ const PG_BIN = (() => {
   }
 })();
 
-/** A private PostgreSQL cluster (run as the postgres user) the test can stop and restart; `settings`: more `-c` settings. */
-export async function startPostgres(settings: string[] = []) {
+/**
+ * A private PostgreSQL cluster (run as the postgres user) the test can stop and restart; `settings`:
+ * more `-c` settings. `standbyOf`: a hot standby streaming from that cluster (its base backup),
+ * through a new physical replication slot when `slot` names one.
+ */
+export async function startPostgres(settings: string[] = [], standbyOf?: { port: number; slot?: string }) {
   const dir = mkdtempSync(path.join(tmpdir(), 'mothership-pg-'));
   chmodSync(dir, 0o777);
   const data = path.join(dir, 'data');
   const port = await freePort();
   const asPostgres = (command: string) => execFileSync('su', ['postgres', '-s', '/bin/sh', '-c', command], { stdio: 'pipe' });
-  asPostgres(`${PG_BIN}/initdb -D ${data} -A trust -U postgres >/dev/null`);
+  if (standbyOf)
+    asPostgres(
+      `${PG_BIN}/pg_basebackup -h 127.0.0.1 -p ${standbyOf.port} -U postgres -D ${data} -R -X stream${standbyOf.slot ? ` -C -S ${standbyOf.slot}` : ''}`,
+    );
+  else asPostgres(`${PG_BIN}/initdb -D ${data} -A trust -U postgres >/dev/null`);
   const pgctl = (action: string) =>
     asPostgres(
       `${PG_BIN}/pg_ctl -D ${data} -o "-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off${settings.map((setting) => ` -c ${setting}`).join('')}" -l ${dir}/log -w ${action} >/dev/null`,
@@ -67,6 +75,7 @@ export async function startPostgres(settings: string[] = []) {
   };
   return {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    port,
     async stop() {
       pgctl('-m fast stop');
       await waitForPort(port, false);
