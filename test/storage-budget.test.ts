@@ -684,33 +684,46 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
   for (const slot of ['mothership_standby', undefined]) {
     it(`a hot standby's query that began before the delete holds the give-back (hot_standby_feedback, ${slot ? 'a replication slot' : 'no slot'})`, async () => {
       const primary = await startPostgres();
-      const standby = await startPostgres(['hot_standby_feedback=on', 'wal_receiver_status_interval=1'], { port: primary.port, slot });
-      const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0', DATABASE_URL: primary.url });
-      const reader = new pg.Client({ connectionString: standby.url });
-      const standbyHorizon = async () =>
-        (
-          await sql<{ xmin: string | null }>`
-            select ${slot ? sql`(select xmin::text from pg_replication_slots)` : sql`(select backend_xmin::text from pg_stat_replication)`} as xmin`.execute(
-            app.database.db,
-          )
-        ).rows[0]!.xmin;
+      let standby: Awaited<ReturnType<typeof startPostgres>> | undefined;
+      let app: TestApp | undefined;
+      let reader: pg.Client | undefined;
       try {
-        await app.database.db.insertInto('events').values(oldEvents(300, 2000)).execute();
-        const budget = new StorageBudget(app.database, (await storageBytes(app.database)) / 0.9, logs);
+        // The service as a deployment runs it: a role of its own that owns its database, not a superuser
+        // (PostgreSQL hides other roles' sessions' `backend_type` from it).
+        const admin = new pg.Client({ connectionString: primary.url });
+        await admin.connect();
+        await admin.query('create role mothership login');
+        await admin.query('create database mothership owner mothership');
+        await admin.end();
+        standby = await startPostgres(['hot_standby_feedback=on', 'wal_receiver_status_interval=1'], { port: primary.port, slot });
+        const db = (app = await startTestApp('postgres', {
+          STORAGE_BUDGET_MB: '0',
+          DATABASE_URL: primary.url.replace('//postgres@', '//mothership@').replace(/\/postgres$/, '/mothership'),
+        })).database;
+        const standbyHorizon = async () =>
+          (
+            await sql<{ xmin: string | null }>`
+              select ${slot ? sql`(select xmin::text from pg_replication_slots)` : sql`(select backend_xmin::text from pg_stat_replication)`} as xmin`.execute(
+              db.db,
+            )
+          ).rows[0]!.xmin;
+        await db.db.insertInto('events').values(oldEvents(300, 2000)).execute();
+        const budget = new StorageBudget(db, (await storageBytes(db)) / 0.9, logs);
+        reader = new pg.Client({ connectionString: standby.url });
         await reader.connect();
         await reader.query('begin isolation level repeatable read');
         await reader.query('select 1');
         const held = await eventually(standbyHorizon, 10_000, "the standby's feedback");
         assert.ok((await budget.keep()) > 0, 'the pass deletes');
         await budget.keep();
-        assert.ok(budget.used > (await storageBytes(app.database)), 'counted as given back while the standby could still read the rows');
+        assert.ok(budget.used > (await storageBytes(db)), 'counted as given back while the standby could still read the rows');
         await reader.query('commit');
         await eventually(async () => (await standbyHorizon()) !== held, 10_000, "the standby's feedback after its query");
-        await eventually(async () => (await budget.keep(), budget.used === (await storageBytes(app.database))), 10_000, 'given back');
+        await eventually(async () => (await budget.keep(), budget.used === (await storageBytes(db))), 10_000, 'given back');
       } finally {
-        await reader.end().catch(() => {});
-        await app.cleanup();
-        await standby.destroy();
+        await reader?.end().catch(() => {});
+        await app?.cleanup();
+        await standby?.destroy();
         await primary.destroy();
       }
     });

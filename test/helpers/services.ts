@@ -44,16 +44,28 @@ export async function startPostgres(settings: string[] = [], standbyOf?: { port:
   const data = path.join(dir, 'data');
   const port = await freePort();
   const asPostgres = (command: string) => execFileSync('su', ['postgres', '-s', '/bin/sh', '-c', command], { stdio: 'pipe' });
-  if (standbyOf)
-    asPostgres(
-      `${PG_BIN}/pg_basebackup -h 127.0.0.1 -p ${standbyOf.port} -U postgres -D ${data} -R -X stream${standbyOf.slot ? ` -C -S ${standbyOf.slot}` : ''}`,
-    );
-  else asPostgres(`${PG_BIN}/initdb -D ${data} -A trust -U postgres >/dev/null`);
   const pgctl = (action: string) =>
     asPostgres(
       `${PG_BIN}/pg_ctl -D ${data} -o "-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off${settings.map((setting) => ` -c ${setting}`).join('')}" -l ${dir}/log -w ${action} >/dev/null`,
     );
-  pgctl('start');
+  try {
+    // `-c fast`: the primary's checkpoint at once, not spread over minutes.
+    if (standbyOf)
+      asPostgres(
+        `${PG_BIN}/pg_basebackup -h 127.0.0.1 -p ${standbyOf.port} -U postgres -D ${data} -R -X stream -c fast${standbyOf.slot ? ` -C -S ${standbyOf.slot}` : ''}`,
+      );
+    else asPostgres(`${PG_BIN}/initdb -D ${data} -A trust -U postgres >/dev/null`);
+    pgctl('start');
+  } catch (error) {
+    // Nothing left behind: a failed start's directory, or a server that came up partly.
+    try {
+      pgctl('-m immediate stop');
+    } catch {
+      // not running
+    }
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
   await waitForPort(port, true);
   // The server's process id is the first line of postmaster.pid; its backends are its children.
   const signalCluster = (signal: NodeJS.Signals) => {
