@@ -16,14 +16,20 @@ export const ADMIN_TOKEN = 'test-admin-token-0123456789';
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379/0';
 export const PG_ADMIN_URL = process.env.TEST_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-/** A fresh PostgreSQL database for one test file; dropped by the returned function. */
+/** The role the service connects as in the tests (PG_ADMIN_URL's role creates and drops their databases). */
+const TEST_PG_ROLE = 'mothership_test';
+
+/** A fresh PostgreSQL database for one test file, owned by TEST_PG_ROLE; dropped by the returned function. */
 export async function createPgDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
   const name = `ms_test_${process.pid}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
   await admin.connect();
-  await admin.query(`create database ${name}`);
+  // The service connects as a deployment connects it: a role that owns its database, no superuser.
+  // Files run in parallel: one of two creating the role at once fails, and the role exists.
+  await admin.query(`create role ${TEST_PG_ROLE} login`).catch(() => {});
+  await admin.query(`create database ${name} owner ${TEST_PG_ROLE}`);
   await admin.end();
-  const url = PG_ADMIN_URL.replace(/\/[^/]*$/, `/${name}`);
+  const url = PG_ADMIN_URL.replace(/\/[^/]*$/, `/${name}`).replace(/\/\/[^@/]*@/, `//${TEST_PG_ROLE}@`);
   return {
     url,
     drop: async () => {
