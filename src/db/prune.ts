@@ -132,11 +132,13 @@ export async function reclaim(database: Database, logs: LogTable[], marks: reado
   // that began before the delete may not hold an xid yet) or transaction id (a transaction idle between
   // statements holds no snapshot, and still holds back every VACUUM); a prepared transaction's (it has
   // no session); a hot standby's queries under hot_standby_feedback, through its replication slot's
-  // xmin (any slot's holds every database back) or, without a slot, through its walsender: a session of no database, the only such that holds
-  // an xmin (its `backend_type` is hidden from a role that is neither a superuser nor the replication
-  // role). Not a running VACUUM of another table: PostgreSQL lets no vacuum's snapshot hold back what
-  // another may free. A VACUUM of a log itself (autovacuum, another instance's keeper) that began
-  // before the delete counts: SKIP_LOCKED below skips that log, and it cannot free those rows either.
+  // xmin (any slot's holds every database back) or, without a slot, through its walsender: a session
+  // of no database, the only such that holds an xmin (its `backend_type` is hidden from a role that is
+  // neither a superuser nor the replication role). Not a running VACUUM of another table: PostgreSQL
+  // lets no vacuum's snapshot hold back what another may free (such a role is not shown the table of
+  // another role's VACUUM, autovacuum's, which then counts until it ends: the safe side). A VACUUM of a
+  // log itself (autovacuum, another instance's keeper) that began before the delete counts:
+  // SKIP_LOCKED below skips that log, and it cannot free those rows either.
   const { rows } = await sql<{ clear: string | null }>`
     select max(mark::text::numeric)::text as clear from unnest(${marks.map(String)}::xid8[]) as mark
     where not exists (select 1 from pg_stat_activity where (datname = current_database() or datname is null)
@@ -146,9 +148,7 @@ export async function reclaim(database: Database, logs: LogTable[], marks: reado
         union select reltoastrelid from pg_class where oid = any(${tables}::regclass[])))
       and (age(backend_xmin) > age(xid(mark)) or age(backend_xid) > age(xid(mark))))
     and not exists (select 1 from pg_prepared_xacts where database = current_database() and age(transaction) > age(xid(mark)))
-    and not exists (select 1 from pg_replication_slots where age(xmin) > age(xid(mark)))`.execute(
-    database.db,
-  );
+    and not exists (select 1 from pg_replication_slots where age(xmin) > age(xid(mark)))`.execute(database.db);
   const clear = rows[0]?.clear;
   if (clear == null) return null;
   await sql`vacuum (skip_locked) ${sql.join(tables.map((table) => sql.table(table)))}`.execute(database.db);
