@@ -688,18 +688,10 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
       let app: TestApp | undefined;
       let reader: pg.Client | undefined;
       try {
-        // The service as a deployment runs it: a role of its own that owns its database, not a superuser
-        // (PostgreSQL hides other roles' sessions' `backend_type` from it).
-        const admin = new pg.Client({ connectionString: primary.url });
-        await admin.connect();
-        await admin.query('create role mothership login');
-        await admin.query('create database mothership owner mothership');
-        await admin.end();
+        // As every test's service, not a superuser: PostgreSQL hides other roles' sessions' `backend_type` from it.
+        const { url } = await createPgDatabase(primary.url);
         standby = await startPostgres(['hot_standby_feedback=on', 'wal_receiver_status_interval=1'], { port: primary.port, slot });
-        const db = (app = await startTestApp('postgres', {
-          STORAGE_BUDGET_MB: '0',
-          DATABASE_URL: primary.url.replace('//postgres@', '//mothership@').replace(/\/postgres$/, '/mothership'),
-        })).database;
+        const db = (app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0', DATABASE_URL: url })).database;
         const standbyHorizon = async () =>
           (
             await sql<{ xmin: string | null }>`

@@ -16,24 +16,30 @@ export const ADMIN_TOKEN = 'test-admin-token-0123456789';
 export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379/0';
 export const PG_ADMIN_URL = process.env.TEST_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-/** The role the service connects as in the tests (PG_ADMIN_URL's role creates and drops their databases). */
+/** The role the service connects as in the tests (the admin URL's role creates and drops their databases). */
 const TEST_PG_ROLE = 'mothership_test';
+/** The role exists already: another file created it (`duplicate_object`), or at the same moment (`unique_violation`). */
+const ROLE_EXISTS = new Set(['42710', '23505']);
 
-/** A fresh PostgreSQL database for one test file, owned by TEST_PG_ROLE; dropped by the returned function. */
-export async function createPgDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+/**
+ * A fresh PostgreSQL database for one test file, owned by TEST_PG_ROLE, on the cluster of `adminUrl`
+ * (a superuser's); dropped by the returned function.
+ */
+export async function createPgDatabase(adminUrl = PG_ADMIN_URL): Promise<{ url: string; drop: () => Promise<void> }> {
   const name = `ms_test_${process.pid}_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+  const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
   // The service connects as a deployment connects it: a role that owns its database, no superuser.
-  // Files run in parallel: one of two creating the role at once fails, and the role exists.
-  await admin.query(`create role ${TEST_PG_ROLE} login`).catch(() => {});
+  await admin.query(`create role ${TEST_PG_ROLE} login`).catch((error: { code?: string }) => {
+    if (!ROLE_EXISTS.has(error.code ?? '')) throw error;
+  });
   await admin.query(`create database ${name} owner ${TEST_PG_ROLE}`);
   await admin.end();
-  const url = PG_ADMIN_URL.replace(/\/[^/]*$/, `/${name}`).replace(/\/\/[^@/]*@/, `//${TEST_PG_ROLE}@`);
+  const url = adminUrl.replace(/\/[^/]*$/, `/${name}`).replace(/\/\/[^@/]*@/, `//${TEST_PG_ROLE}@`);
   return {
     url,
     drop: async () => {
-      const client = new pg.Client({ connectionString: PG_ADMIN_URL });
+      const client = new pg.Client({ connectionString: adminUrl });
       await client.connect();
       // An ended pool (Kysely's destroy) resolves before its connections close. Forced meanwhile, the
       // drop terminates one, whose client reports it as an error its pool no longer hands anyone: an
