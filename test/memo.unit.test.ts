@@ -1,14 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { memo, memoByKey } from '../src/memo.js';
-
-/** A load that settles when the test says so. */
-function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void; reject: (error: Error) => void } {
-  let resolve!: (value: T) => void;
-  let reject!: (error: Error) => void;
-  const promise = new Promise<T>((yes, no) => ((resolve = yes), (reject = no)));
-  return { promise, resolve, reject };
-}
+import { deferred } from './helpers/deferred.js';
 
 describe('memo', () => {
   it('shares a pending load only with callers passing the same argument', async () => {

@@ -1,5 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import type { ServerResponse } from 'node:http';
 import { CompiledQuery, sql } from 'kysely';
 import { deliveryLogQuery, dueDeliveries } from '../src/webhook/service.js';
 import { DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
@@ -12,18 +13,23 @@ for (const dialect of DIALECTS) {
     let app: TestApp;
     let receiver: Awaited<ReturnType<typeof startReceiver>>;
     const failing = new Set<string>();
+    /** Answers the receiver holds back (the slow receiver's), ended when the file's tests end. */
+    const held: ServerResponse[] = [];
 
     before(async () => {
-      // The receiver fails the backlog's deliveries and takes new ones: one URL, answered by webhook-id.
+      // The receiver fails the backlog's deliveries, holds back its answer to an event marked slow and
+      // takes the others: one URL, answered by webhook-id and body.
       receiver = await startReceiver((response) => {
-        const id = String(receiver.received.at(-1)!.headers['webhook-id']);
-        response.writeHead(failing.has(id) ? 500 : 200).end();
+        const { headers, body } = receiver.received.at(-1)!;
+        if (body.includes('"slow":true')) held.push(response);
+        else response.writeHead(failing.has(String(headers['webhook-id'])) ? 500 : 200).end();
       });
       // Its setup writes 100,000 deliveries in one statement: longer than a request's query may take.
       app = await startTestApp(dialect, { WEBHOOK_RETRY_DELAY_MS: '60000', DATABASE_TIMEOUT_MS: '120000' }, { start: true });
       assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } })).status, 200);
     });
     after(async () => {
+      for (const response of held) response.end();
       await app.cleanup();
       await receiver.close();
     });
@@ -64,6 +70,20 @@ for (const dialect of DIALECTS) {
       assert.ok(waitedMs < 2000, `the new event waited ${waitedMs} ms behind ${BACKLOG} due retries`);
       const backlogSent = receiver.received.filter((request) => failing.has(String(request.headers['webhook-id']))).length;
       assert.ok(backlogSent < BACKLOG, 'the backlog was still being worked on when the new event went out');
+    });
+
+    it('a receiver slow to answer one delivery holds back none of the deliveries after it', async () => {
+      // An automation that takes its time over one event: its answer comes after the next events' (the
+      // timeout is WEBHOOK_TIMEOUT_MS, 15 s here).
+      assert.equal((await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { slow: true } })).status, 202);
+      await eventually(() => held.length === 1, 10_000, 'the slow delivery sent');
+      const sentAt = Date.now();
+      for (let n = 0; n < 20; n++) assert.equal((await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { n } })).status, 202);
+      const after = () => receiver.received.filter((request) => request.at >= sentAt && request.body.includes('"n":'));
+      await eventually(() => after().length === 20, 10_000, 'the 20 events after the slow one');
+      const waitedMs = Math.max(...after().map((request) => request.at)) - sentAt;
+      assert.ok(waitedMs < 3000, `the events after the slow one arrived ${waitedMs} ms after they were sent`);
+      assert.equal(held.length, 1, 'the slow delivery still waits for its answer');
     });
 
     it('finds the due retries through an index that stops at the first one not due, whatever waits behind it', async () => {

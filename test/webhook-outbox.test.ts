@@ -8,6 +8,7 @@ import { DIALECTS, eventually, lockWaiter, startTestApp, type TestApp } from './
 import { startReceiver } from './helpers/receiver.js';
 import { EventLog, type AppendHook } from '../src/events/index.js';
 import { WebhookOutbox } from '../src/webhook/outbox.js';
+import { LANES } from '../src/webhook/service.js';
 
 const MB = 2 ** 20;
 const blob = 'x'.repeat(4_000); // within the 4096 bytes an anomaly's detail may take
@@ -49,9 +50,11 @@ for (const dialect of DIALECTS) {
     });
 
     it('abandons the oldest pending deliveries beyond the cap, falls last, with a metric and one log line', async () => {
-      // The first delivery hangs at the receiver and holds the first-attempt lane: the rest wait.
-      assert.equal((await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { i: -1 } })).status, 202);
-      await eventually(() => receiver.received.length === 1, 5000, 'the first delivery reaches the receiver');
+      // The first deliveries hang at the receiver and fill the first-attempt lane's slots: the rest wait.
+      const { concurrency } = LANES.find((lane) => lane.name === 'first')!;
+      for (let i = 0; i < concurrency; i++)
+        assert.equal((await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { i: -1 - i } })).status, 202);
+      await eventually(() => receiver.received.length === concurrency, 5000, 'the first deliveries reach the receiver');
       assert.equal((await app.api('POST', '/api/events', { type: 'fall.detected' })).status, 202);
       for (let i = 0; i < 60; i++) assert.equal((await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { i } })).status, 202);
 

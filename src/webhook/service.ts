@@ -12,6 +12,7 @@ import { truncateUtf8, WEBHOOK_LOG_BODY_LIMIT } from '../limits.js';
 import { VERSION } from '../version.js';
 import { postJson, type PostResult } from './http-client.js';
 import { newWebhookId, type WebhookOutbox } from './outbox.js';
+import { DispatchLane } from './lane.js';
 import { MAX_WEBHOOK_ATTEMPTS, outcomeOf, retryDelayOf } from './policy.js';
 import { onEvery } from '../ticks.js';
 
@@ -59,7 +60,8 @@ const resendOf = (row: DeliveryRow, attempt: number, dueAt: string, url = row.ur
   attempted_at: null,
 });
 
-const BATCH = 50;
+/** Rows per insert when many deliveries are queued again at once. */
+const INSERT_BATCH = 50;
 /** The most deliveries one "redeliver all failed" queues: a month of failures to a dead receiver is sent in rounds, not one huge write. */
 export const REDELIVER_ALL_BATCH = 1000;
 
@@ -75,8 +77,8 @@ const CLAIM_MARGIN_MS = 5000;
  * The dispatcher's lanes, each claiming and sending on its own with its own concurrency: first
  * attempts (a new event, a redelivery) never wait behind a backlog of retries to a failing receiver.
  */
-const LANES = [
-  { name: 'first', concurrency: 4 },
+export const LANES = [
+  { name: 'first', concurrency: 16 },
   { name: 'retry', concurrency: 2 },
 ] as const;
 type LaneName = (typeof LANES)[number]['name'];
@@ -114,12 +116,15 @@ const attemptRecord = (db: Db, param: Param<AttemptField>) =>
     .where('id', '=', param('id'));
 /** One of the writes recording a batch of attempts (`record`). */
 type RecordWrite = (db: Db) => Compilable<unknown> & { execute(): Promise<unknown> };
-/** A lane's drain in progress, whether it must run once more, and its queries (compiled once: they run at least once per event sent). */
+/** A claimed row and the secrets in force when it was claimed, which sign its attempt. */
+interface Claimed {
+  row: DeliveryRow;
+  secrets: string[];
+}
+/** A lane's slots and its queries (compiled once: they run at least once per event sent). */
 interface Lane {
   name: LaneName;
-  concurrency: number;
-  draining: Promise<void> | null;
-  again: boolean;
+  dispatch: DispatchLane<Claimed, PostResult>;
   /** When the lane next looks for claims a process left behind (`claimDue`). */
   abandonedDueMs: number;
   anyDue: Prepared<{ id: number }, 'state' | 'at'>;
@@ -138,7 +143,6 @@ const STOP_GRACE_MS = 3000;
  */
 export class WebhookService {
   private stopTimer: (() => void) | null = null;
-  private stopped = true;
   private abandon = new AbortController();
   private unsubscribe: (() => void) | null = null;
   private readonly lanes: Lane[];
@@ -165,9 +169,16 @@ export class WebhookService {
     this.gate = new PollGate(database);
     this.lanes = LANES.map(({ name, concurrency }) => ({
       name,
-      concurrency,
-      draining: null,
-      again: false,
+      dispatch: new DispatchLane<Claimed, PostResult>(concurrency, {
+        claim: (limit) => this.claimDue(this.laneNamed(name), limit),
+        send: async ({ row, secrets }) => {
+          const result = await this.send(row.url, row.webhook_id, row.payload, row.event_type, secrets);
+          return this.abandon.signal.aborted ? null : result;
+        },
+        record: (answered) => this.record(answered.map(({ row: { row }, answer }) => ({ row, result: answer }))),
+        release: (claimed) => this.release(claimed.map(({ row }) => row)),
+        failed: (error) => this.log.warn({ err: error, lane: name }, 'webhook dispatch failed'),
+      }),
       abandonedDueMs: 0,
       anyDue: prepare(database, ['state', 'at'], (db, param) => dueDeliveries(name)(db, param).limit(1)),
       claimDueRows: prepare(database, ['state', 'at', 'deadline', 'limit'], (db, param) =>
@@ -185,31 +196,32 @@ export class WebhookService {
   }
 
   start(): void {
-    this.stopped = false;
     this.abandon = new AbortController();
+    for (const lane of this.lanes) lane.dispatch.start();
     // Wake at once for events whose outbox rows this process wrote; the poll covers retries and other processes.
     // New rows are first attempts: only that lane needs waking (waking the retry lane too read the log twice per event).
     this.unsubscribe = this.events.subscribe(() => {
-      if (this.outbox.takeEnqueued()) this.kickLane(this.lanes[0]!);
+      if (this.outbox.takeEnqueued()) this.laneNamed('first').dispatch.kick();
     });
     this.stopTimer = onEvery(POLL_MS, () => void (this.polling ??= this.poll().finally(() => (this.polling = null))));
     this.kick();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
     this.unsubscribe?.();
     this.unsubscribe = null;
     this.stopTimer?.();
     this.stopTimer = null;
     await this.polling;
-    const draining = this.lanes.flatMap((lane) => (lane.draining ? [lane.draining] : []));
-    if (!draining.length) return;
     // A slow receiver must not hold up a shutdown for WEBHOOK_TIMEOUT_MS: after a short grace the
     // attempts are abandoned unrecorded and their rows put back (see release).
     const grace = setTimeout(() => this.abandon.abort(), STOP_GRACE_MS);
-    await Promise.all(draining);
+    await Promise.all(this.lanes.map((lane) => lane.dispatch.stop()));
     clearTimeout(grace);
+  }
+
+  private laneNamed(name: LaneName): Lane {
+    return this.lanes.find((lane) => lane.name === name)!;
   }
 
   private async poll(): Promise<void> {
@@ -229,56 +241,20 @@ export class WebhookService {
     return next?.due_at ? Date.parse(String(next.due_at)) : Infinity;
   }
 
-  /** Starts each lane's drain unless one runs; a drain in progress runs once more (new rows may have arrived). */
+  /** Rows may be due: each lane's free slots look for them. */
   kick(): void {
-    for (const lane of this.lanes) this.kickLane(lane);
-  }
-
-  private kickLane(lane: Lane): void {
-    if (this.stopped) return;
-    if (lane.draining) {
-      lane.again = true;
-      return;
-    }
-    lane.draining = this.drain(lane)
-      .catch((error: Error) => this.log.warn({ err: error, lane: lane.name }, 'webhook dispatch failed'))
-      .finally(() => {
-        lane.draining = null;
-        if (lane.again && !this.stopped) {
-          lane.again = false;
-          this.kickLane(lane);
-        }
-      });
-  }
-
-  private async drain(lane: Lane): Promise<void> {
-    while (!this.stopped) {
-      const due = await this.claimDue(lane);
-      if (due.length === 0) return;
-      const secrets = webhookSigningSecrets((await this.settings.current()).webhook, Date.now());
-      const queue = [...due];
-      const outcomes: { row: DeliveryRow; result: PostResult }[] = [];
-      await Promise.all(
-        Array.from({ length: Math.min(lane.concurrency, queue.length) }, async () => {
-          for (let row = queue.shift(); row; row = queue.shift()) {
-            outcomes.push({ row, result: await this.send(row.url, row.webhook_id, row.payload, row.event_type, secrets) });
-          }
-        }),
-      );
-      if (this.abandon.signal.aborted) return this.release(due);
-      await this.record(outcomes);
-    }
+    for (const lane of this.lanes) lane.dispatch.kick();
   }
 
   /**
-   * Claims up to BATCH of the lane's due rows, moving them to `sending` with a deadline: a process
+   * Claims up to `limit` of the lane's due rows, moving them to `sending` with a deadline: a process
    * that dies mid-send leaves them to be claimed again after it (at-least-once), and two instances
    * never send the same row (PostgreSQL skips rows another instance is claiming). Pending rows first,
    * then abandoned `sending` ones, each one statement walking its state in index order (a single query
    * over both states sorts every pending row). On SQLite an UPDATE that finds nothing still costs a
    * write transaction, so a read comes first (figures in bench/README.md).
    */
-  private async claimDue(lane: Lane): Promise<DeliveryRow[]> {
+  private async claimDue(lane: Lane, limit: number): Promise<Claimed[]> {
     const at = now();
     const deadline = this.sendingDeadline();
     const claim = async (state: 'pending' | 'sending', limit: number): Promise<DeliveryRow[]> => {
@@ -288,14 +264,16 @@ export class WebhookService {
       if (this.database.dialect === 'sqlite' && (await lane.anyDue.execute(this.database.db, { state, at })).rows.length === 0) return [];
       return (await this.database.write((db) => lane.claimDueRows.execute(db, { state, at, deadline, limit }))).rows;
     };
-    const rows = await claim('pending', BATCH);
+    const rows = await claim('pending', limit);
     // Claims a process left behind (`sending` past their deadline) are rare: looked for once a poll
     // period, not after every delivery (the poll keeps coming due while one waits: nextDue).
-    if (rows.length < BATCH && Date.now() >= lane.abandonedDueMs) {
+    if (rows.length < limit && Date.now() >= lane.abandonedDueMs) {
       lane.abandonedDueMs = Date.now() + POLL_MS;
-      rows.push(...(await claim('sending', BATCH - rows.length)));
+      rows.push(...(await claim('sending', limit - rows.length)));
     }
-    return rows.sort((a, b) => Number(a.id) - Number(b.id));
+    if (!rows.length) return [];
+    const secrets = webhookSigningSecrets((await this.settings.current()).webhook, Date.now());
+    return rows.sort((a, b) => Number(a.id) - Number(b.id)).map((row) => ({ row, secrets }));
   }
 
   /**
@@ -310,9 +288,12 @@ export class WebhookService {
     );
   }
 
-  /** A row in `sending` is reclaimed after this: by then its attempt cannot still run anywhere. */
+  /**
+   * A row in `sending` is reclaimed after this: by then its attempt cannot still run anywhere. A
+   * claimed row waits for a free slot at most one attempt (DispatchLane), then takes one.
+   */
   private sendingDeadline(): string {
-    return new Date(Date.now() + this.options.timeoutMs + CLAIM_MARGIN_MS).toISOString();
+    return new Date(Date.now() + 2 * this.options.timeoutMs + CLAIM_MARGIN_MS).toISOString();
   }
 
   /**
@@ -525,10 +506,10 @@ export class WebhookService {
         .orderBy('d.id')
         .limit(REDELIVER_ALL_BATCH)
         .execute();
-      for (let start = 0; start < failed.length; start += BATCH)
+      for (let start = 0; start < failed.length; start += INSERT_BATCH)
         await db
           .insertInto('webhook_deliveries')
-          .values(failed.slice(start, start + BATCH).map((row) => resendOf(row, 1, at, url)))
+          .values(failed.slice(start, start + INSERT_BATCH).map((row) => resendOf(row, 1, at, url)))
           .execute();
       return failed.map((row) => row.payload);
     });
