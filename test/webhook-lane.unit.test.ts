@@ -75,6 +75,31 @@ describe('webhook dispatch lane', () => {
     assert.ok(seen.claims.length >= 5 && seen.claims.length <= 4 + 3, `${seen.claims.length} claims`);
   });
 
+  it('a kick opens slots as rows come, not all of them: one delivery is one claim that finds it and one that finds nothing more', async () => {
+    const { lane, seen, due } = fakeLane(16, ['a']);
+    lane.kick();
+    lane.kick();
+    await settled();
+    assert.deepEqual(seen.sent, ['a']);
+    assert.equal(seen.claims.length, 2);
+    due.push(...Array.from({ length: 20 }, (_, i) => `r${i}`));
+    lane.kick();
+    await settled();
+    assert.equal(seen.sent.length, 21);
+    assert.ok(seen.claims.length <= 2 + 2 + 16, `${seen.claims.length} claims`);
+  });
+
+  it('claimed rows each get a slot at once, up to the concurrency', async () => {
+    const { lane, seen, hold } = fakeLane(3, ['a', 'b', 'c', 'd']);
+    const held = ['a', 'b', 'c', 'd'].map(hold);
+    lane.kick();
+    await settled();
+    assert.deepEqual(seen.sent.sort(), ['a', 'b', 'c']);
+    held[0]!.resolve('answered');
+    await settled();
+    assert.deepEqual(seen.sent.sort(), ['a', 'b', 'c', 'd']);
+  });
+
   it('a kick during a claim that finds nothing claims again: a row committed meanwhile is not left for the poll', async () => {
     const { lane, work, seen, due } = fakeLane(1, []);
     const claim = work.claim;
@@ -163,6 +188,16 @@ describe('webhook dispatch lane', () => {
     await stopping;
     assert.deepEqual(seen.released, ['d']);
     assert.deepEqual(seen.records.flat().sort(), ['a: answered', 'b: answered', 'c: answered']);
+  });
+
+  it('an attempt that throws is reported, its row left claimed, and its slot goes on with the next row', async () => {
+    const { lane, work, seen } = fakeLane(1, ['a', 'b']);
+    const send = work.send;
+    work.send = (row) => (row === 'a' ? Promise.reject(new Error('cannot sign')) : send(row));
+    lane.kick();
+    await settled();
+    assert.equal(seen.failures.length, 1);
+    assert.deepEqual(seen.records.flat(), ['b: ok b']);
   });
 
   it('a failed claim is reported once and ends the slots; the next kick claims again', async () => {

@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
+import { setMaxListeners } from 'node:events';
 import { Webhook } from 'standardwebhooks';
 import type { Database, Db, WebhookDeliveriesTable } from '../db/index.js';
 import { type LogTable, now, type Param, PollGate, prepare, type Prepared, type PreparedValues, pruneOlderThan } from '../db/index.js';
@@ -197,6 +198,8 @@ export class WebhookService {
 
   start(): void {
     this.abandon = new AbortController();
+    // Every attempt in flight listens to it (18, and the Test button's): not a leak past Node's 10.
+    setMaxListeners(0, this.abandon.signal);
     for (const lane of this.lanes) lane.dispatch.start();
     // Wake at once for events whose outbox rows this process wrote; the poll covers retries and other processes.
     // New rows are first attempts: only that lane needs waking (waking the retry lane too read the log twice per event).
@@ -289,11 +292,12 @@ export class WebhookService {
   }
 
   /**
-   * A row in `sending` is reclaimed after this: by then its attempt cannot still run anywhere. A
-   * claimed row waits for a free slot at most one attempt (DispatchLane), then takes one.
+   * A row in `sending` is reclaimed after this: by then its attempt cannot still run anywhere, nor
+   * its answer wait to be recorded. A claimed row waits for a free slot at most one attempt, takes
+   * one, and its answer waits for the lane's next claim at most one more (DispatchLane).
    */
   private sendingDeadline(): string {
-    return new Date(Date.now() + 2 * this.options.timeoutMs + CLAIM_MARGIN_MS).toISOString();
+    return new Date(Date.now() + 3 * this.options.timeoutMs + CLAIM_MARGIN_MS).toISOString();
   }
 
   /**
