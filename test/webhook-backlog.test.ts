@@ -82,7 +82,7 @@ for (const dialect of DIALECTS) {
       const after = () => receiver.received.filter((request) => request.at >= sentAt && request.body.includes('"n":'));
       await eventually(() => after().length === 20, 10_000, 'the 20 events after the slow one');
       const waitedMs = Math.max(...after().map((request) => request.at)) - sentAt;
-      assert.ok(waitedMs < 3000, `the events after the slow one arrived ${waitedMs} ms after they were sent`);
+      assert.ok(waitedMs < 5000, `the events after the slow one arrived ${waitedMs} ms after they were sent`);
       assert.equal(held.length, 1, 'the slow delivery still waits for its answer');
     });
 

@@ -135,6 +135,27 @@ describe('webhook dispatch lane', () => {
     assert.deepEqual(seen.records.at(-1), ['b: late']);
   });
 
+  it('a row announced while a claim runs gets a free slot at once, not when a busy one frees', async () => {
+    const { lane, work, seen, due, hold } = fakeLane(2, ['a']);
+    hold('a');
+    const claim = work.claim;
+    const gate = deferred<void>();
+    // The first claim reads before b is committed and answers after the kick that announces it.
+    work.claim = async (limit) => {
+      const rows = await claim(limit);
+      await gate.promise;
+      work.claim = claim;
+      return rows;
+    };
+    lane.kick();
+    await settled();
+    due.push('b');
+    lane.kick();
+    gate.resolve();
+    await settled();
+    assert.deepEqual(seen.sent.sort(), ['a', 'b'], 'b went out while a still waits for its answer');
+  });
+
   it('an answer that comes back while the last claim runs is recorded, not left for the next kick', async () => {
     const { lane, work, seen, hold } = fakeLane(2, ['a', 'b']);
     const b = hold('b');

@@ -84,7 +84,11 @@ export class DispatchLane<Row, Answer> {
       if (row !== undefined) return row;
       if (!this.claiming) {
         this.kicked = false;
-        this.claiming = this.recordAndClaim().finally(() => (this.claiming = null));
+        this.claiming = this.recordAndClaim().finally(() => {
+          this.claiming = null;
+          // Rows announced during the claim get a free slot now, not when a busy one frees.
+          if (this.kicked) this.kick();
+        });
       }
       this.waiting++;
       const found = await this.claiming.finally(() => this.waiting--);
