@@ -40,7 +40,24 @@ function fakeLane(concurrency: number, due: string[]) {
   };
   const lane = new DispatchLane(concurrency, work);
   lane.start();
-  return { lane, work, seen, hold, due };
+  /** A claim reads, then `row` is committed and announced by a kick before that claim answers. */
+  const announceDuringClaim = async (row: string) => {
+    const claim = work.claim;
+    const gate = deferred<void>();
+    work.claim = async (limit) => {
+      const rows = await claim(limit);
+      await gate.promise;
+      work.claim = claim;
+      return rows;
+    };
+    lane.kick();
+    await settled();
+    due.push(row);
+    lane.kick();
+    gate.resolve();
+    await settled();
+  };
+  return { lane, work, seen, hold, due, announceDuringClaim };
 }
 
 describe('webhook dispatch lane', () => {
@@ -101,22 +118,8 @@ describe('webhook dispatch lane', () => {
   });
 
   it('a kick during a claim that finds nothing claims again: a row committed meanwhile is not left for the poll', async () => {
-    const { lane, work, seen, due } = fakeLane(1, []);
-    const claim = work.claim;
-    const first = deferred<void>();
-    // The first claim reads before the row is committed and answers after the kick that announces it.
-    work.claim = async (limit) => {
-      const rows = await claim(limit);
-      await first.promise;
-      work.claim = claim;
-      return rows;
-    };
-    lane.kick();
-    await settled();
-    due.push('late');
-    lane.kick();
-    first.resolve();
-    await settled();
+    const { seen, announceDuringClaim } = fakeLane(1, []);
+    await announceDuringClaim('late');
     assert.deepEqual(seen.sent, ['late']);
   });
 
@@ -136,23 +139,9 @@ describe('webhook dispatch lane', () => {
   });
 
   it('a row announced while a claim runs gets a free slot at once, not when a busy one frees', async () => {
-    const { lane, work, seen, due, hold } = fakeLane(2, ['a']);
+    const { seen, hold, announceDuringClaim } = fakeLane(2, ['a']);
     hold('a');
-    const claim = work.claim;
-    const gate = deferred<void>();
-    // The first claim reads before b is committed and answers after the kick that announces it.
-    work.claim = async (limit) => {
-      const rows = await claim(limit);
-      await gate.promise;
-      work.claim = claim;
-      return rows;
-    };
-    lane.kick();
-    await settled();
-    due.push('b');
-    lane.kick();
-    gate.resolve();
-    await settled();
+    await announceDuringClaim('b');
     assert.deepEqual(seen.sent.sort(), ['a', 'b'], 'b went out while a still waits for its answer');
   });
 
