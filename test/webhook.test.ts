@@ -322,6 +322,23 @@ for (const dialect of DIALECTS) {
       assert.match((log[0] as any).error, /timed out after 400 ms/);
     });
 
+    it('claims a delivery for long enough to wait for a slot, make the attempt and wait for its answer to be written', async () => {
+      receiver.answerNext('hang', 200);
+      const before = Date.now();
+      await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { claim: 'deadline' } });
+      await eventually(() => receiver.received.length === 1, 5000, 'the attempt');
+      const claimed = await app.database.db
+        .selectFrom('webhook_deliveries')
+        .select(['state', 'due_at'])
+        .where('state', '=', 'sending')
+        .where('event_type', '=', 'anomaly.detected')
+        .executeTakeFirstOrThrow();
+      // Three times WEBHOOK_TIMEOUT_MS (400 ms here), and the 5 s margin (DispatchLane).
+      const deadlineMs = Date.parse(claimed.due_at) - before;
+      assert.ok(deadlineMs >= 3 * 400 + 5000 && deadlineMs <= 3 * 400 + 5000 + 2000, `claimed for ${deadlineMs} ms`);
+      await eventually(() => receiver.received.length === 2, 5000, 'the retry after the timeout');
+    });
+
     it('redelivers a logged delivery on request', async () => {
       const [last] = (await app.api('GET', '/api/webhook/deliveries?limit=1')).body;
       const redelivered = await app.api('POST', `/api/webhook/deliveries/${last.id}/redeliver`);
