@@ -471,6 +471,27 @@ for (const dialect of DIALECTS) {
       assert.equal(next.comparison.regressed, true, 'against the other instance’s figures (0.25), not the run before it here (0.5)');
     });
 
+    it('pushes sent at once each compare against a run stored before them (on SQLite, committed together: the one just before)', async () => {
+      const timestamp = '2026-12-20T10:00:00Z';
+      type Answer = { id: number; record: typeof valid; comparison: { base: { commit_sha: string }; metrics: { field: string; base: number }[] } };
+      const anchor = (await app.api('POST', '/api/baselines', { ...valid, commit_sha: 'f0f0f0f', timestamp, subject_geomean: 0.9 })).body as Answer;
+      const pushes = Array.from({ length: 8 }, (_, index) => ({ ...valid, commit_sha: `f${index + 1}f${index + 1}f${index + 1}f`, timestamp, subject_geomean: 1 + index / 10 }));
+      const answers = (await Promise.all(pushes.map((record) => app.api('POST', '/api/baselines', record)))).map((answer) => {
+        assert.equal(answer.status, 201);
+        return answer.body as Answer;
+      });
+      const inRunOrder = [anchor, ...answers.toSorted((a, b) => a.id - b.id)];
+      const byCommit = new Map(inRunOrder.map((answer) => [answer.record.commit_sha, answer]));
+      for (const [index, answer] of inRunOrder.entries()) {
+        if (index === 0) continue;
+        const base = byCommit.get(answer.comparison.base.commit_sha);
+        assert.ok(base && base.id < answer.id, `${answer.id} compared with a run stored before it`);
+        if (dialect === 'sqlite') assert.equal(base.id, inRunOrder[index - 1]!.id, 'the run just before it');
+        // The figures compared are that run's own.
+        assert.equal(answer.comparison.metrics.find((metric) => metric.field === 'subject_geomean')!.base, base.record.subject_geomean);
+      }
+    });
+
     it('judges a run against its history: noise on the runner raises no alarm, and the answer says why', async () => {
       const machine = [1.0, 1.06, 0.95, 1.04, 0.97, 1.05, 0.94, 1.02, 0.99, 0.96, 1.12];
       let last: any;

@@ -12,7 +12,7 @@ import { Database } from '../src/db/index.js';
 import { WAL_REST_BYTES, walLimits } from '../src/db/database.js';
 import { IDLE_INTERVAL_MS, QUIET_INTERVAL_MS, startCheckpointer, type CheckpointFailure } from '../src/db/checkpointer.js';
 import { GroupCommit } from '../src/db/group-commit.js';
-import { prepare } from '../src/db/prepared.js';
+import { prepare, prepareColumn } from '../src/db/prepared.js';
 import { WaitEstimate } from '../src/enrichment/estimate.js';
 import { JobQueue } from '../src/enrichment/jobs.js';
 import { EnrichmentRequests } from '../src/enrichment/request.js';
@@ -207,6 +207,22 @@ for (const dialect of DIALECTS) {
         () => prepare(database, ['id', 'unused'], (db, param) => db.selectFrom('zones').select('id').where('id', '=', param('id'))),
         /"unused" declared but never used/,
       );
+    });
+
+    it("runs a prepared one-column query, answering the column's values in row order", async () => {
+      const insert = prepare(database, ['id', 'name', 'at'], (db, param) =>
+        db.insertInto('zones').values({ id: param('id'), name: param('name'), created_at: param('at') }),
+      );
+      const names = prepareColumn(database, ['prefix'], (db, param) => db.selectFrom('zones').select('name').where('id', 'like', param('prefix')).orderBy('id', 'desc'));
+      for (const id of ['q1', 'q2', 'q3']) await insert.execute(database.db, { id, name: `Zone ${id}`, at: '2026-11-22T00:00:00.000Z' });
+      assert.deepEqual(await names.execute(database.db, { prefix: 'q%' }), ['Zone q3', 'Zone q2', 'Zone q1']);
+      // Inside a transaction too, where it sees the transaction's own rows.
+      const seen = await database.transaction(async (trx) => {
+        await insert.execute(trx, { id: 'q4', name: 'Zone q4', at: '2026-11-22T00:00:00.000Z' });
+        return names.execute(trx, { prefix: 'q%' });
+      });
+      assert.deepEqual(seen, ['Zone q4', 'Zone q3', 'Zone q2', 'Zone q1']);
+      assert.deepEqual(await names.execute(database.db, { prefix: 'none%' }), []);
     });
 
     it('single-statement writes join concurrent transactions and all commit', async () => {

@@ -1,5 +1,5 @@
 import type { Database, Db } from '../db/index.js';
-import { now, prepare, type Prepared } from '../db/index.js';
+import { now, prepare, prepareColumn, type Prepared, type PreparedColumn } from '../db/index.js';
 import type { EventLog } from '../events/index.js';
 import { notFound } from '../errors.js';
 import { compareBaselines, DEFAULT_THRESHOLD_PCT, type ComparisonReport } from './compare.js';
@@ -41,8 +41,13 @@ export class BaselineService {
    * then reads only the ids of its history instead of parsing every earlier run's JSON again.
    */
   private readonly parsed = new Map<number, BaselineRecord>();
+  /**
+   * Records inserted by a transaction still open, by its handle: until it commits, only it can see
+   * their rows, and a rollback may give their ids to other records.
+   */
+  private readonly uncommitted = new WeakMap<Db, Map<number, BaselineRecord>>();
   /** Compiled once (db/prepared.ts): both run on every push. */
-  private readonly historyIds: Prepared<{ id: number }, 'at'>;
+  private readonly historyIds: PreparedColumn<number, 'at'>;
   private readonly insert: Prepared<{ id: number }, 'commitSha' | 'recordedAt' | 'runAt' | 'record'>;
 
   constructor(
@@ -50,7 +55,7 @@ export class BaselineService {
     private readonly events: EventLog,
   ) {
     // Index-only (baselines_run_order holds run_at and id).
-    this.historyIds = prepare(database, ['at'], (db, param) =>
+    this.historyIds = prepareColumn(database, ['at'], (db, param) =>
       db.selectFrom('baselines').select('id').where('run_at', '<=', param('at')).orderBy('run_at', 'desc').orderBy('id', 'desc').limit(HISTORY_RUNS),
     );
     this.insert = prepare(database, ['commitSha', 'recordedAt', 'runAt', 'record'], (db, param) =>
@@ -68,11 +73,12 @@ export class BaselineService {
   async record(record: BaselineRecord, rawJson: string, thresholdPct = DEFAULT_THRESHOLD_PCT) {
     const result = await this.events.write(async (trx, emit) => {
       const at = runAt(record.timestamp);
-      const earlier = (await this.records(trx, (await this.historyIds.execute(trx, { at })).rows)).reverse();
+      const earlier = (await this.records(trx, await this.historyIds.execute(trx, { at }))).reverse();
       const previous = earlier.at(-1);
       const recordedAt = now();
       const [row] = (await this.insert.execute(trx, { commitSha: record.commit_sha, recordedAt, runAt: at, record: rawJson })).rows;
       const id = Number(row!.id);
+      this.uncommittedIn(trx).set(id, record);
       const comparison = previous ? compareBaselines(previous.record, record, thresholdPct) : null;
       const stored = { id, recorded_at: recordedAt, record };
       const detection = detectAt([...earlier, stored], earlier.length, thresholdPct);
@@ -119,17 +125,26 @@ export class BaselineService {
   }
 
   /**
-   * The stored runs of `rows` (in their order), each parsed once per process: the record column is
-   * read only for the ids not parsed before.
+   * The stored runs of `ids` (in their order), each parsed once per process: the record column is
+   * read only for the ids not parsed before, nor inserted earlier in this transaction.
    */
-  private async records(db: Db, rows: { id: number }[]): Promise<Pick<StoredBaseline, 'id' | 'record'>[]> {
-    const missing = rows.map((row) => Number(row.id)).filter((id) => !this.parsed.has(id));
+  private async records(db: Db, ids: number[]): Promise<Pick<StoredBaseline, 'id' | 'record'>[]> {
+    const uncommitted = this.uncommitted.get(db);
+    const known = (id: number) => this.parsed.get(id) ?? uncommitted?.get(id);
+    const missing = ids.map(Number).filter((id) => !known(id));
     if (missing.length) {
       for (const row of await db.selectFrom('baselines').select(['id', 'record']).where('id', 'in', missing).execute()) {
         this.remember(Number(row.id), JSON.parse(row.record) as BaselineRecord);
       }
     }
-    return rows.map((row) => ({ id: Number(row.id), record: this.parsed.get(Number(row.id))! }));
+    return ids.map((id) => ({ id: Number(id), record: known(Number(id))! }));
+  }
+
+  /** The records `trx` inserted: on SQLite, the pushes of one group commit share its transaction. */
+  private uncommittedIn(trx: Db): Map<number, BaselineRecord> {
+    let records = this.uncommitted.get(trx);
+    if (!records) this.uncommitted.set(trx, (records = new Map()));
+    return records;
   }
 
   private remember(id: number, record: BaselineRecord): void {

@@ -4,7 +4,7 @@ export * from './schema.js';
 export { storageFailure, type StorageFailure } from './errors.js';
 export { claimInterval, getSetting, isStoredSetting, putSetting, settingFingerprint, storedSettingFingerprint } from './kv.js';
 export { insertWithNewId, uniqueId } from './ids.js';
-export { prepare, type Param, type Prepared, type PreparedValues } from './prepared.js';
+export { prepare, prepareColumn, type Param, type Prepared, type PreparedColumn, type PreparedValues } from './prepared.js';
 export { PRUNE_CHUNK, pruneOldest, pruneOlderThan, deletionMark, reclaim, type LogTable } from './prune.js';
 export { storageBytes } from './usage.js';
 export { PollGate, type CommitMark } from './poll-gate.js';
