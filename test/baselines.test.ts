@@ -475,7 +475,12 @@ for (const dialect of DIALECTS) {
       const timestamp = '2026-12-20T10:00:00Z';
       type Answer = { id: number; record: typeof valid; comparison: { base: { commit_sha: string }; metrics: { field: string; base: number }[] } };
       const anchor = (await app.api('POST', '/api/baselines', { ...valid, commit_sha: 'f0f0f0f', timestamp, subject_geomean: 0.9 })).body as Answer;
-      const pushes = Array.from({ length: 8 }, (_, index) => ({ ...valid, commit_sha: `f${index + 1}f${index + 1}f${index + 1}f`, timestamp, subject_geomean: 1 + index / 10 }));
+      const pushes = Array.from({ length: 8 }, (_, index) => ({
+        ...valid,
+        commit_sha: `f${index + 1}f${index + 1}f${index + 1}f`,
+        timestamp,
+        subject_geomean: 1 + index / 10,
+      }));
       const answers = (await Promise.all(pushes.map((record) => app.api('POST', '/api/baselines', record)))).map((answer) => {
         assert.equal(answer.status, 201);
         return answer.body as Answer;
@@ -565,6 +570,36 @@ for (const dialect of DIALECTS) {
       const listed = await app.api('GET', `/api/baselines?limit=${figures.length}&detection=true`);
       assert.equal(listed.status, 200, JSON.stringify(listed.body).slice(0, 300));
       assert.equal((await app.api('GET', `/api/baselines/${ids.at(-1)}/detection`)).status, 200);
+    });
+  });
+
+  // A service of its own: it stores more runs than the other tests' lists read.
+  describe(`baselines API, a long history (${dialect})`, () => {
+    let app: TestApp;
+    before(async () => {
+      app = await startTestApp(dialect);
+    });
+    after(() => app.cleanup());
+
+    it('a backfilled push is answered once more runs are stored than the process keeps parsed (outside attack: a 500)', async () => {
+      const at = (minute: number) => new Date(Date.UTC(2027, 0, 1) + minute * 60_000).toISOString();
+      // More runs than the 1,000 parsed records a process keeps, pushed in order of their timestamps.
+      for (let start = 1; start <= 1100; start += 100) {
+        const pushes = Array.from({ length: 100 }, (_, index) => start + index).map((minute) =>
+          app.api('POST', '/api/baselines', { ...valid, commit_sha: `d${String(minute).padStart(6, '0')}`, timestamp: at(minute) }),
+        );
+        for (const answer of await Promise.all(pushes)) assert.equal(answer.status, 201);
+      }
+      // Between runs 150 and 151: its history reaches runs no longer kept and the oldest still kept,
+      // which reading the first must not push out before they are used.
+      const backfilled = await app.api('POST', '/api/baselines', {
+        ...valid,
+        commit_sha: 'dbacf00',
+        timestamp: new Date(Date.parse(at(150)) + 30_000).toISOString(),
+      });
+      assert.equal(backfilled.status, 201, JSON.stringify(backfilled.body));
+      assert.equal(backfilled.body.comparison.base.commit_sha, 'd000150');
+      assert.equal(backfilled.body.detection.fields[0].head_runs, 1);
     });
   });
 }

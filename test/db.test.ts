@@ -213,7 +213,9 @@ for (const dialect of DIALECTS) {
       const insert = prepare(database, ['id', 'name', 'at'], (db, param) =>
         db.insertInto('zones').values({ id: param('id'), name: param('name'), created_at: param('at') }),
       );
-      const names = prepareColumn(database, ['prefix'], (db, param) => db.selectFrom('zones').select('name').where('id', 'like', param('prefix')).orderBy('id', 'desc'));
+      const names = prepareColumn(database, ['prefix'], (db, param) =>
+        db.selectFrom('zones').select('name').where('id', 'like', param('prefix')).orderBy('id', 'desc'),
+      );
       for (const id of ['q1', 'q2', 'q3']) await insert.execute(database.db, { id, name: `Zone ${id}`, at: '2026-11-22T00:00:00.000Z' });
       assert.deepEqual(await names.execute(database.db, { prefix: 'q%' }), ['Zone q3', 'Zone q2', 'Zone q1']);
       // Inside a transaction too, where it sees the transaction's own rows.

@@ -126,18 +126,25 @@ export class BaselineService {
 
   /**
    * The stored runs of `ids` (in their order), each parsed once per process: the record column is
-   * read only for the ids not parsed before, nor inserted earlier in this transaction.
+   * read only for the ids not parsed before, nor inserted earlier in this transaction. Answered from
+   * what was found, not from the cache: remembering the rest may push found ones out of it.
    */
   private async records(db: Db, ids: number[]): Promise<Pick<StoredBaseline, 'id' | 'record'>[]> {
     const uncommitted = this.uncommitted.get(db);
-    const known = (id: number) => this.parsed.get(id) ?? uncommitted?.get(id);
-    const missing = ids.map(Number).filter((id) => !known(id));
+    const found = new Map<number, BaselineRecord>();
+    for (const id of ids.map(Number)) {
+      const record = this.parsed.get(id) ?? uncommitted?.get(id);
+      if (record) found.set(id, record);
+    }
+    const missing = ids.map(Number).filter((id) => !found.has(id));
     if (missing.length) {
       for (const row of await db.selectFrom('baselines').select(['id', 'record']).where('id', 'in', missing).execute()) {
-        this.remember(Number(row.id), JSON.parse(row.record) as BaselineRecord);
+        const record = JSON.parse(row.record) as BaselineRecord;
+        found.set(Number(row.id), record);
+        this.remember(Number(row.id), record);
       }
     }
-    return ids.map((id) => ({ id: Number(id), record: known(Number(id))! }));
+    return ids.map((id) => ({ id: Number(id), record: found.get(Number(id))! }));
   }
 
   /** The records `trx` inserted: on SQLite, the pushes of one group commit share its transaction. */
