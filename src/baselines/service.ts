@@ -1,5 +1,6 @@
 import type { Database, Db } from '../db/index.js';
-import { now, prepare, prepareColumn, type Prepared, type PreparedColumn } from '../db/index.js';
+import { sql } from 'kysely';
+import { BASELINE_PUSH_LOCK, now, prepare, prepareColumn, type Prepared, type PreparedColumn } from '../db/index.js';
 import type { EventLog } from '../events/index.js';
 import { notFound } from '../errors.js';
 import { compareBaselines, DEFAULT_THRESHOLD_PCT, type ComparisonReport } from './compare.js';
@@ -72,6 +73,9 @@ export class BaselineService {
    */
   async record(record: BaselineRecord, rawJson: string, thresholdPct = DEFAULT_THRESHOLD_PCT) {
     const result = await this.events.write(async (trx, emit) => {
+      // One push at a time from its history's read to its commit, so concurrent pushes (CI jobs, instances)
+      // see each other; SQLite's one writer does this already.
+      if (this.database.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${BASELINE_PUSH_LOCK})`.execute(trx);
       const at = runAt(record.timestamp);
       const earlier = (await this.records(trx, await this.historyIds.execute(trx, { at }))).reverse();
       const previous = earlier.at(-1);

@@ -173,6 +173,9 @@ export const NODE_CREATE_LOCK = 0x6d5f6e64; // "m_nd"
 /** PostgreSQL: the transaction-level advisory lock a person or zone create or rename holds while it checks that the name is not taken. */
 export const NAME_CHECK_LOCK = 0x6d5f6e6d; // "m_nm"
 
+/** PostgreSQL: the transaction-level advisory lock a baseline push holds from reading its history to its commit, so each push sees the ones before it. */
+export const BASELINE_PUSH_LOCK = 0x6d5f626c; // "m_bl"
+
 /** PostgreSQL: what a log row costs beyond its payload (its other columns, tuple header and index entries), in the storage budget's count (migration 016). */
 export const LOG_ROW_OVERHEAD = 200;
 /** PostgreSQL's TOAST: a payload beyond about 2 KB is stored out of line in chunks of 1996 bytes, four to an 8 KB page. */
