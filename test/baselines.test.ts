@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { Validator } from '@cfworker/json-schema';
 import { baselineErrors, BASELINE_SCHEMA_PATH, type BaselineRecord } from '../src/baselines/schema.js';
 import { compareBaselines } from '../src/baselines/compare.js';
-import { DEFAULT_DETECTION, detectRegression, type Run } from '../src/baselines/detect.js';
+import { DEFAULT_DETECTION, detectRegression, type Detection, type Run } from '../src/baselines/detect.js';
 import { formatReport } from '../src/baselines/format.js';
 import { ADMIN_TOKEN, DIALECTS, startTestApp, type TestApp } from './helpers/app.js';
 import { freePort } from './helpers/broker.js';
@@ -580,6 +580,33 @@ for (const dialect of DIALECTS) {
       app = await startTestApp(dialect);
     });
     after(() => app.cleanup());
+
+    it('a commit re-run more often than the history holds runs keeps its earlier commits, and so does the next (outside attack)', async () => {
+      const at = (minute: number) => new Date(Date.UTC(2028, 5, 1) + minute * 60_000).toISOString();
+      const push = async (commit: string, minute: number, subject: number) => {
+        const answer = await app.api('POST', '/api/baselines', { ...valid, commit_sha: commit, timestamp: at(minute), subject_geomean: subject });
+        assert.equal(answer.status, 201, JSON.stringify(answer.body));
+        return answer.body as { id: number; detection: Detection };
+      };
+      const subjectOf = (detection: Detection) => detection.fields.find((field) => field.field === 'subject_geomean')!;
+      // Twelve commits on a noisy runner, then one commit twice as slow, run every night 120 times.
+      for (let index = 0; index < 12; index++) await push(`a${String(index).padStart(6, '0')}`, index, index % 2 ? 0.95 : 1.05);
+      let last = { id: 0, detection: null as unknown as Detection };
+      for (let night = 0; night < 120; night++) last = await push('b000000', 100 + night, 2);
+      assert.equal(last.detection.method, 'z-score', 'the 120th run still has a history');
+      assert.equal(last.detection.runs_considered, 10);
+      assert.equal(last.detection.regressed, true);
+      assert.equal(subjectOf(last.detection).head_runs, 120);
+      // The next commit is judged against ten commits (that one and nine before it), not that one alone.
+      const next = await push('c000000', 300, 1);
+      assert.equal(next.detection.runs_considered, 10);
+      assert.equal(subjectOf(next.detection).centre, 1.095);
+      // The chart and each run's own verdict agree, for runs whose history reaches back past 100 runs.
+      const listed = (await app.api('GET', '/api/baselines?limit=3&detection=true')).body as { id: number; detection: Detection }[];
+      for (const run of listed) assert.deepEqual(run.detection, (await app.api('GET', `/api/baselines/${run.id}/detection`)).body);
+      assert.deepEqual(listed[1]!.detection, last.detection);
+      assert.deepEqual(listed[0]!.detection, next.detection);
+    });
 
     it('a backfilled push is answered once more runs are stored than the process keeps parsed (outside attack: a 500)', async () => {
       const at = (minute: number) => new Date(Date.UTC(2027, 0, 1) + minute * 60_000).toISOString();

@@ -17,15 +17,38 @@ type Row = { id: number; recorded_at: string; record: string };
 const toStored = (row: Row): StoredBaseline => ({ id: Number(row.id), recorded_at: row.recorded_at, record: JSON.parse(row.record) as BaselineRecord });
 
 const COLUMNS = ['id', 'recorded_at', 'record'] as const;
-/** Runs read before a head to find its `lookback` earlier commits (a commit may have several runs). */
+/** Runs read before a head at least (a commit may have several runs). */
 const HISTORY_RUNS = 100;
+/** The most runs a history reaches back, past a commit re-run many times, to find its `lookback` earlier commits. */
+const MAX_HISTORY_RUNS = 1_000;
 /** Parsed records kept (HISTORY_RUNS for a push, up to 600 for a list with detection, then some). */
 const PARSED_RECORDS = 1_000;
+
+/**
+ * Where the history of the run at `index` of `runs` (oldest first) starts: the HISTORY_RUNS runs
+ * before it, and further back while they hold fewer than `lookback` commits other than its own (a
+ * commit re-run every night would crowd them out), at most MAX_HISTORY_RUNS runs. `short`: it reached
+ * the first of `runs` and wants older ones.
+ */
+function historyStart(runs: Pick<StoredBaseline, 'record'>[], index: number): { start: number; short: boolean } {
+  const own = runs[index]!.record.commit_sha;
+  const others = new Set<string>();
+  let start = index;
+  while (start > 0 && index - start < MAX_HISTORY_RUNS) {
+    const commit = runs[start - 1]!.record.commit_sha;
+    const enough = index - start >= HISTORY_RUNS && others.size >= DEFAULT_DETECTION.lookback;
+    if (enough && commit !== own && !others.has(commit)) break;
+    if (commit !== own) others.add(commit);
+    start--;
+  }
+  const wanted = index < HISTORY_RUNS || others.size < DEFAULT_DETECTION.lookback;
+  return { start, short: start === 0 && index < MAX_HISTORY_RUNS && wanted };
+}
 
 /** The detection of the run at `index` of `runs` (oldest first) against the runs before it. */
 function detectAt(runs: Pick<StoredBaseline, 'record'>[], index: number, thresholdPct: number): Detection {
   const head = runs[index]!;
-  const before = runs.slice(Math.max(0, index - HISTORY_RUNS), index).map(toRun);
+  const before = runs.slice(historyStart(runs, index).start, index).map(toRun);
   const headRuns = [...before.filter((run) => run.commit_sha === head.record.commit_sha), toRun(head)];
   return detectRegression(before, headRuns, { ...DEFAULT_DETECTION, thresholdPct });
 }
@@ -50,6 +73,8 @@ export class BaselineService {
   /** Compiled once (db/prepared.ts): both run on every push. */
   private readonly historyIds: PreparedColumn<number, 'at'>;
   private readonly insert: Prepared<{ id: number }, 'commitSha' | 'recordedAt' | 'runAt' | 'record'>;
+  /** The two sides of "another commit": it runs on every push whose history has fewer than `lookback` other commits. */
+  private readonly otherCommitsBefore: Prepared<{ id: number }, 'commit' | 'id'>[];
 
   constructor(
     private readonly database: Database,
@@ -58,6 +83,16 @@ export class BaselineService {
     // Index-only (baselines_run_order holds run_at and id).
     this.historyIds = prepareColumn(database, ['at'], (db, param) =>
       db.selectFrom('baselines').select('id').where('run_at', '<=', param('at')).orderBy('run_at', 'desc').orderBy('id', 'desc').limit(HISTORY_RUNS),
+    );
+    this.otherCommitsBefore = (['<', '>'] as const).map((side) =>
+      prepare(database, ['commit', 'id'], (db, param) =>
+        db
+          .selectFrom('baselines')
+          .select('id')
+          .where('commit_sha', side, param('commit'))
+          .where('run_at', '<=', db.selectFrom('baselines').select('run_at').where('id', '=', param('id')))
+          .limit(1),
+      ),
     );
     this.insert = prepare(database, ['commitSha', 'recordedAt', 'runAt', 'record'], (db, param) =>
       db
@@ -77,7 +112,9 @@ export class BaselineService {
       // see each other; SQLite's one writer does this already.
       if (this.database.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${BASELINE_PUSH_LOCK})`.execute(trx);
       const at = runAt(record.timestamp);
-      const earlier = (await this.records(trx, await this.historyIds.execute(trx, { at }))).reverse();
+      const ids = await this.historyIds.execute(trx, { at });
+      const read = [...(await this.records(trx, ids)).reverse(), { id: 0, record }];
+      const earlier = (await this.withHistory(read, read.length - 1, ids.length < HISTORY_RUNS, trx)).runs.slice(0, -1);
       const previous = earlier.at(-1);
       const recordedAt = now();
       const [row] = (await this.insert.execute(trx, { commitSha: record.commit_sha, recordedAt, runAt: at, record: rawJson })).rows;
@@ -113,11 +150,11 @@ export class BaselineService {
   async list(limit: number, before?: number, detection?: { thresholdPct: number }): Promise<Array<StoredBaseline & { detection?: Detection }>> {
     const runs = await this.page(limit + (detection ? HISTORY_RUNS : 0), before);
     if (!detection) return runs;
-    const oldestFirst = runs.reverse();
-    const shown = Math.min(limit, oldestFirst.length);
+    const read = runs.reverse();
+    const { runs: oldestFirst, from } = await this.withHistory(read, Math.max(0, read.length - limit), read.length < limit + HISTORY_RUNS);
     return oldestFirst
-      .map((run, index) => (index >= oldestFirst.length - shown ? { ...run, detection: detectAt(oldestFirst, index, detection.thresholdPct) } : null))
-      .filter((run) => run !== null)
+      .slice(from)
+      .map((run, offset) => ({ ...run, detection: detectAt(oldestFirst, from + offset, detection.thresholdPct) }))
       .reverse();
   }
 
@@ -125,7 +162,40 @@ export class BaselineService {
   async detect(id: number, thresholdPct: number): Promise<Detection> {
     const head = await this.get(id);
     const before = (await this.page(HISTORY_RUNS, id)).reverse();
-    return detectAt([...before, head], before.length, thresholdPct);
+    const { runs, from } = await this.withHistory([...before, head], before.length, before.length < HISTORY_RUNS);
+    return detectAt(runs, from, thresholdPct);
+  }
+
+  /**
+   * Reads runs older than the first of `runs` (oldest first) while the history of a run from `from`
+   * on wants them (historyStart) and another commit than that run's has one there: a history of one
+   * commit alone (a team that pushes every run as `main`) reads no further. `exhausted`: the runs
+   * read so far were all there are. Answers the runs and where the given ones start now.
+   */
+  private async withHistory<T extends Pick<StoredBaseline, 'id' | 'record'>>(
+    given: T[],
+    from: number,
+    exhausted: boolean,
+    db: Db = this.database.db,
+  ): Promise<{ runs: (T | StoredBaseline)[]; from: number }> {
+    let runs: (T | StoredBaseline)[] = given;
+    let left = !exhausted;
+    for (;;) {
+      const wanting = runs.slice(from).findIndex((_, offset) => historyStart(runs, from + offset).short);
+      if (!left || wanting < 0) return { runs, from };
+      const oldest = runs[0]!;
+      if (!(await this.otherCommitBefore(db, runs[from + wanting]!.record.commit_sha, oldest.id))) return { runs, from };
+      const older = (await this.page(HISTORY_RUNS, oldest.id, db)).reverse();
+      left = older.length === HISTORY_RUNS;
+      runs = [...older, ...runs];
+      from += older.length;
+    }
+  }
+
+  /** Whether a run of a commit other than `commit` comes before run `id` in run order (read in the commit index only). */
+  private async otherCommitBefore(db: Db, commit: string, id: number): Promise<boolean> {
+    for (const side of this.otherCommitsBefore) if ((await side.execute(db, { commit, id })).rows.length > 0) return true;
+    return false;
   }
 
   /**
@@ -163,10 +233,10 @@ export class BaselineService {
     this.parsed.set(id, record);
   }
 
-  private async page(limit: number, before?: number): Promise<StoredBaseline[]> {
-    let query = inRunOrder(this.database.db).limit(limit);
+  private async page(limit: number, before?: number, db: Db = this.database.db): Promise<StoredBaseline[]> {
+    let query = inRunOrder(db).limit(limit);
     if (before !== undefined) {
-      const cursor = await this.database.db.selectFrom('baselines').select(['run_at', 'id']).where('id', '=', before).executeTakeFirst();
+      const cursor = await db.selectFrom('baselines').select(['run_at', 'id']).where('id', '=', before).executeTakeFirst();
       if (!cursor) throw notFound('Baseline', String(before));
       query = query.where((eb) => eb.or([eb('run_at', '<', cursor.run_at), eb.and([eb('run_at', '=', cursor.run_at), eb('id', '<', cursor.id)])]));
     }
