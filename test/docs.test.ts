@@ -6,7 +6,8 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { createHash, createHmac } from 'node:crypto';
-import { parseSignatures, stringToSign, verifySignatures, type SignedParts } from '../src/enrichment/signing.js';
+import { MAX_CLOCK_SKEW_SECONDS, NONCE_TTL_SECONDS, parseSignatures, stringToSign, verifySignatures, type SignedParts } from '../src/enrichment/signing.js';
+import { SECRET_CACHE_MS } from '../src/enrichment/bots.js';
 import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 import { EVENT_LOOP_SAMPLE_MS } from '../src/ops/event-loop-delay.js';
 import { IDLE_INTERVAL_MS, QUIET_INTERVAL_MS } from '../src/db/checkpointer.js';
@@ -130,7 +131,12 @@ describe('numbers the code sets, in prose', () => {
   // code makes it. A sentence
   // rewritten so its pattern no longer matches fails too: update the pattern, so none goes unchecked.
   const statements: [file: string, pattern: RegExp, expected: number][] = [
-    ['README.md', /(\d+) per bot per day/g, DAILY_QUOTA],
+    ['README.md', /(\d+) per bot in any 24 hours/g, DAILY_QUOTA],
+    ['docs/enrichment.md', /by the other instances of an\s+installation within (\d+) s/g, SECRET_CACHE_MS / 1000],
+    ['docs/security.md', /nonces remembered (\d+) min/g, NONCE_TTL_SECONDS / 60],
+    ['docs/security.md', /deletes them only (\d+) minutes after they\s+expired/g, NONCE_TTL_SECONDS / 60],
+    ['docs/operations.md', /while it is still fresh\s+\((\d+) minutes from its timestamp\)/g, MAX_CLOCK_SKEW_SECONDS / 60],
+    ['docs/operations.md', /Keep the service stopped for\s+(\d+) minutes/g, NONCE_TTL_SECONDS / 60],
     ['docs/enrichment.md', /limited to (\d+) enqueued jobs per bot/g, DAILY_QUOTA],
     ['docs/enrichment.md', /at most (\d+) jobs enqueued by this bot/g, DAILY_QUOTA],
     ['docs/enrichment.md', /"daily";q=(\d+);w=86400/g, DAILY_QUOTA],

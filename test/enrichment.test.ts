@@ -10,6 +10,7 @@ import { DIALECTS, createTestEnv, eventually, startTestApp, type TestApp } from 
 import { botRequest } from './helpers/bot.js';
 import { REPLAY } from './helpers/fixtures.js';
 import { DAILY_QUOTA } from '../src/enrichment/quota.js';
+import { DatabaseNonceStore } from '../src/enrichment/bot-auth.js';
 
 describe('bot request signing', () => {
   const parts = { method: 'post', pathAndQuery: '/api/request-enrichment?x=1', timestamp: '1795300000', nonce: 'abcdefghijklmnop', body: '{"match_id":"m1"}' };
@@ -465,6 +466,34 @@ for (const dialect of DIALECTS) {
       await expect401('nonce with bad characters', send({ nonce: 'abcdefghijklmnop!' }));
       await expect401('not v1', send({ headers: { 'x-bot-signature': 'v2=' + 'a'.repeat(64) } }));
       assert.equal((await app.database.db.selectFrom('enrichment_jobs').selectAll().execute()).length, 1, 'only the job of the request made before');
+    });
+
+    it('a bot is accepted as soon as it is created, though a request under its id was refused just before (outside attack: for 5 s)', async () => {
+      await app.api('POST', '/api/matches', { id: 'early', status: 'completed', replay: REPLAY });
+      await expect401(
+        'a bot not created yet',
+        botRequest(app.http, { id: 'early-bot', shared_secret: 'mss_not-yet' }, 'POST', '/api/request-enrichment', { match_id: 'early' }),
+      );
+      const early = (await app.api('POST', '/api/bots', { id: 'early-bot', name: 'Early Bot' })).body;
+      const response = await botRequest(app.http, early, 'POST', '/api/request-enrichment', { match_id: 'early' });
+      assert.equal(response.status, 202, JSON.stringify(response.body));
+      // The same after a rotation: the new secret works at once.
+      const rotated = (await app.api('POST', `/api/bots/${early.id}/rotate-secret`)).body;
+      assert.equal((await botRequest(app.http, { id: early.id, shared_secret: rotated.shared_secret }, 'GET', '/api/matches/early/enrichment')).status, 200);
+    });
+
+    it('an instance whose clock runs ahead purges no nonce the others still refuse replays by (outside attack: 11 minutes ahead)', async () => {
+      const nonces = new DatabaseNonceStore(app.database);
+      const key = `${bot.id}:clock-skew-nonce-0001`;
+      assert.equal(await nonces.firstUse(key), true);
+      await nonces.purgeExpired(Date.now() + 700_000);
+      assert.equal(await nonces.firstUse(key), false, 'still a replay on the instances with the right clock');
+      await nonces.purgeExpired(Date.now() + 2 * NONCE_TTL_SECONDS * 1000 + 1000);
+      assert.equal(
+        await app.database.db.selectFrom('nonces').select('key').where('key', '=', key).executeTakeFirst(),
+        undefined,
+        'purged a lifetime after it expired',
+      );
     });
 
     it('tampered method is refused', async () => {

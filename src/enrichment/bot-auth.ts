@@ -48,8 +48,14 @@ export class DatabaseNonceStore {
     return rows.length > 0;
   }
 
-  async purgeExpired(): Promise<void> {
-    await this.database.write((db) => db.deleteFrom('nonces').where('expires_at', '<', new Date().toISOString()).execute());
+  /**
+   * Deletes the nonces expired a whole lifetime ago: an instance whose clock runs ahead of the others
+   * (by less than that) must not delete a nonce they still refuse a replay by. Expired ones kept until
+   * then are taken over by their next first use.
+   */
+  async purgeExpired(nowMs = Date.now()): Promise<void> {
+    const before = new Date(nowMs - NONCE_TTL_SECONDS * 1000).toISOString();
+    await this.database.write((db) => db.deleteFrom('nonces').where('expires_at', '<', before).execute());
   }
 }
 

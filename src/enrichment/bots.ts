@@ -59,26 +59,28 @@ export class BotService {
   }
 
   async create(input: { id?: string; name: string }): Promise<BotWithSecret> {
-    return this.database.transaction(async (trx) => {
-      const secret = newSecret();
-      const sealed = this.box.seal(secret);
-      const id = await insertWithNewId(
-        trx,
-        'bots',
-        input.id,
-        () => uniqueId(trx, 'bots', input.name, 'bot'),
-        (id) => ({
-          id,
-          name: input.name,
-          secret_encrypted: sealed,
-          previous_secret_encrypted: null,
-          previous_secret_expires_at: null,
-          created_at: now(),
-        }),
-      );
-      if (id === null) throw new EnrichmentError('record_exists', { kind: 'Bot', id: input.id! });
-      return { id, name: input.name, shared_secret: secret };
-    });
+    return this.afterCommit(
+      this.database.transaction(async (trx) => {
+        const secret = newSecret();
+        const sealed = this.box.seal(secret);
+        const id = await insertWithNewId(
+          trx,
+          'bots',
+          input.id,
+          () => uniqueId(trx, 'bots', input.name, 'bot'),
+          (id) => ({
+            id,
+            name: input.name,
+            secret_encrypted: sealed,
+            previous_secret_encrypted: null,
+            previous_secret_expires_at: null,
+            created_at: now(),
+          }),
+        );
+        if (id === null) throw new EnrichmentError('record_exists', { kind: 'Bot', id: input.id! });
+        return { id, name: input.name, shared_secret: secret };
+      }),
+    );
   }
 
   async list(): Promise<BotView[]> {
@@ -93,24 +95,32 @@ export class BotService {
 
   /** A new secret; the current one keeps working for ROTATION_GRACE_MS. */
   async rotate(id: string): Promise<BotWithSecret & { previous_secret_expires_at: string }> {
-    return this.database.transaction(async (trx) => {
-      const bot = await trx.selectFrom('bots').select(['id', 'name', 'secret_encrypted']).where('id', '=', id).executeTakeFirst();
-      if (!bot) throw new EnrichmentError('record_not_found', { kind: 'Bot', id });
-      const secret = newSecret();
-      const expires = new Date(Date.now() + ROTATION_GRACE_MS).toISOString();
-      await trx
-        .updateTable('bots')
-        .set({ secret_encrypted: this.box.seal(secret), previous_secret_encrypted: bot.secret_encrypted, previous_secret_expires_at: expires })
-        .where('id', '=', id)
-        .execute();
-      this.invalidate(id);
-      return { id, name: bot.name, shared_secret: secret, previous_secret_expires_at: expires };
-    });
+    return this.afterCommit(
+      this.database.transaction(async (trx) => {
+        const bot = await trx.selectFrom('bots').select(['id', 'name', 'secret_encrypted']).where('id', '=', id).executeTakeFirst();
+        if (!bot) throw new EnrichmentError('record_not_found', { kind: 'Bot', id });
+        const secret = newSecret();
+        const expires = new Date(Date.now() + ROTATION_GRACE_MS).toISOString();
+        await trx
+          .updateTable('bots')
+          .set({ secret_encrypted: this.box.seal(secret), previous_secret_encrypted: bot.secret_encrypted, previous_secret_expires_at: expires })
+          .where('id', '=', id)
+          .execute();
+        return { id, name: bot.name, shared_secret: secret, previous_secret_expires_at: expires };
+      }),
+    );
   }
 
   /** Forgets the cached secrets of a bot (its row changed). */
   invalidate(id: string): void {
     this.secrets.clear(id);
+  }
+
+  /** Forgets the bot's cached secrets once its change committed: a request read before then cached the row as it was. */
+  private async afterCommit<T extends { id: string }>(change: Promise<T>): Promise<T> {
+    const bot = await change;
+    this.invalidate(bot.id);
+    return bot;
   }
 
   /** The secrets a signature may be made with right now (current, and the previous one within its grace period). */

@@ -14,7 +14,7 @@ import {
 import { JSON_LIMITS } from '../limits.js';
 import { rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
 import type { BotAuthenticator } from './bot-auth.js';
-import type { BotService } from './bots.js';
+import { SECRET_CACHE_MS, type BotService } from './bots.js';
 import { EnrichmentError, type EnrichmentErrorCode, type EnrichmentErrorDetails } from './errors.js';
 import { MATCH_STATUSES, type MatchService } from './matches.js';
 import { DAILY_QUOTA, QUOTA_POLICY, QUOTA_WINDOW_MS } from './quota.js';
@@ -198,7 +198,7 @@ function botAdminRoutes(server: FastifyInstance, deps: RouteDeps): void {
     {
       schema: {
         operationId: 'deleteBot',
-        summary: 'Delete a bot; its signatures stop working at once',
+        summary: `Delete a bot; its signatures stop working (on other instances within ${SECRET_CACHE_MS / 1000} s)`,
         tags: ['bots'],
         params: idParams,
         response: noContent('Deleted'),
