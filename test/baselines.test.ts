@@ -573,6 +573,25 @@ for (const dialect of DIALECTS) {
     });
   });
 
+  describe(`baselines API, one commit only (${dialect})`, () => {
+    let app: TestApp;
+    before(async () => {
+      app = await startTestApp(dialect);
+    });
+    after(() => app.cleanup());
+
+    it('a history of one commit (every run pushed as main) is the 100 runs before, in the chart as in each run', async () => {
+      for (let minute = 0; minute < 103; minute++) {
+        const timestamp = new Date(Date.UTC(2029, 0, 1) + minute * 60_000).toISOString();
+        assert.equal((await app.api('POST', '/api/baselines', { ...valid, commit_sha: 'main', timestamp })).status, 201);
+      }
+      const listed = (await app.api('GET', '/api/baselines?limit=3&detection=true')).body as { id: number; detection: Detection }[];
+      for (const run of listed) assert.deepEqual(run.detection, (await app.api('GET', `/api/baselines/${run.id}/detection`)).body);
+      assert.equal(listed[0]!.detection.method, 'none');
+      assert.equal(listed[0]!.detection.fields[0]!.head_runs, 101);
+    });
+  });
+
   // A service of its own: it stores more runs than the other tests' lists read.
   describe(`baselines API, a long history (${dialect})`, () => {
     let app: TestApp;

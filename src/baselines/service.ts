@@ -26,23 +26,27 @@ const PARSED_RECORDS = 1_000;
 
 /**
  * Where the history of the run at `index` of `runs` (oldest first) starts: the HISTORY_RUNS runs
- * before it, and further back while they hold fewer than `lookback` commits other than its own (a
- * commit re-run every night would crowd them out), at most MAX_HISTORY_RUNS runs. `short`: it reached
- * the first of `runs` and wants older ones.
+ * before it, and further back to the runs of other commits while those hold fewer than `lookback`
+ * commits other than its own (a commit re-run every night would crowd them out), at most
+ * MAX_HISTORY_RUNS runs back. `short`: the look reached the first of `runs` and wants older ones.
  */
 function historyStart(runs: Pick<StoredBaseline, 'record'>[], index: number): { start: number; short: boolean } {
   const own = runs[index]!.record.commit_sha;
   const others = new Set<string>();
-  let start = index;
-  while (start > 0 && index - start < MAX_HISTORY_RUNS) {
-    const commit = runs[start - 1]!.record.commit_sha;
-    const enough = index - start >= HISTORY_RUNS && others.size >= DEFAULT_DETECTION.lookback;
-    if (enough && commit !== own && !others.has(commit)) break;
-    if (commit !== own) others.add(commit);
-    start--;
+  const base = Math.max(0, index - HISTORY_RUNS);
+  let start = base;
+  let reached = index;
+  while (reached > 0 && index - reached < MAX_HISTORY_RUNS) {
+    const commit = runs[reached - 1]!.record.commit_sha;
+    if (reached <= base && others.size >= DEFAULT_DETECTION.lookback && commit !== own && !others.has(commit)) break;
+    reached--;
+    if (commit === own) continue;
+    others.add(commit);
+    // Past the base window, only as far as another commit's run: the head's own runs beyond it add nothing.
+    start = Math.min(start, reached);
   }
   const wanted = index < HISTORY_RUNS || others.size < DEFAULT_DETECTION.lookback;
-  return { start, short: start === 0 && index < MAX_HISTORY_RUNS && wanted };
+  return { start, short: reached === 0 && index < MAX_HISTORY_RUNS && wanted };
 }
 
 /** The detection of the run at `index` of `runs` (oldest first) against the runs before it. */
