@@ -39,6 +39,14 @@ export const JSON_LIMITS = {
   replay: 512 * 1024,
 } as const;
 
+/**
+ * A baseline record, in bytes as sent: it is stored byte for byte, so white space or a number's
+ * digits would otherwise let one record take the whole body limit, and a list page 500 of them.
+ * The schema bounds every string: its longest record with every character written as a `\u`
+ * escape (Python's `json.dumps` escapes all but ASCII), keys included, is under 80 KB.
+ */
+export const BASELINE_RECORD_LIMIT = 128 * 1024;
+
 /** Commentary, in bytes of UTF-8: a longer answer (from an LLM endpoint) is cut at this size. */
 export const COMMENTARY_LIMIT = 16 * 1024;
 

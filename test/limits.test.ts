@@ -2,7 +2,17 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { ADMIN_TOKEN, DIALECTS, startTestApp, type TestApp } from './helpers/app.js';
-import { BODY_LIMIT, COMMENTARY_LIMIT, FAILURE_MESSAGE_LIMIT, JSON_LIMITS, LLM_RESPONSE_LIMIT, NODE_PAGE, TEXT_LIMITS, truncateUtf8 } from '../src/limits.js';
+import {
+  BASELINE_RECORD_LIMIT,
+  BODY_LIMIT,
+  COMMENTARY_LIMIT,
+  FAILURE_MESSAGE_LIMIT,
+  JSON_LIMITS,
+  LLM_RESPONSE_LIMIT,
+  NODE_PAGE,
+  TEXT_LIMITS,
+  truncateUtf8,
+} from '../src/limits.js';
 import { baselineSchema } from '../src/baselines/schema.js';
 
 /** A string of `bytes` bytes of UTF-8 JSON text for an object `{"k": "..."}`. */
@@ -29,6 +39,7 @@ describe('size limits: one home, documented', () => {
     );
     const expected: Record<string, number> = {
       body: BODY_LIMIT,
+      record: BASELINE_RECORD_LIMIT,
       name: TEXT_LIMITS.name,
       blob_id: TEXT_LIMITS.blob_id,
       notes: TEXT_LIMITS.notes,
@@ -42,6 +53,8 @@ describe('size limits: one home, documented', () => {
     };
     for (const [field, value] of Object.entries(expected)) assert.equal(rows.get(field), value, `docs/api.md's limit of ${field}`);
     assert.ok(docs.includes(`(default ${NODE_PAGE.default}, at most ${NODE_PAGE.max})`), "docs/api.md states GET /api/nodes's page sizes");
+    const baselines = readFileSync(new URL('../../docs/baselines.md', import.meta.url), 'utf8');
+    assert.ok(baselines.includes(`at most ${BASELINE_RECORD_LIMIT.toLocaleString('en')} bytes`), "docs/baselines.md states a record's limit");
   });
 
   it('schemas/baseline.schema.json bounds its free strings as src/limits.ts says', () => {
@@ -85,6 +98,7 @@ for (const dialect of DIALECTS) {
       assert.equal(body('/api/matches', 'post').properties.replay['x-max-json-bytes'], JSON_LIMITS.replay);
       assert.match(JSON.stringify(body('/api/events', 'post')), new RegExp(`"x-max-json-bytes":${JSON_LIMITS.detail}`));
       assert.equal(body('/api/baselines', 'post').properties.notes.maxLength, TEXT_LIMITS.notes);
+      assert.match(doc.paths['/api/baselines'].post.description, new RegExp(`at most ${BASELINE_RECORD_LIMIT} bytes \\(413`));
       const mqtt = body('/api/settings/integration', 'post').properties.mqtt.properties;
       for (const field of ['ca_cert', 'client_cert', 'client_key']) assert.equal(mqtt[field].maxLength, TEXT_LIMITS.pem, `mqtt.${field}`);
     });
@@ -130,6 +144,46 @@ for (const dialect of DIALECTS) {
       const longTime = `2026-11-21T22:00:00.${'0'.repeat(TEXT_LIMITS.timestamp)}Z`;
       assertFieldRefused(await app.api('POST', '/api/baselines', { ...run, timestamp: longTime }), '/timestamp', 'timestamp');
       assert.equal((await app.api('POST', '/api/baselines', { ...run, notes: 'n'.repeat(TEXT_LIMITS.notes) })).status, 201);
+    });
+
+    it('refuses a baseline record over its size as sent with a 413, and takes the longest one the schema accepts, escaped', async () => {
+      const count = async () => (await app.api('GET', '/api/baselines?limit=500')).body.length;
+      const before = await count();
+      const run = JSON.stringify({ commit_sha: 'a1b2c3d', timestamp: '2026-11-21T22:00:00.000Z', subject_geomean: 0.5, grep_1000_mean_ms: 40 });
+      const padded = (bytes: number) => run.slice(0, -1) + ' '.repeat(bytes - run.length) + '}';
+      const over = await app.api('POST', '/api/baselines', padded(BASELINE_RECORD_LIMIT + 1));
+      assert.equal(over.status, 413, JSON.stringify(over.body));
+      assert.equal(over.body.code, 'payload_too_large');
+      assert.match(over.body.detail, new RegExp(`exceeds ${BASELINE_RECORD_LIMIT} bytes`));
+      assert.equal(await count(), before, 'nothing stored');
+      assert.equal((await app.api('POST', '/api/baselines', padded(BASELINE_RECORD_LIMIT))).status, 201);
+      // Every string at its longest, each UTF-16 unit of every key and value written as a \u escape
+      // (a character outside the BMP is two: 12 bytes), indented: what a client escaping all it sends writes.
+      const longest = {
+        commit_sha: 'a'.repeat(40),
+        commit_url: `https://${wide(TEXT_LIMITS.url - 'https://'.length)}`,
+        timestamp: `2026-11-21T22:00:00.${'0'.repeat(TEXT_LIMITS.timestamp - 21)}Z`,
+        subject_geomean: 0.123456789012345,
+        alpha_geomean: 0.123456789012345,
+        beta_geomean: 0.123456789012345,
+        gamma_geomean: 0.123456789012345,
+        grep_1000_mean_ms: 123456.789012345,
+        throughput_mb_per_sec: 123456.789012345,
+        files_per_sec: 123456.789012345,
+        total_runtime_sec: 123456.789012345,
+        corpus_size: Number.MAX_SAFE_INTEGER,
+        notes: wide(TEXT_LIMITS.notes),
+      };
+      const escapeAll = (text: string) =>
+        text
+          .split('')
+          .map((unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, '0')}`)
+          .join('');
+      const escaped = JSON.stringify(longest, null, 2).replace(/"([^"]*)"/g, (_, inner: string) => `"${escapeAll(inner)}"`);
+      assert.ok(Buffer.byteLength(escaped) <= BASELINE_RECORD_LIMIT, `${Buffer.byteLength(escaped)} bytes`);
+      const stored = await app.api('POST', '/api/baselines', escaped);
+      assert.equal(stored.status, 201, JSON.stringify(stored.body).slice(0, 300));
+      assert.deepEqual(stored.body.record, longest);
     });
 
     it('refuses a replay over its byte limit naming /replay', async () => {

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { rowId, rowIdParams, textValidator, withSchemaTypes } from '../http/index.js';
+import { BASELINE_RECORD_LIMIT } from '../limits.js';
 import { baselineSchema, baselineSchemaForOpenApi, validateBaseline, type BaselineRecord } from './schema.js';
 import type { BaselineService } from './service.js';
 import { DEFAULT_THRESHOLD_PCT } from './compare.js';
@@ -59,10 +60,13 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
     '/api/baselines',
     {
       config: ci,
+      // Stored as sent (docs/baselines.md), so bounded as sent.
+      bodyLimit: BASELINE_RECORD_LIMIT,
       schema: {
         operationId: 'createBaseline',
         tags: ['baselines'],
         summary: 'Record a baseline; answers it with a comparison against the previous run and the history-aware detection',
+        description: `The record is stored byte for byte as sent, so it is bounded as sent: at most ${BASELINE_RECORD_LIMIT} bytes (413 above).`,
         body: baselineSchemaForOpenApi,
         querystring: { type: 'object', additionalProperties: false, properties: { threshold: thresholdSchema } },
         response: {

@@ -1,7 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DomainError } from '../errors.js';
 import { storageFailure } from '../db/index.js';
-import { BODY_LIMIT } from '../limits.js';
 import { unsupportedMediaType } from './json-body.js';
 import { codeForStatus, fieldErrors, isProblemCode, problem, ProblemError, type Problem } from './problem.js';
 
@@ -87,7 +86,11 @@ function sendFailure(error: RequestError, request: FastifyRequest, reply: Fastif
     reply,
     problem(
       codeForStatus(status),
-      status === 413 ? `Request body exceeds ${BODY_LIMIT} bytes` : status === 415 ? unsupportedMediaType(request.headers['content-type']) : error.message,
+      status === 413
+        ? `Request body exceeds ${request.routeOptions.bodyLimit} bytes`
+        : status === 415
+          ? unsupportedMediaType(request.headers['content-type'])
+          : error.message,
     ),
   );
 }

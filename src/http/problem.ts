@@ -1,5 +1,6 @@
 import { NOT_BLANK } from './schemas.js';
 import { DomainError, type FieldError } from '../errors.js';
+import { BASELINE_RECORD_LIMIT, BODY_LIMIT } from '../limits.js';
 
 export type { FieldError };
 
@@ -69,7 +70,11 @@ export const PROBLEMS = {
     description:
       "The match's stored replay breaks the rule the worker reads replays by (one stored before that rule, e.g. an event time beyond today's bound), so the job could only fail; `errors` names the field in the match (`/replay/events/0/t`). Correct it with `PATCH /api/matches/{id}`. The refused request does not count against the daily quota.",
   },
-  payload_too_large: { status: 413, title: 'Payload too large', description: 'The body exceeds 1 MiB.' },
+  payload_too_large: {
+    status: 413,
+    title: 'Payload too large',
+    description: `The body exceeds its limit in bytes: ${BODY_LIMIT}, a baseline record ${BASELINE_RECORD_LIMIT}.`,
+  },
   uri_too_long: { status: 414, title: 'URI too long', description: 'The request target is too long.' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type', description: 'Bodies are `application/json`.' },
   rate_limited: {
