@@ -14,7 +14,7 @@ export interface StoredBaseline {
 }
 
 type Row = { id: number; recorded_at: string; record: string };
-const toStored = (row: Row): StoredBaseline => ({ id: Number(row.id), recorded_at: row.recorded_at, record: JSON.parse(row.record) as BaselineRecord });
+const toStored = (row: Row): StoredBaseline => ({ id: row.id, recorded_at: row.recorded_at, record: JSON.parse(row.record) as BaselineRecord });
 
 const COLUMNS = ['id', 'recorded_at', 'record'] as const;
 /** Runs read before a head at least (a commit may have several runs). */
@@ -122,7 +122,7 @@ export class BaselineService {
       const previous = earlier.at(-1);
       const recordedAt = now();
       const [row] = (await this.insert.execute(trx, { commitSha: record.commit_sha, recordedAt, runAt: at, record: rawJson })).rows;
-      const id = Number(row!.id);
+      const id = row!.id;
       this.uncommittedIn(trx).set(id, record);
       const comparison = previous ? compareBaselines(previous.record, record, thresholdPct) : null;
       const stored = { id, recorded_at: recordedAt, record };
@@ -210,19 +210,19 @@ export class BaselineService {
   private async records(db: Db, ids: number[]): Promise<Pick<StoredBaseline, 'id' | 'record'>[]> {
     const uncommitted = this.uncommitted.get(db);
     const found = new Map<number, BaselineRecord>();
-    for (const id of ids.map(Number)) {
+    for (const id of ids) {
       const record = this.parsed.get(id) ?? uncommitted?.get(id);
       if (record) found.set(id, record);
     }
-    const missing = ids.map(Number).filter((id) => !found.has(id));
+    const missing = ids.filter((id) => !found.has(id));
     if (missing.length) {
       for (const row of await db.selectFrom('baselines').select(['id', 'record']).where('id', 'in', missing).execute()) {
         const record = JSON.parse(row.record) as BaselineRecord;
-        found.set(Number(row.id), record);
-        this.remember(Number(row.id), record);
+        found.set(row.id, record);
+        this.remember(row.id, record);
       }
     }
-    return ids.map((id) => ({ id: Number(id), record: found.get(Number(id))! }));
+    return ids.map((id) => ({ id, record: found.get(id)! }));
   }
 
   /** The records `trx` inserted: on SQLite, the pushes of one group commit share its transaction. */
