@@ -11,6 +11,8 @@ import { botRequest } from './helpers/bot.js';
 import { REPLAY } from './helpers/fixtures.js';
 import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 import { DatabaseNonceStore } from '../src/enrichment/bot-auth.js';
+import { sql } from 'kysely';
+import { deferred } from './helpers/deferred.js';
 
 describe('bot request signing', () => {
   const parts = { method: 'post', pathAndQuery: '/api/request-enrichment?x=1', timestamp: '1795300000', nonce: 'abcdefghijklmnop', body: '{"match_id":"m1"}' };
@@ -481,6 +483,52 @@ for (const dialect of DIALECTS) {
       const rotated = (await app.api('POST', `/api/bots/${early.id}/rotate-secret`)).body;
       assert.equal((await botRequest(app.http, { id: early.id, shared_secret: rotated.shared_secret }, 'GET', '/api/matches/early/enrichment')).status, 200);
     });
+
+    // PostgreSQL only: there a request reads the bot's row on another connection while a rotation's
+    // transaction is open. SQLite's one connection serves the transaction alone until it ends.
+    if (dialect === 'postgres')
+      it('a request that read the bot while its rotation was committing leaves the new secret working at once (outside review)', async () => {
+        const rotating = (await app.api('POST', '/api/bots', { id: 'rotating-bot', name: 'Rotating Bot' })).body;
+        const LOCK = 77_001;
+        // The rotation's commit waits, in a deferred trigger, for a lock this test holds.
+        await sql
+          .raw(
+            `create function rotation_waits() returns trigger language plpgsql as $$ begin perform pg_advisory_lock(${LOCK}); perform pg_advisory_unlock(${LOCK}); return null; end $$;
+             create constraint trigger rotation_waits after update on bots deferrable initially deferred for each row execute function rotation_waits()`,
+          )
+          .execute(app.database.db);
+        try {
+          const held = deferred<void>();
+          const release = deferred<void>();
+          const holder = app.database.db.connection().execute(async (connection) => {
+            await sql`select pg_advisory_lock(${LOCK})`.execute(connection);
+            held.resolve();
+            await release.promise;
+            await sql`select pg_advisory_unlock(${LOCK})`.execute(connection);
+          });
+          await held.promise;
+          const rotation = app.api('POST', `/api/bots/${rotating.id}/rotate-secret`);
+          await eventually(
+            async () =>
+              (
+                await sql<{
+                  waiting: number;
+                }>`select count(*)::int as waiting from pg_locks where locktype = 'advisory' and objid = ${LOCK} and not granted`.execute(app.database.db)
+              ).rows[0]!.waiting === 1,
+            5000,
+            'the rotation waiting to commit',
+          );
+          // Read before the commit: the row as it was, the old secret still current.
+          assert.equal((await botRequest(app.http, rotating, 'GET', '/api/matches/done/enrichment')).status, 404, 'signed with the old secret');
+          release.resolve();
+          await holder;
+          const rotated = (await rotation).body;
+          const response = await botRequest(app.http, { id: rotating.id, shared_secret: rotated.shared_secret }, 'GET', '/api/matches/done/enrichment');
+          assert.equal(response.status, 404, `the new secret at once: ${JSON.stringify(response.body)}`);
+        } finally {
+          await sql.raw('drop trigger rotation_waits on bots; drop function rotation_waits()').execute(app.database.db);
+        }
+      });
 
     it('an instance whose clock runs ahead purges no nonce the others still refuse replays by (outside attack: 11 minutes ahead)', async () => {
       const nonces = new DatabaseNonceStore(app.database);
