@@ -17,6 +17,19 @@ export function storageFailure(error: unknown): StorageFailure | null {
 }
 
 /**
+ * A write a read makes on its way (a token's or a session's last-use time): skipped when the
+ * database cannot write for lack of storage, so reads keep working on a full disk. Any other
+ * failure is the request's.
+ */
+export async function unlessStorageFails(write: Promise<unknown>): Promise<void> {
+  try {
+    await write;
+  } catch (error) {
+    if (!storageFailure(error)) throw error;
+  }
+}
+
+/**
  * How long a storage failure keeps readiness false without another write failing. With no writes
  * coming (a load balancer that took the instance out on the first failure sends none), nothing
  * else could ever clear it; after this time the next write tells again.

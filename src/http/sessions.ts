@@ -1,5 +1,5 @@
 import { createHmac, hash, randomBytes } from 'node:crypto';
-import type { Database } from '../db/index.js';
+import { type Database, unlessStorageFails } from '../db/index.js';
 import type { Role } from './roles.js';
 
 /** A session ends this long after sign-in, whatever happens. */
@@ -126,12 +126,14 @@ export class SessionStore {
     // A user's session whose user is gone has no role: refused, like one opened under an old admin token.
     if (!row || row.token_check !== this.expectedCheck(user) || (user !== null && !row.role) || !sessionValid(row, now)) return null;
     if (Date.parse(row.last_seen_at) + TOUCH_EVERY_MS <= now) {
-      await this.database.write((db) =>
-        db
-          .updateTable('admin_sessions')
-          .set({ last_seen_at: new Date(now).toISOString() })
-          .where('id_hash', '=', key)
-          .execute(),
+      await unlessStorageFails(
+        this.database.write((db) =>
+          db
+            .updateTable('admin_sessions')
+            .set({ last_seen_at: new Date(now).toISOString() })
+            .where('id_hash', '=', key)
+            .execute(),
+        ),
       );
     }
     return { id: key, user, role: user === null ? 'admin' : (row.role as Role) };

@@ -1,5 +1,5 @@
 import { hash, randomBytes } from 'node:crypto';
-import { type Database, insertWithNewId, now, uniqueId } from '../db/index.js';
+import { type Database, insertWithNewId, now, uniqueId, unlessStorageFails } from '../db/index.js';
 import type { ApiCredential, TokenScope } from '../http/index.js';
 import { notFound } from '../errors.js';
 import { memoByKey } from '../memo.js';
@@ -85,12 +85,14 @@ export class ApiTokenStore {
     const last = this.touched.get(tokenHash) ?? (row.last_used_at ? Date.parse(row.last_used_at) : 0);
     if (last + TOUCH_EVERY_MS <= nowMs) {
       this.touched.set(tokenHash, nowMs);
-      await this.database.write((db) =>
-        db
-          .updateTable('api_tokens')
-          .set({ last_used_at: new Date(nowMs).toISOString() })
-          .where('token_hash', '=', tokenHash)
-          .execute(),
+      await unlessStorageFails(
+        this.database.write((db) =>
+          db
+            .updateTable('api_tokens')
+            .set({ last_used_at: new Date(nowMs).toISOString() })
+            .where('token_hash', '=', tokenHash)
+            .execute(),
+        ),
       );
     }
     return { client: `token:${row.id}`, scope: row.scope as TokenScope };

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { sql } from 'kysely';
-import { createTestEnv, eventually, startTestApp } from '../helpers/app.js';
+import { ADMIN_TOKEN, createTestEnv, eventually, startTestApp } from '../helpers/app.js';
 import { freePort } from '../helpers/broker.js';
 import { allEvents, post, startService, stopProcess } from '../helpers/process.js';
 import { startReceiver } from '../helpers/receiver.js';
@@ -168,6 +168,34 @@ describe('a full disk on PostgreSQL (SQLSTATE 53100)', () => {
       const again = await app.api('GET', '/readyz', undefined, { authorization: '' });
       assert.equal(again.status, 200, JSON.stringify(again.body));
       assert.equal(again.body.checks.disk, 'ok');
+    } finally {
+      await app.cleanup();
+    }
+  });
+});
+
+describe('a full disk on PostgreSQL: reads with a token or a session', () => {
+  it('keep working: a last-use time that cannot be written is skipped, not answered 503', async () => {
+    const app = await startTestApp('postgres');
+    try {
+      const token = (await app.api('POST', '/api/tokens', { name: 'Wall display', scope: 'read' })).body.token as string;
+      const signIn = await app.api('POST', '/api/session', { token: ADMIN_TOKEN }, { authorization: '' });
+      const cookie = String(signIn.headers['set-cookie']).split(';')[0]!;
+      // The session's idle clock is due for its refresh (once a minute); the token was never used.
+      await sqlRun(app, `update admin_sessions set last_seen_at = '${new Date(Date.now() - 5 * 60_000).toISOString()}'`);
+      await sqlRun(
+        app,
+        `create function disk_full_always() returns trigger language plpgsql as $$ begin
+           raise exception 'could not extend file: No space left on device' using errcode = 'disk_full'; end $$`,
+      );
+      for (const table of ['api_tokens', 'admin_sessions'])
+        await sqlRun(app, `create trigger disk_full before update on ${table} for each row execute function disk_full_always()`);
+      for (let read = 0; read < 3; read++) {
+        const byToken = await app.api('GET', '/api/persons', undefined, { authorization: `Bearer ${token}` });
+        assert.equal(byToken.status, 200, `read ${read} with the token: ${JSON.stringify(byToken.body)}`);
+        const bySession = await app.api('GET', '/api/persons', undefined, { authorization: '', cookie });
+        assert.equal(bySession.status, 200, `read ${read} with the session: ${JSON.stringify(bySession.body)}`);
+      }
     } finally {
       await app.cleanup();
     }
