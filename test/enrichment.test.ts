@@ -544,6 +544,18 @@ for (const dialect of DIALECTS) {
       );
     });
 
+    it("a deleted bot's signatures are refused; a bot created again under its id takes over its quota window and matches", async () => {
+      const first = (await app.api('POST', '/api/bots', { id: 'again-bot', name: 'Again' })).body;
+      await app.api('POST', '/api/matches', { id: 'again-match', status: 'completed', replay: REPLAY });
+      assert.equal((await botRequest(app.http, first, 'POST', '/api/request-enrichment', { match_id: 'again-match' })).status, 202);
+      assert.equal((await app.api('DELETE', '/api/bots/again-bot')).status, 204);
+      await expect401('a deleted bot', botRequest(app.http, first, 'GET', '/api/matches/again-match/enrichment'));
+      const second = (await app.api('POST', '/api/bots', { id: 'again-bot', name: 'Again' })).body;
+      assert.equal((await botRequest(app.http, second, 'GET', '/api/matches/again-match/enrichment')).status, 200);
+      const listed = (await app.api('GET', '/api/bots')).body.find((each: { id: string }) => each.id === 'again-bot');
+      assert.equal(listed.quota.used, 1);
+    });
+
     it('tampered method is refused', async () => {
       const response = await botRequest(app.http, bot, 'GET', '/api/matches/done/enrichment', undefined, { tamper: { url: '/api/matches/other/enrichment' } });
       assert.equal(response.status, 401);
