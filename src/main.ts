@@ -89,13 +89,20 @@ function firstStartMessage(address: string, config: Config): string {
   return `First start: open ${url}/ in a browser and sign in with the admin token ${config.adminToken} (kept in ${config.dataDir}/admin-token; it is not shown again), then add a user with a password for each person on the Users page. API clients send the token as "Authorization: Bearer <token>"; the API is described at ${url}/docs.`;
 }
 
-/** A failure a person can fix becomes a StartupError with one sentence; anything else stays as it is. */
-class StartupError extends Error {}
+/** A failure a person can fix, or that passes on its own, becomes a StartupError with one sentence; anything else stays as it is. */
+class StartupError extends Error {
+  constructor(
+    message: string,
+    readonly passes: boolean,
+  ) {
+    super(message);
+  }
+}
 const explainStartup =
   (config: Config) =>
   (error: unknown): never => {
-    const sentence = startupFailure(error, config);
-    throw sentence ? new StartupError(sentence) : error;
+    const failure = startupFailure(error, config);
+    throw failure ? new StartupError(failure.sentence, failure.passes) : error;
   };
 
 async function main(argv: string[]): Promise<number> {
@@ -161,6 +168,7 @@ main(process.argv.slice(2)).then(
   (error: unknown) => {
     if (error instanceof StartupError) console.error(error.message);
     else console.error(error instanceof ConfigError ? `Configuration error: ${error.message}` : error);
-    process.exit(error instanceof ConfigError || error instanceof StartupError ? 2 : 1);
+    // 2: a person must fix the start (deployment.md's unit does not restart it); 1: it may pass, start again.
+    process.exit(error instanceof ConfigError || (error instanceof StartupError && !error.passes) ? 2 : 1);
   },
 );

@@ -50,6 +50,28 @@ export async function loadPg(): Promise<typeof pg> {
   return pg;
 }
 
+/**
+ * node-postgres' `query_timeout` rejects a query the server has not answered but leaves it on the
+ * connection, and drops the ROLLBACK queued behind it, so the pool would hand the connection out
+ * again inside the transaction that request was answered 503 for: the next request's COMMIT would
+ * commit it. A connection whose query timed out is ended instead (the pool then replaces it), and
+ * the server rolls its transaction back when it reads the end.
+ */
+/** node-postgres' error for a query past `query_timeout` (it sets no code). */
+const QUERY_TIMEOUT_MESSAGE = 'Query read timeout';
+
+function endOnQueryTimeout(client: pg.PoolClient): void {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  client.query = ((...args: unknown[]) => {
+    const result = query(...args);
+    if (result instanceof Promise)
+      result.catch((error: Error) => {
+        if (error.message === QUERY_TIMEOUT_MESSAGE) client.end().catch(() => {});
+      });
+    return result;
+  }) as typeof client.query;
+}
+
 /** The SQLite database file in DATA_DIR. */
 export const sqliteFile = (dataDir: string): string => path.join(dataDir, 'mothership.db');
 
@@ -150,7 +172,10 @@ export class Database {
     // checked out; unhandled, that would crash the process. The failing query rejects on its own and
     // the pool replaces the client.
     pool.on('error', () => {});
-    pool.on('connect', (client) => client.on('error', () => {}));
+    pool.on('connect', (client) => {
+      client.on('error', () => {});
+      endOnQueryTimeout(client);
+    });
     return new Database(new Kysely<Schema>({ dialect: guardedDialect(new PostgresDialect({ pool })) }), 'postgres');
   }
 

@@ -2,11 +2,25 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import { sqliteFile, UnknownSchemaError } from '../db/index.js';
 
+/** A start-up failure in one sentence; `passes`: its cause may go away on its own (a database restarting), so a supervisor should start the service again. */
+export interface StartupFailure {
+  sentence: string;
+  passes: boolean;
+}
+
 /**
- * Start-up failures a person can fix, in one sentence each (the port, the database, a schema from
- * another release), instead of a stack trace; null for anything else, which is a bug and keeps its stack.
+ * Start-up failures a person can fix, or that pass on their own, in one sentence each (the port,
+ * the database, a schema from another release), instead of a stack trace; null for anything else,
+ * which is a bug and keeps its stack.
  */
-export function startupFailure(error: unknown, config: Pick<Config, 'databaseUrl' | 'dataDir' | 'host' | 'port'>): string | null {
+export function startupFailure(error: unknown, config: Pick<Config, 'databaseUrl' | 'dataDir' | 'host' | 'port'>): StartupFailure | null {
+  const sentence = startupSentence(error, config);
+  if (sentence === null) return null;
+  const code = (error as { code?: unknown } | null)?.code;
+  return { sentence, passes: config.databaseUrl !== null && typeof code === 'string' && POSTGRES_AWAY.has(code) };
+}
+
+function startupSentence(error: unknown, config: Pick<Config, 'databaseUrl' | 'dataDir' | 'host' | 'port'>): string | null {
   if (error instanceof UnknownSchemaError) return error.message;
   const { code, syscall } = (error ?? {}) as { code?: string; syscall?: string };
   // Listening on a HOST that is neither an address nor a name the resolver knows.
@@ -29,6 +43,9 @@ export function startupFailure(error: unknown, config: Pick<Config, 'databaseUrl
   }
   return null;
 }
+
+/** PostgreSQL away for now: not running yet, restarting, out of connections, or a network or DNS hiccup. */
+const POSTGRES_AWAY = new Set(['ECONNREFUSED', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', '53300', '57P03']);
 
 const POSTGRES_REASONS: Record<string, string> = {
   ECONNREFUSED: 'connection refused; is PostgreSQL running on that host and port?',

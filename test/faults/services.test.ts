@@ -1,4 +1,6 @@
 import { describe, it } from 'node:test';
+import { sql } from 'kysely';
+import { deferred } from '../helpers/deferred.js';
 import type { FastifyBaseLogger } from 'fastify';
 import assert from 'node:assert/strict';
 import { createTestEnv, eventually, startTestApp } from '../helpers/app.js';
@@ -149,12 +151,62 @@ describe('PostgreSQL frozen (SIGSTOP)', () => {
       frozen = false;
       await eventually(async () => (await app.api('GET', '/readyz', undefined, { authorization: '' })).body.database === 'ok', 15_000, 'ready again');
       await eventually(async () => (await app.api('POST', '/api/persons', { id: 'after', name: 'After' })).status === 201, 15_000, 'writes again');
+      // Writes on every pooled connection: none may carry on a transaction a 503 answered.
+      const later = await Promise.all(Array.from({ length: 20 }, (_, i) => app.api('POST', '/api/persons', { id: `later${i}`, name: 'Later' })));
+      assert.deepEqual(
+        later.map((response) => response.status),
+        Array(20).fill(201),
+        JSON.stringify(later.find((response) => response.status !== 201)?.body),
+      );
       const stored = (await app.api('GET', '/api/persons')).body.map((person: { id: string }) => person.id);
       assert.ok(stored.includes('before') && stored.includes('after'), JSON.stringify(stored));
+      assert.deepEqual(
+        stored.filter((id: string) => id.startsWith('frozen')),
+        [],
+        'a write answered 503 was not stored',
+      );
     } finally {
       if (frozen) postgres.thaw();
       await app.cleanup();
       await postgres.destroy();
+    }
+  });
+});
+
+describe('a PostgreSQL query past DATABASE_TIMEOUT_MS', () => {
+  it('answers 503 and its connection never carries the transaction on: the write is not stored by a later commit (outside review)', async () => {
+    const app = await startTestApp('postgres', { DATABASE_TIMEOUT_MS: '1000' });
+    const LOCK = 77_002;
+    try {
+      // An insert that waits past the timeout, then goes on once the test lets it.
+      await sql
+        .raw(
+          `create function person_waits() returns trigger language plpgsql as $$ begin perform pg_advisory_lock(${LOCK}); perform pg_advisory_unlock(${LOCK}); return new; end $$;
+           create trigger person_waits before insert on persons for each row when (new.id = 'stalled') execute function person_waits()`,
+        )
+        .execute(app.database.db);
+      const held = deferred<void>();
+      const release = deferred<void>();
+      const holder = app.database.db.connection().execute(async (connection) => {
+        await sql`select pg_advisory_lock(${LOCK})`.execute(connection);
+        held.resolve();
+        await release.promise;
+        await sql`select pg_advisory_unlock(${LOCK})`.execute(connection);
+      });
+      await held.promise;
+      const stalled = await app.api('POST', '/api/persons', { id: 'stalled', name: 'Stalled' });
+      assert.equal(stalled.status, 503, JSON.stringify(stalled.body));
+      release.resolve();
+      await holder;
+      // The connection that timed out is the pool's most recently released: the next writes take it first.
+      for (let i = 0; i < 12; i++) {
+        const response = await app.api('POST', '/api/persons', { id: `later${i}`, name: 'Later' });
+        assert.equal(response.status, 201, JSON.stringify(response.body));
+      }
+      const stored = (await app.api('GET', '/api/persons')).body.map((person: { id: string }) => person.id);
+      assert.ok(!stored.includes('stalled'), `the write answered 503 was stored: ${JSON.stringify(stored)}`);
+    } finally {
+      await app.cleanup();
     }
   });
 });
