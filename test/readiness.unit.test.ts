@@ -103,4 +103,31 @@ describe('ThrottledLog for background tasks', () => {
     throttled.flush();
     assert.deepEqual([lines.at(-1)!.msg, lines.at(-1)!.more], ['database cannot write: disk full (99 more since)', 99]);
   });
+
+  it("writes a task's failures while a backing service is away a line per task a window (outside review: 435 lines a minute)", () => {
+    const { log, lines } = capture();
+    const throttled = new ThrottledLog(log);
+    const background = throttled.background(log);
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    const terminated = new Error('Connection terminated unexpectedly');
+    for (let attempt = 0; attempt < 60; attempt++) {
+      background.warn({ err: attempt % 2 ? refused : terminated }, 'away sweep failed');
+      background.warn({ err: refused }, 'webhook dispatch failed');
+      background.error({ err: refused }, 'enrichment worker error');
+    }
+    assert.deepEqual(
+      lines.map((line) => [line.level, line.msg]),
+      [
+        [40, 'away sweep failed'],
+        [40, 'webhook dispatch failed'],
+        [50, 'enrichment worker error'],
+      ],
+    );
+    assert.match(lines[0]!.err!.message, /Connection terminated/, 'the first line keeps its error');
+    throttled.flush();
+    assert.deepEqual(
+      lines.slice(3).map((line) => line.more),
+      [59, 59, 59],
+    );
+  });
 });

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import { storageFailure } from '../db/index.js';
+import { isUnavailable } from './error-handler.js';
 
 /** Keys being counted at most; beyond that the least recently written is reported and forgotten. */
 const COUNTED_KEYS = 10_000;
@@ -69,13 +70,18 @@ export class ThrottledLog {
 
   /**
    * `log` for background tasks (sweeps, the webhook dispatcher, the worker), which retry every second
-   * or so and log each failure as `{ err }`: a storage failure goes through `storageFailure` instead.
+   * or so and log each failure as `{ err }`: a storage failure goes through `storageFailure` instead,
+   * and a backing service away (the database, Redis) is a line a window per task's message.
    */
   background(log: FastifyBaseLogger): FastifyBaseLogger {
     const divert =
       (level: 'warn' | 'error') =>
       (fields: unknown, ...rest: unknown[]): void => {
-        if (!this.storageFailure(log, (fields as { err?: unknown } | null)?.err)) (log[level] as (...args: unknown[]) => void)(fields, ...rest);
+        const error = (fields as { err?: { code?: unknown; message?: string } } | null)?.err;
+        if (this.storageFailure(log, error)) return;
+        const [message] = rest;
+        if (error && isUnavailable(error) && typeof message === 'string') this.write(log, 'unavailable', level, fields as Record<string, unknown>, message);
+        else (log[level] as (...args: unknown[]) => void)(fields, ...rest);
       };
     return Object.assign(Object.create(log) as FastifyBaseLogger, { warn: divert('warn'), error: divert('error') });
   }
