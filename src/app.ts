@@ -27,7 +27,7 @@ import { createEnrichment, type Enrichment } from './enrichment/index.js';
 import { MqttIntegration, MqttLeadership } from './mqtt/index.js';
 import { settingsRoutes, type SettingsChange, type SettingsStore } from './settings/index.js';
 import { FINISHED_DELIVERY_LOGS, OutboxBound, WebhookService, webhookRoutes } from './webhook/index.js';
-import { MemoryStore, RateLimitGuard, RateLimiter, RedisStore, TOKEN_POLICY, type RateLimitStore } from './ratelimit/index.js';
+import { MemoryStore, RateLimitGuard, RateLimiter, REDIS_COMMAND_TIMEOUT_MS, RedisStore, TOKEN_POLICY, type RateLimitStore } from './ratelimit/index.js';
 import { ApiTokenStore, tokenRoutes } from './tokens/index.js';
 import { sessionRoutes, UserStore, userRoutes } from './users/index.js';
 import { onEvery } from './ticks.js';
@@ -87,11 +87,19 @@ type Storage = Awaited<ReturnType<typeof openStorage>>;
 /**
  * The rate limit, its buckets in Redis when configured (ioredis is loaded only then: a start-up without
  * Redis does not pay for importing it). Commands fail at once while Redis is away (no offline queue),
- * so the limiter can fail open or closed promptly. `logTo` reports Redis's errors once the logger exists.
+ * and after REDIS_COMMAND_TIMEOUT_MS while it holds the connection without answering, so the limiter
+ * can fail open or closed promptly. `logTo` reports Redis's errors once the logger exists.
  */
 async function openRateLimit(config: Config, { database, metrics }: Storage) {
   const url = config.redisUrl;
-  const redis = url ? new (await import('ioredis')).Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false }) : null;
+  const redis = url
+    ? new (await import('ioredis')).Redis(url, {
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 1,
+        lazyConnect: false,
+        commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+      })
+    : null;
   let redisError: unknown = null;
   const keepRedisError = (error: unknown) => (redisError = error);
   redis?.on('error', keepRedisError);

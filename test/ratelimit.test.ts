@@ -144,7 +144,7 @@ describe('Redis limiter shared by two clients', () => {
       const limiterB = new RateLimiter(new RedisStore(b, prefix), { capacity: 30, refillPerSecond: 0.001 });
       const results = await Promise.all(Array.from({ length: 100 }, (_, i) => (i % 2 ? limiterA : limiterB).allow('shared')));
       assert.equal(results.filter((result) => result.allowed).length, 30);
-      const ttl = await a.pttl(`${prefix}shared`);
+      const ttl = await a.pttl(`${prefix}30/1:shared`);
       assert.ok(ttl > 0, 'the key expires when the bucket would be full again');
     } finally {
       a.disconnect();
@@ -160,7 +160,8 @@ describe('Redis limiter shared by two clients', () => {
       const limiter = new RateLimiter(new RedisStore(redis, prefix), { capacity: 3, refillPerSecond: 0.3 });
       const started = Date.now();
       for (let i = 0; i < 3; i++) assert.equal((await limiter.allow('exact')).allowed, true);
-      const deficit = async () => (await redis.pttl(`${prefix}exact`)) * 300 - Number(await redis.get(`${prefix}exact`));
+      const key = `${prefix}3/300:exact`;
+      const deficit = async () => (await redis.pttl(key)) * 300 - Number(await redis.get(key));
       const afterTakes = await deficit();
       const elapsed = Date.now() - started + 1;
       // Three whole tokens, less at most the refill of the milliseconds that passed: nothing lost to rounding.
@@ -169,6 +170,24 @@ describe('Redis limiter shared by two clients', () => {
       assert.equal(refused.allowed, false);
       assert.ok(refused.retry_after_ms! > 3_300 && refused.retry_after_ms! <= 3_334, String(refused.retry_after_ms));
       assert.ok((await deficit()) <= afterTakes, 'a denial leaves the bucket as it was');
+    } finally {
+      redis.disconnect();
+    }
+  });
+});
+
+describe('Redis buckets of another policy', () => {
+  it('are not misread: a changed refill rate starts the bucket full, never at a negative remaining (outside review)', async () => {
+    const prefix = `mothership-test:${randomBytes(6).toString('hex')}:`;
+    const redis = new Redis(REDIS_URL);
+    try {
+      const slow = new RateLimiter(new RedisStore(redis, prefix), { capacity: 60, refillPerSecond: 0.05 });
+      for (let i = 0; i < 61; i++) await slow.allow('client');
+      assert.equal((await slow.allow('client')).allowed, false, 'drained under the slow policy');
+      // The same client under the default policy (an operator raised the rate, or an instance configured otherwise).
+      const usual = new RateLimiter(new RedisStore(redis, prefix), { capacity: 60, refillPerSecond: 1 });
+      const decision = await usual.allow('client');
+      assert.deepEqual([decision.allowed, decision.remaining], [true, 59]);
     } finally {
       redis.disconnect();
     }

@@ -11,7 +11,7 @@ export { rateLimitItems } from './headers.js';
 export { takeTokens, type BucketPolicy, type BucketState } from './bucket.js';
 export { RateLimiter } from './limiter.js';
 export { MemoryStore, type RateLimitStore } from './memory-store.js';
-export { RedisStore } from './redis-store.js';
+export { REDIS_COMMAND_TIMEOUT_MS, RedisStore } from './redis-store.js';
 
 /** Per-route limiting: the bucket group and how many tokens one request costs (the AllowN check). */
 export interface RouteRateLimit {

@@ -30,6 +30,14 @@ end
 return tokens
 `;
 
+/**
+ * How long a take may wait for Redis: a server that holds the connection but answers nothing (hung,
+ * or behind a network that drops packets) would otherwise hold every limited request, and the
+ * requests would pile up in memory. Past it the take fails, as when Redis is away
+ * (RATE_LIMIT_REDIS_FAILURE). A take answers in well under a millisecond on a working server.
+ */
+export const REDIS_COMMAND_TIMEOUT_MS = 1000;
+
 export class RedisStore implements RateLimitStore {
   constructor(
     private readonly redis: Redis,
@@ -41,7 +49,10 @@ export class RedisStore implements RateLimitStore {
   async take(key: string, policy: BucketPolicy, n: number): Promise<Decision> {
     if (!Number.isInteger(n) || n < 0) throw new RangeError(`n must be a whole number >= 0, got ${n}`);
     const take = (this.redis as unknown as Record<string, (...args: unknown[]) => Promise<number>>).mothershipTakeTokens!;
-    const available = await take.call(this.redis, this.prefix + key, policy.capacity * MICRO, refillPerMs(policy), n * MICRO);
+    // The policy is part of the key: the state is a deficit in the rate it was written with, which a
+    // changed RATE_LIMIT_* (or an instance configured otherwise) would misread.
+    const bucket = `${this.prefix}${policy.capacity}/${refillPerMs(policy)}:${key}`;
+    const available = await take.call(this.redis, bucket, policy.capacity * MICRO, refillPerMs(policy), n * MICRO);
     // The memory store's arithmetic, on the bucket as Redis saw it (it took the tokens if this allows).
     const { tokens: _left, ...decision } = takeTokens(policy, { tokens: available, updatedAtMs: 0 }, n, 0);
     return decision;

@@ -54,6 +54,31 @@ describe('Redis stopped under the limiter', () => {
   });
 });
 
+describe('Redis frozen under the limiter (SIGSTOP)', () => {
+  for (const failure of ['open', 'closed'] as const)
+    it(`answers within REDIS_COMMAND_TIMEOUT_MS, failing ${failure}, and limits again after SIGCONT (outside review: every request hung)`, async () => {
+      const redis = await startRedis();
+      const app = await startTestApp('sqlite', { REDIS_URL: redis.url, REDIS_PREFIX: `frozen-${failure}:`, RATE_LIMIT_REDIS_FAILURE: failure });
+      /** The response, or 'hung' when none came within 5 s. */
+      const within = <T>(request: Promise<T>) => Promise.race([request, new Promise<'hung'>((resolve) => setTimeout(() => resolve('hung'), 5000).unref())]);
+      try {
+        assert.ok((await app.api('GET', '/api/persons')).headers['ratelimit'], 'limited through Redis');
+        redis.freeze();
+        const during = await Promise.all(Array.from({ length: 5 }, () => within(app.api('GET', '/api/persons'))));
+        for (const response of during) {
+          assert.notEqual(response, 'hung', 'a request hung on the frozen Redis');
+          if (response !== 'hung') assert.equal(response.status, failure === 'open' ? 200 : 503, JSON.stringify(response.body));
+        }
+        redis.thaw();
+        await eventually(async () => (await app.api('GET', '/api/persons')).headers['ratelimit'], 5000, 'limiting again after SIGCONT');
+      } finally {
+        redis.thaw();
+        await app.cleanup();
+        await redis.stop();
+      }
+    });
+});
+
 describe('PostgreSQL restarted under load', () => {
   it('the service recovers by itself: no 500, only brief 503s, and every acknowledged change is kept', async () => {
     const postgres = await startPostgres();

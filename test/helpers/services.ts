@@ -16,9 +16,17 @@ export async function startRedis() {
     },
     async stop() {
       if (!child || child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGCONT');
       const exited = new Promise((resolve) => child!.once('exit', resolve));
       child.kill('SIGKILL');
       await exited;
+    },
+    /** SIGSTOP: connected, but it answers nothing (a hung host, packets dropped); `thaw` sends SIGCONT. */
+    freeze() {
+      child?.kill('SIGSTOP');
+    },
+    thaw() {
+      child?.kill('SIGCONT');
     },
   };
   await redis.start();
