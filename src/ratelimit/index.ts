@@ -77,17 +77,24 @@ export class RateLimitGuard {
   }
 
   register(app: FastifyInstance): void {
+    const groups = new Set<string>();
     app.addHook('onRoute', (route) => {
       const config = route.config?.rateLimit;
-      if (!config) return;
-      const { cost } = this.limitOf(config);
+      if (config === false) return;
+      const { group, cost } = this.limitOf(config);
+      groups.add(group);
       // A cost the bucket can never hold would answer 429 forever: refuse to start instead.
       if (cost > this.limiter.policy.capacity) {
-        const group = this.limitOf(config).group;
         throw new ConfigError(
           `RATE_LIMIT_CAPACITY ${this.limiter.policy.capacity} is below what ${route.method} ${route.url} costs (${cost} tokens, group ${group}): raise RATE_LIMIT_CAPACITY to at least ${cost} or lower the group's cost in RATE_LIMIT_COSTS (${group}=${this.limiter.policy.capacity})`,
         );
       }
+    });
+    // A group no route has (a typing slip) would silently change nothing.
+    app.addHook('onReady', async () => {
+      const unknown = Object.keys(this.options.costs).filter((group) => !groups.has(group));
+      if (unknown.length)
+        throw new ConfigError(`RATE_LIMIT_COSTS names ${unknown.join(', ')}, which no route has: the groups are ${[...groups].sort().join(', ')}`);
     });
     app.addHook('onRequest', (request, reply, done) => {
       // A route that takes credentials is charged by RouteAuth, once it knows who is calling.

@@ -117,6 +117,17 @@ describe('a start that cannot succeed says why in one sentence, without a stack 
     );
   });
 
+  it("a route of the default group costs more than RATE_LIMIT_CAPACITY holds, or RATE_LIMIT_COSTS names no route's group (outside review: a 429 loop)", async () => {
+    assertOneSentence(
+      await start({ PORT: '0', RATE_LIMIT_COSTS: 'default=100' }),
+      /Configuration error: RATE_LIMIT_CAPACITY 60 is below what [A-Z]+ \/[^ ]* costs \(100 tokens, group default\)/,
+    );
+    assertOneSentence(
+      await start({ PORT: '0', RATE_LIMIT_COSTS: 'sesion=1' }),
+      /Configuration error: RATE_LIMIT_COSTS names sesion, which no route has: the groups are default, [a-z_, ]*session/,
+    );
+  });
+
   it('the SQLite database is damaged or not a database', async () => {
     const damaged = mkdtempSync(path.join(tmpdir(), 'ms-damaged-'));
     try {
