@@ -6,6 +6,7 @@ import {
   BASELINE_RECORD_LIMIT,
   BODY_LIMIT,
   COMMENTARY_LIMIT,
+  ENRICHMENT_REQUEST_LIMIT,
   FAILURE_MESSAGE_LIMIT,
   JSON_LIMITS,
   LLM_RESPONSE_LIMIT,
@@ -40,6 +41,7 @@ describe('size limits: one home, documented', () => {
     const expected: Record<string, number> = {
       body: BODY_LIMIT,
       record: BASELINE_RECORD_LIMIT,
+      enrichment_request: ENRICHMENT_REQUEST_LIMIT,
       name: TEXT_LIMITS.name,
       blob_id: TEXT_LIMITS.blob_id,
       notes: TEXT_LIMITS.notes,
@@ -184,6 +186,12 @@ for (const dialect of DIALECTS) {
       const stored = await app.api('POST', '/api/baselines', escaped);
       assert.equal(stored.status, 201, JSON.stringify(stored.body).slice(0, 300));
       assert.deepEqual(stored.body.record, longest);
+    });
+
+    it('answers an enrichment request body over its limit 413 before anything reads it (outside review: 50 ms of CPU each, rate limited or not)', async () => {
+      const over = await app.api('POST', '/api/request-enrichment', `{"match_id":"m","pad":"${'x'.repeat(ENRICHMENT_REQUEST_LIMIT)}"}`, { authorization: '' });
+      assert.equal(over.status, 413, JSON.stringify(over.body));
+      assert.match(over.body.detail, new RegExp(`exceeds ${ENRICHMENT_REQUEST_LIMIT} bytes`));
     });
 
     it('refuses a replay over its byte limit naming /replay', async () => {

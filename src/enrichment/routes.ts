@@ -11,7 +11,7 @@ import {
   unauthorized,
   withSchemaTypes,
 } from '../http/index.js';
-import { JSON_LIMITS } from '../limits.js';
+import { ENRICHMENT_REQUEST_LIMIT, JSON_LIMITS } from '../limits.js';
 import { rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
 import type { BotAuthenticator } from './bot-auth.js';
 import { SECRET_CACHE_MS, type BotService } from './bots.js';
@@ -289,10 +289,12 @@ function botRoutes(server: FastifyInstance, deps: RouteDeps): void {
     '/api/request-enrichment',
     {
       config: { auth: 'bot', recordsNonce: true, problems: ['match_not_found', 'match_not_completed', 'replay_unusable', 'replay_invalid', 'quota_exceeded'] },
+      bodyLimit: ENRICHMENT_REQUEST_LIMIT,
       schema: {
         operationId: 'requestEnrichment',
         tags: ['enrichment'],
         summary: `Request AI commentary for a completed match (bot-signed; ${DAILY_QUOTA} per bot per rolling 24 h)`,
+        description: `The body is at most ${ENRICHMENT_REQUEST_LIMIT} bytes (413 above).`,
         body: { type: 'object', required: ['match_id'], additionalProperties: false, properties: { match_id: idString } },
         response: {
           202: {

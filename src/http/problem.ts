@@ -1,6 +1,6 @@
 import { NOT_BLANK } from './schemas.js';
 import { DomainError, type FieldError } from '../errors.js';
-import { BASELINE_RECORD_LIMIT, BODY_LIMIT } from '../limits.js';
+import { BASELINE_RECORD_LIMIT, BODY_LIMIT, ENRICHMENT_REQUEST_LIMIT } from '../limits.js';
 
 export type { FieldError };
 
@@ -73,7 +73,7 @@ export const PROBLEMS = {
   payload_too_large: {
     status: 413,
     title: 'Payload too large',
-    description: `The body exceeds its limit in bytes: ${BODY_LIMIT}, a baseline record ${BASELINE_RECORD_LIMIT}.`,
+    description: `The body exceeds its limit in bytes: ${BODY_LIMIT}, a baseline record ${BASELINE_RECORD_LIMIT}, an enrichment request ${ENRICHMENT_REQUEST_LIMIT}.`,
   },
   uri_too_long: { status: 414, title: 'URI too long', description: 'The request target is too long.' },
   unsupported_media_type: { status: 415, title: 'Unsupported media type', description: 'Bodies are `application/json`.' },
