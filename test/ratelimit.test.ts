@@ -315,6 +315,13 @@ describe('rate limiting over HTTP', () => {
     assert.notEqual(addressKey('2001:db8:a:c::1'), addressKey('2001:db8:a:b::1'));
   });
 
+  it('keys an address a proxy wrote with a port, brackets or in hex as the address, and anything else as one client (outside review)', () => {
+    assert.equal(addressKey('203.0.113.9:40001'), 'ip:203.0.113.9');
+    assert.equal(addressKey('::ffff:cb00:7109'), 'ip:203.0.113.9');
+    for (const address of ['[2001:db8:a:b::9]', '[2001:db8:a:b::9]:443']) assert.equal(addressKey(address), 'ip6:2001:db8:a:b::/64', address);
+    for (const text of ['010.0.0.1', '10.0.0.01', 'unknown', 'a-name:80', '[not-an-address]', '']) assert.equal(addressKey(text), 'ip:unparsed', text);
+  });
+
   it('keys clients by address, believing X-Forwarded-For only from a configured proxy', async () => {
     const direct = await startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '20', RATE_LIMIT_REFILL_PER_SEC: '0.01' });
     const proxied = await startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '20', RATE_LIMIT_REFILL_PER_SEC: '0.01', TRUST_PROXY: '127.0.0.1' });
