@@ -12,7 +12,7 @@ import { REPLAY } from './helpers/fixtures.js';
 import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 import { DatabaseNonceStore } from '../src/enrichment/bot-auth.js';
 import { sql } from 'kysely';
-import { deferred } from './helpers/deferred.js';
+import { holdAdvisoryLock } from './helpers/locks.js';
 
 describe('bot request signing', () => {
   const parts = { method: 'post', pathAndQuery: '/api/request-enrichment?x=1', timestamp: '1795300000', nonce: 'abcdefghijklmnop', body: '{"match_id":"m1"}' };
@@ -498,30 +498,24 @@ for (const dialect of DIALECTS) {
           )
           .execute(app.database.db);
         try {
-          const held = deferred<void>();
-          const release = deferred<void>();
-          const holder = app.database.db.connection().execute(async (connection) => {
-            await sql`select pg_advisory_lock(${LOCK})`.execute(connection);
-            held.resolve();
-            await release.promise;
-            await sql`select pg_advisory_unlock(${LOCK})`.execute(connection);
-          });
-          await held.promise;
+          const lock = await holdAdvisoryLock(app.database.db, LOCK);
           const rotation = app.api('POST', `/api/bots/${rotating.id}/rotate-secret`);
-          await eventually(
-            async () =>
-              (
-                await sql<{
-                  waiting: number;
-                }>`select count(*)::int as waiting from pg_locks where locktype = 'advisory' and objid = ${LOCK} and not granted`.execute(app.database.db)
-              ).rows[0]!.waiting === 1,
-            5000,
-            'the rotation waiting to commit',
-          );
-          // Read before the commit: the row as it was, the old secret still current.
-          assert.equal((await botRequest(app.http, rotating, 'GET', '/api/matches/done/enrichment')).status, 404, 'signed with the old secret');
-          release.resolve();
-          await holder;
+          try {
+            await eventually(
+              async () =>
+                (
+                  await sql<{
+                    waiting: number;
+                  }>`select count(*)::int as waiting from pg_locks where locktype = 'advisory' and objid = ${LOCK} and not granted`.execute(app.database.db)
+                ).rows[0]!.waiting === 1,
+              5000,
+              'the rotation waiting to commit',
+            );
+            // Read before the commit: the row as it was, the old secret still current.
+            assert.equal((await botRequest(app.http, rotating, 'GET', '/api/matches/done/enrichment')).status, 404, 'signed with the old secret');
+          } finally {
+            await lock.release();
+          }
           const rotated = (await rotation).body;
           const response = await botRequest(app.http, { id: rotating.id, shared_secret: rotated.shared_secret }, 'GET', '/api/matches/done/enrichment');
           assert.equal(response.status, 404, `the new secret at once: ${JSON.stringify(response.body)}`);

@@ -55,8 +55,12 @@ export async function loadPg(): Promise<typeof pg> {
  * connection, and drops the ROLLBACK queued behind it, so the pool would hand the connection out
  * again inside the transaction that request was answered 503 for: the next request's COMMIT would
  * commit it. A connection whose query timed out is ended instead (the pool then replaces it), and
- * the server rolls its transaction back when it reads the end.
+ * the server rolls its transaction back when it reads the end (a statement still running there was
+ * cancelled by its `statement_timeout` a moment before).
  */
+/** How much longer than the server's own statement timeout the client waits for an answer. */
+const QUERY_TIMEOUT_MARGIN_MS = 1000;
+
 /** node-postgres' error for a query past `query_timeout` (it sets no code). */
 const QUERY_TIMEOUT_MESSAGE = 'Query read timeout';
 
@@ -133,7 +137,16 @@ export class Database {
         await migrator.db.destroy();
       }
       const timeout = options.databaseTimeoutMs ?? 0;
-      const database = Database.postgres(driver, options.databaseUrl, { max: 10, connectionTimeoutMillis: timeout, query_timeout: timeout });
+      // The server cancels a statement past the timeout itself (a lock waited for, a slow plan): the
+      // connection stays in step and nothing goes on waiting on the server. One that cannot answer
+      // (frozen, packets dropped) cannot cancel either: a moment later the client gives up and ends
+      // the connection (endOnQueryTimeout).
+      const database = Database.postgres(driver, options.databaseUrl, {
+        max: 10,
+        connectionTimeoutMillis: timeout,
+        statement_timeout: timeout,
+        query_timeout: timeout && timeout + QUERY_TIMEOUT_MARGIN_MS,
+      });
       database.migratedFrom = migrator.migratedFrom;
       return database;
     }

@@ -10,6 +10,8 @@ const UNAVAILABLE_CODES = new Set([
   'ECONNRESET',
   'ETIMEDOUT',
   'EPIPE',
+  // query_canceled: a statement past DATABASE_TIMEOUT_MS (statement_timeout), or cancelled by an operator.
+  '57014',
   '57P01',
   '57P02',
   '57P03',

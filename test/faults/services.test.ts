@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { deferred } from '../helpers/deferred.js';
+import { holdAdvisoryLock } from '../helpers/locks.js';
 import type { FastifyBaseLogger } from 'fastify';
 import assert from 'node:assert/strict';
 import { createTestEnv, eventually, startTestApp } from '../helpers/app.js';
@@ -210,19 +210,22 @@ describe('a PostgreSQL query past DATABASE_TIMEOUT_MS', () => {
            create trigger person_waits before insert on persons for each row when (new.id = 'stalled') execute function person_waits()`,
         )
         .execute(app.database.db);
-      const held = deferred<void>();
-      const release = deferred<void>();
-      const holder = app.database.db.connection().execute(async (connection) => {
-        await sql`select pg_advisory_lock(${LOCK})`.execute(connection);
-        held.resolve();
-        await release.promise;
-        await sql`select pg_advisory_unlock(${LOCK})`.execute(connection);
-      });
-      await held.promise;
-      const stalled = await app.api('POST', '/api/persons', { id: 'stalled', name: 'Stalled' });
-      assert.equal(stalled.status, 503, JSON.stringify(stalled.body));
-      release.resolve();
-      await holder;
+      const lock = await holdAdvisoryLock(app.database.db, LOCK);
+      try {
+        const stalled = await app.api('POST', '/api/persons', { id: 'stalled', name: 'Stalled' });
+        assert.equal(stalled.status, 503, JSON.stringify(stalled.body));
+        for (let i = 0; i < 3; i++) assert.equal((await app.api('POST', '/api/persons', { id: 'stalled', name: 'Stalled' })).status, 503);
+        // The server gave up each statement too: none goes on waiting there, each on a connection of its
+        // own, until the server has none left (outside review: one more a timeout).
+        const waiting = await sql<{
+          count: number;
+        }>`select count(*)::int as count from pg_stat_activity where datname = current_database() and wait_event = 'advisory' and pid <> pg_backend_pid()`.execute(
+          app.database.db,
+        );
+        assert.equal(waiting.rows[0]!.count, 0, 'statements left waiting on the server');
+      } finally {
+        await lock.release();
+      }
       // The connection that timed out is the pool's most recently released: the next writes take it first.
       for (let i = 0; i < 12; i++) {
         const response = await app.api('POST', '/api/persons', { id: `later${i}`, name: 'Later' });
