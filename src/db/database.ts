@@ -50,6 +50,12 @@ export async function loadPg(): Promise<typeof pg> {
   return pg;
 }
 
+/** How much longer than the server's own statement timeout the client waits for an answer. */
+const QUERY_TIMEOUT_MARGIN_MS = 1000;
+
+/** node-postgres' error for a query past `query_timeout` (it sets no code). */
+const QUERY_TIMEOUT_MESSAGE = 'Query read timeout';
+
 /**
  * node-postgres' `query_timeout` rejects a query the server has not answered but leaves it on the
  * connection, and drops the ROLLBACK queued behind it, so the pool would hand the connection out
@@ -58,12 +64,6 @@ export async function loadPg(): Promise<typeof pg> {
  * the server rolls its transaction back when it reads the end (a statement still running there was
  * cancelled by its `statement_timeout` a moment before).
  */
-/** How much longer than the server's own statement timeout the client waits for an answer. */
-const QUERY_TIMEOUT_MARGIN_MS = 1000;
-
-/** node-postgres' error for a query past `query_timeout` (it sets no code). */
-const QUERY_TIMEOUT_MESSAGE = 'Query read timeout';
-
 function endOnQueryTimeout(client: pg.PoolClient): void {
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   client.query = ((...args: unknown[]) => {
