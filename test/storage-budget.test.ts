@@ -400,9 +400,19 @@ describe('storage budget: the WAL is within it (sqlite)', () => {
 });
 
 describe('storage budget: the logs on disk are within it (postgres)', () => {
+  // A private cluster: the give-back waits for any transaction id older than the delete in any
+  // database of the cluster (reclaim), so the suite's other files would hold it at random.
+  let cluster: Awaited<ReturnType<typeof startPostgres>>;
+  before(async () => {
+    cluster = await startPostgres();
+  });
+  after(async () => {
+    await cluster.destroy();
+  });
+
   it("the keeper's deletes give their space back: the logs' files never grow past the budget under sustained writes", async () => {
     const budgetMb = 2;
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: String(budgetMb) }, { start: true });
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: String(budgetMb) }, { start: true, cluster: cluster.url });
     const onDisk = async () => {
       const { rows } = await sql<{ bytes: string }>`
         select pg_total_relation_size('events') + pg_total_relation_size('webhook_deliveries') as bytes`.execute(app.database.db);
@@ -431,7 +441,7 @@ describe('storage budget: the logs on disk are within it (postgres)', () => {
   });
 
   it('a transaction held open (a backup, a stuck session) delays the give-back, but never has events refused for good', async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '1' }, { start: true });
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '1' }, { start: true, cluster: cluster.url });
     const backup = new pg.Client({ connectionString: app.config.databaseUrl! });
     try {
       await backup.connect();
@@ -452,6 +462,17 @@ describe('storage budget: the logs on disk are within it (postgres)', () => {
 });
 
 describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => {
+  // A private cluster: the give-back waits for any transaction id older than the delete in any
+  // database of the cluster (reclaim), so the suite's other files would hold it at random.
+  let cluster: Awaited<ReturnType<typeof startPostgres>>;
+  before(async () => {
+    // Prepared transactions for the test of one holding the give-back.
+    cluster = await startPostgres(['max_prepared_transactions=2']);
+  });
+  after(async () => {
+    await cluster.destroy();
+  });
+
   const logs = [EVENT_LOG, ...FINISHED_DELIVERY_LOGS];
 
   const givenBackAtNextPass = async (budget: StorageBudget, database: Database) => {
@@ -475,7 +496,7 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
     Array.from({ length: count }, (_, k) => ({ event_type: 'anomaly.detected', timestamp: hoursAgo(count - k), payload: 'x'.repeat(bytes) }));
 
   it('a VACUUM running in the same database (autovacuum, another instance) does not hold the give-back: its snapshot holds back no other vacuum', async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { cluster: cluster.url });
     const vacuumer = new pg.Client({ connectionString: app.config.databaseUrl! });
     let vacuuming: Promise<unknown> | null = null;
     let vacuumPid: number | null = null;
@@ -510,7 +531,7 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
   });
 
   it('a VACUUM of the log itself that began before the delete holds the give-back: it cannot free those rows, and SKIP_LOCKED skips that log', async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { cluster: cluster.url });
     const vacuumer = new pg.Client({ connectionString: app.config.databaseUrl! });
     let vacuuming: Promise<unknown> | null = null;
     let vacuumPid: number | null = null;
@@ -545,7 +566,7 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
   });
 
   it('a keeper whose chunk another instance deleted first goes on with the next, and abandons no waiting delivery', async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { cluster: cluster.url });
     try {
       await app.database.db.insertInto('events').values(oldEvents(600, 1000)).execute();
       // Another instance's keeper deletes the same oldest chunk between this one's read and its delete.
@@ -571,7 +592,7 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
   });
 
   it('skips a row another transaction holds (the dispatcher marking an attempt retried) rather than wait and deadlock; waits for it only when nothing else is left', async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { cluster: cluster.url });
     const dispatcher = new pg.Client({ connectionString: app.config.databaseUrl! });
     try {
       await app.database.db
@@ -624,7 +645,7 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
   });
 
   it('counts every byte a pass deleted as used until it is given back: a pass over 10 % of the budget, appends committed meanwhile', async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { cluster: cluster.url });
     try {
       await app.database.db.insertInto('events').values(oldEvents(600, 1000)).execute();
       // Another process appends while the pass deletes.
@@ -647,34 +668,39 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
 
   const heldWriters = [
     // An append between two statements (or a psql session left open after an insert).
-    { name: 'a writer idle in its transaction (an xid, no snapshot between statements)', prepared: false },
+    { name: 'a writer idle in its transaction (an xid, no snapshot between statements)', held: 'session' },
     // Two-phase commit: it outlives its session, so no session shows it.
-    { name: 'a prepared transaction (two-phase commit, no session)', prepared: true },
-  ];
-  for (const { name, prepared } of heldWriters) {
+    { name: 'a prepared transaction (two-phase commit, no session)', held: 'prepared' },
+    // Another application of a shared cluster: its transaction id is below every snapshot a session
+    // of this database takes while it runs, so a VACUUM frees the rows only at a moment when no session
+    // here is in a statement.
+    { name: 'a writer in another database of the cluster', held: 'elsewhere' },
+  ] as const;
+  for (const { name, held } of heldWriters) {
     it(`${name} that began before the delete holds the give-back`, async () => {
-      const cluster = prepared ? await startPostgres(['max_prepared_transactions=2']) : null;
-      const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0', ...(cluster ? { DATABASE_URL: cluster.url } : {}) });
-      const writer = new pg.Client({ connectionString: app.config.databaseUrl! });
+      const elsewhere = held === 'elsewhere' ? await createPgDatabase(cluster.url) : null;
+      const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { cluster: cluster.url });
+      const writer = new pg.Client({ connectionString: elsewhere?.url ?? app.config.databaseUrl! });
       try {
         await app.database.db.insertInto('events').values(oldEvents(300, 2000)).execute();
         const budget = new StorageBudget(app.database, (await storageBytes(app.database)) / 0.9, logs);
         await writer.connect();
         await writer.query('begin');
-        await writer.query(`insert into events (event_type, timestamp, payload) values ('anomaly.detected', $1, '{}')`, [hoursAgo(0)]);
-        if (prepared) {
+        if (elsewhere) await writer.query('select pg_current_xact_id()');
+        else await writer.query(`insert into events (event_type, timestamp, payload) values ('anomaly.detected', $1, '{}')`, [hoursAgo(0)]);
+        if (held === 'prepared') {
           await writer.query(`prepare transaction 'held'`);
           await writer.end();
         }
         assert.ok((await budget.keep()) > 0, 'the pass deletes');
         await budget.keep();
-        assert.ok(budget.used > (await storageBytes(app.database)), 'counted as given back while the VACUUM could free nothing');
-        await (prepared ? sql`commit prepared 'held'`.execute(app.database.db) : writer.query('commit'));
+        assert.ok(budget.used > (await storageBytes(app.database)), 'counted as given back before PostgreSQL may reuse the space');
+        await (held === 'prepared' ? sql`commit prepared 'held'`.execute(app.database.db) : writer.query('commit'));
         await givenBackAtNextPass(budget, app.database);
       } finally {
         await writer.end().catch(() => {});
         await app.cleanup();
-        await cluster?.destroy();
+        await elsewhere?.drop();
       }
     });
   }
@@ -722,7 +748,7 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
   }
 
   it("gives back each pass's deletions on their own: a transaction that began between two passes holds only the later one's", async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { cluster: cluster.url });
     const sessions: pg.Client[] = [];
     /** A transaction whose snapshot stays open from now on (a backup's, a stuck session's). */
     const snapshotFromNow = async () => {
@@ -754,7 +780,7 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
   });
 
   it('refuses an event before its rows are written: a refused row would take its space as a dead row until a VACUUM', async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { cluster: cluster.url });
     const onDisk = async () => {
       const { rows } = await sql<{ bytes: string }>`
         select pg_total_relation_size('events') + pg_total_relation_size('webhook_deliveries') as bytes`.execute(app.database.db);
@@ -780,7 +806,7 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
   });
 
   it('appends checked but waiting for their turn are not dropped by a measurement: the logs stay within the refusal level', async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { cluster: cluster.url });
     const locker = new pg.Client({ connectionString: app.config.databaseUrl! });
     try {
       assert.equal((await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: 'http://127.0.0.1:9/hook' } })).status, 200);
@@ -831,7 +857,7 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
   });
 
   it('deletes nothing more for what waits to be given back: deleting cannot free it', async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { cluster: cluster.url });
     const reader = new pg.Client({ connectionString: app.config.databaseUrl! });
     try {
       await app.database.db.insertInto('events').values(oldEvents(600, 1000)).execute();
@@ -851,7 +877,7 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
   });
 
   it('counts what a pass deleted as used during the pass too, and after a pass that failed midway', async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { cluster: cluster.url });
     try {
       await app.database.db.insertInto('events').values(oldEvents(600, 1000)).execute();
       const used = await storageBytes(app.database);
@@ -875,7 +901,7 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
   });
 
   it('a give-back that fails (the VACUUM timed out) does not stop the keeper from deleting', async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { cluster: cluster.url });
     try {
       await app.database.db.insertInto('events').values(oldEvents(300, 1000)).execute();
       const failingVacuum = Object.create(app.database, {
@@ -908,7 +934,7 @@ describe('storage budget: review of the keeper on PostgreSQL (postgres)', () => 
   // Open: the count misses a delivery row's other columns, its index entries, the versions its
   // updates leave, and the receiver's answer, written by an update the triggers do not count.
   it("counts at least what the delivery log's rows take on disk: small payloads, the receiver's answer, the indexes", async () => {
-    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' });
+    const app = await startTestApp('postgres', { STORAGE_BUDGET_MB: '0' }, { cluster: cluster.url });
     const db = app.database.db;
     const onDisk = async () => {
       const { rows } = await sql<{ bytes: string }>`

@@ -128,26 +128,27 @@ export async function deletionMark(database: Database): Promise<bigint | null> {
  */
 export async function reclaim(database: Database, logs: LogTable[], marks: readonly bigint[]): Promise<bigint | null> {
   const tables = [...new Set(logs.map((log) => log.table))];
-  // What holds a VACUUM back from the rows deleted before a mark: any session's oldest snapshot (one
-  // that began before the delete may not hold an xid yet) or transaction id (a transaction idle between
-  // statements holds no snapshot, and still holds back every VACUUM); a prepared transaction's (it has
-  // no session); a hot standby's queries under hot_standby_feedback, through its replication slot's
-  // xmin (any slot's holds every database back) or, without a slot, through its walsender: a session
-  // of no database, the only such that holds an xmin (its `backend_type` is hidden from a role that is
-  // neither a superuser nor the replication role). Not a running VACUUM of another table: PostgreSQL
-  // lets no vacuum's snapshot hold back what another may free (such a role is not shown the table of
-  // another role's VACUUM, autovacuum's, which then counts until it ends: the safe side). A VACUUM of a
-  // log itself (autovacuum, another instance's keeper) that began before the delete counts:
-  // SKIP_LOCKED below skips that log, and it cannot free those rows either.
+  // What holds a VACUUM back from the rows deleted before a mark: a transaction id older than it, in any
+  // database of the cluster (the oldest running one, prepared transactions of two-phase commit
+  // included, is every new snapshot's xmin here, so a VACUUM frees the rows only at a moment when no
+  // session here is in a statement); a snapshot of a session here that began before the delete (one
+  // may hold no transaction id); a hot standby's queries under hot_standby_feedback, through its
+  // replication slot's xmin (any slot's holds every database back) or, without a slot, through its
+  // walsender: a session of no database, the only such that holds an xmin (its `backend_type` is
+  // hidden from a role that is neither a superuser nor the replication role). Not a running VACUUM of
+  // another table: PostgreSQL lets no vacuum's snapshot hold back what another may free (such a role
+  // is not shown the table of another role's VACUUM, autovacuum's, which then counts until it ends:
+  // the safe side). A VACUUM of a log itself (autovacuum, another instance's keeper) that began before
+  // the delete counts: SKIP_LOCKED below skips that log, and it cannot free those rows either.
   const { rows } = await sql<{ clear: string | null }>`
     select max(mark::text::numeric)::text as clear from unnest(${marks.map(String)}::xid8[]) as mark
-    where not exists (select 1 from pg_stat_activity where (datname = current_database() or datname is null)
+    where pg_snapshot_xmin(pg_current_snapshot()) >= mark
+    and not exists (select 1 from pg_stat_activity where (datname = current_database() or datname is null)
       and pid <> pg_backend_pid()
       and pid not in (select pid from pg_stat_progress_vacuum where relid not in (
         select oid from pg_class where oid = any(${tables}::regclass[])
         union select reltoastrelid from pg_class where oid = any(${tables}::regclass[])))
-      and (age(backend_xmin) > age(xid(mark)) or age(backend_xid) > age(xid(mark))))
-    and not exists (select 1 from pg_prepared_xacts where database = current_database() and age(transaction) > age(xid(mark)))
+      and age(backend_xmin) > age(xid(mark)))
     and not exists (select 1 from pg_replication_slots where age(xmin) > age(xid(mark)))`.execute(database.db);
   const clear = rows[0]?.clear;
   if (clear == null) return null;

@@ -59,10 +59,10 @@ export interface TestEnv {
   cleanup: () => Promise<void>;
 }
 
-/** A temporary DATA_DIR and, for PostgreSQL, a private database. */
-export async function createTestEnv(dialect: DialectName, extra: Record<string, string> = {}): Promise<TestEnv> {
+/** A temporary DATA_DIR and, for PostgreSQL, a private database (in the cluster of `adminUrl`). */
+export async function createTestEnv(dialect: DialectName, extra: Record<string, string> = {}, adminUrl?: string): Promise<TestEnv> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-test-'));
-  const database = dialect === 'postgres' ? await createPgDatabase() : null;
+  const database = dialect === 'postgres' ? await createPgDatabase(adminUrl) : null;
   const env: Record<string, string> = {
     DATA_DIR: dataDir,
     ADMIN_TOKEN,
@@ -95,9 +95,10 @@ export interface TestApp extends App {
 export async function startTestApp(
   dialect: DialectName,
   extra: Record<string, string> = {},
-  options: { start?: boolean; testEnv?: TestEnv } = {},
+  /** `cluster`: the admin URL of the PostgreSQL cluster to create the database in (startPostgres). */
+  options: { start?: boolean; testEnv?: TestEnv; cluster?: string } = {},
 ): Promise<TestApp> {
-  const testEnv = options.testEnv ?? (await createTestEnv(dialect, extra));
+  const testEnv = options.testEnv ?? (await createTestEnv(dialect, extra, options.cluster));
   let config: Config;
   let app: App | undefined;
   try {
