@@ -307,6 +307,7 @@ describe('rate limiting over HTTP', () => {
     }
     assert.equal(addressKey('::1'), 'ip6:0:0:0:0::/64');
     assert.equal(addressKey('fe80::1'), 'ip6:fe80:0:0:0::/64');
+    assert.equal(addressKey('fe80::1%eth0.1'), 'ip6:fe80:0:0:0::/64', 'a zone id of any spelling Node accepts');
     // An embedded IPv4 tail is two groups, inside the /64 only when `::` stands before it.
     assert.equal(addressKey('64:ff9b::192.0.2.1'), 'ip6:64:ff9b:0:0::/64');
     assert.equal(addressKey('1:2:3:4:5:6:1.2.3.4'), 'ip6:1:2:3:4::/64');
@@ -318,6 +319,9 @@ describe('rate limiting over HTTP', () => {
   it('keys an address a proxy wrote with a port, brackets or in hex as the address, and anything else as one client (outside review)', () => {
     assert.equal(addressKey('203.0.113.9:40001'), 'ip:203.0.113.9');
     assert.equal(addressKey('::ffff:cb00:7109'), 'ip:203.0.113.9');
+    // However the IPv6 is spelled: not one shared /64 for every mapped address written out in full.
+    for (const address of ['0:0:0:0:0:ffff:cb00:7109', '0::FFFF:203.0.113.9', '[0:0:0:0:0:ffff:cb00:7109]:443'])
+      assert.equal(addressKey(address), 'ip:203.0.113.9', address);
     for (const address of ['[2001:db8:a:b::9]', '[2001:db8:a:b::9]:443']) assert.equal(addressKey(address), 'ip6:2001:db8:a:b::/64', address);
     for (const text of ['010.0.0.1', '10.0.0.01', 'unknown', 'a-name:80', '[not-an-address]', '']) assert.equal(addressKey(text), 'ip:unparsed', text);
   });
