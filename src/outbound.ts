@@ -67,7 +67,7 @@ function forbiddenHostError(url: URL): string | null {
  * The URL, or why `value` is not one. The URL parser silently drops tabs and newlines, so spaces and
  * control characters are refused first: a stored URL must be exactly the text that was checked.
  */
-export function parseTargetUrl(value: string, example: string): URL | string {
+function parseTargetUrl(value: string, example: string): URL | string {
   // eslint-disable-next-line no-control-regex -- control characters are exactly what this refuses
   if (/[\u0000-\u0020\u007f]/.test(value)) return 'must not contain spaces or control characters';
   try {

@@ -18,7 +18,7 @@ import { DomainError } from './errors.js';
 import { onEvery } from './ticks.js';
 
 /** How often the keeper measures the database (and at once when this process's writes near the budget). */
-export const BUDGET_CHECK_MS = 1000;
+const BUDGET_CHECK_MS = 1000;
 /** Rows deleted per statement when over budget: small, so the keeper stops close to its target. */
 const BUDGET_CHUNK = 100;
 /** A writer's recent bytes count half after this long: its share is what it asked for in the last tens of seconds. */

@@ -70,7 +70,7 @@ function readPlayer(raw: unknown, index: number): Player {
 }
 
 /** Bounds that keep the commentary readable and its size sane: a match is hours, not centuries. */
-export const REPLAY_LIMITS = { players: 1000, events: 10_000, seconds: 1_000_000, points: 1_000_000 } as const;
+const REPLAY_LIMITS = { players: 1000, events: 10_000, seconds: 1_000_000, points: 1_000_000 } as const;
 
 function readEvent(raw: unknown, index: number): ReplayEvent {
   if (!isObject(raw) || typeof raw.t !== 'number' || !Number.isFinite(raw.t) || typeof raw.type !== 'string') {
@@ -129,7 +129,7 @@ export function parseReplay(input: unknown): Replay {
 }
 
 /** What the LLM generator needs: some replay document; its shape is the model's business. */
-export const requireReplay: Rule = (replay) => {
+const requireReplay: Rule = (replay) => {
   if (replay === null || replay === undefined) throw new ReplayError('', 'is missing (the match has no replay document)');
 };
 

@@ -18,7 +18,6 @@ import { enrichmentStatus } from './status.js';
 import { botCheck, enrichmentRoutes } from './routes.js';
 import { EnrichmentWorker } from './worker.js';
 
-export { EnrichmentWorker } from './worker.js';
 export { EnrichmentError } from './errors.js';
 
 export interface EnrichmentDeps {

@@ -17,7 +17,7 @@ export interface MatchView {
   created_at: string;
 }
 
-export const toMatchView = (row: MatchesTable): MatchView => ({
+const toMatchView = (row: MatchesTable): MatchView => ({
   id: row.id,
   status: row.status,
   enrichment_requested_at: row.enrichment_requested_at,

@@ -9,7 +9,7 @@ import { createHmac, hash, timingSafeEqual } from 'node:crypto';
  * sent as `X-Bot-Signature: v1=<hex>`; several space-separated entries are allowed (e.g. during a
  * secret rotation a client may sign with both secrets).
  */
-export const SIGNATURE_VERSION = 'v1';
+const SIGNATURE_VERSION = 'v1';
 export const MAX_CLOCK_SKEW_SECONDS = 300;
 /**
  * A signed request stays fresh for up to 2 x skew + 1 s of server time (a bot clock 300 s fast, then

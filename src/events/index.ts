@@ -1,5 +1,5 @@
 /** The event log's entry point: the log and its bus, every event type, and the routes. */
 export * from './types.js';
-export { EVENT_LOG, EventLog, SERVICE_WRITER, type AfterAppend, type AppendHook, type AppendStatementPart, type Emit, type Writer } from './log.js';
+export { EVENT_LOG, EventLog, type AfterAppend, type AppendHook, type AppendStatementPart, type Emit, type Writer } from './log.js';
 export { eventRoutes } from './routes.js';
 export { tailLog } from './tail.js';

@@ -3,7 +3,7 @@ import type { StoredEvent } from './types.js';
 
 /** A page of the log: at most this many events, and this many bytes of payload beyond its first event (EventLog.page). */
 export const PAGE = 500;
-export const PAGE_BYTES = 1024 * 1024;
+const PAGE_BYTES = 1024 * 1024;
 
 export interface TailOptions {
   /** Deliver the events after this sequence number; without it, those appended from now on. A position beyond the log's end (a restored database) starts at its end. */

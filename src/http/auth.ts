@@ -71,7 +71,7 @@ export function openApiSecurity(mode: AuthMode, method: string, url: string): Se
  * `/%61pi/bots` and `http://x/api/bots` both reach the `/api/bots` route). `resolveRouteAuth` stores
  * the result in the route's config; the auth hook and the OpenAPI document read it from there.
  */
-export function routeAuth(url: string, declared: AuthMode | undefined): AuthMode {
+function routeAuth(url: string, declared: AuthMode | undefined): AuthMode {
   return declared ?? (url.startsWith('/api/') || url === '/api' ? 'admin' : 'public');
 }
 
@@ -105,7 +105,7 @@ declare module 'fastify' {
 export const SESSION_COOKIE = 'mothership_session';
 
 /** The challenges a 401 names (RFC 9110 section 11.6.1): the admin token, and the bot signature scheme. */
-export const ADMIN_CHALLENGE = 'Bearer realm="mothership"';
+const ADMIN_CHALLENGE = 'Bearer realm="mothership"';
 export const BOT_CHALLENGE = 'Mothership-Signature realm="mothership"';
 
 /**
@@ -116,7 +116,7 @@ export const BOT_CHALLENGE = 'Mothership-Signature realm="mothership"';
 export const SIGN_IN_LIMIT = { group: 'session', cost: 10, failClosed: true } as const;
 
 /** Constant-time string equality; hashing first makes the comparison length-independent. */
-export function safeEqual(a: string, b: string): boolean {
+function safeEqual(a: string, b: string): boolean {
   return timingSafeEqual(hash('sha256', a, 'buffer'), hash('sha256', b, 'buffer'));
 }
 

@@ -33,7 +33,7 @@ declare module 'fastify' {
  * set. A page widens its CSP with a route's `config.headerPolicy`. No HSTS: TLS is a reverse proxy's
  * business here, and a LAN install on plain HTTP must keep working.
  */
-export const DOCUMENT_POLICY: HeaderPolicy = {
+const DOCUMENT_POLICY: HeaderPolicy = {
   contentSecurityPolicy: {
     useDefaults: false,
     directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"], baseUri: ["'none'"], formAction: ["'none'"] },
@@ -50,7 +50,7 @@ export const DOCUMENT_POLICY: HeaderPolicy = {
  * X-Download-Options, X-Permitted-Cross-Domain-Policies and X-XSS-Protection (after OWASP's REST
  * Security Cheat Sheet). Their bytes were a measured share of every request (bench/README.md).
  */
-export const API_POLICY = {
+const API_POLICY = {
   ...DOCUMENT_POLICY,
   crossOriginOpenerPolicy: false,
   originAgentCluster: false,

@@ -5,7 +5,7 @@ import { isUnavailable } from './error-handler.js';
 
 /** Keys being counted at most; beyond that the least recently written is reported and forgotten. */
 const COUNTED_KEYS = 10_000;
-export const THROTTLE_WINDOW_MS = 60_000;
+const THROTTLE_WINDOW_MS = 60_000;
 
 type Level = 'info' | 'warn' | 'error';
 

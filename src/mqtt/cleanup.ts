@@ -11,7 +11,7 @@ export function cleanupRefusal(installation: string, ownId: string): string | nu
 }
 
 /** A discovery config Mothership published for `installation`: its device identifier says so. */
-export function isOurDiscoveryConfig(payload: string, installation: string): boolean {
+function isOurDiscoveryConfig(payload: string, installation: string): boolean {
   try {
     const config = JSON.parse(payload) as { device?: { identifiers?: unknown } };
     return Array.isArray(config.device?.identifiers) && config.device.identifiers.includes(`mothership_${installation}`);

@@ -9,7 +9,7 @@ import type { Command } from './commands.js';
  * rate. A mode command that changes the mode is a database write, an event and a webhook delivery; a
  * birth message is a full sync of every entity.
  */
-export const COMMAND_LIMITS: Partial<Record<Command['kind'], BucketPolicy>> = {
+const COMMAND_LIMITS: Partial<Record<Command['kind'], BucketPolicy>> = {
   'set-mode': { capacity: 5, refillPerSecond: 1 },
   'full-sync': { capacity: 3, refillPerSecond: 0.1 },
 };

@@ -8,7 +8,6 @@ import { OwnershipPart, type IntegrationStatus } from './parts/ownership.js';
 import type { MqttDependencies, MqttPart } from './parts/part.js';
 import { SyncPart } from './parts/sync.js';
 
-export type { MqttStatus } from './connection.js';
 export { MqttLeadership } from './leadership.js';
 export { cleanupRefusal, clearInstallation } from './cleanup.js';
 export { describeMqttError } from './connection.js';

@@ -12,7 +12,7 @@ const ENCRYPTED_KEY = /-----BEGIN ENCRYPTED PRIVATE KEY-----|Proc-Type: 4,ENCRYP
  * Text around the blocks is allowed (`openssl pkcs12` writes "Bag Attributes" before each); a block
  * of anything else is not, so a key pasted with the certificate is never kept outside `client_key`.
  */
-export function readCertificates(pem: string): X509Certificate[] | string {
+function readCertificates(pem: string): X509Certificate[] | string {
   const labels = [...pem.matchAll(PEM_BEGIN)].map(([, label]) => label);
   if (!labels.includes('CERTIFICATE')) return 'must be a PEM certificate (-----BEGIN CERTIFICATE-----)';
   if (labels.some((label) => label !== 'CERTIFICATE')) return 'must hold only certificates (the private key goes in client_key)';

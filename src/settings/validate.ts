@@ -25,7 +25,7 @@ export function webhookSecretError(value: string): string | null {
   return null;
 }
 
-export function caCertError(value: string): string | null {
+function caCertError(value: string): string | null {
   return /-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----/.test(value) ? null : 'must be a PEM certificate (-----BEGIN CERTIFICATE-----)';
 }
 

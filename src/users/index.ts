@@ -1,3 +1,3 @@
 /** Dashboard users (name, role, password) and the routes of users and sessions. */
-export { UserStore, type UserView } from './store.js';
+export { UserStore } from './store.js';
 export { sessionRoutes, userRoutes } from './routes.js';

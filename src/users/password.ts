@@ -5,7 +5,7 @@ import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:c
  * parameters are OWASP's recommended scrypt set with the least memory, N=2^14, r=8, p=5: 16 MiB
  * and about 0.1 s per hash on a small machine (docs/security.md, "Passwords").
  */
-export const SCRYPT_PARAMETERS = { logN: 14, r: 8, p: 5 } as const;
+const SCRYPT_PARAMETERS = { logN: 14, r: 8, p: 5 } as const;
 const KEY_BYTES = 32;
 const SALT_BYTES = 16;
 
