@@ -17,6 +17,10 @@ export interface LogTable {
 /** PostgreSQL: what the storage budget's triggers count for a row of each log (migrations 023 and 025). */
 const COUNTED_BYTES_SQL: Record<LogTable['table'], string> = { events: STORED_ROW_BYTES_SQL, webhook_deliveries: STORED_DELIVERY_BYTES_SQL };
 
+/** `query` narrowed to the rows of `log` that may go (its `state`, when it has one). */
+const inState = <Q extends { where: (column: string, op: '=', value: string) => Q }>(log: LogTable, query: Q): Q =>
+  log.state ? query.where('state', '=', log.state) : query;
+
 /**
  * Deletes the rows of `log` older than `cutoff` (ISO 8601), oldest first, `chunk` rows per statement,
  * and returns how many. Each statement looks only at the `chunk` oldest rows by key (an index walk,
@@ -30,9 +34,7 @@ export async function pruneOlderThan(database: Database, log: LogTable, cutoff: 
       // Table and columns vary by log, beyond what the typed builder can follow: build it untyped.
       // eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above: untyped on purpose
       const db = handle as unknown as Kysely<any>;
-      const inState = <Q extends { where: (column: string, op: '=', value: string) => Q }>(query: Q): Q =>
-        log.state ? query.where('state', '=', log.state) : query;
-      const head = inState(db.selectFrom(log.table).select([log.key, log.time]))
+      const head = inState(log, db.selectFrom(log.table).select([log.key, log.time]))
         .orderBy(log.key)
         .limit(chunk)
         .as('head');
@@ -41,7 +43,7 @@ export async function pruneOlderThan(database: Database, log: LogTable, cutoff: 
         .select((eb) => eb.fn.max(`head.${log.key}`).as('last'))
         .where(`head.${log.time}`, '<', cutoff);
       // The time test again: a young row ahead of an expired one (written out of time order) stays.
-      const result = await inState(db.deleteFrom(log.table).where(log.key, '<=', lastExpired).where(log.time, '<', cutoff)).executeTakeFirst();
+      const result = await inState(log, db.deleteFrom(log.table).where(log.key, '<=', lastExpired).where(log.time, '<', cutoff)).executeTakeFirst();
       return Number(result.numDeletedRows);
     });
     total += deleted;
@@ -61,8 +63,6 @@ export async function pruneOlderThan(database: Database, log: LogTable, cutoff: 
 export async function pruneOldest(database: Database, logs: LogTable[], chunk: number): Promise<{ rows: number; bytes: number }> {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as in pruneOlderThan: table and columns vary by log
   const db = database.db as unknown as Kysely<any>;
-  const inState = <Q extends { where: (column: string, op: '=', value: string) => Q }>(log: LogTable, query: Q): Q =>
-    log.state ? query.where('state', '=', log.state) : query;
   let previous: string | null = null;
   for (;;) {
     const times: string[] = [];
