@@ -1,11 +1,20 @@
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { EnrichmentError } from '../src/enrichment/errors.js';
+import type { FastifyInstance } from 'fastify';
+import {
+  matchNotCompleted,
+  matchNotFound,
+  nonceStoreUnavailable,
+  recordExists,
+  recordNotFound,
+  replayInvalid,
+  replayRefused,
+  replayUnusable,
+} from '../src/enrichment/errors.js';
 import { estimateWaitSeconds, jobsAhead, meanJobSeconds, PRIOR_JOB_SECONDS } from '../src/enrichment/estimate.js';
 import { retryDelayMs } from '../src/enrichment/jobs.js';
-import { AtQuota, DAILY_QUOTA, QUOTA_WINDOW_MS, quotaLeft, secondsUntil } from '../src/enrichment/quota.js';
-import { problemOf } from '../src/enrichment/routes.js';
-import { problem, ProblemError } from '../src/http/problem.js';
+import { AtQuota, DAILY_QUOTA, QUOTA_WINDOW_MS, quotaExceeded, quotaLeft, secondsUntil } from '../src/enrichment/quota.js';
+import { createHttpServer } from '../src/http/index.js';
 
 describe('enrichment estimate', () => {
   it("counts a job's place from the oldest pending job, itself included", () => {
@@ -50,9 +59,7 @@ describe('enrichment quota', () => {
     const atQuota = new AtQuota();
     const freeAtMs = nowMs + 90_000;
     atQuota.remember('bot', freeAtMs);
-    const refusal = atQuota.refusal('bot', nowMs);
-    assert.ok(refusal?.is('quota_exceeded'));
-    assert.equal(refusal.details.retryAfterSeconds, 90);
+    assert.equal(atQuota.refusal('bot', nowMs)?.retryAfterSeconds, 90);
     assert.equal(atQuota.refusal('bot', freeAtMs), null, 'free once the job left the window');
     assert.equal(atQuota.refusal('other', nowMs), null);
     atQuota.forget();
@@ -70,55 +77,55 @@ describe('enrichment job retries', () => {
   });
 });
 
-describe("the enrichment room's errors as problems", () => {
-  const answer = (error: EnrichmentError) => {
-    const refusal = problemOf(error);
-    assert.ok(refusal instanceof ProblemError);
-    return {
-      ...problem(refusal.code, refusal.message, refusal.errors),
-      ...(refusal.violatedPolicies ? { 'violated-policies': refusal.violatedPolicies } : {}),
-      headers: refusal.headers,
-    };
+describe("the enrichment room's refusals at the HTTP edge", () => {
+  let app: FastifyInstance;
+  let thrown: Error;
+  before(async () => {
+    app = await createHttpServer({ logLevel: 'silent', trustProxy: false, version: 'test' });
+    app.get('/throw', { config: { auth: 'public' } }, async () => {
+      throw thrown;
+    });
+    await app.ready();
+  });
+  after(() => app.close());
+
+  const answer = async (error: Error) => {
+    thrown = error;
+    const response = await app.inject({ method: 'GET', url: '/throw' });
+    return { status: response.statusCode, headers: response.headers, body: response.json() as Record<string, any> };
   };
 
-  it('keeps the status, code and detail clients depend on', () => {
-    const cases: [EnrichmentError, number, string, string][] = [
-      [new EnrichmentError('record_not_found', { kind: 'Bot', id: 'b' }), 404, 'not_found', 'Bot "b" does not exist'],
-      [new EnrichmentError('record_exists', { kind: 'Match', id: 'm' }), 409, 'conflict', 'Match "m" already exists'],
-      [new EnrichmentError('match_not_found', { matchId: 'm' }), 404, 'match_not_found', 'Match "m" does not exist'],
-      [new EnrichmentError('match_not_completed', { matchId: 'm', status: 'scheduled' }), 409, 'match_not_completed', 'Match "m" is scheduled, not completed'],
-      [
-        new EnrichmentError('replay_unusable', { matchId: 'm' }),
-        409,
-        'replay_unusable',
-        'Match "m" has no replay to write commentary from; set one with PATCH /api/matches/m',
-      ],
-      [new EnrichmentError('bot_refused', { reason: 'bot deleted' }), 401, 'unauthorized', 'Missing or invalid credentials'],
-      [new EnrichmentError('nonce_store_unavailable'), 503, 'service_unavailable', 'Replay protection is unavailable; try again shortly'],
+  it('keeps the status, code and detail clients depend on', async () => {
+    const cases: [Error, number, string, string][] = [
+      [recordNotFound('Bot', 'b'), 404, 'not_found', 'Bot "b" does not exist'],
+      [recordExists('Match', 'm'), 409, 'conflict', 'Match "m" already exists'],
+      [matchNotFound('m'), 404, 'match_not_found', 'Match "m" does not exist'],
+      [matchNotCompleted('m', 'scheduled'), 409, 'match_not_completed', 'Match "m" is scheduled, not completed'],
+      [replayUnusable('m'), 409, 'replay_unusable', 'Match "m" has no replay to write commentary from; set one with PATCH /api/matches/m'],
+      [nonceStoreUnavailable(), 503, 'service_unavailable', 'Replay protection is unavailable; try again shortly'],
     ];
-    for (const [error, status, code, detail] of cases)
-      assert.deepEqual([answer(error).status, answer(error).code, answer(error).detail], [status, code, detail]);
+    for (const [error, status, code, detail] of cases) {
+      const { body } = await answer(error);
+      assert.deepEqual([body.status, body.code, body.detail], [status, code, detail]);
+    }
+    assert.equal((await answer(nonceStoreUnavailable())).headers['retry-after'], '5');
   });
 
-  it('names the field of a refused replay, in the body and in the match', () => {
-    const written = answer(new EnrichmentError('replay_refused', { field: '/replay/players', reason: 'must list at least two players' }));
+  it('names the field of a refused replay, in the body and in the match', async () => {
+    const written = (await answer(replayRefused('/replay/players', 'must list at least two players'))).body;
     assert.deepEqual(
       [written.status, written.code, written.errors],
       [400, 'validation_failed', [{ path: '/replay/players', message: 'must list at least two players' }]],
     );
-    const stored = answer(new EnrichmentError('replay_invalid', { matchId: 'm', field: '/replay/events/0/t', reason: 'is too large' }));
+    const stored = (await answer(replayInvalid('m', '/replay/events/0/t', 'is too large'))).body;
     assert.deepEqual([stored.status, stored.code, stored.errors], [400, 'replay_invalid', [{ path: '/replay/events/0/t', message: 'is too large' }]]);
   });
 
-  it('answers a bot at its quota with Retry-After and the violated policy; a refused signature with its challenge', () => {
-    const quota = answer(new EnrichmentError('quota_exceeded', { botId: 'b', quota: DAILY_QUOTA, retryAfterSeconds: 42 }));
-    assert.deepEqual([quota.status, quota.code, quota['violated-policies']], [429, 'quota_exceeded', ['daily']]);
-    assert.deepEqual(quota.headers, { 'retry-after': '42', 'x-quota-remaining': '0', 'x-quota-reset': '42' });
-    assert.match(answer(new EnrichmentError('bot_refused', { reason: 'x' })).headers['www-authenticate']!, /^Mothership-Signature/);
-  });
-
-  it('passes any other error on as it is', () => {
-    const error = new Error('boom');
-    assert.equal(problemOf(error), error);
+  it('answers a bot at its quota with Retry-After and the violated policy', async () => {
+    const nowMs = Date.now();
+    const { headers, body } = await answer(quotaExceeded('b', nowMs + 42_000, nowMs));
+    assert.deepEqual([body.status, body.code, body['violated-policies']], [429, 'quota_exceeded', ['daily']]);
+    assert.equal(body.detail, `Bot "b" has used its ${DAILY_QUOTA} enrichment requests of the last 24 hours`);
+    assert.equal(headers['retry-after'], '42');
   });
 });

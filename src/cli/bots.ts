@@ -5,7 +5,7 @@ import { pino } from 'pino';
 import type { Config, EnvConfig } from '../config.js';
 import { SecretBox } from '../crypto.js';
 import { Database, sqliteFile } from '../db/index.js';
-import { createEnrichment, EnrichmentError } from '../enrichment/index.js';
+import { createEnrichment } from '../enrichment/index.js';
 import type { BotView, BotWithSecret } from '../enrichment/index.js';
 import { checkInstallation } from '../ops/index.js';
 import { createEventPipeline } from '../pipeline.js';
@@ -127,7 +127,7 @@ export async function botsCommand(args: string[], io: Output, env: NodeJS.Proces
     return 0;
   } catch (error) {
     // A local refusal (an unknown bot id) reads like the server's.
-    if (error instanceof UsageError || error instanceof ServerError || error instanceof DomainError || error instanceof EnrichmentError) {
+    if (error instanceof UsageError || error instanceof ServerError || error instanceof DomainError) {
       io.err(error.message);
       return 2;
     }

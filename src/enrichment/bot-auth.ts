@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { Database, Db } from '../db/index.js';
 import { prepare, type Prepared } from '../db/index.js';
-import { addressKey } from '../http/index.js';
+import { addressKey, BOT_CHALLENGE, type ProblemError, unauthorized } from '../http/index.js';
 import { ID_PATTERN } from '../ids.js';
 import type { BotService } from './bots.js';
-import { EnrichmentError } from './errors.js';
+import { nonceStoreUnavailable } from './errors.js';
 import { MAX_CLOCK_SKEW_SECONDS, NONCE_PATTERN, NONCE_TTL_SECONDS, parseSignatures, timestampFresh, verifySignatures } from './signing.js';
 
 /**
@@ -87,15 +87,15 @@ export class BotAuthenticator {
    * bot, without the signature or any secret, a line per client and reason a minute. `knownBot` when
    * the bot exists: its refusals are counted apart from those of other bots on the same host.
    */
-  private refused(request: FastifyRequest, reason: string, botId?: string, knownBot = false, detail: Record<string, string> = {}): EnrichmentError {
+  private refused(request: FastifyRequest, reason: string, botId?: string, knownBot = false, detail: Record<string, string> = {}): ProblemError {
     const client = addressKey(request.ip) + (knownBot ? ` bot:${botId}` : '');
     // The client's address is in no other line at info (the access log is debug's).
     request.server.throttledLog.write(request.log, client, 'info', { bot_id: botId, ip: request.ip, reason, ...detail }, `bot request refused: ${reason}`);
-    return new EnrichmentError('bot_refused', { reason });
+    return unauthorized(BOT_CHALLENGE);
   }
 
   /** A verified request refused afterwards (its nonce seen before, here or in the enrichment request's own write). */
-  readonly refusedBot = (request: FastifyRequest, reason: string): EnrichmentError => this.refused(request, reason, request.botId, true);
+  readonly refusedBot = (request: FastifyRequest, reason: string): ProblemError => this.refused(request, reason, request.botId, true);
 
   /** The bot that signed the request, and its nonce's key in the store (not yet recorded). */
   async verify(request: FastifyRequest): Promise<{ botId: string; nonce: string }> {
@@ -133,7 +133,7 @@ export class BotAuthenticator {
     } catch (error) {
       // Without the nonce store a replay cannot be ruled out: refuse, but say why.
       request.server.throttledLog.write(request.log, 'nonces', 'warn', { err: error }, 'nonce store unavailable: bot requests are refused');
-      throw new EnrichmentError('nonce_store_unavailable');
+      throw nonceStoreUnavailable();
     }
     if (!firstUse) throw this.refusedBot(request, 'nonce already used');
   }

@@ -7,7 +7,7 @@ import { prepare, type Prepared } from '../db/index.js';
 import { ROTATION_GRACE_MS, type SecretBox } from '../crypto.js';
 import type { BotsTable } from '../db/index.js';
 import { memoByKey } from '../memo.js';
-import { EnrichmentError } from './errors.js';
+import { recordExists, recordNotFound } from './errors.js';
 
 /**
  * How long decrypted secrets are cached. A rotation or deletion takes effect at once on this instance
@@ -77,7 +77,7 @@ export class BotService {
             created_at: now(),
           }),
         );
-        if (id === null) throw new EnrichmentError('record_exists', { kind: 'Bot', id: input.id! });
+        if (id === null) throw recordExists('Bot', input.id!);
         return { id, name: input.name, shared_secret: secret };
       }),
     );
@@ -90,7 +90,7 @@ export class BotService {
   async remove(id: string): Promise<void> {
     const result = await this.database.write((db) => db.deleteFrom('bots').where('id', '=', id).executeTakeFirst());
     this.invalidate(id);
-    if (Number(result.numDeletedRows) === 0) throw new EnrichmentError('record_not_found', { kind: 'Bot', id });
+    if (Number(result.numDeletedRows) === 0) throw recordNotFound('Bot', id);
   }
 
   /** A new secret; the current one keeps working for ROTATION_GRACE_MS. */
@@ -98,7 +98,7 @@ export class BotService {
     return this.afterCommit(
       this.database.transaction(async (trx) => {
         const bot = await trx.selectFrom('bots').select(['id', 'name', 'secret_encrypted']).where('id', '=', id).executeTakeFirst();
-        if (!bot) throw new EnrichmentError('record_not_found', { kind: 'Bot', id });
+        if (!bot) throw recordNotFound('Bot', id);
         const secret = newSecret();
         const expires = new Date(Date.now() + ROTATION_GRACE_MS).toISOString();
         await trx

@@ -1,52 +1,39 @@
+import { conflict, DomainError, invalid, notFound } from '../errors.js';
+
 /**
- * The enrichment room's errors, in one table (after Fastify's lib/errors.js): each code with what it
- * carries and its message. They say what went wrong in the room's terms; the HTTP edge
- * (routes.ts, `problemOf`) decides the status and problem code each one answers.
+ * The enrichment room's refusals, as factories over `DomainError` (src/errors.ts): each names its
+ * problem code, which the HTTP edge answers in one place, as every room's.
  */
-const ENRICHMENT_ERRORS = {
-  /** A bot or a match named by an admin route does not exist. */
-  record_not_found: (d: { kind: 'Bot' | 'Match'; id: string }) => `${d.kind} "${d.id}" does not exist`,
-  /** A bot or a match created with an id already taken. */
-  record_exists: (d: { kind: 'Bot' | 'Match'; id: string }) => `${d.kind} "${d.id}" already exists`,
-  /** A replay written to a match breaks the worker's rule (`field`: a JSON Pointer into the body). */
-  replay_refused: (d: { field: string; reason: string }) => `${d.field}: ${d.reason}`,
-  /** The match an enrichment request or status names does not exist (or is not the asking bot's). */
-  match_not_found: (d: { matchId: string }) => `Match "${d.matchId}" does not exist`,
-  match_not_completed: (d: { matchId: string; status: string }) => `Match "${d.matchId}" is ${d.status}, not completed`,
-  replay_unusable: (d: { matchId: string }) => `Match "${d.matchId}" has no replay to write commentary from; set one with PATCH /api/matches/${d.matchId}`,
-  /** The stored replay breaks the worker's rule (`field`: a JSON Pointer into the match). */
-  replay_invalid: (d: { matchId: string; field: string; reason: string }) =>
-    `Match "${d.matchId}" has a replay the worker cannot read (${d.field}: ${d.reason}); correct it with PATCH /api/matches/${d.matchId}`,
-  /** The bot's daily quota is used until `retryAfterSeconds` from now. */
-  quota_exceeded: (d: { botId: string; quota: number; retryAfterSeconds: number }) =>
-    `Bot "${d.botId}" has used its ${d.quota} enrichment requests of the last 24 hours`,
-  /** A signed request refused: the caller learns nothing more, `reason` is for the log. */
-  bot_refused: (d: { reason: string }) => `bot request refused: ${d.reason}`,
-  /** The nonce store cannot be reached, so a replay cannot be ruled out. */
-  nonce_store_unavailable: () => 'Replay protection is unavailable; try again shortly',
-} as const;
 
-export type EnrichmentErrorCode = keyof typeof ENRICHMENT_ERRORS;
-export type EnrichmentErrorDetails<C extends EnrichmentErrorCode> = Parameters<(typeof ENRICHMENT_ERRORS)[C]>[0];
+/** A bot or a match named by an admin route does not exist. */
+export const recordNotFound = (kind: 'Bot' | 'Match', id: string) => notFound(kind, id);
+/** A bot or a match created with an id already taken. */
+export const recordExists = (kind: 'Bot' | 'Match', id: string) => conflict(`${kind} "${id}" already exists`);
+/** A replay written to a match breaks the worker's rule (`field`: a JSON Pointer into the body). */
+export const replayRefused = (field: string, reason: string) => invalid(field, reason);
+/** The match an enrichment request or status names does not exist (or is not the asking bot's). */
+export const matchNotFound = (matchId: string) => new DomainError('match_not_found', `Match "${matchId}" does not exist`);
+export const matchNotCompleted = (matchId: string, status: string) => new DomainError('match_not_completed', `Match "${matchId}" is ${status}, not completed`);
+export const replayUnusable = (matchId: string) =>
+  new DomainError('replay_unusable', `Match "${matchId}" has no replay to write commentary from; set one with PATCH /api/matches/${matchId}`);
+/** The stored replay breaks the worker's rule (`field`: a JSON Pointer into the match). */
+export const replayInvalid = (matchId: string, field: string, reason: string) =>
+  new DomainError(
+    'replay_invalid',
+    `Match "${matchId}" has a replay the worker cannot read (${field}: ${reason}); correct it with PATCH /api/matches/${matchId}`,
+    { errors: [{ path: field, message: reason }] },
+  );
+/** The nonce store cannot be reached, so a replay cannot be ruled out. */
+export const nonceStoreUnavailable = () =>
+  new DomainError('service_unavailable', 'Replay protection is unavailable; try again shortly', { retryAfterSeconds: 5 });
 
-export class EnrichmentError<C extends EnrichmentErrorCode = EnrichmentErrorCode> extends Error {
-  readonly details: EnrichmentErrorDetails<C>;
-
-  constructor(
-    readonly code: C,
-    ...details: EnrichmentErrorDetails<C> extends undefined ? [] : [EnrichmentErrorDetails<C>]
-  ) {
-    const detail = details[0] as EnrichmentErrorDetails<C>;
-    // A refusal is an answer, not a fault to trace: capturing a stack would cost a tenth of a refused request.
-    const stackTraceLimit = Error.stackTraceLimit;
-    Error.stackTraceLimit = 0;
-    super((ENRICHMENT_ERRORS[code] as (d: EnrichmentErrorDetails<C>) => string)(detail));
-    Error.stackTraceLimit = stackTraceLimit;
-    this.details = detail;
-  }
-
-  /** Narrows to one code, with its details typed. */
-  is<K extends EnrichmentErrorCode>(code: K): this is EnrichmentError<K> {
-    return (this.code as EnrichmentErrorCode) === code;
+/**
+ * A signed request refused in the request's own write (its nonce seen before, its bot deleted
+ * meanwhile): the route answers it as the bot check answers every refusal, one opaque 401, and logs
+ * `reason`.
+ */
+export class BotRefused extends DomainError {
+  constructor(readonly reason: string) {
+    super('unauthorized', `bot request refused: ${reason}`);
   }
 }

@@ -18,8 +18,6 @@ import { enrichmentStatus } from './status.js';
 import { botCheck, enrichmentRoutes } from './routes.js';
 import { EnrichmentWorker } from './worker.js';
 
-export { EnrichmentError } from './errors.js';
-
 export interface EnrichmentDeps {
   config: Config;
   database: Database;

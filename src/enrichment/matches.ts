@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Database, Db } from '../db/index.js';
 import { now } from '../db/index.js';
 import type { MatchesTable } from '../db/index.js';
-import { EnrichmentError } from './errors.js';
+import { recordExists, recordNotFound, replayRefused } from './errors.js';
 import { replayRefusal, type Rule } from './commentary.js';
 import { insertWithNewId } from '../db/index.js';
 
@@ -36,7 +36,7 @@ export class MatchService {
   private checkReplay(replay: unknown): void {
     if (replay === undefined) return;
     const refusal = replayRefusal(this.replayRule, replay);
-    if (refusal) throw new EnrichmentError('replay_refused', { field: refusal.field, reason: refusal.message });
+    if (refusal) throw replayRefused(refusal.field, refusal.message);
   }
 
   async create(input: { id?: string; status: MatchStatus; replay?: unknown }): Promise<MatchView> {
@@ -55,7 +55,7 @@ export class MatchService {
         created_at: createdAt,
       });
       const id = await insertWithNewId(trx, 'matches', input.id, async () => `m-${randomBytes(5).toString('hex')}`, newMatch);
-      if (id === null) throw new EnrichmentError('record_exists', { kind: 'Match', id: input.id! });
+      if (id === null) throw recordExists('Match', input.id!);
       return toMatchView(newMatch(id));
     });
   }
@@ -84,6 +84,6 @@ export class MatchService {
 /** Reads through `trx`: the database, or the transaction a write runs in. */
 async function readMatch(trx: Db, id: string): Promise<MatchView> {
   const row = await trx.selectFrom('matches').selectAll().where('id', '=', id).executeTakeFirst();
-  if (!row) throw new EnrichmentError('record_not_found', { kind: 'Match', id });
+  if (!row) throw recordNotFound('Match', id);
   return toMatchView(row);
 }

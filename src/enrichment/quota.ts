@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import { EnrichmentError } from './errors.js';
+import { DomainError } from '../errors.js';
 
 /** The daily quota's name in the RateLimit fields and in a 429's `violated-policies`. */
 export const QUOTA_POLICY = 'daily';
@@ -26,7 +26,10 @@ export function quotaLeft(used: number, oldest: string | null, nowMs: number): {
 
 /** The refusal of a bot at its quota until `freeAtMs`, when its oldest counted job leaves the window. */
 export const quotaExceeded = (botId: string, freeAtMs: number, nowMs: number) =>
-  new EnrichmentError('quota_exceeded', { botId, quota: DAILY_QUOTA, retryAfterSeconds: secondsUntil(freeAtMs, nowMs) });
+  new DomainError('quota_exceeded', `Bot "${botId}" has used its ${DAILY_QUOTA} enrichment requests of the last 24 hours`, {
+    retryAfterSeconds: secondsUntil(freeAtMs, nowMs),
+    violatedPolicies: [QUOTA_POLICY],
+  });
 
 /**
  * Bots found at their quota, with the time their oldest counted job leaves the window. Until then
@@ -37,7 +40,7 @@ export class AtQuota {
   private readonly bots = new LRUCache<string, number>({ max: AT_QUOTA_BOTS });
 
   /** The refusal for a bot remembered at its quota, or null. */
-  refusal(botId: string, nowMs: number): EnrichmentError | null {
+  refusal(botId: string, nowMs: number): DomainError | null {
     const freeAtMs = this.bots.get(botId);
     return freeAtMs !== undefined && freeAtMs > nowMs ? quotaExceeded(botId, freeAtMs, nowMs) : null;
   }

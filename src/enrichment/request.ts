@@ -3,7 +3,7 @@ import { prepare } from '../db/index.js';
 import type { Emit, EventLog } from '../events/index.js';
 import type { DatabaseNonceStore } from './bot-auth.js';
 import { replayRefusal, type Rule } from './commentary.js';
-import { EnrichmentError } from './errors.js';
+import { BotRefused, matchNotCompleted, matchNotFound, replayInvalid, replayUnusable } from './errors.js';
 import { oldestJob, type JobState, type WaitEstimate } from './estimate.js';
 import { AtQuota, DAILY_QUOTA, leavesWindowAt, quotaExceeded, quotaLeft, windowStart } from './quota.js';
 
@@ -103,7 +103,7 @@ export class EnrichmentRequests {
     return this.events.write(async (trx, emit) => {
       const nowMs = Date.now();
       const ask: Ask = { botId, matchId, at: new Date(nowMs).toISOString(), nowMs, ...(await this.admit(trx, botId, nowMs)) };
-      if (nonce && !(await this.options.nonces.firstUseWithin(trx, nonce))) throw new EnrichmentError('bot_refused', { reason: 'nonce already used' });
+      if (nonce && !(await this.options.nonces.firstUseWithin(trx, nonce))) throw new BotRefused('nonce already used');
       return (await this.enqueue(trx, emit, ask)) ?? (await this.existing(trx, ask));
     });
   }
@@ -131,7 +131,7 @@ export class EnrichmentRequests {
    */
   private async admit(trx: Db, botId: string, nowMs: number): Promise<{ used: number; oldest: string | null }> {
     const [bot] = (await this.queries.lockBot.execute(trx, { botId })).rows;
-    if (!bot) throw new EnrichmentError('bot_refused', { reason: 'bot deleted' });
+    if (!bot) throw new BotRefused('bot deleted');
     const { rows: counted } = await this.queries.counted.execute(trx, { botId, since: windowStart(nowMs) });
     const oldest = counted[0]?.enqueued_at ?? null;
     if (counted.length >= DAILY_QUOTA) {
@@ -150,7 +150,7 @@ export class EnrichmentRequests {
     if (!claimed) return null;
     // Thrown, the claim rolls back with the nonce.
     const refusal = replayRefusal(this.options.replayRule, JSON.parse(claimed.replay!));
-    if (refusal) throw new EnrichmentError('replay_invalid', { matchId: ask.matchId, field: refusal.field, reason: refusal.message });
+    if (refusal) throw replayInvalid(ask.matchId, refusal.field, refusal.message);
     const [job] = (await this.queries.insertJob.execute(trx, { matchId: ask.matchId, botId: ask.botId, at: ask.at })).rows;
     const jobId = Number(job!.id);
     emit('enrichment.requested', { detail: { match_id: ask.matchId, bot_id: ask.botId, job_id: jobId } });
@@ -160,11 +160,11 @@ export class EnrichmentRequests {
   /** A match that could not be claimed: why it is refused, or its job when it was requested before (no quota used). */
   private async existing(trx: Db, ask: Ask): Promise<EnqueueResult> {
     const match = await trx.selectFrom('matches').select(['status', 'enrichment_requested_at']).where('id', '=', ask.matchId).executeTakeFirst();
-    if (!match) throw new EnrichmentError('match_not_found', { matchId: ask.matchId });
-    if (match.status !== 'completed') throw new EnrichmentError('match_not_completed', { matchId: ask.matchId, status: match.status });
+    if (!match) throw matchNotFound(ask.matchId);
+    if (match.status !== 'completed') throw matchNotCompleted(ask.matchId, match.status);
     // Completed, never requested, not claimed: no replay. Refused before it is counted: a request that
     // could only fail must not cost the bot its quota.
-    if (match.enrichment_requested_at === null) throw new EnrichmentError('replay_unusable', { matchId: ask.matchId });
+    if (match.enrichment_requested_at === null) throw replayUnusable(ask.matchId);
     const [job] = (await this.queries.jobOfMatch.execute(trx, { matchId: ask.matchId })).rows;
     return this.answer(trx, ask, { jobId: Number(job!.id), state: job!.state, requestedAt: match.enrichment_requested_at, duplicate: true });
   }

@@ -1,21 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import {
-  addressKey,
-  BOT_CHALLENGE,
-  idParams,
-  idString,
-  jsonObject,
-  nameString,
-  noContent,
-  ProblemError,
-  unauthorized,
-  withSchemaTypes,
-} from '../http/index.js';
+import { addressKey, idParams, idString, jsonObject, nameString, noContent, withSchemaTypes } from '../http/index.js';
 import { ENRICHMENT_REQUEST_LIMIT, JSON_LIMITS } from '../limits.js';
 import { rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
 import type { BotAuthenticator } from './bot-auth.js';
 import { SECRET_CACHE_MS, type BotService } from './bots.js';
-import { EnrichmentError, type EnrichmentErrorCode, type EnrichmentErrorDetails } from './errors.js';
+import { DomainError } from '../errors.js';
+import { BotRefused } from './errors.js';
 import { MATCH_STATUSES, type MatchService } from './matches.js';
 import { DAILY_QUOTA, QUOTA_POLICY, QUOTA_WINDOW_MS } from './quota.js';
 import type { EnrichmentRequests } from './request.js';
@@ -39,40 +29,6 @@ const matchSchema = {
     created_at: { type: 'string' },
   },
 } as const;
-
-/**
- * The answer to each of the room's errors (errors.ts): the one place where they become problem+json.
- * Every code must have its entry (a new one does not compile without it).
- */
-const PROBLEM_OF: { [C in EnrichmentErrorCode]: (details: EnrichmentErrorDetails<C>, message: string) => ProblemError } = {
-  record_not_found: (_details, message) => new ProblemError('not_found', message),
-  record_exists: (_details, message) => new ProblemError('conflict', message),
-  replay_refused: (details) => new ProblemError('validation_failed', `${details.field}: ${details.reason}`, [{ path: details.field, message: details.reason }]),
-  match_not_found: (_details, message) => new ProblemError('match_not_found', message),
-  match_not_completed: (_details, message) => new ProblemError('match_not_completed', message),
-  replay_unusable: (_details, message) => new ProblemError('replay_unusable', message),
-  replay_invalid: (details, message) => new ProblemError('replay_invalid', message, [{ path: details.field, message: details.reason }]),
-  quota_exceeded: (details, message) => {
-    const retryAfter = String(details.retryAfterSeconds);
-    return new ProblemError(
-      'quota_exceeded',
-      message,
-      undefined,
-      { 'retry-after': retryAfter, 'x-quota-remaining': '0', 'x-quota-reset': retryAfter },
-      { 'violated-policies': [QUOTA_POLICY] },
-    );
-  },
-  // The same opaque 401 whatever was refused; the reason went to the log (bot-auth.ts).
-  bot_refused: () => unauthorized(BOT_CHALLENGE),
-  nonce_store_unavailable: (_details, message) => new ProblemError('service_unavailable', message, undefined, { 'retry-after': '5' }),
-};
-
-/** The problem+json answer to an error of the enrichment room; any other error is returned as it is. */
-export function problemOf(error: unknown): unknown {
-  if (!(error instanceof EnrichmentError)) return error;
-  const answer = PROBLEM_OF[error.code as EnrichmentErrorCode] as (details: unknown, message: string) => ProblemError;
-  return answer(error.details, error.message);
-}
 
 const replaySchema = { ...jsonObject(JSON_LIMITS.replay, 'Replay document the worker reads (docs/enrichment.md).'), additionalProperties: true } as const;
 
@@ -126,19 +82,10 @@ interface RouteDeps {
   onEnqueued: () => void;
 }
 
-/**
- * The room's routes, in a scope of their own whose error handler turns the room's errors into
- * problems (`problemOf`) and hands them on to the server's handler, which answers them.
- */
 export function enrichmentRoutes(server: FastifyInstance, deps: RouteDeps): void {
-  void server.register(async (scope) => {
-    scope.setErrorHandler((error) => {
-      throw problemOf(error);
-    });
-    botAdminRoutes(scope, deps);
-    matchRoutes(scope, deps);
-    botRoutes(scope, deps);
-  });
+  botAdminRoutes(server, deps);
+  matchRoutes(server, deps);
+  botRoutes(server, deps);
 }
 
 function botAdminRoutes(server: FastifyInstance, deps: RouteDeps): void {
@@ -319,9 +266,13 @@ function botRoutes(server: FastifyInstance, deps: RouteDeps): void {
         if (!result.duplicate) deps.onEnqueued();
         return reply.code(202).header('location', `/api/matches/${matchId}/enrichment`).send(result);
       } catch (error) {
-        if (error instanceof EnrichmentError && error.is('quota_exceeded')) quotaHeaders(reply, 0, error.details.retryAfterSeconds);
-        // Refused in the request's own write (a nonce seen before, a bot deleted meanwhile): log why, as the bot check does.
-        if (error instanceof EnrichmentError && error.is('bot_refused')) throw deps.auth.refusedBot(request, error.details.reason);
+        if (error instanceof DomainError && error.code === 'quota_exceeded') {
+          const reset = error.retryAfterSeconds!;
+          quotaHeaders(reply, 0, reset);
+          reply.header('x-quota-remaining', '0').header('x-quota-reset', String(reset));
+        }
+        // Log why, as the bot check does.
+        if (error instanceof BotRefused) throw deps.auth.refusedBot(request, error.reason);
         throw error;
       }
     },

@@ -1,5 +1,5 @@
 import type { Database } from '../db/index.js';
-import { EnrichmentError } from './errors.js';
+import { matchNotFound } from './errors.js';
 import type { JobState, WaitEstimate } from './estimate.js';
 
 export interface EnrichmentStatus {
@@ -23,7 +23,7 @@ export async function enrichmentStatus(database: Database, estimate: WaitEstimat
     .select(['matches.commentary', 'matches.enrichment_error', 'enrichment_jobs.id as job_id', 'enrichment_jobs.state', 'enrichment_jobs.bot_id'])
     .where('matches.id', '=', matchId)
     .executeTakeFirst();
-  if (!match || (bot !== undefined && match.bot_id !== bot)) throw new EnrichmentError('match_not_found', { matchId });
+  if (!match || (bot !== undefined && match.bot_id !== bot)) throw matchNotFound(matchId);
   if (match.job_id === null || match.state === null) return { status: null, estimated_wait_seconds: 0, commentary: null, error: null };
   return {
     status: match.state,
