@@ -72,6 +72,16 @@ for (const dialect of DIALECTS) {
       assert.equal(await pruneOlderThan(app.database, { table: 'events', key: 'seq', time: 'timestamp' }, daysAgo(30), 5), 1);
     });
 
+    it('walks past rows stamped in the future (written while the clock ran ahead): the expired rows after them still go', async () => {
+      await app.database.db.deleteFrom('events').execute();
+      const [old, young, ahead] = [daysAgo(40), daysAgo(1), daysAgo(-365)];
+      await addEvents([...Array.from({ length: 7 }, () => ahead), ...Array.from({ length: 6 }, () => old), young, ...Array.from({ length: 5 }, () => old)]);
+      // Chunks of 5: two hold only rows stamped ahead or expired; the third holds the young one, so the
+      // walk ends with it, leaving the last four old ones for the next pass.
+      assert.equal(await pruneOlderThan(app.database, { table: 'events', key: 'seq', time: 'timestamp' }, daysAgo(30), 5), 7);
+      assert.deepEqual(await eventTimes(), [...Array.from({ length: 7 }, () => ahead), young, ...Array.from({ length: 4 }, () => old)]);
+    });
+
     it('deletes finished webhook attempts only: one still pending or sending is kept whatever its age', async () => {
       const states: WebhookDeliveriesTable['state'][] = ['delivered', 'failed', 'retry_scheduled', 'pending', 'sending'];
       const row = (state: WebhookDeliveriesTable['state'], createdAt: string) => ({

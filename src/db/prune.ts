@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import type { Database } from './database.js';
+import { type Database, now } from './database.js';
 import { STORED_DELIVERY_BYTES_SQL, STORED_ROW_BYTES_SQL } from './schema.js';
 
 /** Rows deleted per statement: each holds the write lock briefly, so requests keep flowing meanwhile. */
@@ -23,31 +23,49 @@ const inState = <Q extends { where: (column: string, op: '=', value: string) => 
 
 /**
  * Deletes the rows of `log` older than `cutoff` (ISO 8601), oldest first, `chunk` rows per statement,
- * and returns how many. Each statement looks only at the `chunk` oldest rows by key (an index walk,
- * never a scan of the log) and deletes the expired ones up to the last expired one; it goes on while
- * whole chunks come back expired, letting other work run between chunks.
+ * and returns how many. Each pass looks only at the next `chunk` rows by key (an index walk, never a
+ * scan of the log) and deletes the expired ones among them; it walks on while a chunk holds only rows
+ * that are expired or stamped after now (written while the clock ran ahead, which would otherwise
+ * stop every pass at them until that time), letting other work run between chunks.
  */
 export async function pruneOlderThan(database: Database, log: LogTable, cutoff: string, chunk = PRUNE_CHUNK): Promise<number> {
   let total = 0;
+  let after: number | null = null;
   for (;;) {
-    const deleted = await database.write(async (handle) => {
+    const pass = await database.write(async (handle) => {
       // Table and columns vary by log, beyond what the typed builder can follow: build it untyped.
       // eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above: untyped on purpose
       const db = handle as unknown as Kysely<any>;
-      const head = inState(log, db.selectFrom(log.table).select([log.key, log.time]))
+      const from = <Q extends { where: (column: string, op: '>', value: number) => Q }>(query: Q): Q =>
+        after === null ? query : query.where(log.key, '>', after);
+      const head = from(inState(log, db.selectFrom(log.table).select([log.key, log.time])))
         .orderBy(log.key)
         .limit(chunk)
         .as('head');
-      const lastExpired = db
+      const summary = await db
         .selectFrom(head)
-        .select((eb) => eb.fn.max(`head.${log.key}`).as('last'))
-        .where(`head.${log.time}`, '<', cutoff);
-      // The time test again: a young row ahead of an expired one (written out of time order) stays.
-      const result = await inState(log, db.deleteFrom(log.table).where(log.key, '<=', lastExpired).where(log.time, '<', cutoff)).executeTakeFirst();
-      return Number(result.numDeletedRows);
+        .select((eb) => [
+          eb.fn.max(`head.${log.key}`).as('last'),
+          eb.fn.countAll().as('rows'),
+          eb.fn
+            .count(
+              eb
+                .case()
+                .when(eb.and([eb(`head.${log.time}`, '>=', cutoff), eb(`head.${log.time}`, '<=', now())]))
+                .then(1)
+                .end(),
+            )
+            .as('live'),
+        ])
+        .executeTakeFirstOrThrow();
+      if (summary.last === null) return { deleted: 0, walkOn: false, last: after };
+      // The time test on every row: a young row among expired ones (written out of time order) stays.
+      const result = await from(inState(log, db.deleteFrom(log.table).where(log.key, '<=', summary.last).where(log.time, '<', cutoff))).executeTakeFirst();
+      return { deleted: Number(result.numDeletedRows), walkOn: Number(summary.rows) === chunk && Number(summary.live) === 0, last: Number(summary.last) };
     });
-    total += deleted;
-    if (deleted < chunk) return total;
+    total += pass.deleted;
+    if (!pass.walkOn) return total;
+    after = pass.last;
     await new Promise((resolve) => setImmediate(resolve));
   }
 }
