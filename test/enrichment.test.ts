@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createHash, createHmac } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { NONCE_TTL_SECONDS, parseSignatures, sign, stringToSign, timestampFresh, verifySignatures } from '../src/enrichment/signing.js';
+import { MAX_CLOCK_SKEW_SECONDS, NONCE_TTL_SECONDS, parseSignatures, sign, stringToSign, timestampFresh, verifySignatures } from '../src/enrichment/signing.js';
 import { builtInCommentary, commentaryFor, llmCommentary, parseReplay, replayRefusal, ReplayError } from '../src/enrichment/commentary.js';
 import { COMMENTARY_LIMIT, FAILURE_MESSAGE_LIMIT, LLM_RESPONSE_LIMIT } from '../src/limits.js';
 import { DIALECTS, createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
@@ -408,6 +408,24 @@ for (const dialect of DIALECTS) {
       app.enrichment.requests.forgetQuotas();
       assert.equal((await request({ match_id: next })).status, 202);
       assert.equal((await jobs()).length, DAILY_QUOTA + 1);
+
+      // Jobs stamped ahead of the clock within the skew instances may have count; stamped further
+      // ahead (a clock that ran ahead, since corrected) they do not hold the bot at its quota until then.
+      const ahead = (seconds: number) =>
+        app.database.db
+          .updateTable('enrichment_jobs')
+          .set({ enqueued_at: new Date(Date.now() + seconds * 1000).toISOString() })
+          .where('match_id', '!=', 'm1')
+          .execute();
+      const later = `m${DAILY_QUOTA + 2}`;
+      await ahead(MAX_CLOCK_SKEW_SECONDS - 60);
+      app.enrichment.requests.forgetQuotas();
+      assert.equal((await request({ match_id: later })).status, 429, 'within the skew: counted');
+      await ahead(365 * 86_400);
+      app.enrichment.requests.forgetQuotas();
+      assert.equal((await request({ match_id: later })).status, 202, 'a year ahead: not counted');
+      const listed = (await app.api('GET', '/api/bots')).body.find((each: { id: string }) => each.id === bot.id);
+      assert.equal(listed.quota.used, 1, 'the list counts as the quota does');
     });
 
     it('answers status to the bot and to an admin', async () => {

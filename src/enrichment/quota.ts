@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { DomainError } from '../errors.js';
+import { MAX_CLOCK_SKEW_SECONDS } from './signing.js';
 
 /** The daily quota's name in the RateLimit fields and in a 429's `violated-policies`. */
 export const QUOTA_POLICY = 'daily';
@@ -12,6 +13,13 @@ const AT_QUOTA_BOTS = 10_000;
 
 /** The start of the window at `nowMs`: jobs enqueued after it count. */
 export const windowStart = (nowMs: number) => new Date(nowMs - QUOTA_WINDOW_MS).toISOString();
+
+/**
+ * The end of the window at `nowMs`: another instance's clock may run ahead of this one's by as much as
+ * a bot's may (MAX_CLOCK_SKEW_SECONDS), so its jobs count; a job stamped further ahead was enqueued
+ * while a clock was wrong, since corrected, and would otherwise hold its bot at the quota until then.
+ */
+export const windowEnd = (nowMs: number) => new Date(nowMs + MAX_CLOCK_SKEW_SECONDS * 1000).toISOString();
 
 /** When a job enqueued at `enqueuedAt` stops counting against the quota. */
 export const leavesWindowAt = (enqueuedAt: string) => Date.parse(enqueuedAt) + QUOTA_WINDOW_MS;

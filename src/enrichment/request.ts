@@ -5,7 +5,7 @@ import type { DatabaseNonceStore } from './bot-auth.js';
 import { replayRefusal, type Rule } from './commentary.js';
 import { BotRefused, matchNotCompleted, matchNotFound, replayInvalid, replayUnusable } from './errors.js';
 import { oldestJob, type JobState, type WaitEstimate } from './estimate.js';
-import { AtQuota, DAILY_QUOTA, leavesWindowAt, quotaExceeded, quotaLeft, windowStart } from './quota.js';
+import { AtQuota, DAILY_QUOTA, leavesWindowAt, quotaExceeded, quotaLeft, windowEnd, windowStart } from './quota.js';
 
 export interface EnqueueResult {
   match_id: string;
@@ -36,12 +36,13 @@ interface Ask {
 function requestQueries(database: Database) {
   return {
     lockBot: prepare(database, ['botId'], (db, param) => database.forUpdate(db.selectFrom('bots').select('id').where('id', '=', param('botId')))),
-    counted: prepare(database, ['botId', 'since'], (db, param) =>
+    counted: prepare(database, ['botId', 'since', 'until'], (db, param) =>
       db
         .selectFrom('enrichment_jobs')
         .select('enqueued_at')
         .where('bot_id', '=', param('botId'))
         .where('enqueued_at', '>', param('since'))
+        .where('enqueued_at', '<=', param('until'))
         .orderBy('enqueued_at'),
     ),
     // A completed, never requested match with a replay, marked requested in one step (its row lock on PostgreSQL).
@@ -114,6 +115,7 @@ export class EnrichmentRequests {
       .selectFrom('enrichment_jobs')
       .select(['bot_id', (eb) => eb.fn.countAll<number>().as('used')])
       .where('enqueued_at', '>', windowStart(nowMs))
+      .where('enqueued_at', '<=', windowEnd(nowMs))
       .groupBy('bot_id')
       .execute();
     return new Map(rows.map((row) => [row.bot_id, Number(row.used)]));
@@ -132,7 +134,7 @@ export class EnrichmentRequests {
   private async admit(trx: Db, botId: string, nowMs: number): Promise<{ used: number; oldest: string | null }> {
     const [bot] = (await this.queries.lockBot.execute(trx, { botId })).rows;
     if (!bot) throw new BotRefused('bot deleted');
-    const { rows: counted } = await this.queries.counted.execute(trx, { botId, since: windowStart(nowMs) });
+    const { rows: counted } = await this.queries.counted.execute(trx, { botId, since: windowStart(nowMs), until: windowEnd(nowMs) });
     const oldest = counted[0]?.enqueued_at ?? null;
     if (counted.length >= DAILY_QUOTA) {
       this.atQuota.remember(botId, leavesWindowAt(oldest!));
