@@ -11,7 +11,8 @@ import { botRequest } from './helpers/bot.js';
 import { REPLAY } from './helpers/fixtures.js';
 import { DAILY_QUOTA } from '../src/enrichment/quota.js';
 import { DatabaseNonceStore } from '../src/enrichment/bot-auth.js';
-import { sql } from 'kysely';
+import { CompiledQuery, sql } from 'kysely';
+import { newestMatches } from '../src/enrichment/matches.js';
 import { holdAdvisoryLock } from './helpers/locks.js';
 
 describe('bot request signing', () => {
@@ -835,6 +836,33 @@ for (const dialect of DIALECTS) {
       const job = await app.database.db.selectFrom('enrichment_jobs').selectAll().where('match_id', '=', 'orphan').executeTakeFirstOrThrow();
       assert.equal(job.attempts, 2);
       assert.equal(await app.enrichment.queue.complete(claimed!, 'dead-worker', 'late'), false, 'the dead worker cannot overwrite the result');
+    });
+  });
+}
+
+for (const dialect of DIALECTS) {
+  describe(`matches at size (${dialect})`, () => {
+    let app: TestApp;
+    before(async () => (app = await startTestApp(dialect)));
+    after(() => app.cleanup());
+
+    it('lists the newest matches through an index, not by sorting every match (a year of matches)', async () => {
+      await sql`insert into matches (id, status, created_at)
+        select 'match-' || g, 'completed', '2026-01-01T00:00:00.000Z'
+        from ${sql.raw(dialect === 'postgres' ? 'generate_series(1, 20000) g' : '(with recursive s(g) as (select 1 union all select g + 1 from s where g < 20000) select g from s)')}`.execute(
+        app.database.db,
+      );
+      for (const id of ['b-newest', 'a-newest']) assert.equal((await app.api('POST', '/api/matches', { id, status: 'scheduled' })).status, 201);
+      await sql`analyze`.execute(app.database.db);
+      const listed = (await app.api('GET', '/api/matches?limit=3')).body.map((match: { id: string }) => match.id);
+      assert.deepEqual(listed.slice(0, 2).sort(), ['a-newest', 'b-newest']);
+      assert.equal(listed[2], 'match-1', 'ties in time by id');
+      const query = newestMatches(app.database.db, 50).compile();
+      const explain = dialect === 'postgres' ? 'explain ' : 'explain query plan ';
+      const { rows } = await app.database.db.executeQuery(CompiledQuery.raw(explain + query.sql, [...query.parameters]));
+      const plan = rows.map((row) => Object.values(row as object).join(' ')).join('\n');
+      if (dialect === 'postgres') assert.doesNotMatch(plan, /Sort|Seq Scan/, plan);
+      else assert.doesNotMatch(plan, /TEMP B-TREE|SCAN matches(?! USING)/, plan);
     });
   });
 }

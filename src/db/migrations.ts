@@ -652,6 +652,13 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.dropIndex('webhook_deliveries_lane').execute();
       },
     },
+    '029_matches_by_creation': {
+      // The match list, newest first: without it each read sorted every match, holding SQLite's one
+      // connection meanwhile.
+      async up(db: Kysely<any>) {
+        await db.schema.createIndex('matches_by_creation').on('matches').columns(['created_at desc', 'id']).execute();
+      },
+    },
   };
 }
 

@@ -77,9 +77,12 @@ export class MatchService {
   }
 
   async list(limit: number): Promise<MatchView[]> {
-    return (await this.database.db.selectFrom('matches').selectAll().orderBy('created_at', 'desc').orderBy('id').limit(limit).execute()).map(toMatchView);
+    return (await newestMatches(this.database.db, limit).execute()).map(toMatchView);
   }
 }
+
+/** The `limit` matches created last, newest first. */
+export const newestMatches = (db: Db, limit: number) => db.selectFrom('matches').selectAll().orderBy('created_at', 'desc').orderBy('id').limit(limit);
 
 /** Reads through `trx`: the database, or the transaction a write runs in. */
 async function readMatch(trx: Db, id: string): Promise<MatchView> {

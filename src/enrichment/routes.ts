@@ -199,7 +199,7 @@ function matchRoutes(server: FastifyInstance, deps: RouteDeps): void {
     {
       schema: {
         operationId: 'listMatches',
-        summary: 'Every match with its enrichment state',
+        summary: 'The matches created last, newest first, with their enrichment state',
         tags: ['matches'],
         querystring: { type: 'object', additionalProperties: false, properties: { limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 } } },
         response: { 200: { type: 'array', items: matchSchema } },
