@@ -44,8 +44,9 @@ const placeName = (place) => (place === 'away' ? 'Away' : place === 'between' ? 
 
 /**
  * Draws yesterday and today for `personId` into `container`. Reads the newest 1000 entries, exits
- * and presence changes of the household: a day of a household fits many times over; when the
- * person's day starts before them, the picture says from when it knows.
+ * and presence changes of the whole household (the log has no index by person): two days of a
+ * home, but only hours of a building with ten moves a minute; when the person's day starts before
+ * them, the picture says from when it knows.
  */
 export async function renderTimeline(container, personId) {
   container.replaceChildren(el('p', { class: 'hint loading-text' }, 'Loading the timeline…'));
