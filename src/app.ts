@@ -144,7 +144,7 @@ async function openHttp(config: Config, storage: Storage, rateLimit: RateLimitGu
   for (const warning of installationWarnings) http.log.warn(warning);
   const checkpointer = database.checkpointer;
   if (checkpointer) {
-    // It fails every tick (10 a second) while the disk is full: a line a minute per code.
+    // It fails every tick while the disk is full: a line a minute per code.
     checkpointer.onFailure((failure) =>
       http.throttledLog.write(
         http.log,

@@ -31,7 +31,7 @@ export class DomainError extends Error {
     detail: string,
     details: DomainErrorDetails = {},
   ) {
-    // A refusal is an answer, not a fault to trace: capturing a stack cost a tenth of a refused request.
+    // A refusal is an answer, not a fault to trace: no stack is captured (a measured share of a refusal's cost).
     const stackTraceLimit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
     super(detail);

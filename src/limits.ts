@@ -49,8 +49,8 @@ export const BASELINE_RECORD_LIMIT = 128 * 1024;
 
 /**
  * An enrichment request's body, `{"match_id"}`, in bytes: the route is signed, so its client address
- * is charged only once the signature is checked, after the body was read and parsed; a 1 MiB body
- * made each refused request cost about 50 ms of CPU. An id written entirely in escapes is 384 bytes.
+ * is charged only once the signature is checked, after the body was read and parsed, and a large body
+ * would make every refused request costly. An id written entirely in escapes is 384 bytes.
  */
 export const ENRICHMENT_REQUEST_LIMIT = 4096;
 

@@ -9,7 +9,7 @@ export const MAX_ATTEMPTS = 3;
 
 export type Job = Pick<EnrichmentJobsTable, 'match_id' | 'bot_id' | 'state' | 'attempts' | 'lease_owner'> & { id: number };
 
-/** Backoff before attempt n+1 after attempt n failed: base, then 4 x base (1 s, 4 s by default). */
+/** Backoff before attempt n+1 after attempt n failed: base, then 4 x base. */
 export const retryDelayMs = (attempts: number, baseMs: number) => baseMs * 4 ** (attempts - 1);
 
 /**

@@ -245,9 +245,9 @@ export class RouteAuth {
       request.tokenScope = credential.scope;
       return;
     }
-    // A live session is charged to its own bucket, as a token is (a dashboard with 5,000 people makes
-    // a dozen requests a page: a few reloads ran a household's shared address bucket dry); anything
-    // else to the address, a cross-site refusal included.
+    // A live session is charged to its own bucket, as a token is (a dashboard of a large household
+    // makes a dozen requests a page, which would run a household's shared address bucket dry);
+    // anything else to the address, a cross-site refusal included.
     const session =
       credential === null
         ? await this.session(request).catch((error: unknown) => this.checks.chargeAddress(request, reply).then(() => Promise.reject(error)))

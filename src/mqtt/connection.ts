@@ -139,8 +139,8 @@ interface ConnectionHooks {
 }
 
 /**
- * One broker connection with its reconnect schedule (MQTT_BACKOFF_*: 5 s, 10 s, 20 s ... capped at
- * 2 min, reset after a successful connect; MQTT_TAKEOVER_BACKOFF_MS while another client keeps
+ * One broker connection with its reconnect schedule (MQTT_BACKOFF_*: doubling up to a cap, reset
+ * after a successful connect; MQTT_TAKEOVER_BACKOFF_MS while another client keeps
  * taking the client id), the Last Will, and a status for the settings API.
  */
 export class MqttConnection {

@@ -34,9 +34,8 @@ export function certificateSummary(pem: string): { subject: string; expires_at: 
 }
 
 /**
- * The most key-derivation rounds an encrypted key may ask for. Unlocking runs on the event loop (a
- * key of 3,000,000 PBKDF2 rounds took 2.8 s), and a key can ask for 2^31; tools write 2,048 (OpenSSL)
- * to 600,000.
+ * The most key-derivation rounds an encrypted key may ask for. Unlocking runs on the event loop, and
+ * a key can ask for 2^31; tools write 2,048 (OpenSSL) to 600,000.
  */
 export const MAX_KEY_ROUNDS = 1_000_000;
 

@@ -2,8 +2,8 @@ import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:c
 
 /**
  * Password hashing: scrypt from Node's own crypto (OpenSSL), so no native add-on to build. The
- * parameters are OWASP's recommended scrypt set with the least memory, N=2^14, r=8, p=5: 16 MiB
- * and about 0.1 s per hash on a small machine (docs/security.md, "Passwords").
+ * parameters are OWASP's recommended scrypt set with the least memory, N=2^14, r=8, p=5: 16 MiB a
+ * hash (docs/security.md, "Passwords").
  */
 const SCRYPT_PARAMETERS = { logN: 14, r: 8, p: 5 } as const;
 const KEY_BYTES = 32;

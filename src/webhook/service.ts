@@ -198,7 +198,7 @@ export class WebhookService {
 
   start(): void {
     this.abandon = new AbortController();
-    // Every attempt in flight listens to it (18, and the Test button's): not a leak past Node's 10.
+    // Every attempt in flight listens to it (every lane's, and the Test button's): not a leak past Node's 10.
     setMaxListeners(0, this.abandon.signal);
     for (const lane of this.lanes) lane.dispatch.start();
     // Wake at once for events whose outbox rows this process wrote; the poll covers retries and other processes.
