@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import madge from 'madge';
+import { EVENT_TYPES } from '../src/events/index.js';
 
 /**
  * The shape of src/ (docs/architecture.md): no import cycle between files or between folders, and
@@ -111,5 +112,18 @@ describe('architecture of src/', () => {
   it('the folder-cycle check finds a cycle through three folders', () => {
     const graph = { 'a/x.ts': ['b/index.ts'], 'b/index.ts': ['c/y.ts'], 'c/y.ts': ['a/x.ts'], 'd/z.ts': ['a/x.ts'] };
     assert.deepEqual(folderCycles(graph), [['a', 'b', 'c']]);
+  });
+});
+
+describe("the dashboard's household model", () => {
+  it('names every event type, those it ignores too: a new type must be decided on, not dropped by a default', () => {
+    const source = readFileSync(`${root}src/dashboard/public/household.js`, 'utf8');
+    const body = /export function applyToHousehold[\s\S]*?\n}\n/.exec(source)![0];
+    const named = new Set([...body.matchAll(/case '([a-z_.]+)':/g)].map((match) => match[1]));
+    assert.deepEqual(
+      EVENT_TYPES.filter((type) => !named.has(type)),
+      [],
+    );
+    assert.doesNotMatch(body, /default:/);
   });
 });

@@ -74,7 +74,19 @@ export function applyToHousehold({ event_type: type, person: personId, zone: zon
     case 'system.mode_changed':
       if (household.health) household.health.mode = detail.to;
       return true;
-    default:
+    // Nothing the household model holds: the fall banner, the nodes page and the activity list read these.
+    case 'fall.detected':
+    case 'fall.cleared':
+    case 'anomaly.detected':
+    case 'node.online':
+    case 'node.offline':
+    case 'enrichment.requested':
+    case 'enrichment.completed':
+    case 'enrichment.failed':
+    case 'baseline.recorded':
+    case 'webhook.test':
       return false;
   }
+  // A type this dashboard does not know (a newer server): nothing to apply.
+  return false;
 }
