@@ -108,23 +108,9 @@ export class SessionStore {
   /** Who the cookie's session is, or null when it names no live session; refreshes its idle clock now and then. */
   async identify(sessionId: string): Promise<SessionIdentity | null> {
     const key = SessionStore.key(sessionId);
-    const row = await this.database.db
-      .selectFrom('admin_sessions')
-      .leftJoin('users', 'users.username', 'admin_sessions.user_id')
-      .select([
-        'admin_sessions.user_id',
-        'admin_sessions.token_check',
-        'admin_sessions.last_seen_at',
-        'admin_sessions.expires_at',
-        'admin_sessions.remembered',
-        'users.role',
-      ])
-      .where('admin_sessions.id_hash', '=', key)
-      .executeTakeFirst();
+    const row = await this.withUsers().where('admin_sessions.id_hash', '=', key).executeTakeFirst();
     const now = Date.now();
-    const user = row?.user_id ?? null;
-    // A user's session whose user is gone has no role: refused, like one opened under an old admin token.
-    if (!row || row.token_check !== this.expectedCheck(user) || (user !== null && !row.role) || !sessionValid(row, now)) return null;
+    if (!row || !this.live(row, now)) return null;
     if (Date.parse(row.last_seen_at) + TOUCH_EVERY_MS <= now) {
       await unlessStorageFails(
         this.database.write((db) =>
@@ -136,12 +122,33 @@ export class SessionStore {
         ),
       );
     }
+    const user = row.user_id ?? null;
     return { id: key, user, role: user === null ? 'admin' : (row.role as Role) };
   }
 
   /** The live sessions, newest first: every one, or only `user`'s. */
   async list(user?: string): Promise<SessionView[]> {
-    let query = this.database.db
+    let query = this.withUsers().orderBy('admin_sessions.created_at', 'desc');
+    if (user !== undefined) query = query.where('admin_sessions.user_id', '=', user);
+    const now = Date.now();
+    return (await query.execute())
+      .filter((row) => this.live(row, now))
+      .map((row) => ({
+        id: row.id_hash,
+        user: row.user_id ?? null,
+        name: row.name ?? null,
+        role: row.user_id ? (row.role as Role) : 'admin',
+        device: row.device ?? null,
+        remembered: Boolean(row.remembered),
+        created_at: row.created_at,
+        last_seen_at: row.last_seen_at,
+        expires_at: row.expires_at,
+      }));
+  }
+
+  /** The sessions, each with its user's name and role. */
+  private withUsers() {
+    return this.database.db
       .selectFrom('admin_sessions')
       .leftJoin('users', 'users.username', 'admin_sessions.user_id')
       .select([
@@ -155,23 +162,20 @@ export class SessionStore {
         'admin_sessions.device',
         'users.name',
         'users.role',
-      ])
-      .orderBy('admin_sessions.created_at', 'desc');
-    if (user !== undefined) query = query.where('admin_sessions.user_id', '=', user);
-    const now = Date.now();
-    return (await query.execute())
-      .filter((row) => row.token_check === this.expectedCheck(row.user_id ?? null) && (row.user_id === null || row.role) && sessionValid(row, now))
-      .map((row) => ({
-        id: row.id_hash,
-        user: row.user_id ?? null,
-        name: row.name ?? null,
-        role: row.user_id ? (row.role as Role) : 'admin',
-        device: row.device ?? null,
-        remembered: Boolean(row.remembered),
-        created_at: row.created_at,
-        last_seen_at: row.last_seen_at,
-        expires_at: row.expires_at,
-      }));
+      ]);
+  }
+
+  /**
+   * Whether a session is live: opened under the current admin token or its user's current check,
+   * within its lifetimes, and a user's session only while the user exists (with no role it is
+   * refused, like one opened under an old admin token).
+   */
+  private live(
+    row: Pick<SessionRow, 'token_check' | 'last_seen_at' | 'expires_at' | 'remembered'> & { user_id?: string | null; role?: string | null },
+    now: number,
+  ): boolean {
+    const user = row.user_id ?? null;
+    return row.token_check === this.expectedCheck(user) && (user === null || Boolean(row.role)) && sessionValid(row, now);
   }
 
   /** Ends the session with public id `id` (only if it is `user`'s, when given); false when there is none. */
