@@ -1,6 +1,5 @@
 import { LRUCache } from 'lru-cache';
 import { DomainError } from '../errors.js';
-import { MAX_CLOCK_SKEW_SECONDS } from './signing.js';
 
 /** The daily quota's name in the RateLimit fields and in a 429's `violated-policies`. */
 export const QUOTA_POLICY = 'daily';
@@ -15,11 +14,12 @@ const AT_QUOTA_BOTS = 10_000;
 export const windowStart = (nowMs: number) => new Date(nowMs - QUOTA_WINDOW_MS).toISOString();
 
 /**
- * The end of the window at `nowMs`: another instance's clock may run ahead of this one's by as much as
- * a bot's may (MAX_CLOCK_SKEW_SECONDS), so its jobs count; a job stamped further ahead was enqueued
- * while a clock was wrong, since corrected, and would otherwise hold its bot at the quota until then.
+ * The end of the window at `nowMs`, a window ahead of now: a job stamped ahead of this clock by an
+ * instance whose clock runs ahead still counts, so the quota stays exact across instances however far
+ * their clocks differ, up to a day; a job stamped further ahead was enqueued while a clock ran a day or
+ * more ahead, since corrected, and would otherwise hold its bot at the quota until then.
  */
-export const windowEnd = (nowMs: number) => new Date(nowMs + MAX_CLOCK_SKEW_SECONDS * 1000).toISOString();
+export const windowEnd = (nowMs: number) => new Date(nowMs + QUOTA_WINDOW_MS).toISOString();
 
 /** When a job enqueued at `enqueuedAt` stops counting against the quota. */
 export const leavesWindowAt = (enqueuedAt: string) => Date.parse(enqueuedAt) + QUOTA_WINDOW_MS;
