@@ -308,6 +308,8 @@ describe('rate limiting over HTTP', () => {
     assert.equal(addressKey('::1'), 'ip6:0:0:0:0::/64');
     assert.equal(addressKey('fe80::1'), 'ip6:fe80:0:0:0::/64');
     assert.equal(addressKey('fe80::1%eth0.1'), 'ip6:fe80:0:0:0::/64', 'a zone id of any spelling Node accepts');
+    // IPv4-compatible (deprecated), not mapped: an IPv6 address however it is spelled, never the IPv4 client's bucket.
+    for (const address of ['::1.2.3.4', '0::1.2.3.4', '::102:304']) assert.equal(addressKey(address), 'ip6:0:0:0:0::/64', address);
     // An embedded IPv4 tail is two groups, inside the /64 only when `::` stands before it.
     assert.equal(addressKey('64:ff9b::192.0.2.1'), 'ip6:64:ff9b:0:0::/64');
     assert.equal(addressKey('1:2:3:4:5:6:1.2.3.4'), 'ip6:1:2:3:4::/64');

@@ -18,8 +18,10 @@ export function addressKey(ip: string): string {
   // Most clients: isIPv6's pattern is far costlier than isIPv4's, and this runs on every request.
   if (isIPv4(ip)) return `ip:${ip}`;
   if (isIPv6(ip)) {
-    const address = ipaddr.IPv6.parse(ip.split('%', 1)[0]!);
-    if (address.isIPv4MappedAddress()) return `ip:${address.toIPv4Address().toString()}`;
+    const bare = ip.split('%', 1)[0]!;
+    const address = ipaddr.IPv6.parse(bare);
+    // ipaddr.js reads the deprecated IPv4-compatible `::a.b.c.d` as mapped: it is not an IPv4 client.
+    if (address.isIPv4MappedAddress() && !/^::[\d.]+$/.test(bare)) return `ip:${address.toIPv4Address().toString()}`;
     return `ip6:${address.parts
       .slice(0, 4)
       .map((part) => part.toString(16))
