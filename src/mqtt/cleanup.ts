@@ -1,9 +1,7 @@
 import { DomainError } from '../errors.js';
-import { clientOptions, connectBroker, connected, describeMqttError, type MqttSettings } from './connection.js';
+import { clientOptions, connectBroker, connected, describeMqttError, type MqttSettings, ONE_OFF_CONNECT_TIMEOUT_MS } from './connection.js';
 import { readRetainedTopics } from './read-back.js';
 import { Topics } from './topics.js';
-
-const CONNECT_TIMEOUT_MS = 10_000;
 
 /** Why `installation` cannot be cleaned up from the installation `ownId`; null when it can. */
 export function cleanupRefusal(installation: string, ownId: string): string | null {
@@ -41,7 +39,7 @@ export async function clearInstallation(settings: MqttSettings, clientId: string
   );
   const client = await connectBroker(clientOptions(settings, clientId));
   try {
-    await connected(client, CONNECT_TIMEOUT_MS);
+    await connected(client, ONE_OFF_CONNECT_TIMEOUT_MS);
     await Promise.all(retained.map((topic) => client.publishAsync(topic, '', { qos: 1, retain: true })));
     return { cleared: retained.length, filters };
   } finally {

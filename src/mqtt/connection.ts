@@ -290,6 +290,9 @@ export class MqttConnection {
   }
 }
 
+/** How long a short-lived client (discovery, cleanup, a read-back) waits for the broker's CONNACK. */
+export const ONE_OFF_CONNECT_TIMEOUT_MS = 10_000;
+
 /** Resolves on the first CONNACK; rejects on an error, a close before it, or after `timeoutMs`. */
 export function connected(client: MqttClient, timeoutMs: number): Promise<void> {
   return new Promise<void>((resolve, reject) => {

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { clientOptions, connectBroker, connected, type MqttSettings } from './connection.js';
+import { clientOptions, connectBroker, connected, type MqttSettings, ONE_OFF_CONNECT_TIMEOUT_MS } from './connection.js';
 
-const CONNECT_TIMEOUT_MS = 10_000;
 /** A read that has not seen its probe by then is given up (a probe the broker's ACL drops). */
 const READ_TIMEOUT_MS = 60_000;
 
@@ -29,7 +28,7 @@ export async function readRetainedTopics(
   const nonce = randomUUID();
   const kept: string[] = [];
   try {
-    await connected(client, CONNECT_TIMEOUT_MS);
+    await connected(client, ONE_OFF_CONNECT_TIMEOUT_MS);
     await new Promise<void>((resolve, reject) => {
       client.on('message', (topic, payload, packet) => {
         const text = payload.toString('utf8');

@@ -23,6 +23,9 @@ import { onEvery } from '../ticks.js';
  * `createEventPipeline`), so events a standalone worker writes are delivered like any other; the
  * dispatcher (WebhookService) of whichever process serves sends them.
  */
+/** What a new delivery row holds of an answer: nothing yet. */
+export const UNANSWERED = { status_code: null, error: null, duration_ms: null, attempted_at: null } as const;
+
 /** A delivery's `webhook-id` (Standard Webhooks `msg_` form): one per event, kept by its retries and redeliveries. */
 export const newWebhookId = (): string => `msg_${randomUUID().replace(/-/g, '')}`;
 
@@ -48,11 +51,8 @@ export class WebhookOutbox implements AppendHook {
         attempt: 1,
         state: 'pending',
         due_at: param('at'),
-        status_code: null,
-        error: null,
-        duration_ms: null,
         created_at: param('at'),
-        attempted_at: null,
+        ...UNANSWERED,
       }),
     );
   }

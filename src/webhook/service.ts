@@ -12,7 +12,7 @@ import { webhookSigningSecrets, type SettingsStore } from '../settings/index.js'
 import { truncateUtf8, WEBHOOK_LOG_BODY_LIMIT } from '../limits.js';
 import { VERSION } from '../version.js';
 import { postJson, type PostResult } from './http-client.js';
-import { newWebhookId, type WebhookOutbox } from './outbox.js';
+import { newWebhookId, UNANSWERED, type WebhookOutbox } from './outbox.js';
 import { DispatchLane } from './lane.js';
 import { MAX_WEBHOOK_ATTEMPTS, outcomeOf, retryDelayOf } from './policy.js';
 import { onEvery } from '../ticks.js';
@@ -54,11 +54,8 @@ const resendOf = (row: DeliveryRow, attempt: number, dueAt: string, url = row.ur
   attempt,
   state: 'pending',
   due_at: dueAt,
-  status_code: null,
-  error: null,
-  duration_ms: null,
   created_at: now(),
-  attempted_at: null,
+  ...UNANSWERED,
 });
 
 /** Rows per insert when many deliveries are queued again at once. */
@@ -436,11 +433,8 @@ export class WebhookService {
           attempt: 1,
           state: 'sending',
           due_at: this.sendingDeadline(),
-          status_code: null,
-          error: null,
-          duration_ms: null,
           created_at: at,
-          attempted_at: null,
+          ...UNANSWERED,
         })
         .returning('id')
         .executeTakeFirstOrThrow(),

@@ -2,7 +2,7 @@ import { conflict } from '../../errors.js';
 import { VERSION } from '../../version.js';
 import { unreachable } from '../cleanup.js';
 import { interpretMessage } from '../commands.js';
-import { clientOptions, connectBroker, connected, type MqttConnection } from '../connection.js';
+import { clientOptions, connectBroker, connected, type MqttConnection, ONE_OFF_CONNECT_TIMEOUT_MS } from '../connection.js';
 import { discoveryInForm, payloadText } from '../discovery.js';
 import { refusalCode } from '../refusals.js';
 import { Topics } from '../topics.js';
@@ -12,8 +12,6 @@ import { RETAINED, type SyncPart } from './sync.js';
 
 /** Publish Discovery on a standby corrects what changed while it published at most this often. */
 const STANDBY_DISCOVERY_ROUNDS = 5;
-/** A short-lived connection (Publish Discovery on a standby) gives up after this. */
-const ONE_OFF_CONNECT_TIMEOUT_MS = 10_000;
 
 export interface DiscoveryAnswer {
   /** Configs the broker accepted. */
