@@ -252,6 +252,21 @@ for (const dialect of DIALECTS) {
       assert.equal((await app.api('GET', '/api/session', undefined, asDashboard(again.cookie))).status, 401);
       assert.equal((await app.api('DELETE', '/api/users/lee')).status, 404);
     });
+
+    it('a session outlives neither its admin token nor its user: listed and answered only while both hold', async () => {
+      const admin = await signIn(app, { token: ADMIN_TOKEN });
+      assert.equal((await app.api('POST', '/api/users', { username: 'sam', name: 'Sam', role: 'household', password: PASSWORD })).status, 201);
+      const sam = await signIn(app, { username: 'sam', password: PASSWORD });
+      const listed = async () => ((await app.api('GET', '/api/sessions')).body as { user: string | null }[]).length;
+      const before = await listed();
+      // As a restart with another ADMIN_TOKEN leaves it: the session's check is not the token's now.
+      await app.database.write((db) => db.updateTable('admin_sessions').set({ token_check: 'another-admin-token' }).where('user_id', 'is', null).execute());
+      assert.equal((await app.api('GET', '/api/session', undefined, asDashboard(admin.cookie))).status, 401, 'another admin token');
+      // The user's row gone behind the service's back (a restore, another release): the session has no role.
+      await app.database.write((db) => db.deleteFrom('users').where('username', '=', 'sam').execute());
+      assert.equal((await app.api('GET', '/api/session', undefined, asDashboard(sam.cookie))).status, 401, 'a user that is gone');
+      assert.ok((await listed()) <= before - 2, 'neither is listed');
+    });
   });
 }
 
