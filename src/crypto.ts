@@ -6,6 +6,14 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
  */
 export const ROTATION_GRACE_MS = 24 * 60 * 60 * 1000;
 
+/** When a secret replaced at `nowMs` stops working (ISO 8601, as stored). */
+export const rotationGraceEnd = (nowMs: number): string => new Date(nowMs + ROTATION_GRACE_MS).toISOString();
+
+/** The secrets a signature may be made with at `nowMs`: the current one, and the one it replaced until its grace ends. */
+export function validSecrets(current: string, previous: string | null, previousExpiresMs: number, nowMs: number): string[] {
+  return previous && previousExpiresMs > nowMs ? [current, previous] : [current];
+}
+
 /**
  * Encryption at rest for secrets (bot shared secrets, MQTT password, webhook secret, CA certificate):
  * AES-256-GCM with a random 96-bit IV per value, stored as `v1.<iv>.<tag>.<ciphertext>` (base64url).

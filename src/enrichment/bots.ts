@@ -4,7 +4,7 @@ import type { Database } from '../db/index.js';
 import { now } from '../db/index.js';
 import { insertWithNewId, uniqueId } from '../db/index.js';
 import { prepare, type Prepared } from '../db/index.js';
-import { ROTATION_GRACE_MS, type SecretBox } from '../crypto.js';
+import { rotationGraceEnd, validSecrets, type SecretBox } from '../crypto.js';
 import type { BotsTable } from '../db/index.js';
 import { memoByKey } from '../memo.js';
 import { recordExists, recordNotFound } from './errors.js';
@@ -93,14 +93,14 @@ export class BotService {
     if (Number(result.numDeletedRows) === 0) throw recordNotFound('Bot', id);
   }
 
-  /** A new secret; the current one keeps working for ROTATION_GRACE_MS. */
+  /** A new secret; the current one keeps working for its grace period (`rotationGraceEnd`). */
   async rotate(id: string): Promise<BotWithSecret & { previous_secret_expires_at: string }> {
     return this.afterCommit(
       this.database.transaction(async (trx) => {
         const bot = await trx.selectFrom('bots').select(['id', 'name', 'secret_encrypted']).where('id', '=', id).executeTakeFirst();
         if (!bot) throw recordNotFound('Bot', id);
         const secret = newSecret();
-        const expires = new Date(Date.now() + ROTATION_GRACE_MS).toISOString();
+        const expires = rotationGraceEnd(Date.now());
         await trx
           .updateTable('bots')
           .set({ secret_encrypted: this.box.seal(secret), previous_secret_encrypted: bot.secret_encrypted, previous_secret_expires_at: expires })
@@ -127,7 +127,7 @@ export class BotService {
   async secretsOf(id: string, nowMs = Date.now()): Promise<string[] | null> {
     const bot = await this.secrets.get(id);
     if (!bot) return null;
-    return bot.previousExpiresMs > nowMs ? [bot.current, bot.previous!] : [bot.current];
+    return validSecrets(bot.current, bot.previous, bot.previousExpiresMs, nowMs);
   }
 
   private async loadSecrets(id: string): Promise<{ current: string; previous: string | null; previousExpiresMs: number } | null> {

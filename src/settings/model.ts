@@ -1,6 +1,6 @@
 /** The integration settings as data: their shape, defaults, and the pure rules for merging and comparing them. */
 import { randomBytes } from 'node:crypto';
-import { ROTATION_GRACE_MS } from '../crypto.js';
+import { rotationGraceEnd, validSecrets } from '../crypto.js';
 import { EVENT_TYPES, type EventType } from '../events/index.js';
 
 /** The event types a webhook can subscribe to: every type the log records (`webhook.test` is only ever sent by the Test button). */
@@ -111,9 +111,7 @@ export function changedFields(previous: IntegrationSettings, next: IntegrationSe
  * the one it replaced, so a receiver that still verifies with the old secret loses nothing.
  */
 export function webhookSigningSecrets(webhook: IntegrationSettings['webhook'], nowMs: number): string[] {
-  if (!webhook.secret) return [];
-  const previousValid = webhook.previous_secret && Date.parse(webhook.previous_secret_expires_at) > nowMs;
-  return previousValid ? [webhook.secret, webhook.previous_secret] : [webhook.secret];
+  return webhook.secret ? validSecrets(webhook.secret, webhook.previous_secret, Date.parse(webhook.previous_secret_expires_at), nowMs) : [];
 }
 
 /**
@@ -147,7 +145,7 @@ export function derivedWebhookFields(
   if (merged.secret !== stored.secret) {
     const keepPrevious = Boolean(stored.secret && merged.secret);
     next.previous_secret = keepPrevious ? stored.secret : '';
-    next.previous_secret_expires_at = keepPrevious ? new Date(nowMs + ROTATION_GRACE_MS).toISOString() : '';
+    next.previous_secret_expires_at = keepPrevious ? rotationGraceEnd(nowMs) : '';
   }
   if (merged.enabled) next.disabled_reason = '';
   return next;
