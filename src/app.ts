@@ -30,7 +30,7 @@ import { FINISHED_DELIVERY_LOGS, OutboxBound, WebhookService, webhookRoutes } fr
 import { MemoryStore, RateLimitGuard, RateLimiter, REDIS_COMMAND_TIMEOUT_MS, RedisStore, TOKEN_POLICY, type RateLimitStore } from './ratelimit/index.js';
 import { ApiTokenStore, tokenRoutes } from './tokens/index.js';
 import { sessionRoutes, UserStore, userRoutes } from './users/index.js';
-import { onEvery } from './ticks.js';
+import { pollEvery, type Poller } from './ticks.js';
 
 export interface App {
   http: FastifyInstance;
@@ -240,11 +240,11 @@ function registerRoutes(config: Config, wired: Wired): void {
 
 /** The periodic tasks, as a part: `start` sets their intervals, `stop` clears them. */
 function timers(config: Config, { database, events, presence, log, enrichment, sessions, webhook }: Wired) {
-  const stops: (() => void)[] = [];
+  const pollers: Poller[] = [];
   const every = (ms: number, task: () => Promise<unknown>, what: string, { atOnce = false } = {}) => {
-    const run = () => void task().catch((error: Error) => log.warn({ err: error }, `${what} failed`));
-    stops.push(onEvery(ms, run));
-    if (atOnce) run();
+    const poller = pollEvery(ms, () => task().catch((error: Error) => log.warn({ err: error }, `${what} failed`)));
+    pollers.push(poller);
+    if (atOnce) poller.run();
   };
   /** A sweep that runs only after a commit or once `nextDue` (what it reads, in ms) has come: an idle service reads nothing. */
   const gated = ({ sweep, nextDue }: { sweep: () => Promise<unknown>; nextDue: () => Promise<number> }) => {
@@ -277,7 +277,8 @@ function timers(config: Config, { database, events, presence, log, enrichment, s
       every(60_000, () => sessions.purge(), 'session purge');
       every(RETENTION_INTERVAL_MS, retention, 'retention', { atOnce: true });
     },
-    stop: () => stops.splice(0).forEach((stop) => stop()),
+    // A run in progress ends before the database closes.
+    stop: async () => void (await Promise.all(pollers.splice(0).map((poller) => poller.stop()))),
   };
 }
 

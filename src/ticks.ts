@@ -28,6 +28,29 @@ export function onEvery(ms: number, task: () => void): () => void {
   };
 }
 
+/** A task polled on a shared tick: `run` starts it now unless it runs; `stop` ends the ticks and waits for a run in progress. */
+export interface Poller {
+  run(): void;
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs `task` every `ms` (on the period's shared tick), never twice at once: a tick that comes while
+ * a run goes on is skipped, so a slow run cannot pile up behind itself. `task` must not reject.
+ */
+export function pollEvery(ms: number, task: () => Promise<unknown>): Poller {
+  let running: Promise<unknown> | null = null;
+  const run = () => void (running ??= task().finally(() => (running = null)));
+  const stopTicks = onEvery(ms, run);
+  return {
+    run,
+    async stop() {
+      stopTicks();
+      await running;
+    },
+  };
+}
+
 /** Resolves on the next tick of the `ms` clock (within `ms`), or at once when `wake` is called. */
 export function untilNextTick(ms: number): { done: Promise<void>; wake: () => void } {
   let wake!: () => void;

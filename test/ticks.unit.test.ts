@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, it, mock } from 'node:test';
 import assert from 'node:assert/strict';
-import { onEvery, untilNextTick } from '../src/ticks.js';
+import { onEvery, pollEvery, untilNextTick } from '../src/ticks.js';
 
 describe('polls of one period share one tick', () => {
   beforeEach(() => mock.timers.enable({ apis: ['setInterval'] }));
@@ -60,5 +60,32 @@ describe('polls of one period share one tick', () => {
     const woken = untilNextTick(1000);
     woken.wake();
     await woken.done;
+  });
+
+  it('pollEvery skips the ticks that come while a run goes on, and its stop waits for that run', async () => {
+    const runs: Array<() => void> = [];
+    const poller = pollEvery(1000, () => new Promise<void>((resolve) => runs.push(resolve)));
+    mock.timers.tick(1000);
+    mock.timers.tick(1000);
+    poller.run();
+    assert.equal(runs.length, 1, 'one run at a time');
+    let stopped = false;
+    const stopping = poller.stop().then(() => (stopped = true));
+    await Promise.resolve();
+    assert.equal(stopped, false, 'stop waits for the run in progress');
+    runs[0]!();
+    await stopping;
+    mock.timers.tick(5000);
+    assert.equal(runs.length, 1, 'no run after the stop');
+  });
+
+  it('pollEvery runs again on the first tick after a run ended', async () => {
+    let runs = 0;
+    const poller = pollEvery(1000, async () => void runs++);
+    poller.run();
+    await new Promise(setImmediate);
+    mock.timers.tick(1000);
+    assert.equal(runs, 2);
+    await poller.stop();
   });
 });

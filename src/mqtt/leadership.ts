@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type pg from 'pg';
 import { loadPg } from '../db/index.js';
+import { pollEvery, type Poller } from '../ticks.js';
 import type { RefusalCounts } from './refusals.js';
 
 /** The advisory lock class of MQTT ownership (the second key is the installation's hash). */
@@ -37,8 +38,7 @@ export interface OwnerReport extends Partial<RefusalCounts> {
  */
 export class MqttLeadership {
   private client: pg.Client | null = null;
-  private timer: NodeJS.Timeout | null = null;
-  private checking: Promise<void> | null = null;
+  private poller: Poller | null = null;
   private onChange: (leader: boolean) => Promise<void> = async () => {};
   private leading: { since: string } | null = null;
   /** On a standby: the owner's last report, read at every poll. */
@@ -85,15 +85,13 @@ export class MqttLeadership {
   async start(onChange: (leader: boolean) => Promise<void>): Promise<void> {
     this.onChange = onChange;
     await this.check();
-    this.timer = setInterval(() => void (this.checking ??= this.check().finally(() => (this.checking = null))), this.pollMs);
-    this.timer.unref();
+    this.poller = pollEvery(this.pollMs, () => this.check());
   }
 
   /** Gives ownership up (the caller has stopped MQTT first, so its `offline` precedes the next owner's `online`). */
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.checking;
+    await this.poller?.stop();
+    this.poller = null;
     this.leading = null;
     await this.client?.end().catch(() => {});
     this.client = null;

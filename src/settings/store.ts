@@ -5,7 +5,7 @@ import { PollGate, prepare, putSetting, settingFingerprint, storedSettingFingerp
 import { invalidFields } from '../errors.js';
 import { candidateSettings } from './validate.js';
 import { changedFields, DEFAULT_SETTINGS, derivedWebhookFields, type IntegrationPatch, type IntegrationSettings, type SettingsChange } from './model.js';
-import { onEvery } from '../ticks.js';
+import { pollEvery, type Poller } from '../ticks.js';
 
 /**
  * Secrets, sealed with the SecretBox: those of release 0.1.0 as `<field>_sealed`, later ones in the
@@ -32,8 +32,7 @@ export type WebhookView = WebhookTarget & { key: string; fingerprint: string };
 export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   /** What this process's integrations were last told, and the fingerprint (`settingFingerprint`) of the row it was read from. */
   private applied: { settings: IntegrationSettings; fingerprint: string } | null = null;
-  private stopWatch: (() => void) | null = null;
-  private checking: Promise<void> | null = null;
+  private watch: Poller | null = null;
   /** On SQLite the watch reads the row only after a commit (a save by another process). */
   private readonly gate: PollGate;
   /** Saves of this process in flight: the watch must not report one as another instance's before it is told here. */
@@ -91,14 +90,13 @@ export class SettingsStore extends EventEmitter<{ change: [SettingsChange] }> {
   async start(): Promise<IntegrationSettings> {
     const { settings, fingerprint } = await this.read(this.database.db);
     this.applied = { settings, fingerprint };
-    this.stopWatch = onEvery(WATCH_MS, () => void (this.checking ??= this.checkForChange().finally(() => (this.checking = null))));
+    this.watch = pollEvery(WATCH_MS, () => this.checkForChange());
     return settings;
   }
 
   async stop(): Promise<void> {
-    this.stopWatch?.();
-    this.stopWatch = null;
-    await this.checking;
+    await this.watch?.stop();
+    this.watch = null;
   }
 
   /**

@@ -15,7 +15,7 @@ import {
 import type { ThrottledLog } from '../http/index.js';
 import type { Metrics } from '../ops/index.js';
 import { webhookSubscribed, type SettingsStore, type WebhookTarget, type WebhookView } from '../settings/index.js';
-import { onEvery } from '../ticks.js';
+import { pollEvery, type Poller } from '../ticks.js';
 
 /**
  * The webhook's transactional outbox: inside an event's transaction, one pending delivery per event
@@ -158,8 +158,7 @@ export const ABANDONED_LAST: readonly EventType[] = SAFETY_EVENTS;
  * like any other. Nothing is refused: a receiver that is down never stops an event from being taken.
  */
 export class OutboxBound {
-  private stopTimer: (() => void) | null = null;
-  private running: Promise<unknown> | null = null;
+  private poller: Poller | null = null;
   private log: FastifyBaseLogger | null = null;
   private throttledLog: ThrottledLog | null = null;
   /** The count of pending deliveries moves only with a commit. */
@@ -176,19 +175,17 @@ export class OutboxBound {
   start(log: FastifyBaseLogger, throttledLog: ThrottledLog): void {
     this.log = log;
     this.throttledLog = throttledLog;
-    this.stopTimer = onEvery(BOUND_CHECK_MS, () => {
-      if (this.running || !this.gate.due()) return;
-      this.running = this.keep()
+    this.poller = pollEvery(BOUND_CHECK_MS, async () => {
+      if (!this.gate.due()) return;
+      await this.keep()
         .then(() => this.gate.quietUntil(Infinity))
-        .catch((error: Error) => this.log?.warn({ err: error }, 'webhook: bounding the pending deliveries failed'))
-        .finally(() => (this.running = null));
+        .catch((error: Error) => this.log?.warn({ err: error }, 'webhook: bounding the pending deliveries failed'));
     });
   }
 
   async stop(): Promise<void> {
-    this.stopTimer?.();
-    this.stopTimer = null;
-    await this.running;
+    await this.poller?.stop();
+    this.poller = null;
   }
 
   /** Abandons the pending deliveries beyond `pendingMax`; returns how many. */

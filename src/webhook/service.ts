@@ -15,7 +15,7 @@ import { postJson, type PostResult } from './http-client.js';
 import { newWebhookId, UNANSWERED, type WebhookOutbox } from './outbox.js';
 import { DispatchLane } from './lane.js';
 import { MAX_WEBHOOK_ATTEMPTS, outcomeOf, retryDelayOf } from './policy.js';
-import { onEvery } from '../ticks.js';
+import { pollEvery, type Poller } from '../ticks.js';
 
 export interface DeliveryView {
   id: number;
@@ -140,14 +140,13 @@ const STOP_GRACE_MS = 3000;
  * database and at most the lanes' concurrency in requests are in flight.
  */
 export class WebhookService {
-  private stopTimer: (() => void) | null = null;
+  private poller: Poller | null = null;
   private abandon = new AbortController();
   private unsubscribe: (() => void) | null = null;
   private readonly lanes: Lane[];
   private readonly recordAttempt: Prepared<unknown, AttemptField>;
   /** The poll looks only after a commit or when a delivery comes due (a retry, a claim left by a process that died). */
   private readonly gate: PollGate;
-  private polling: Promise<void> | null = null;
 
   constructor(
     private readonly database: Database,
@@ -203,16 +202,15 @@ export class WebhookService {
     this.unsubscribe = this.events.subscribe(() => {
       if (this.outbox.takeEnqueued()) this.laneNamed('first').dispatch.kick();
     });
-    this.stopTimer = onEvery(POLL_MS, () => void (this.polling ??= this.poll().finally(() => (this.polling = null))));
+    this.poller = pollEvery(POLL_MS, () => this.poll());
     this.kick();
   }
 
   async stop(): Promise<void> {
     this.unsubscribe?.();
     this.unsubscribe = null;
-    this.stopTimer?.();
-    this.stopTimer = null;
-    await this.polling;
+    await this.poller?.stop();
+    this.poller = null;
     // A slow receiver must not hold up a shutdown for WEBHOOK_TIMEOUT_MS: after a short grace the
     // attempts are abandoned unrecorded and their rows put back (see release).
     const grace = setTimeout(() => this.abandon.abort(), STOP_GRACE_MS);
