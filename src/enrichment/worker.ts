@@ -7,7 +7,7 @@ import { replayRefusal, type Commentary } from './commentary.js';
 import { WORKER_HEARTBEAT_MS } from './estimate.js';
 import { MAX_ATTEMPTS, type Job, type JobQueue } from './jobs.js';
 import { PollGate, type CommitMark } from '../db/index.js';
-import { untilNextTick } from '../ticks.js';
+import { pollEvery, untilNextTick, type Poller } from '../ticks.js';
 
 const IDLE_POLL_MS = 1000;
 
@@ -21,7 +21,7 @@ export class EnrichmentWorker {
   private running = false;
   private wake: (() => void) | null = null;
   private loop: Promise<void> | null = null;
-  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private heartbeats: Poller | null = null;
   /** An idle worker claims again only after a commit (a job enqueued by another process) or when a job comes due by the clock. */
   private readonly gate: PollGate;
 
@@ -40,11 +40,9 @@ export class EnrichmentWorker {
     if (this.running) return;
     this.running = true;
     await this.queue.heartbeat(this.id);
-    this.heartbeatTimer = setInterval(
-      () => void this.queue.heartbeat(this.id).catch((error: Error) => this.log.warn({ err: error }, 'worker heartbeat failed')),
-      WORKER_HEARTBEAT_MS,
+    this.heartbeats = pollEvery(WORKER_HEARTBEAT_MS, () =>
+      this.queue.heartbeat(this.id).catch((error: Error) => this.log.warn({ err: error }, 'worker heartbeat failed')),
     );
-    this.heartbeatTimer.unref();
     this.loop = this.run();
   }
 
@@ -57,7 +55,8 @@ export class EnrichmentWorker {
   async stop(): Promise<void> {
     this.running = false;
     this.notify();
-    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    // A heartbeat still in flight must not write the worker back after its retirement.
+    await this.heartbeats?.stop();
     await this.loop;
     await this.queue.retire(this.id).catch(() => {});
   }
