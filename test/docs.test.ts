@@ -14,6 +14,7 @@ import { IDLE_INTERVAL_MS, QUIET_INTERVAL_MS } from '../src/db/checkpointer.js';
 import { GIVE_BACK_HELD_MS } from '../src/storage-budget.js';
 import { SWEEP_MAX_INTERVAL_MS } from '../src/presence/transitions.js';
 import { USAGE_SHARDS } from '../src/db/migrations.js';
+import { STREAM_RECHECK_MS } from '../src/events/routes.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
 /**
@@ -152,6 +153,9 @@ describe('numbers the code sets, in prose', () => {
     ['docs/operations.md', /A give-back still waiting after (\d+) s/g, GIVE_BACK_HELD_MS / 1000],
     ['docs/architecture.md', /its backend's pid modulo (\d+)/g, USAGE_SHARDS],
     ['docs/configuration.md', /`node.offline` follows within a tenth of it \(at most (\d+) s\)/g, SWEEP_MAX_INTERVAL_MS / 1000],
+    ['docs/api.md', /An open stream's token or session is checked again every (\d+) s/g, STREAM_RECHECK_MS / 1000],
+    ['docs/security.md', /an event stream open with it ends within (\d+) s/g, STREAM_RECHECK_MS / 1000],
+    ['docs/security.md', /is checked again every (\d+) s and ends/g, STREAM_RECHECK_MS / 1000],
   ];
 
   it('states the number the code makes it, naming each place that does not', () => {

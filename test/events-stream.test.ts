@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { EventLog } from '../src/events/index.js';
 import { ADMIN_TOKEN, DIALECTS, eventually, startTestApp, type TestApp } from './helpers/app.js';
+import { STREAM_RECHECK_MS } from '../src/events/routes.js';
 import { openStream } from './helpers/stream.js';
 
 const BUDGET = 64 * 1024;
@@ -205,6 +206,52 @@ for (const dialect of DIALECTS) {
         held.push(again);
       } finally {
         await Promise.all(held.map((response) => response.body?.cancel()));
+      }
+    });
+  });
+
+  describe(`an event stream ends when its credential does (${dialect})`, () => {
+    let app: TestApp;
+    let base: string;
+    before(async () => {
+      app = await startTestApp(dialect);
+      base = await app.http.listen({ port: 0, host: '127.0.0.1' });
+    });
+    after(() => app.cleanup());
+
+    /** Resolves true when `stream` ends within a recheck and some slack, false when it stays open. */
+    const endsSoon = (stream: { ended: Promise<void> }) =>
+      Promise.race([stream.ended.then(() => true), new Promise<boolean>((resolve) => setTimeout(resolve, STREAM_RECHECK_MS * 2 + 2000, false))]);
+
+    it("a revoked token: its open stream ends; another token's stays open", async () => {
+      const revoked = (await app.api('POST', '/api/tokens', { name: 'Wall display', scope: 'read' })).body as { id: string; token: string };
+      const kept = (await app.api('POST', '/api/tokens', { name: 'Grafana', scope: 'read' })).body as { id: string; token: string };
+      const doomed = await openStream(base, undefined, { authorization: `Bearer ${revoked.token}` });
+      const staying = await openStream(base, undefined, { authorization: `Bearer ${kept.token}` });
+      try {
+        assert.equal((await app.api('DELETE', `/api/tokens/${revoked.id}`)).status, 204);
+        assert.equal(await endsSoon(doomed), true, "the revoked token's stream ended");
+        await app.events.emit('anomaly.detected', { detail: { after: 'revocation' } });
+        await eventually(() => staying.events.some((event) => event.detail.after === 'revocation'), 5000, 'the other stream to go on');
+        assert.equal(
+          doomed.events.some((event) => event.detail.after === 'revocation'),
+          false,
+        );
+      } finally {
+        await Promise.all([doomed.close(), staying.close()]);
+      }
+    });
+
+    it('an ended dashboard session: its open stream ends', async () => {
+      const signedIn = await app.api('POST', '/api/session', { token: ADMIN_TOKEN }, { authorization: '' });
+      const cookie = String(signedIn.headers['set-cookie']).split(';')[0]!;
+      const stream = await openStream(base, undefined, { cookie, 'sec-fetch-site': 'same-origin' });
+      try {
+        const [session] = (await app.api('GET', '/api/sessions')).body as { id: string }[];
+        assert.equal((await app.api('DELETE', `/api/sessions/${session!.id}`)).status, 204);
+        assert.equal(await endsSoon(stream), true, "the ended session's stream ended");
+      } finally {
+        await stream.close();
       }
     });
   });

@@ -8,12 +8,18 @@ import { EVENT_TYPES } from './types.js';
 import { EventFeed } from './feed.js';
 import { StreamSlots } from './slots.js';
 import { EventStream } from './stream.js';
+import { pollEvery, type Poller } from '../ticks.js';
 
 /**
  * Events another process appends (a standalone worker, another instance) are not announced on this
  * process's bus: the shared feed also looks at the log this often.
  */
 const POLL_MS = 1000;
+/**
+ * How often an open stream's credential is checked again: a revoked token's or ended session's
+ * stream ends within this (on other instances, within this and the token cache's 5 s).
+ */
+export const STREAM_RECHECK_MS = 5000;
 /** How long a client refused for a cap is told to wait: streams are long-lived, a slot frees when one closes. */
 const RETRY_AFTER_SECONDS = 10;
 
@@ -56,7 +62,15 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
   // A stream never ends on its own, and the server's close waits for every open connection: end them
   // first, or shutdown would wait for as long as a dashboard stays open. Browsers reconnect with
   // Last-Event-ID to whichever instance serves next.
-  const openStreams = new Map<() => void, ServerResponse>();
+  const openStreams = new Map<() => void, { out: ServerResponse; request: FastifyRequest }>();
+  // Runs only while streams are open: an idle service wakes for nothing.
+  let recheck: Poller | null = null;
+  const recheckCredentials = async () => {
+    for (const [end, { request }] of openStreams) {
+      // A database that is away ends no stream here: the stream's own read ends it, and the browser comes back.
+      if (!(await request.stillAdmitted().catch(() => true))) end();
+    }
+  };
   const slots = new StreamSlots({ total: limits.max, perClient: limits.perClient });
   const feed = new EventFeed(events, {
     pollMs: POLL_MS,
@@ -70,7 +84,7 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
   });
   metrics.gauge('mothership_event_streams', 'Open event streams (dashboards)', async () => openStreams.size);
   metrics.gauge('mothership_event_stream_buffered_bytes', 'Bytes written to event streams and not yet taken by their clients', async () =>
-    [...openStreams.values()].reduce((sum, out) => sum + out.writableLength, 0),
+    [...openStreams.values()].reduce((sum, { out }) => sum + out.writableLength, 0),
   );
 
   app.get(
@@ -165,12 +179,17 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
         stream.stop();
         slots.release(client);
         openStreams.delete(end);
+        if (openStreams.size === 0) {
+          void recheck?.stop();
+          recheck = null;
+        }
       };
       const end = () => {
         close();
         out.end();
       };
-      openStreams.set(end, out);
+      openStreams.set(end, { out, request });
+      recheck ??= pollEvery(STREAM_RECHECK_MS, recheckCredentials);
       out.on('close', close);
       stream.pipe(out);
     },

@@ -95,6 +95,11 @@ declare module 'fastify' {
     tokenScope?: TokenScope;
     /** The dashboard session the request came with, when it authenticated with one. */
     session?: SessionIdentity;
+    /**
+     * Whether the credential the request was admitted with admits it still: a token not revoked, a
+     * session live and its role still allowed. A long request (an event stream) asks now and then.
+     */
+    stillAdmitted(): Promise<boolean>;
     /** Set when the request carried a valid bot signature. */
     botId?: string;
     /** A valid bot request's nonce, when its handler records it with its own write (enrichment/routes.ts). */
@@ -292,9 +297,25 @@ export class RouteAuth {
     });
   }
 
+  /** See `FastifyRequest.stillAdmitted`: the admission's checks again, without charging a rate limit or writing a log line. */
+  private async stillAdmitted(request: FastifyRequest): Promise<boolean> {
+    const credential = await this.bearer(request);
+    if (credential === 'wrong_token') return false;
+    if (credential) return tokenScopes(request.routeOptions.config.auth ?? 'admin', request.method).includes(credential.scope);
+    const cookie = request.cookies[SESSION_COOKIE];
+    // Not `touch`ed: a page left open on a stream is idle, and its session ends after the idle time.
+    const session = cookie ? await this.sessions.identify(cookie, { touch: false }) : null;
+    return session !== null && sessionRoles(request.method, request.routeOptions.url!).includes(session.role);
+  }
+
   /** Registers the cookie parser first: the auth hook reads the session cookie it parsed. */
   async register(server: FastifyInstance): Promise<void> {
     await server.register(fastifyCookie);
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the decorator's `this` is the request
+    const auth = this;
+    server.decorateRequest('stillAdmitted', function (this: FastifyRequest) {
+      return auth.stillAdmitted(this);
+    });
     this.addHooks(server);
     const app = withSchemaTypes(server);
     app.post(

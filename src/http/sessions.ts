@@ -105,13 +105,13 @@ export class SessionStore {
     return id;
   }
 
-  /** Who the cookie's session is, or null when it names no live session; refreshes its idle clock now and then. */
-  async identify(sessionId: string): Promise<SessionIdentity | null> {
+  /** Who the cookie's session is, or null when it names no live session; refreshes its idle clock now and then, unless not to `touch` it. */
+  async identify(sessionId: string, { touch = true } = {}): Promise<SessionIdentity | null> {
     const key = SessionStore.key(sessionId);
     const row = await this.withUsers().where('admin_sessions.id_hash', '=', key).executeTakeFirst();
     const now = Date.now();
     if (!row || !this.live(row, now)) return null;
-    if (Date.parse(row.last_seen_at) + TOUCH_EVERY_MS <= now) {
+    if (touch && Date.parse(row.last_seen_at) + TOUCH_EVERY_MS <= now) {
       await unlessStorageFails(
         this.database.write((db) =>
           db

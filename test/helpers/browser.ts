@@ -19,7 +19,9 @@ export function launchChromium(): Promise<Browser> {
 /** Opens the dashboard at `base` and signs in with the admin token; resolves once the app shows. */
 export async function signInWithToken(page: Page, base: string, token: string): Promise<void> {
   await page.goto(base + '/');
-  await page.click('#signin-mode');
+  // The form opens in the mode last signed in with (kept in localStorage).
+  await page.waitForSelector('#signin-form:visible');
+  if (!(await page.isVisible('#signin-form [name=token]'))) await page.click('#signin-mode');
   await page.fill('#signin-form [name=token]', token);
   await page.click('#signin-form button[type=submit]');
   await page.waitForSelector('#app:not([hidden])');

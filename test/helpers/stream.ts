@@ -1,11 +1,15 @@
 import { ADMIN_TOKEN } from './app.js';
 
-/** An open Server-Sent Events stream (`/api/events/stream` of `base`) that collects the events it receives. */
-export async function openStream(base: string, lastEventId?: number) {
+/**
+ * An open Server-Sent Events stream (`/api/events/stream` of `base`) that collects the events it
+ * receives; `ended` resolves when the server ends it. `credentials`: the request's headers (the admin token's by default).
+ */
+export async function openStream(base: string, lastEventId?: number, credentials: Record<string, string> = { authorization: `Bearer ${ADMIN_TOKEN}` }) {
   const controller = new AbortController();
-  const headers: Record<string, string> = { authorization: `Bearer ${ADMIN_TOKEN}` };
+  const headers: Record<string, string> = { ...credentials };
   if (lastEventId !== undefined) headers['last-event-id'] = String(lastEventId);
   const response = await fetch(`${base}/api/events/stream`, { headers, signal: controller.signal });
+  if (response.status !== 200) throw new Error(`the stream answered ${response.status}`);
   const ids: number[] = [];
   const events: { seq: number; event_type: string; detail: Record<string, unknown> }[] = [];
   const reader = response.body!.getReader();
@@ -31,6 +35,7 @@ export async function openStream(base: string, lastEventId?: number) {
   return {
     ids,
     events,
+    ended: reading,
     close: async () => {
       controller.abort();
       await reading;

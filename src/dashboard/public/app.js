@@ -49,9 +49,10 @@ $('#signin-form').addEventListener('submit', async (event) => {
   }
 });
 
+// A fresh page for whoever signs in next: nothing typed and unsaved stays in its forms.
 $('#signout').addEventListener('click', async () => {
   await api('DELETE', '/api/session').catch(() => {});
-  showSignIn();
+  location.reload();
 });
 
 // ---- routing: the hash names the page and the record, so each is linkable and Back works ----
@@ -104,8 +105,13 @@ function connectStream(after) {
   current.onopen = () => statusBadge($('#live'), 'live', 'ok');
   current.onerror = () => {
     statusBadge($('#live'), 'reconnecting', 'warn');
-    // A refusal (any answer but 200) ends an EventSource for good: open a new one after the wait.
-    if (current.readyState === EventSource.CLOSED) setTimeout(() => stream === current && connectStream(last), STREAM_RETRY_MS);
+    // A refusal (any answer but 200) ends an EventSource for good. The server also ends a stream
+    // whose session ended (a 401 then): asking who is signed in shows the sign-in form for that.
+    // Otherwise (too many streams) a new one opens after the wait.
+    if (current.readyState === EventSource.CLOSED)
+      api('GET', '/api/session')
+        .catch(() => {})
+        .finally(() => setTimeout(() => stream === current && connectStream(last), STREAM_RETRY_MS));
   };
   for (const type of EVENT_TYPES) {
     current.addEventListener(type, (message) => {
