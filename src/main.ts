@@ -9,6 +9,7 @@ import {
   missingLocalDatabase,
   mqttCleanupCommand,
   pushCommand,
+  RUN_WHERE_THE_SERVER_RUNS,
   UsageError,
   validateCommand,
   workerCommand,
@@ -130,7 +131,14 @@ async function main(argv: string[]): Promise<number> {
     case 'mqtt':
       warnLookalikes();
       if (argv[1] === 'cleanup' && argv[2] === '--installation' && argv[3]) {
-        const config = configure();
+        // The broker is in the server's settings: a new DATA_DIR would have none, and a new installation id.
+        const envConfig = loadConfig(process.env);
+        const missing = missingLocalDatabase(envConfig, RUN_WHERE_THE_SERVER_RUNS);
+        if (missing) {
+          console.error(missing);
+          return 2;
+        }
+        const config = prepareDataDir(envConfig);
         return mqttCleanupCommand(config, argv[3], io).catch(explainStartup(config));
       }
       console.error('usage: mothership mqtt cleanup --installation ID');

@@ -1,6 +1,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { freePort, observer, patientProxy, retainedAll, retainedSet, startBroker } from './helpers/broker.js';
 import { CUT_SHORT_IN_A_ROW } from '../src/mqtt/takeover.js';
@@ -959,6 +962,17 @@ describe('mothership mqtt cleanup', () => {
         const code = await new Promise((resolve) => child.once('exit', resolve));
         return { code, output: child.output() };
       };
+      // Run where the service's DATA_DIR is not: no new data directory, installation id or empty settings.
+      const elsewhere = mkdtempSync(path.join(tmpdir(), 'ms-elsewhere-'));
+      try {
+        const child = spawnMothership(['mqtt', 'cleanup', '--installation', 'ms-old'], { ...env.env, DATA_DIR: path.join(elsewhere, 'data') });
+        const code = await new Promise((resolve) => child.once('exit', resolve));
+        assert.equal(code, 2, child.output());
+        assert.match(child.output(), /No Mothership database at .*nothing was created\. Run it where the server runs/);
+        assert.deepEqual(readdirSync(elsewhere), [], 'nothing was created');
+      } finally {
+        rmSync(elsewhere, { recursive: true, force: true });
+      }
       const own = await run('--installation', 'ms-new');
       assert.equal(own.code, 2, own.output);
       assert.match(own.output, /own id/);

@@ -45,21 +45,25 @@ function serverBots(server: string, env: NodeJS.ProcessEnv): BotAdmin {
   };
 }
 
+/** What `missingLocalDatabase` tells a command that has no server to ask instead. */
+export const RUN_WHERE_THE_SERVER_RUNS = 'Run it where the server runs (the same DATA_DIR and DATABASE_URL).';
+
 /**
  * Why the local database cannot be used, or null when it can: a command run in the wrong directory
- * must not create a new data directory, database and secrets key (a bot sealed with a new key is one
- * the server cannot read). SQLite needs DATA_DIR/mothership.db; PostgreSQL needs the secrets key
- * (SECRETS_KEY or DATA_DIR/secrets-key).
+ * must not create a new data directory, database and secrets key (a secret sealed with a new key is
+ * one the server cannot read). SQLite needs DATA_DIR/mothership.db; PostgreSQL needs the secrets key
+ * (SECRETS_KEY or DATA_DIR/secrets-key). `hint`: what to do instead.
  */
-export function missingLocalDatabase(config: EnvConfig): string | null {
-  const hint =
-    'Run it where the server runs (the same DATA_DIR and DATABASE_URL), or give the running server: --server URL (or MOTHERSHIP_SERVER) with MOTHERSHIP_TOKEN.';
+export function missingLocalDatabase(
+  config: EnvConfig,
+  hint = `${RUN_WHERE_THE_SERVER_RUNS.slice(0, -1)}, or give the running server: --server URL (or MOTHERSHIP_SERVER) with MOTHERSHIP_TOKEN.`,
+): string | null {
   if (!config.databaseUrl) {
     const file = sqliteFile(config.dataDir);
     return existsSync(file) ? null : `No Mothership database at ${file} (DATA_DIR=${config.dataDir}); nothing was created. ${hint}`;
   }
   if (config.given.secretsKey || existsSync(path.join(config.dataDir, 'secrets-key'))) return null;
-  return `No secrets key in ${config.dataDir} (DATA_DIR) and no SECRETS_KEY: the server's key seals bot secrets; nothing was created. ${hint}`;
+  return `No secrets key in ${config.dataDir} (DATA_DIR) and no SECRETS_KEY: the server's key seals its stored secrets; nothing was created. ${hint}`;
 }
 
 /** The bots of the local database (the configuration's). */
