@@ -205,6 +205,27 @@ describe('the household dashboard in Chromium (#38)', () => {
     await shots('nodes', '#nodes tr[data-node]');
   });
 
+  it("on a phone, the People page keeps a person's presence and buttons in view beside a long room name; a room's page shows no stray text", async () => {
+    const zone = (await app.api('POST', '/api/zones', { name: 'Große Küche im Erdgeschoss' })).body.id as string;
+    await app.api('POST', '/api/events', { type: 'zone.entry', person: 'ada', zone });
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      await page.goto(`${base}/#/people`);
+      const row = page.locator('#people-list li[data-person="ada"]');
+      await row.locator('.badge.ok').waitFor();
+      const box = (await row.boundingBox())!;
+      for (const part of [row.locator('.badge.ok'), row.getByRole('button', { name: 'Delete' })]) {
+        const inner = (await part.boundingBox())!;
+        assert.ok(inner.y >= box.y && inner.y + inner.height <= box.y + box.height + 0.5, `${await part.textContent()} lies outside its row`);
+      }
+      await page.goto(`${base}/#/zones/${zone}`);
+      await page.waitForSelector('#record h2:has-text("Große Küche")');
+      assert.doesNotMatch((await page.textContent('#record'))!, /null/);
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 });
+    }
+  });
+
   it(`searches and draws ${PEOPLE.toLocaleString('en')} people, drawing only the rows on screen`, async () => {
     const household = (await app.api('GET', '/api/persons')).body.length as number;
     const rows = Array.from({ length: PEOPLE }, (_, index) => ({
@@ -267,6 +288,31 @@ describe('the household dashboard in Chromium (#38)', () => {
     figures.push(
       `Overview with ${total} people drawn in ${Date.now() - overviewStarted} ms (${await page.locator('#persons li[data-person]').count()} listed)`,
     );
+  });
+
+  it('signing out leaves a fresh page, and a session ended elsewhere shows the sign-in form within seconds', async () => {
+    await page.goto(`${base}/#/integrations`);
+    await page.fill('#webhook-form [name=url]', 'http://typed-and-not-saved.example/hook');
+    page.once('dialog', (dialog) => void dialog.accept()); // "leave the page with unsaved changes?"
+    await page.click('#signout');
+    await page.waitForSelector('#signin-form:visible');
+    // The next person signs in on the same page, without loading it again.
+    if (!(await page.isVisible('#signin-form [name=token]'))) await page.click('#signin-mode');
+    await page.fill('#signin-form [name=token]', ADMIN_TOKEN);
+    await page.click('#signin-form button[type=submit]');
+    await page.waitForSelector('#app:not([hidden])');
+    await page.evaluate("location.hash = '#/integrations'");
+    await page.waitForSelector('#webhook-form [name=url]');
+    assert.notEqual(
+      await page.inputValue('#webhook-form [name=url]'),
+      'http://typed-and-not-saved.example/hook',
+      'the next person sees what the last one typed',
+    );
+    await page.goto(`${base}/#/overview`);
+    await page.waitForSelector('#live:has-text("live")');
+    const sessions = (await app.api('GET', '/api/sessions')).body as { id: string }[];
+    for (const session of sessions) await app.api('DELETE', `/api/sessions/${session.id}`);
+    await page.waitForSelector('#signin-form:visible', { timeout: 30_000 });
   });
 
   it('raised no script error', () => {

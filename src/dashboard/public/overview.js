@@ -185,8 +185,8 @@ function renderRecord() {
   card.replaceChildren(
     el('h2', {}, item.name, el('span', { class: 'row-actions' }, actions(collection, item), close)),
     el('dl', { class: 'facts' }, ...facts.map(([term, value]) => el('div', {}, el('dt', {}, term), el('dd', {}, value)))),
-    timeline ? el('h3', {}, 'Yesterday and today') : null,
-    timeline,
+    // replaceChildren, unlike el(), writes a null as the text "null": a zone has no timeline.
+    ...(timeline ? [el('h3', {}, 'Yesterday and today'), timeline] : []),
     el('h3', {}, 'Recent events'),
     list,
   );
