@@ -43,6 +43,8 @@ export class MqttLeadership {
   private leading: { since: string } | null = null;
   /** On a standby: the owner's last report, read at every poll. */
   private owner: OwnerReport | null = null;
+  /** The session's last query: node-postgres deprecates sending one while another runs, so they go one after another. */
+  private lastQuery: Promise<unknown> = Promise.resolve();
 
   private readonly pollMs: number;
   private readonly timeoutMs: number;
@@ -74,12 +76,11 @@ export class MqttLeadership {
   report(status: Omit<OwnerReport, 'leader_since'>): void {
     if (!this.leading || !this.client) return;
     const value = JSON.stringify({ ...status, leader_since: this.leading.since });
-    void this.client
-      .query(
-        'insert into settings (key, value, updated_at) values ($1, $2, $3) on conflict (key) do update set value = excluded.value, updated_at = excluded.updated_at',
-        [REPORT_KEY, value, new Date().toISOString()],
-      )
-      .catch(() => {}); // the next poll finds the session lost
+    void this.query(
+      this.client,
+      'insert into settings (key, value, updated_at) values ($1, $2, $3) on conflict (key) do update set value = excluded.value, updated_at = excluded.updated_at',
+      [REPORT_KEY, value, new Date().toISOString()],
+    ).catch(() => {}); // the next poll finds the session lost
   }
 
   async start(onChange: (leader: boolean) => Promise<void>): Promise<void> {
@@ -97,6 +98,12 @@ export class MqttLeadership {
     this.client = null;
   }
 
+  private query<Row extends pg.QueryResultRow>(client: pg.Client, text: string, values?: unknown[]): Promise<pg.QueryResult<Row>> {
+    const result = this.lastQuery.then(() => client.query<Row>(text, values));
+    this.lastQuery = result.catch(() => {});
+    return result;
+  }
+
   private async check(): Promise<void> {
     try {
       if (!this.client) {
@@ -112,12 +119,12 @@ export class MqttLeadership {
         this.client = client;
       }
       if (this.leading) {
-        await this.client.query('select 1'); // the session, and with it the lock, is still ours
+        await this.query(this.client, 'select 1'); // the session, and with it the lock, is still ours
         return;
       }
-      const { rows } = await this.client.query<{ won: boolean }>('select pg_try_advisory_lock($1, hashtext($2)) as won', [LOCK_CLASS, this.installation]);
+      const { rows } = await this.query<{ won: boolean }>(this.client, 'select pg_try_advisory_lock($1, hashtext($2)) as won', [LOCK_CLASS, this.installation]);
       if (!rows[0]?.won) {
-        const report = await this.client.query<{ value: string }>('select value from settings where key = $1', [REPORT_KEY]);
+        const report = await this.query<{ value: string }>(this.client, 'select value from settings where key = $1', [REPORT_KEY]);
         this.owner = report.rows[0] ? (JSON.parse(report.rows[0].value) as OwnerReport) : null;
         return;
       }

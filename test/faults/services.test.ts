@@ -261,6 +261,37 @@ describe('MQTT leadership while PostgreSQL is frozen (SIGSTOP)', () => {
   });
 });
 
+describe('MQTT leadership: reports sent at once', () => {
+  it('go one after another on the session (node-postgres deprecates queueing a query behind another)', async () => {
+    const env = await createTestEnv('postgres');
+    const app = await startTestApp('postgres', {}, { testEnv: env });
+    const silent = { info: () => {}, warn: () => {} } as unknown as FastifyBaseLogger;
+    const leadership = new MqttLeadership(env.env.DATABASE_URL!, 'report-test', silent, { pollMs: 100, timeoutMs: 5000 });
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.message);
+    process.on('warning', onWarning);
+    try {
+      await leadership.start(async () => {});
+      const status = { enabled: true, connected: true, last_error: null, last_connected_at: null, next_reconnect_at: null };
+      for (let i = 0; i < 20; i++) leadership.report({ ...status, connected: i % 2 === 0 });
+      await eventually(async () => {
+        const row = await app.database.db.selectFrom('settings').select('value').where('key', '=', 'mqtt.owner').executeTakeFirst();
+        return row && (JSON.parse(row.value) as { connected: boolean }).connected === false;
+      });
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.deepEqual(
+        warnings.filter((message) => /already executing a query/.test(message)),
+        [],
+      );
+    } finally {
+      process.off('warning', onWarning);
+      await leadership.stop();
+      await app.cleanup();
+      await env.cleanup();
+    }
+  });
+});
+
 describe('two standalone workers racing on PostgreSQL', () => {
   it('each job runs exactly once to completion', async () => {
     const env = await createTestEnv('postgres');
