@@ -9,6 +9,8 @@ import { EVENT_LOG, eventRoutes, type EventLog } from './events/index.js';
 import { createHttpServer, RouteAuth, SessionStore, SIGN_IN_LIMIT } from './http/index.js';
 import {
   applyRetention,
+  checkClock,
+  CLOCK_CHECK_MS,
   checkInstallation,
   Metrics,
   missingRedisDatabase,
@@ -239,8 +241,13 @@ function registerRoutes(config: Config, wired: Wired): void {
 }
 
 /** The periodic tasks, as a part: `start` sets their intervals, `stop` clears them. */
-function timers(config: Config, { database, events, presence, log, enrichment, sessions, webhook }: Wired) {
+function timers(config: Config, { database, events, presence, log, enrichment, sessions, webhook, metrics }: Wired) {
   const pollers: Poller[] = [];
+  let clockOffsetMs: number | null = null;
+  if (database.dialect === 'postgres')
+    metrics.gauge('mothership_clock_offset_seconds', "How far this instance's clock is ahead of the database server's (negative: behind)", async () =>
+      clockOffsetMs === null ? Number.NaN : clockOffsetMs / 1000,
+    );
   const every = (ms: number, task: () => Promise<unknown>, what: string, { atOnce = false } = {}) => {
     const poller = pollEvery(ms, () => task().catch((error: Error) => log.warn({ err: error }, `${what} failed`)));
     pollers.push(poller);
@@ -276,6 +283,8 @@ function timers(config: Config, { database, events, presence, log, enrichment, s
       every(60_000, () => enrichment.purgeNonces(), 'nonce purge');
       every(60_000, () => sessions.purge(), 'session purge');
       every(RETENTION_INTERVAL_MS, retention, 'retention', { atOnce: true });
+      if (database.dialect === 'postgres')
+        every(CLOCK_CHECK_MS, async () => (clockOffsetMs = await checkClock(database, log)), 'clock check', { atOnce: true });
     },
     // A run in progress ends before the database closes.
     stop: async () => void (await Promise.all(pollers.splice(0).map((poller) => poller.stop()))),

@@ -15,6 +15,7 @@ import { GIVE_BACK_HELD_MS } from '../src/storage-budget.js';
 import { SWEEP_MAX_INTERVAL_MS } from '../src/presence/transitions.js';
 import { USAGE_SHARDS } from '../src/db/migrations.js';
 import { STREAM_RECHECK_MS } from '../src/events/routes.js';
+import { CLOCK_CHECK_MS, CLOCK_TOLERANCE_MS } from '../src/ops/clock.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
 /**
@@ -156,6 +157,9 @@ describe('numbers the code sets, in prose', () => {
     ['docs/api.md', /An open stream's token or session is checked again every (\d+) s/g, STREAM_RECHECK_MS / 1000],
     ['docs/security.md', /an event stream open with it ends within (\d+) s/g, STREAM_RECHECK_MS / 1000],
     ['docs/security.md', /is checked again every (\d+) s and ends/g, STREAM_RECHECK_MS / 1000],
+    ['docs/operations.md', /database server's at start and every (\d+) minutes/g, CLOCK_CHECK_MS / 60_000],
+    ['docs/operations.md', /warns when they differ by more than (\d+) s/g, CLOCK_TOLERANCE_MS / 1000],
+    ['docs/operations.md', /abs\(mothership_clock_offset_seconds\) > (\d+)/g, CLOCK_TOLERANCE_MS / 1000],
   ];
 
   it('states the number the code makes it, naming each place that does not', () => {

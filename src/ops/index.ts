@@ -5,3 +5,4 @@ export { opsRoutes } from './routes.js';
 export { missingRedisDatabase, redisProbe, redisUnreachable, serviceTarget, startupFailure } from './startup-errors.js';
 export { applyRetention, RETENTION_INTERVAL_MS } from './retention.js';
 export { checkInstallation } from './installation.js';
+export { checkClock, CLOCK_CHECK_MS } from './clock.js';
