@@ -104,11 +104,13 @@ describe('the household dashboard in Chromium (#38)', () => {
       question = dialog.message();
       void dialog.dismiss();
     });
-    await page.fill('#person-form [name=name]', 'Bob');
+    await page.fill('#person-form [name=name]', ' bob ');
     await page.click('#person-form button');
     await eventually(() => question, 3000, 'the question');
-    assert.match(question, /already a person called "Bob"/);
+    assert.match(question, /already a person called "Bob"/, 'the name as the existing person spells it');
     assert.equal((await app.api('GET', '/api/persons/bob-2')).status, 404, 'dismissed: nothing stored');
+    // Said for the person at the form, not for an API client.
+    await page.waitForSelector('#person-form [data-error-for="/name"]:text-is(\'Not added: a person is already called "Bob"\')');
     page.once('dialog', (dialog) => void dialog.accept());
     await page.click('#person-form button');
     await page.waitForSelector('#persons li[data-person="bob-2"]');

@@ -1,4 +1,5 @@
 import { NOT_BLANK } from './schemas.js';
+import { ID_PATTERN_SOURCE } from '../ids.js';
 import { DomainError, type FieldError } from '../errors.js';
 import { BASELINE_RECORD_LIMIT, BODY_LIMIT, ENRICHMENT_REQUEST_LIMIT } from '../limits.js';
 
@@ -175,6 +176,13 @@ export function fieldErrors(errors: readonly AjvLikeError[], prefix = ''): Field
       message = `must be one of ${(error.params.allowedValues as unknown[]).map((value) => JSON.stringify(value)).join(', ')}`;
     } else if (error.keyword === 'pattern' && error.params.pattern === NOT_BLANK) {
       message = 'must not be blank';
+    } else if (error.keyword === 'pattern' && error.params.pattern === ID_PATTERN_SOURCE) {
+      // The pattern itself means nothing to the person who typed a user name or an id into a form.
+      message = 'must be lowercase letters a-z, digits, - and _, starting with a letter or digit (at most 64)';
+    } else if (error.keyword === 'minLength') {
+      message = `must be at least ${String(error.params.limit)} characters`;
+    } else if (error.keyword === 'maxLength') {
+      message = `must be at most ${String(error.params.limit)} characters`;
     } else if (error.keyword === 'if') {
       continue; // the failing `then` branch already names the field
     }

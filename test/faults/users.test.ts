@@ -86,14 +86,20 @@ for (const dialect of DIALECTS) {
     it('an admin creates users: a name taken is 409 (never a silent suffix), bad input names the field, no password is ever shown', async () => {
       const again = await app.api('POST', '/api/users', { username: 'kim', role: 'household', password: PASSWORD });
       assert.equal(again.status, 409);
-      for (const [body, path] of [
-        [{ username: 'Kim Smith', role: 'household', password: PASSWORD }, '/username'],
-        [{ username: 'max', role: 'household', password: 'short' }, '/password'],
-        [{ username: 'max', role: 'owner', password: PASSWORD }, '/role'],
+      // The messages are for the person at the form: no pattern, no "must NOT have fewer".
+      for (const [body, path, message] of [
+        [
+          { username: 'Kim Smith', role: 'household', password: PASSWORD },
+          '/username',
+          'must be lowercase letters a-z, digits, - and _, starting with a letter or digit (at most 64)',
+        ],
+        [{ username: 'max', role: 'household', password: 'short' }, '/password', 'must be at least 8 characters'],
+        [{ username: 'max', role: 'household', password: 'x'.repeat(257) }, '/password', 'must be at most 256 characters'],
+        [{ username: 'max', role: 'owner', password: PASSWORD }, '/role', 'must be one of "admin", "household"'],
       ] as const) {
         const refused = await app.api('POST', '/api/users', body);
         assert.equal(refused.status, 400, JSON.stringify(body));
-        assert.equal(refused.body.errors[0].path, path);
+        assert.deepEqual(refused.body.errors[0], { path, message });
       }
       const list = await app.api('GET', '/api/users');
       assert.deepEqual(

@@ -1,5 +1,5 @@
 // Overview: system, zones, people, falls and recent events; #/people/<id> and #/zones/<id> open a record.
-import { api, report } from './api.js';
+import { api, ApiError, report } from './api.js';
 import { $, ago, busy, clearErrors, dateTime, el, emptyState, showErrors } from './dom.js';
 import { household, loadHousehold, personName, zoneName } from './household.js';
 import { EVENT_FILTERS, loadActivity, renderEvents, renderFalls, renderFiltered } from './activity.js';
@@ -19,7 +19,7 @@ const COLLECTIONS = {
   zones: {
     map: () => household.zones,
     loses: (zone) =>
-      `Home Assistant loses sensor.mothership_${entitySlug(zone.id)}_occupancy_count and binary_sensor.mothership_${entitySlug(zone.id)}_occupied${zone.count ? `, and ${zone.count} occupant${zone.count === 1 ? ' is' : 's are'} moved out` : ''}.`,
+      `Home Assistant loses sensor.mothership_${entitySlug(zone.id)}_occupancy_count and binary_sensor.mothership_${entitySlug(zone.id)}_occupied${zone.count ? `. ${zone.count === 1 ? 'Its occupant leaves' : `Its ${zone.count} occupants leave`} the room, as if a sensor saw them go: unless seen in another room, they turn away after the away delay, in Home Assistant too` : ''}.`,
   },
   persons: {
     map: () => household.persons,
@@ -228,9 +228,13 @@ async function create(collection, name) {
     return await api('POST', `/api/${collection}`, { name });
   } catch (error) {
     const taken = error.status === 409 && error.problem?.errors?.[0]?.path === '/name';
+    if (!taken) throw error;
     const what = collection === 'persons' ? 'person' : 'zone';
-    if (!taken || !confirm(`There is already a ${what} called "${name}". Add another ${what} with the same name?`)) throw error;
-    return api('POST', `/api/${collection}`, { name, duplicate_name: true });
+    // The name as the existing one spells it (the check ignores case and spacing): "called "Bob"", not what was typed.
+    const existing = /already called "(.*)"$/.exec(error.problem.detail ?? '')?.[1] ?? name;
+    if (confirm(`There is already a ${what} called "${existing}". Add another ${what} with the same name?`))
+      return api('POST', `/api/${collection}`, { name, duplicate_name: true });
+    throw new ApiError(409, { errors: [{ path: '/name', message: `Not added: a ${what} is already called "${existing}"` }] });
   }
 }
 
