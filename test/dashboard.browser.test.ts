@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
-import { launchChromium } from './helpers/browser.js';
+import { launchChromium, lowContrast } from './helpers/browser.js';
 import { ADMIN_TOKEN, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startBroker } from './helpers/broker.js';
 import { startReceiver } from './helpers/receiver.js';
@@ -528,6 +528,26 @@ describe('dashboard in Chromium', () => {
     await page.waitForSelector('#baseline-charts [data-metric="subject_geomean"] svg[data-points="7"]');
     await shot('baselines-dark');
     await page.emulateMedia({ colorScheme: 'light' });
+  });
+
+  it('every text of the main pages keeps 4.5:1 against its background (3:1 when large), light and dark', async () => {
+    const failures: string[] = [];
+    for (const scheme of ['light', 'dark'] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      for (const [view, ready] of [
+        ['overview', '[data-zone="kitchen"]'],
+        ['people', '#people-list li[data-person]'],
+        ['nodes', '#nodes tr[data-node]'],
+        ['integrations', '#webhook-form'],
+        ['tokens', '#view-tokens:not([hidden])'],
+      ]) {
+        await page.goto(`${base}/#/${view}`);
+        await page.waitForSelector(ready!);
+        failures.push(...(await lowContrast(page)).map((failure) => `${scheme} ${view}: ${failure}`));
+      }
+    }
+    await page.emulateMedia({ colorScheme: 'light' });
+    assert.deepEqual(failures, []);
   });
 
   it('made no request outside the service and raised no script error', () => {

@@ -216,7 +216,7 @@ describe('the household dashboard in Chromium (#38)', () => {
       const row = page.locator('#people-list li[data-person="ada"]');
       await row.locator('.badge.ok').waitFor();
       const box = (await row.boundingBox())!;
-      for (const part of [row.locator('.badge.ok'), row.getByRole('button', { name: 'Delete' })]) {
+      for (const part of [row.locator('.badge.ok'), row.getByRole('button', { name: 'Delete Ada', exact: true })]) {
         const inner = (await part.boundingBox())!;
         assert.ok(inner.y >= box.y && inner.y + inner.height <= box.y + box.height + 0.5, `${await part.textContent()} lies outside its row`);
       }

@@ -26,3 +26,42 @@ export async function signInWithToken(page: Page, base: string, token: string): 
   await page.click('#signin-form button[type=submit]');
   await page.waitForSelector('#app:not([hidden])');
 }
+
+/**
+ * The visible texts of the page whose colour has less contrast with what is behind it than WCAG AA
+ * asks (4.5:1; 3:1 for large text), as `text (ratio)`. The background is the nearest one painted,
+ * translucent ones blended over what is under them; disabled controls are exempt, as in WCAG.
+ * (A script in the page's own language: the test project has no DOM types.)
+ */
+export async function lowContrast(page: Page): Promise<string[]> {
+  return page.evaluate(`(() => {
+    const parse = (color) => {
+      const [r = 0, g = 0, b = 0, a = 1] = (color.match(/[\\d.]+/g) ?? []).map(Number);
+      return [r, g, b, color.startsWith('rgba') ? a : 1];
+    };
+    const over = (top, bottom) => [0, 1, 2].map((i) => top[i] * top[3] + bottom[i] * (1 - top[3])).concat(1);
+    const background = (element) => {
+      if (!element) return [255, 255, 255, 1];
+      const own = parse(getComputedStyle(element).backgroundColor);
+      return own[3] === 1 ? own : over(own, background(element.parentElement));
+    };
+    const channel = (c) => (c / 255 <= 0.03928 ? c / 255 / 12.92 : ((c / 255 + 0.055) / 1.055) ** 2.4);
+    const luminance = ([r, g, b]) => 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+    const failures = [];
+    for (const element of document.querySelectorAll('body *')) {
+      const text = [...element.childNodes].filter((node) => node.nodeType === Node.TEXT_NODE).map((node) => node.textContent.trim()).join(' ').trim();
+      if (!text || element.closest(':disabled, [hidden], svg')) continue;
+      const style = getComputedStyle(element);
+      const box = element.getBoundingClientRect();
+      if (style.visibility !== 'visible' || box.width === 0 || box.height === 0) continue;
+      const back = background(element);
+      const fore = over(parse(style.color), back);
+      const [light, dark] = [luminance(fore), luminance(back)].sort((a, b) => b - a);
+      const ratio = (light + 0.05) / (dark + 0.05);
+      const size = parseFloat(style.fontSize);
+      const large = size >= 24 || (size >= 18.66 && Number(style.fontWeight) >= 700);
+      if (ratio < (large ? 3 : 4.5)) failures.push(text.slice(0, 40) + ' (' + ratio.toFixed(2) + ')');
+    }
+    return failures;
+  })()`);
+}

@@ -83,8 +83,8 @@ function render() {
         el(
           'span',
           { class: 'row-actions' },
-          el('button', { type: 'button', class: 'link', onclick: () => rotateBot(bot) }, 'Rotate secret'),
-          el('button', { type: 'button', class: 'link danger', onclick: () => deleteBot(bot) }, 'Delete'),
+          el('button', { type: 'button', class: 'link', onclick: () => rotateBot(bot), 'aria-label': `Rotate the secret of ${bot.name}` }, 'Rotate secret'),
+          el('button', { type: 'button', class: 'link danger', onclick: () => deleteBot(bot), 'aria-label': `Delete ${bot.name}` }, 'Delete'),
         ),
       ),
     ),

@@ -111,8 +111,10 @@ function render() {
           el(
             'span',
             { class: 'row-actions' },
-            el('button', { type: 'button', class: 'link', onclick: () => rename(node) }, 'Rename'),
-            isHousehold() ? null : el('button', { type: 'button', class: 'link danger', onclick: () => remove(node) }, 'Remove'),
+            el('button', { type: 'button', class: 'link', onclick: () => rename(node), 'aria-label': `Rename ${node.name ?? node.id}` }, 'Rename'),
+            isHousehold()
+              ? null
+              : el('button', { type: 'button', class: 'link danger', onclick: () => remove(node), 'aria-label': `Remove ${node.name ?? node.id}` }, 'Remove'),
           ),
         ],
       ]),

@@ -89,8 +89,8 @@ function actions(collection, item) {
   return el(
     'span',
     { class: 'row-actions' },
-    el('button', { type: 'button', class: 'link', onclick: () => rename(collection, item) }, 'Rename'),
-    el('button', { type: 'button', class: 'link danger', onclick: () => remove(collection, item) }, 'Delete'),
+    el('button', { type: 'button', class: 'link', onclick: () => rename(collection, item), 'aria-label': `Rename ${item.name}` }, 'Rename'),
+    el('button', { type: 'button', class: 'link danger', onclick: () => remove(collection, item), 'aria-label': `Delete ${item.name}` }, 'Delete'),
   );
 }
 

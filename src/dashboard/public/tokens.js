@@ -41,7 +41,7 @@ function render() {
         ['Scope', el('span', { class: `badge ${SCOPE_KINDS[token.scope]}`, title: SCOPES[token.scope] }, token.scope)],
         ['Created', dateTime(token.created_at)],
         ['Last used', token.last_used_at ? ago(token.last_used_at) : 'never'],
-        ['', el('button', { type: 'button', class: 'link danger', onclick: () => revoke(token) }, 'Revoke')],
+        ['', el('button', { type: 'button', class: 'link danger', onclick: () => revoke(token), 'aria-label': `Revoke ${token.name}` }, 'Revoke')],
       ]),
     ),
   );

@@ -53,8 +53,8 @@ function renderUsers() {
           el(
             'span',
             { class: 'row-actions' },
-            el('button', { type: 'button', class: 'link', onclick: () => setPassword(user) }, 'New password'),
-            el('button', { type: 'button', class: 'link danger', onclick: () => remove(user) }, 'Delete'),
+            el('button', { type: 'button', class: 'link', onclick: () => setPassword(user), 'aria-label': `New password for ${user.name}` }, 'New password'),
+            el('button', { type: 'button', class: 'link danger', onclick: () => remove(user), 'aria-label': `Delete ${user.name}` }, 'Delete'),
           ),
         ],
       ]),
