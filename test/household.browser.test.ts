@@ -111,9 +111,13 @@ describe('the household dashboard in Chromium (#38)', () => {
     assert.equal((await app.api('GET', '/api/persons/bob-2')).status, 404, 'dismissed: nothing stored');
     // Said for the person at the form, not for an API client.
     await page.waitForSelector('#person-form [data-error-for="/name"]:text-is(\'Not added: a person is already called "Bob"\')');
+    // Announced to a screen reader, and the field marked invalid until the next try.
+    await page.waitForSelector('#person-form [role=alert][data-error-for="/name"]');
+    await page.waitForSelector('#person-form [name=name][aria-invalid=true]');
     page.once('dialog', (dialog) => void dialog.accept());
     await page.click('#person-form button');
     await page.waitForSelector('#persons li[data-person="bob-2"]');
+    assert.equal(await page.locator('#person-form [aria-invalid]').count(), 0);
   });
 
   it("draws a person's yesterday and today: which room when", async () => {

@@ -109,6 +109,26 @@ describe('dashboard users in Chromium', () => {
     await page.click('#user-form button[type=submit]');
     await page.waitForSelector('#users tbody tr[data-user="lee"]');
     assert.equal((await app.api('GET', '/api/users/lee')).body.role, 'household');
+    // A new password in a dialog: hidden as typed, typed twice, refused in words.
+    await page.click('#users tbody tr[data-user="lee"] button:has-text("New password")');
+    await page.waitForSelector('#password-dialog[open]');
+    assert.equal(await page.getAttribute('#password-form [name=password]', 'type'), 'password');
+    await page.fill('#password-form [name=password]', 'a new secret 7');
+    await page.fill('#password-form [name=repeat]', 'a new secret 8');
+    await page.click('#password-form button[type=submit]');
+    await page.waitForSelector('#password-form [data-error-for="/repeat"]:text-is("is not the same as the new password")');
+    await shot(page, 'password-dialog');
+    await page.fill('#password-form [name=password]', 'short');
+    await page.fill('#password-form [name=repeat]', 'short');
+    await page.click('#password-form button[type=submit]');
+    await page.waitForSelector('#password-form [data-error-for="/password"]:text-is("must be at least 8 characters")');
+    await page.fill('#password-form [name=password]', 'a new secret 7');
+    await page.fill('#password-form [name=repeat]', 'a new secret 7');
+    await page.click('#password-form button[type=submit]');
+    await page.waitForSelector('#password-dialog', { state: 'hidden' });
+    const signedIn = await app.api('POST', '/api/session', { username: 'lee', password: 'a new secret 7' }, { authorization: '' });
+    assert.equal(signedIn.status, 204, 'the new password signs in');
+    await app.api('PATCH', '/api/users/lee', { password: PASSWORD });
     await page.waitForSelector('#sessions tbody tr:has-text("Kim")');
     await shot(page, 'users');
     await page.emulateMedia({ colorScheme: 'dark' });

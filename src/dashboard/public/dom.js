@@ -73,10 +73,14 @@ export function debounce(task, waitMs, maxWaitMs = waitMs * 4) {
 
 // ---- form feedback: a problem's errors[] go next to the field whose data-error-for matches its path ----
 
+/** The input a message slot belongs to (they share the .field label). */
+const inputOf = (slot) => slot.closest('.field')?.querySelector('input, select, textarea');
+
 export function clearErrors(form) {
   for (const slot of $$('[data-error-for]', form)) {
     slot.textContent = '';
     slot.closest('.field')?.classList.remove('invalid');
+    inputOf(slot)?.removeAttribute('aria-invalid');
   }
 }
 
@@ -89,6 +93,9 @@ export function showErrors(form, error, prefix = '') {
     if (slot) {
       slot.textContent = entry.message;
       slot.closest('.field')?.classList.add('invalid');
+      // A screen reader says the message as it appears, and again with the field it belongs to.
+      slot.setAttribute('role', 'alert');
+      inputOf(slot)?.setAttribute('aria-invalid', 'true');
     } else unclaimed.push(`${entry.path} ${entry.message}`);
   }
   if (!error.problem?.errors) unclaimed.push(error.message);

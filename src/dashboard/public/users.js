@@ -1,6 +1,6 @@
 // Users (admins only: add, change the role, set a new password, delete) and the signed-in devices
 // (everyone: a household user sees their own sessions, an admin every one; each can be ended).
-import { api } from './api.js';
+import { api, ApiError } from './api.js';
 import { $, ago, busy, clearErrors, dateTime, el, emptyState, row, showErrors } from './dom.js';
 import { currentUser, isHousehold } from './account.js';
 
@@ -101,17 +101,36 @@ async function change(user, body) {
   }
 }
 
-async function setPassword(user) {
-  const password = prompt(`New password for ${user.name} (8 characters or more). It signs ${user.name} out on every device.`);
-  if (password === null) return;
+/** The user the password dialog is for (a dialog, not prompt(): the password stays hidden and is typed twice). */
+let passwordFor = null;
+
+function setPassword(user) {
+  passwordFor = user;
+  const form = $('#password-form');
+  form.reset();
+  clearErrors(form);
+  $('#password-dialog-hint').textContent = `For ${user.name} (${user.username}). It signs ${user.name} out on every device.`;
+  $('#password-dialog').showModal();
+}
+
+$('#password-cancel').addEventListener('click', () => $('#password-dialog').close());
+
+$('#password-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const form = event.currentTarget;
+  clearErrors(form);
+  if (form.password.value !== form.repeat.value)
+    return showErrors(form, new ApiError(400, { errors: [{ path: '/repeat', message: 'is not the same as the new password' }] }));
   try {
-    await api('PATCH', `/api/users/${encodeURIComponent(user.username)}`, { password });
-    if (user.username === currentUser()?.user) location.reload();
+    await busy($('button[type=submit]', form), () => api('PATCH', `/api/users/${encodeURIComponent(passwordFor.username)}`, { password: form.password.value }));
+    $('#password-dialog').close();
+    if (passwordFor.username === currentUser()?.user) location.reload();
     else await load();
   } catch (error) {
-    alert(error.problem?.errors?.[0] ? `The password ${error.problem.errors[0].message}` : error.message);
+    const rest = showErrors(form, error);
+    if (rest.length) $('[data-error-for="/password"]', form).textContent = rest.join('; ');
   }
-}
+});
 
 async function remove(user) {
   if (!confirm(`Delete ${user.name} (${user.username})? They are signed out on every device and cannot sign in again.`)) return;
