@@ -28,7 +28,6 @@ export const HOUSEHOLD_ROUTES: Readonly<Record<string, true | ((body: unknown) =
   'GET /api/nodes': true,
   'GET /api/nodes/:id': true,
   'PATCH /api/nodes/:id': true,
-  'DELETE /api/nodes/:id': true,
   'GET /api/events': true,
   'GET /api/events/stream': true,
   'POST /api/events': (body) =>
