@@ -25,6 +25,8 @@ export interface EnvConfig {
   databaseUrl: string | null;
   /** PostgreSQL: how long a connection or a query may take before the request fails with 503. */
   databaseTimeoutMs: number;
+  /** HTTP_REQUEST_TIMEOUT_MS: how long a client may take to send a whole request, headers and body. */
+  httpRequestTimeoutMs: number;
   redisUrl: string | null;
   /** The installation's values the environment sets; null: kept in DATA_DIR (see `prepareDataDir`). */
   given: { adminToken: string | null; mothershipId: string | null; secretsKey: Buffer | null };
@@ -107,6 +109,7 @@ export const ENV_SCHEMA = {
     DATA_DIR: text('a directory', { default: './data' }),
     DATABASE_URL: text('a postgres:// URL (unset means SQLite)', { pattern: '^postgres(ql)?://' }),
     DATABASE_TIMEOUT_MS: milliseconds(10_000, 1),
+    HTTP_REQUEST_TIMEOUT_MS: milliseconds(30_000, 1000),
     REDIS_URL: text('a redis:// URL', { pattern: '^rediss?://' }),
     REDIS_PREFIX: text('a string', { default: 'mothership:' }),
     ADMIN_TOKEN: text('at least 16 characters', { minLength: 16 }),
@@ -316,6 +319,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     dataDir: path.resolve(values.DATA_DIR),
     databaseUrl: values.DATABASE_URL ?? null,
     databaseTimeoutMs: values.DATABASE_TIMEOUT_MS,
+    httpRequestTimeoutMs: values.HTTP_REQUEST_TIMEOUT_MS,
     redisUrl: values.REDIS_URL ?? null,
     given: {
       adminToken: values.ADMIN_TOKEN ?? null,

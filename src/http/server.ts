@@ -32,6 +32,21 @@ export interface HttpServerOptions {
   version: string;
   /** CORS_ORIGINS: the origins whose pages may call the API with a bearer token. */
   corsOrigins?: readonly string[];
+  /** HTTP_REQUEST_TIMEOUT_MS (default 30 s). */
+  requestTimeoutMs?: number;
+}
+
+/**
+ * A connection that sends its request slowly, or nothing at all, is answered 408 and closed after
+ * these: without them one client held thousands of sockets (a byte of body every few seconds, or
+ * headers and no body) and the service answered nobody else. Node checks them every few seconds.
+ */
+function requestTimeouts(requestTimeoutMs = 30_000) {
+  return {
+    requestTimeout: requestTimeoutMs,
+    headersTimeout: Math.min(15_000, requestTimeoutMs),
+    connectionsCheckingInterval: Math.min(5_000, Math.ceil(requestTimeoutMs / 4)),
+  };
 }
 
 /**
@@ -47,7 +62,9 @@ const serializeOnFirstUse: SerializerSelector.SerializerFactory = (...factoryArg
 };
 
 function fastify(options: HttpServerOptions): FastifyInstance {
+  const { requestTimeout, headersTimeout, connectionsCheckingInterval } = requestTimeouts(options.requestTimeoutMs);
   return Fastify({
+    requestTimeout,
     schemaController: { compilersFactory: { buildSerializer: serializeOnFirstUse } },
     logger: loggerOptions(options.logLevel, options.logFormat),
     logController: new AccessLogController(options.logLevel),
@@ -56,7 +73,7 @@ function fastify(options: HttpServerOptions): FastifyInstance {
     trustProxy: options.trustProxy === false ? false : options.trustProxy.split(',').map((entry) => entry.trim()),
     return503OnClosing: true,
     // A request without Host is refused by requestFramingError, as problem+json with the header policy.
-    http: { requireHostHeader: false },
+    http: { requireHostHeader: false, headersTimeout, connectionsCheckingInterval },
     forceCloseConnections: 'idle',
     // Long path parameters reach validation, which names the field (ids are at most 64 characters).
     routerOptions: { maxParamLength: 2048 },
