@@ -63,6 +63,8 @@ const child = spawnMothership(
     LOG_FORMAT: 'json',
     MOTHERSHIP_ID: 'ms-attack',
     STORAGE_BUDGET_MB: String(BUDGET_MB),
+    // The attackers and the normal client all come from 127.0.0.1: a cap per address would refuse them alike.
+    HTTP_CONNECTIONS_PER_ADDRESS: '0',
     ...(DATABASE_URL ? { DATABASE_URL } : {}),
   },
   PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [],

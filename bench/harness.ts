@@ -52,6 +52,8 @@ export async function benchApp(
       WORKER: 'off',
       RATE_LIMIT_CAPACITY: '10000000',
       RATE_LIMIT_REFILL_PER_SEC: '10000000',
+      // The load generator's connections all come from 127.0.0.1.
+      HTTP_CONNECTIONS_PER_ADDRESS: '0',
       MOTHERSHIP_ID: `bench${randomBytes(3).toString('hex')}`,
       ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
       ...env,

@@ -136,8 +136,8 @@ async function openRateLimit(config: Config, { database, metrics }: Storage) {
 /** The HTTP server with its request metrics and rate limit, and the start-up lines its logger writes. */
 async function openHttp(config: Config, storage: Storage, rateLimit: RateLimitGuard, logRedis: (http: FastifyInstance) => void): Promise<FastifyInstance> {
   const { database, metrics, installationWarnings } = storage;
-  const { logLevel, logFormat, trustProxy, corsOrigins, httpRequestTimeoutMs: requestTimeoutMs } = config;
-  const http = await createHttpServer({ logLevel, logFormat, trustProxy, version: VERSION, corsOrigins, requestTimeoutMs });
+  const { logLevel, logFormat, trustProxy, corsOrigins, httpRequestTimeoutMs: requestTimeoutMs, httpConnectionsPerAddress: connectionsPerAddress } = config;
+  const http = await createHttpServer({ logLevel, logFormat, trustProxy, version: VERSION, corsOrigins, requestTimeoutMs, connectionsPerAddress });
   requestMetrics(http, metrics.http);
   rateLimit.register(http);
   const migrated = database.migrationReport();

@@ -27,6 +27,8 @@ export interface EnvConfig {
   databaseTimeoutMs: number;
   /** HTTP_REQUEST_TIMEOUT_MS: how long a client may take to send a whole request, headers and body. */
   httpRequestTimeoutMs: number;
+  /** HTTP_CONNECTIONS_PER_ADDRESS: open connections one client address (an IPv6 /64) may hold; 0: no cap. */
+  httpConnectionsPerAddress: number;
   redisUrl: string | null;
   /** The installation's values the environment sets; null: kept in DATA_DIR (see `prepareDataDir`). */
   given: { adminToken: string | null; mothershipId: string | null; secretsKey: Buffer | null };
@@ -110,6 +112,7 @@ export const ENV_SCHEMA = {
     DATABASE_URL: text('a postgres:// URL (unset means SQLite)', { pattern: '^postgres(ql)?://' }),
     DATABASE_TIMEOUT_MS: milliseconds(10_000, 1),
     HTTP_REQUEST_TIMEOUT_MS: milliseconds(30_000, 1000),
+    HTTP_CONNECTIONS_PER_ADDRESS: wholeNumber(256, 0, 1_000_000),
     REDIS_URL: text('a redis:// URL', { pattern: '^rediss?://' }),
     REDIS_PREFIX: text('a string', { default: 'mothership:' }),
     ADMIN_TOKEN: text('at least 16 characters', { minLength: 16 }),
@@ -320,6 +323,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     databaseUrl: values.DATABASE_URL ?? null,
     databaseTimeoutMs: values.DATABASE_TIMEOUT_MS,
     httpRequestTimeoutMs: values.HTTP_REQUEST_TIMEOUT_MS,
+    httpConnectionsPerAddress: values.HTTP_CONNECTIONS_PER_ADDRESS,
     redisUrl: values.REDIS_URL ?? null,
     given: {
       adminToken: values.ADMIN_TOKEN ?? null,

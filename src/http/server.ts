@@ -13,6 +13,8 @@ import { cors } from './cors.js';
 import { apiDocs } from './api-docs.js';
 import { problemPages } from './problem-pages.js';
 import { BODY_LIMIT } from '../limits.js';
+import { addressKey } from './client-key.js';
+import type { Socket } from 'node:net';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -34,6 +36,39 @@ export interface HttpServerOptions {
   corsOrigins?: readonly string[];
   /** HTTP_REQUEST_TIMEOUT_MS (default 30 s). */
   requestTimeoutMs?: number;
+  /** HTTP_CONNECTIONS_PER_ADDRESS (0 or unset: no cap). */
+  connectionsPerAddress?: number;
+}
+
+/**
+ * Closes a new connection at once when its address (an IPv6 client by its /64, as the rate limits
+ * key it) already holds `max`: the request timeouts end slow connections, but one client opening
+ * them faster than they end would still take every socket the process may have. Not behind a proxy
+ * (TRUST_PROXY): there every connection comes from the proxy, which is the place for such a cap.
+ */
+function capConnectionsPerAddress(app: FastifyInstance, max: number): void {
+  const open = new Map<string, number>();
+  app.server.on('connection', (socket: Socket) => {
+    const key = addressKey(socket.remoteAddress ?? '');
+    const count = open.get(key) ?? 0;
+    if (count >= max) {
+      app.throttledLog.write(
+        app.log,
+        key,
+        'warn',
+        { ip: socket.remoteAddress },
+        `connection refused: the address holds HTTP_CONNECTIONS_PER_ADDRESS (${max}) connections`,
+      );
+      socket.destroy();
+      return;
+    }
+    open.set(key, count + 1);
+    socket.once('close', () => {
+      const left = open.get(key)! - 1;
+      if (left === 0) open.delete(key);
+      else open.set(key, left);
+    });
+  });
 }
 
 /**
@@ -91,6 +126,7 @@ function fastify(options: HttpServerOptions): FastifyInstance {
 export async function createHttpServer(options: HttpServerOptions): Promise<FastifyInstance> {
   const app = fastify(options);
   app.decorate('throttledLog', new ThrottledLog(app.log));
+  if (options.connectionsPerAddress && options.trustProxy === false) capConnectionsPerAddress(app, options.connectionsPerAddress);
   app.addHook('onClose', (_instance, done) => {
     app.throttledLog.flush();
     done();

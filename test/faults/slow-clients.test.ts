@@ -3,8 +3,9 @@
 // attack held 20,000 of them, and the service answered nobody else).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import net from 'node:net';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { eventually, startTestApp, type TestApp } from '../helpers/app.js';
 
 const TIMEOUT_MS = 1000;
 
@@ -71,5 +72,41 @@ describe('clients that send slowly or not at all', () => {
 
   it('a request sent in time is answered as ever', async () => {
     assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
+  });
+});
+
+describe('connections per address', () => {
+  it('an address holding HTTP_CONNECTIONS_PER_ADDRESS has its next one closed at once, and may connect again once one closes', async () => {
+    const app = await startTestApp('sqlite', { HTTP_CONNECTIONS_PER_ADDRESS: '5' });
+    const port = Number(new URL(await app.http.listen({ port: 0, host: '127.0.0.1' })).port);
+    const held: net.Socket[] = [];
+    try {
+      for (let i = 0; i < 5; i++)
+        held.push(
+          await new Promise<net.Socket>((resolve) => {
+            const socket = net.connect(port, '127.0.0.1', () => resolve(socket));
+          }),
+        );
+      const refused = await connection(port, (socket) => socket.write('GET /healthz HTTP/1.1\r\nHost: hub\r\n\r\n'));
+      assert.equal(refused.answer, '', 'closed without an answer');
+      held.pop()!.destroy();
+      const agent = new http.Agent({ keepAlive: false });
+      await eventually(
+        async () =>
+          (await new Promise<number>((resolve, reject) =>
+            http
+              .get({ port, host: '127.0.0.1', path: '/healthz', agent }, (response) => {
+                response.resume();
+                resolve(response.statusCode!);
+              })
+              .on('error', reject),
+          )) === 200,
+        5000,
+        'a connection after one closed',
+      );
+    } finally {
+      for (const socket of held) socket.destroy();
+      await app.cleanup();
+    }
   });
 });

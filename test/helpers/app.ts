@@ -72,6 +72,8 @@ export async function createTestEnv(dialect: DialectName, extra: Record<string, 
     // Tests that are not about rate limiting must not be limited; the limiter tests set their own.
     RATE_LIMIT_CAPACITY: '100000',
     RATE_LIMIT_REFILL_PER_SEC: '10000',
+    // Every test client is 127.0.0.1; the connection cap's own test sets one.
+    HTTP_CONNECTIONS_PER_ADDRESS: '0',
     ...(database ? { DATABASE_URL: database.url } : {}),
     ...extra,
   };
