@@ -12,7 +12,7 @@ import { matchesRecord, planPublish, type Outgoing } from '../src/mqtt/plan.js';
 import { RetainedPublisher, STEP, type PublishTarget } from '../src/mqtt/publisher.js';
 import { payloadHash, type RetainedRecord } from '../src/mqtt/record.js';
 import { mqttSensorState, mqttTrackerState, personStateFromTrackers, type TrackerState } from './helpers/home-assistant.js';
-import { clientOptions, describeMqttError } from '../src/mqtt/connection.js';
+import { clientOptions, describeMqttError, MAX_INBOUND_PACKET_BYTES } from '../src/mqtt/connection.js';
 import { applyPatch, changedFields, DEFAULT_SETTINGS, topicPrefixError, webhookSecretError } from '../src/settings/index.js';
 import { brokerTargetError, webhookTargetError } from '../src/outbound.js';
 
@@ -419,6 +419,9 @@ describe('MQTT client options', () => {
   const base = { ...DEFAULT_SETTINGS.mqtt, enabled: true, broker_url: 'mqtt://broker.lan:1883' };
   it('turns TLS on for mqtts://, wss:// or the TLS flag, trusting the CA and honouring tls_insecure', () => {
     assert.equal(clientOptions(base, 'c').url, 'mqtt://broker.lan:1883');
+    // No broker client can make this process hold a message of any size: MQTT 5 asks the broker to drop larger ones.
+    assert.equal(clientOptions(base, 'c').options.properties?.maximumPacketSize, MAX_INBOUND_PACKET_BYTES);
+    assert.equal(clientOptions({ ...base, protocol_version: '3.1.1' }, 'c').options.properties, undefined);
     assert.equal(clientOptions(base, 'c').options.rejectUnauthorized, undefined);
     const flagged = clientOptions({ ...base, tls: true, ca_cert: 'PEM' }, 'c');
     assert.equal(flagged.url, 'mqtts://broker.lan:1883');

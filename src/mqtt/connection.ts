@@ -37,6 +37,14 @@ const CLOSE_GRACE_MS = 2000;
  */
 const MQTT_JS_LOG: Pick<IClientOptions, 'log'> = process.env.DEBUG ? {} : { log: () => {} };
 
+/**
+ * The largest packet the broker may send us (MQTT 5's Maximum Packet Size; the broker drops larger
+ * ones): far above a building's device discovery config, far below what any client of the broker
+ * could otherwise make this process hold (a 260 MB retained message took RSS to 858 MB). MQTT 3.1.1
+ * has no such field: there the broker's own limit (Mosquitto's `message_size_limit`) is the bound.
+ */
+export const MAX_INBOUND_PACKET_BYTES = 16 * 1024 * 1024;
+
 /** mqtt.js options from the settings: MQTT 5 unless set to 3.1.1; TLS for mqtts://, wss:// or the TLS flag, with an optional CA and client certificate. */
 export function clientOptions(settings: MqttSettings, clientId: string, will?: IClientOptions['will']): { url: string; options: IClientOptions } {
   const url = effectiveBrokerUrl(settings);
@@ -44,6 +52,7 @@ export function clientOptions(settings: MqttSettings, clientId: string, will?: I
   const options: IClientOptions = {
     clientId,
     protocolVersion: settings.protocol_version === '3.1.1' ? 4 : 5,
+    ...(settings.protocol_version === '3.1.1' ? {} : { properties: { maximumPacketSize: MAX_INBOUND_PACKET_BYTES } }),
     clean: true,
     // We run the reconnect schedule ourselves (mqtt.js only has a fixed period).
     reconnectPeriod: 0,
