@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { FastifyBaseLogger } from 'fastify';
+import { sql } from 'kysely';
 import { checkClock, clockOffset, CLOCK_TOLERANCE_MS } from '../src/ops/clock.js';
 import { eventually, startTestApp, type TestApp } from './helpers/app.js';
 
@@ -29,6 +30,17 @@ describe("an instance's clock against the database server's", () => {
       const offset = (await checkClock(app.database, log))!;
       assert.ok(Math.abs(offset) < 1000, `offset ${offset} ms`);
       assert.deepEqual(lines, []);
+    });
+
+    it('a busy pool does not count as an offset: the time is taken on a connection already held', async () => {
+      // Every connection of the pool (10) busy for 2 s: a wait for one counted as half an offset.
+      const busy = Array.from({ length: 10 }, () => sql`select pg_sleep(2)`.execute(app.database.db));
+      try {
+        const offset = (await checkClock(app.database, warnings().log))!;
+        assert.ok(Math.abs(offset) < 500, `offset ${offset} ms`);
+      } finally {
+        await Promise.all(busy);
+      }
     });
 
     it('a clock a minute ahead or behind: warned, saying which way and by how much', async () => {

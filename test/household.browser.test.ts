@@ -299,7 +299,13 @@ describe('the household dashboard in Chromium (#38)', () => {
   it('signing out leaves a fresh page, and a session ended elsewhere shows the sign-in form within seconds', async () => {
     await page.goto(`${base}/#/integrations`);
     await page.fill('#webhook-form [name=url]', 'http://typed-and-not-saved.example/hook');
-    page.once('dialog', (dialog) => void dialog.accept()); // "leave the page with unsaved changes?"
+    // Asked first: who stays to keep their edits stays signed in.
+    const sessionsBefore = ((await app.api('GET', '/api/sessions')).body as unknown[]).length;
+    page.once('dialog', (dialog) => void dialog.dismiss());
+    await page.click('#signout');
+    assert.equal(((await app.api('GET', '/api/sessions')).body as unknown[]).length, sessionsBefore, 'still signed in');
+    assert.equal(await page.inputValue('#webhook-form [name=url]'), 'http://typed-and-not-saved.example/hook');
+    page.once('dialog', (dialog) => void dialog.accept()); // "sign out and drop the changes not saved?"
     await page.click('#signout');
     await page.waitForSelector('#signin-form:visible');
     // The next person signs in on the same page, without loading it again.

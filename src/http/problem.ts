@@ -180,7 +180,7 @@ export function fieldErrors(errors: readonly AjvLikeError[], prefix = ''): Field
       // The pattern itself means nothing to the person who typed a user name or an id into a form.
       message = 'must be lowercase letters a-z, digits, - and _, starting with a letter or digit (at most 64)';
     } else if (error.keyword === 'minLength') {
-      message = `must be at least ${String(error.params.limit)} characters`;
+      message = error.params.limit === 1 ? 'must not be empty' : `must be at least ${String(error.params.limit)} characters`;
     } else if (error.keyword === 'maxLength') {
       message = `must be at most ${String(error.params.limit)} characters`;
     } else if (error.keyword === 'if') {

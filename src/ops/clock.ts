@@ -26,9 +26,13 @@ export const clockOffset = (sentMs: number, serverMs: number, receivedMs: number
  */
 export async function checkClock(database: Database, log: FastifyBaseLogger, now = Date.now): Promise<number | null> {
   if (database.dialect !== 'postgres') return null;
-  const sent = now();
-  const { rows } = await sql<{ ms: string }>`select extract(epoch from clock_timestamp()) * 1000 as ms`.execute(database.db);
-  const { offsetMs, uncertaintyMs } = clockOffset(sent, Number(rows[0]!.ms), now());
+  // Timed on a connection already taken: a wait for the pool would count as half an offset.
+  const { offsetMs, uncertaintyMs } = await database.db.connection().execute(async (connection) => {
+    await sql`select 1`.execute(connection);
+    const sent = now();
+    const { rows } = await sql<{ ms: string }>`select extract(epoch from clock_timestamp()) * 1000 as ms`.execute(connection);
+    return clockOffset(sent, Number(rows[0]!.ms), now());
+  });
   if (Math.abs(offsetMs) - uncertaintyMs > CLOCK_TOLERANCE_MS)
     log.warn(
       { offset_seconds: Math.round(offsetMs / 100) / 10 },

@@ -30,6 +30,8 @@ let stream = null;
 function showSignIn() {
   stream?.close();
   stream = null;
+  // A modal dialog left open (New password) would keep the page inert behind the sign-in form.
+  for (const dialog of $$('dialog[open]')) dialog.close();
   $('#app').hidden = true;
   $('#signin').hidden = false;
   signInMode();
@@ -51,6 +53,9 @@ $('#signin-form').addEventListener('submit', async (event) => {
 
 // A fresh page for whoever signs in next: nothing typed and unsaved stays in its forms.
 $('#signout').addEventListener('click', async () => {
+  // Asked before the session ends: who stays to keep their edits stays signed in.
+  if ($$('[data-edited]').length && !confirm('Sign out and drop the changes not saved?')) return;
+  for (const input of $$('[data-edited]')) delete input.dataset.edited;
   await api('DELETE', '/api/session').catch(() => {});
   location.reload();
 });
