@@ -12,7 +12,7 @@ export const CLOCK_TOLERANCE_MS = 2000;
 export const CLOCK_CHECK_MS = 5 * 60 * 1000;
 
 /**
- * How far `localMs` is ahead of the server's clock (negative: behind), as NTP reckons it: the
+ * How far this clock is ahead of the server's (negative: behind), as NTP reckons it: the
  * server's reading against the middle of the round trip, which bounds the error to half of it.
  */
 export const clockOffset = (sentMs: number, serverMs: number, receivedMs: number) => ({
