@@ -173,8 +173,8 @@ async function openHttp(config: Config, storage: Storage, rateLimit: RateLimitGu
 /** The capabilities behind the routes, and the route auth that admits requests to them; with what they were built from. */
 async function buildCapabilities(config: Config, opened: Storage & { redis: Redis | null; rateLimit: RateLimitGuard; http: FastifyInstance }) {
   const { database, box, events, metrics, settings, outbox, budget, http, rateLimit } = opened;
-  const { presenceAwayDelayMs: awayDelayMs, nodeTimeoutMs, nodeLimit } = config;
-  const presence = new PresenceService(database, events, { awayDelayMs, nodeTimeoutMs, nodeLimit });
+  const { presenceAwayDelayMs: awayDelayMs, nodeTimeoutMs, recordLimits: limits } = config;
+  const presence = new PresenceService(database, events, { awayDelayMs, nodeTimeoutMs, limits });
   const log = http.throttledLog.background(http.log);
   const sessions = new SessionStore(database, config.adminToken, config.secretsKey);
   const enrichment = createEnrichment({ config, database, events, box, metrics, log });

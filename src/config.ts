@@ -44,8 +44,8 @@ export interface EnvConfig {
   mqttTakeover: { sessionMs: number; backoffMs: number };
   healthIntervalMs: number;
   nodeTimeoutMs: number;
-  /** The most nodes the installation registers (each registers itself on its first heartbeat). */
-  nodeLimit: number;
+  /** The most nodes (each registers itself on its first heartbeat), people and zones the installation keeps. */
+  recordLimits: { nodes: number; persons: number; zones: number };
   presenceAwayDelayMs: number;
   enrichmentLeaseMs: number;
   /** Delay before the second attempt of a failed job; the third waits 4x this. */
@@ -130,6 +130,8 @@ export const ENV_SCHEMA = {
     HEALTH_INTERVAL_MS: milliseconds(60_000, 1),
     NODE_TIMEOUT_MS: milliseconds(30_000, 1),
     NODE_LIMIT: wholeNumber(200, 1, 100_000),
+    PERSON_LIMIT: wholeNumber(10_000, 1, 1_000_000),
+    ZONE_LIMIT: wholeNumber(1_000, 1, 100_000),
     PRESENCE_AWAY_DELAY_MS: milliseconds(60_000),
     ENRICHMENT_LEASE_MS: milliseconds(300_000, 1),
     ENRICHMENT_RETRY_BASE_MS: milliseconds(1_000),
@@ -340,7 +342,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     mqttTakeover: { sessionMs: values.MQTT_TAKEOVER_SESSION_MS, backoffMs: values.MQTT_TAKEOVER_BACKOFF_MS },
     healthIntervalMs: values.HEALTH_INTERVAL_MS,
     nodeTimeoutMs: values.NODE_TIMEOUT_MS,
-    nodeLimit: values.NODE_LIMIT,
+    recordLimits: { nodes: values.NODE_LIMIT, persons: values.PERSON_LIMIT, zones: values.ZONE_LIMIT },
     presenceAwayDelayMs: values.PRESENCE_AWAY_DELAY_MS,
     enrichmentLeaseMs: values.ENRICHMENT_LEASE_MS,
     enrichmentRetryBaseMs: values.ENRICHMENT_RETRY_BASE_MS,

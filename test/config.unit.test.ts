@@ -107,6 +107,8 @@ const REFUSALS: [Record<string, string>, RegExp][] = [
   [{ MQTT_TAKEOVER_BACKOFF_MS: '0' }, /^MQTT_TAKEOVER_BACKOFF_MS must be a whole number >= 1 and <= 2147483647, got "0"$/],
   [{ HEALTH_INTERVAL_MS: '0' }, /^HEALTH_INTERVAL_MS must be a whole number >= 1 and <= 2147483647, got "0"$/],
   [{ NODE_LIMIT: '0' }, /^NODE_LIMIT must be a whole number >= 1 and <= 100000, got "0"$/],
+  [{ PERSON_LIMIT: '1000001' }, /^PERSON_LIMIT must be a whole number >= 1 and <= 1000000, got "1000001"$/],
+  [{ ZONE_LIMIT: '0' }, /^ZONE_LIMIT must be a whole number >= 1 and <= 100000, got "0"$/],
   [{ ENRICHMENT_LEASE_MS: '0' }, /^ENRICHMENT_LEASE_MS must be a whole number >= 1 and <= 2147483647, got "0"$/],
   [{ ENRICHMENT_RETRY_BASE_MS: '-5' }, /^ENRICHMENT_RETRY_BASE_MS must be a whole number >= 0 and <= 2147483647, got "-5"$/],
   [{ EVENT_STREAMS_MAX: '0' }, /^EVENT_STREAMS_MAX must be a whole number >= 1, got "0"$/],

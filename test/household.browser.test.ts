@@ -120,6 +120,19 @@ describe('the household dashboard in Chromium (#38)', () => {
     assert.equal(await page.locator('#person-form [aria-invalid]').count(), 0);
   });
 
+  it('names the existing zone as spelled also when that name holds a line break', async () => {
+    await app.api('POST', '/api/zones', { id: 'annex', name: 'East\nAnnex' });
+    let question = '';
+    page.once('dialog', (dialog) => {
+      question = dialog.message();
+      void dialog.dismiss();
+    });
+    await page.fill('#zone-form [name=name]', 'east annex');
+    await page.click('#zone-form button');
+    await eventually(() => question, 3000, 'the question');
+    assert.match(question, /already a zone called "East\nAnnex"/);
+  });
+
   it("draws a person's yesterday and today: which room when", async () => {
     await page.goto(`${base}/#/people/bob`);
     await page.waitForSelector('#record svg.timeline rect.seg');

@@ -3,7 +3,7 @@ export { createHttpServer } from './server.js';
 export { loggerOptions } from './logging.js';
 export { textValidator } from './json-body.js';
 export { RouteAuth, SIGN_IN_LIMIT, ROUTE_ACCESS, TOKEN_SCOPES, BOT_CHALLENGE, unauthorized, type ApiCredential, type TokenScope } from './auth.js';
-export { ProblemError, fieldErrors } from './problem.js';
+export { ProblemError, fieldErrors, type ProblemCode } from './problem.js';
 export { SessionStore } from './sessions.js';
 export { SESSION_COOKIE, SESSION_COOKIE_OPTIONS } from './auth.js';
 export { ROLES, type Role } from './roles.js';

@@ -58,6 +58,18 @@ export const PROBLEMS = {
     description:
       "A heartbeat from a node not yet registered, while the installation has NODE_LIMIT nodes (nodes register themselves on their first heartbeat). Delete nodes no longer in use (`DELETE /api/nodes/{id}`, the dashboard's Nodes page) or raise NODE_LIMIT; known nodes keep reporting.",
   },
+  person_limit_reached: {
+    status: 409,
+    title: 'Person limit reached',
+    description:
+      "A new person while the installation has PERSON_LIMIT people. Delete people no longer in use (`DELETE /api/persons/{id}`, the dashboard's People page) or raise PERSON_LIMIT.",
+  },
+  zone_limit_reached: {
+    status: 409,
+    title: 'Zone limit reached',
+    description:
+      "A new zone while the installation has ZONE_LIMIT zones. Delete zones no longer in use (`DELETE /api/zones/{id}`, the dashboard's People page) or raise ZONE_LIMIT.",
+  },
   match_not_completed: { status: 409, title: 'Match not completed', description: 'Commentary is only requested for completed matches.' },
   replay_unusable: {
     status: 409,

@@ -1,5 +1,16 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { eventPayloadSchema, idParams, idString, jsonObject, nameString, noContent, nullableString, requestClient, withSchemaTypes } from '../http/index.js';
+import {
+  eventPayloadSchema,
+  idParams,
+  idString,
+  jsonObject,
+  nameString,
+  noContent,
+  nullableString,
+  type ProblemCode,
+  requestClient,
+  withSchemaTypes,
+} from '../http/index.js';
 import { JSON_LIMITS, LIST_PAGE, NODE_PAGE, TEXT_LIMITS } from '../limits.js';
 import { MODES, type Page, type PersonView, type PresenceService } from './service.js';
 import { reportedPresence } from './transitions.js';
@@ -111,6 +122,8 @@ function crudRoutes<View>(
     tag: string;
     /** The resource's name, singular, capitalised: the operation ids and summaries say it (`listPersons`). */
     noun: string;
+    /** What a create is refused with when the installation holds its limit of these. */
+    limitReached: ProblemCode;
     schema: object;
     list: (page: { limit: number; cursor?: string }) => Promise<Page<View>>;
     get: (id: string) => Promise<View>;
@@ -140,7 +153,7 @@ function crudRoutes<View>(
   app.post(
     path,
     {
-      config: { problems: ['conflict'] },
+      config: { problems: ['conflict', options.limitReached] },
       schema: { operationId: `create${noun}`, summary: `Create a ${noun.toLowerCase()}`, tags, body: createBody, response: { 201: schema } },
     },
     async (request, reply) => reply.code(201).send(await options.create(request.body)),
@@ -171,6 +184,7 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
     path: '/api/persons',
     tag: 'persons',
     noun: 'Person',
+    limitReached: 'person_limit_reached',
     schema: personSchema,
     list: async (page) => {
       const { items, next } = await presence.personsPage(page);
@@ -185,6 +199,7 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
     path: '/api/zones',
     tag: 'zones',
     noun: 'Zone',
+    limitReached: 'zone_limit_reached',
     schema: zoneSchema,
     list: (page) => presence.zonesPage(page),
     get: (id) => presence.getZone(id),

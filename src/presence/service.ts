@@ -1,6 +1,6 @@
-import { sql } from 'kysely';
+import { type Insertable, sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
-import { getSetting, insertWithNewId, NAME_CHECK_LOCK, NODE_CREATE_LOCK, now, type PersonsTable, putSetting, uniqueId } from '../db/index.js';
+import { getSetting, insertWithNewId, NAME_CHECK_LOCK, NODE_CREATE_LOCK, now, type PersonsTable, putSetting, type Schema, uniqueId } from '../db/index.js';
 import { SAFETY_EVENTS, unhandled, type Emit, type EventDetails, type EventLog, type Severity, type ZoneOccupancy } from '../events/index.js';
 import { conflict, DomainError, notFound } from '../errors.js';
 import {
@@ -96,7 +96,7 @@ export class PresenceService {
   constructor(
     private readonly database: Database,
     private readonly events: EventLog,
-    private readonly options: { awayDelayMs: number; nodeTimeoutMs: number; nodeLimit: number },
+    private readonly options: { awayDelayMs: number; nodeTimeoutMs: number; limits: RecordLimits },
   ) {}
 
   private get db(): Db {
@@ -126,24 +126,17 @@ export class PresenceService {
   }
 
   createPerson(input: NamedInput): Promise<PersonView> {
-    return this.events.write(async (trx, emit) => {
-      await this.lockNames(trx);
-      const createdAt = now();
-      const newPerson = (id: string): PersonsTable => ({
-        id,
-        name: input.name,
-        presence: 'not_home',
-        zone_id: null,
-        last_seen: null,
-        left_at: null,
-        created_at: createdAt,
-      });
-      const id = await insertWithNewId(trx, 'persons', input.id, () => uniqueId(trx, 'persons', input.name, 'person'), newPerson);
-      if (id === null) throw conflict(`Person "${input.id}" already exists`);
-      await refuseTakenName(trx, 'persons', id, input);
-      emit('person.created', { person: id, detail: { name: input.name } });
-      return toPersonView(newPerson(id));
+    const createdAt = now();
+    const newPerson = (id: string): PersonsTable => ({
+      id,
+      name: input.name,
+      presence: 'not_home',
+      zone_id: null,
+      last_seen: null,
+      left_at: null,
+      created_at: createdAt,
     });
+    return this.createNamed('persons', input, newPerson, (id) => toPersonView(newPerson(id)));
   }
 
   updatePerson(id: string, input: { name?: string }): Promise<PersonView> {
@@ -215,19 +208,36 @@ export class PresenceService {
   }
 
   createZone(input: NamedInput): Promise<ZoneView> {
+    const createdAt = now();
+    return this.createNamed(
+      'zones',
+      input,
+      (id) => ({ id, name: input.name, created_at: createdAt }),
+      (id) => zoneView({ id, name: input.name }, []),
+    );
+  }
+
+  /**
+   * A person's or zone's create: within its limit, an id chosen or derived from the name, a name
+   * another already has confirmed, then its `.created` event. On PostgreSQL creates take turns under
+   * a lock (two at once would each find the name free, or the last place); SQLite writes one
+   * transaction at a time anyway.
+   */
+  private createNamed<T extends 'persons' | 'zones', View>(
+    table: T,
+    input: NamedInput,
+    row: (id: string) => Insertable<Schema[T]>,
+    view: (id: string) => View,
+  ): Promise<View> {
+    const kind = KINDS[table];
     return this.events.write(async (trx, emit) => {
-      await this.lockNames(trx);
-      const id = await insertWithNewId(
-        trx,
-        'zones',
-        input.id,
-        () => uniqueId(trx, 'zones', input.name, 'zone'),
-        (id) => ({ id, name: input.name, created_at: now() }),
-      );
-      if (id === null) throw conflict(`Zone "${input.id}" already exists`);
-      await refuseTakenName(trx, 'zones', id, input);
-      emit('zone.created', { zone: id, detail: { name: input.name } });
-      return zoneView({ id, name: input.name }, []);
+      if (this.database.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${NAME_CHECK_LOCK})`.execute(trx);
+      await refuseBeyondLimit(trx, table, this.options.limits[table], `${kind.what} "${input.id ?? input.name}" is not added`);
+      const id = await insertWithNewId(trx, table, input.id, () => uniqueId(trx, table, input.name, kind.what), row);
+      if (id === null) throw conflict(`${kind.title} "${input.id}" already exists`);
+      await refuseTakenName(trx, table, id, input);
+      emit(kind.created, { ...(table === 'persons' ? { person: id } : { zone: id }), detail: { name: input.name } });
+      return view(id);
     });
   }
 
@@ -254,14 +264,6 @@ export class PresenceService {
       await trx.deleteFrom('zones').where('id', '=', id).execute();
       emit('zone.deleted', { zone: id, detail: { name: zone.name, count: occupants.length } });
     });
-  }
-
-  /**
-   * On PostgreSQL, creates of persons and zones check names one at a time (two requests at once
-   * would each find the name free); SQLite writes one transaction at a time anyway.
-   */
-  private async lockNames(trx: Db): Promise<void> {
-    if (this.database.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${NAME_CHECK_LOCK})`.execute(trx);
   }
 
   // ---- sensing events ----
@@ -478,15 +480,7 @@ export class PresenceService {
       await sql`select pg_advisory_xact_lock(${NODE_CREATE_LOCK})`.execute(trx);
       if (await known()) return; // registered by a heartbeat that held the lock before this one
     }
-    const { count } = await trx
-      .selectFrom('nodes')
-      .select((eb) => eb.fn.countAll<string | number>().as('count'))
-      .executeTakeFirstOrThrow();
-    if (Number(count) >= this.options.nodeLimit)
-      throw new DomainError(
-        'node_limit_reached',
-        `Node "${nodeId}" is not registered: this installation has ${this.options.nodeLimit} nodes, the most NODE_LIMIT allows. Delete nodes no longer in use (DELETE /api/nodes/{id}, or the dashboard's Nodes page), or raise NODE_LIMIT.`,
-      );
+    await refuseBeyondLimit(trx, 'nodes', this.options.limits.nodes, `Node "${nodeId}" is not registered`);
   }
 
   /** A page of nodes in id order, after `cursor` (the previous page's last id). */
@@ -590,6 +584,50 @@ function nodeView(row: { id: string; name: string | null; zone: string | null; q
 function pageOf<T extends { id: string }>(rows: T[], limit: number): Page<T> {
   const items = rows.slice(0, limit);
   return { items, next: rows.length > limit ? items.at(-1)!.id : null };
+}
+
+/** The most rows of each kind an installation keeps (NODE_LIMIT, PERSON_LIMIT, ZONE_LIMIT). */
+export type RecordLimits = Record<'nodes' | 'persons' | 'zones', number>;
+
+const KINDS = {
+  nodes: {
+    what: 'node',
+    title: 'Node',
+    setting: 'NODE_LIMIT',
+    remedy: "Delete nodes no longer in use (DELETE /api/nodes/{id}, or the dashboard's Nodes page)",
+  },
+  persons: {
+    what: 'person',
+    title: 'Person',
+    setting: 'PERSON_LIMIT',
+    remedy: "Delete people no longer in use (DELETE /api/persons/{id}, or the dashboard's People page)",
+    created: 'person.created',
+  },
+  zones: {
+    what: 'zone',
+    title: 'Zone',
+    setting: 'ZONE_LIMIT',
+    remedy: "Delete zones no longer in use (DELETE /api/zones/{id}, or the dashboard's People page)",
+    created: 'zone.created',
+  },
+} as const;
+
+/**
+ * A 409 `<kind>_limit_reached` when `table` already holds `limit` rows: a low-privilege credential
+ * (a household session, an ingest token) could otherwise add rows until every sync, page and
+ * discovery republish carried them. The caller holds what makes the count exact (a lock on PostgreSQL).
+ */
+async function refuseBeyondLimit(trx: Db, table: keyof RecordLimits, limit: number, subject: string): Promise<void> {
+  const { count } = await trx
+    .selectFrom(table)
+    .select((eb) => eb.fn.countAll<string | number>().as('count'))
+    .executeTakeFirstOrThrow();
+  if (Number(count) < limit) return;
+  const kind = KINDS[table];
+  throw new DomainError(
+    `${kind.what}_limit_reached`,
+    `${subject}: this installation has ${limit} ${table === 'persons' ? 'people' : table}, the most ${kind.setting} allows. ${kind.remedy}, or raise ${kind.setting}.`,
+  );
 }
 
 /**

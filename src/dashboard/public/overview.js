@@ -231,7 +231,7 @@ async function create(collection, name) {
     if (!taken) throw error;
     const what = collection === 'persons' ? 'person' : 'zone';
     // The name as the existing one spells it (the check ignores case and spacing): "called "Bob"", not what was typed.
-    const existing = /already called "(.*)"$/.exec(error.problem.detail ?? '')?.[1] ?? name;
+    const existing = /already called "(.*)"$/s.exec(error.problem.detail ?? '')?.[1] ?? name;
     if (confirm(`There is already a ${what} called "${existing}". Add another ${what} with the same name?`))
       return api('POST', `/api/${collection}`, { name, duplicate_name: true });
     throw new ApiError(409, { errors: [{ path: '/name', message: `Not added: a ${what} is already called "${existing}"` }] });
