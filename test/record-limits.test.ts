@@ -24,7 +24,9 @@ for (const dialect of DIALECTS) {
       ['zones', ZONES, 'zone_limit_reached', 'ZONE_LIMIT'],
     ] as const) {
       it(`creates at most ${setting} ${collection}, also when creates come at the same moment; a deletion frees a place`, async () => {
-        const answers = await Promise.all(Array.from({ length: 4 * limit }, (_, i) => app.api('POST', `/api/${collection}`, { name: `Burst ${i}` }, household)));
+        const answers = await Promise.all(
+          Array.from({ length: 4 * limit }, (_, i) => app.api('POST', `/api/${collection}`, { name: `Burst ${i}` }, household)),
+        );
         assert.equal(answers.filter((answer) => answer.status === 201).length, limit, JSON.stringify(answers.map((answer) => answer.status)));
         const refused = answers.find((answer) => answer.status !== 201)!;
         assert.equal(refused.status, 409);
