@@ -230,7 +230,7 @@ function registerRoutes(config: Config, wired: Wired): void {
   });
   presenceRoutes(http, presence);
   eventRoutes(http, events, metrics, config.eventStreams);
-  baselineRoutes(http, new BaselineService(database, events));
+  baselineRoutes(http, new BaselineService(database, events, { limitBytes: config.baselineStorageMb * 2 ** 20, log: http.log }));
   settingsRoutes(http, { store: settings, mqtt, webhook });
   webhookRoutes(http, webhook);
   tokenRoutes(http, tokens);

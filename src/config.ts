@@ -62,6 +62,8 @@ export interface EnvConfig {
   enrichmentRetentionDays: number;
   /** The storage budget of the event log and the webhook delivery log, in MiB (0: none). */
   storageBudgetMb: number;
+  /** The most the baseline records take, in MiB (0: no bound); the earliest runs are deleted beyond it. */
+  baselineStorageMb: number;
   /** Prefix of every Redis key (rate-limit buckets, nonces), so installations and tests can share a server. */
   redisPrefix: string;
   trustProxy: string | false;
@@ -153,6 +155,7 @@ export const ENV_SCHEMA = {
     WEBHOOK_LOG_RETENTION_DAYS: days(30),
     ENRICHMENT_RETENTION_DAYS: days(90),
     STORAGE_BUDGET_MB: wholeNumber(1024, 0, 1_000_000_000),
+    BASELINE_STORAGE_MB: wholeNumber(1024, 0, 1_000_000_000),
     TRUST_PROXY: text('a comma-separated list of addresses or CIDRs'),
     CORS_ORIGINS: text('a comma-separated list of origins, each scheme://host[:port] without a path (https://ha.example.com)'),
     LOG_LEVEL: oneOf(LOG_LEVELS, 'info'),
@@ -360,6 +363,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     webhookLogRetentionDays: values.WEBHOOK_LOG_RETENTION_DAYS,
     enrichmentRetentionDays: values.ENRICHMENT_RETENTION_DAYS,
     storageBudgetMb: values.STORAGE_BUDGET_MB,
+    baselineStorageMb: values.BASELINE_STORAGE_MB,
     redisPrefix: values.REDIS_PREFIX,
     trustProxy: values.TRUST_PROXY ?? false,
     corsOrigins,

@@ -1,6 +1,7 @@
 import type { Database, Db } from '../db/index.js';
 import { sql } from 'kysely';
-import { BASELINE_PUSH_LOCK, now, prepare, prepareColumn, type Prepared, type PreparedColumn } from '../db/index.js';
+import type { FastifyBaseLogger } from 'fastify';
+import { BASELINE_PUSH_LOCK, baselineRecordBytesSql, now, prepare, prepareColumn, type Prepared, type PreparedColumn } from '../db/index.js';
 import type { EventLog } from '../events/index.js';
 import { notFound } from '../errors.js';
 import { compareBaselines, DEFAULT_THRESHOLD_PCT, type ComparisonReport } from './compare.js';
@@ -23,6 +24,8 @@ const HISTORY_RUNS = 100;
 const MAX_HISTORY_RUNS = 1_000;
 /** Parsed records kept (HISTORY_RUNS for a push, up to 600 for a list with detection, then some). */
 const PARSED_RECORDS = 1_000;
+/** Runs read per statement when deleting the earliest to stay within BASELINE_STORAGE_MB. */
+const STORAGE_CHUNK = 100;
 
 /**
  * Where the history of the run at `index` of `runs` (oldest first) starts: the HISTORY_RUNS runs
@@ -65,7 +68,8 @@ const toRun = (stored: Pick<StoredBaseline, 'record'>) => ({ commit_sha: stored.
 export class BaselineService {
   /**
    * Records parsed before, by id. A stored record never changes (it is kept exactly as sent and no
-   * code updates or deletes one), so this needs no invalidation, whichever instance wrote it: a push
+   * code updates one) and ids are never reused (a deleted record's id is never read again), so this
+   * needs no invalidation, whichever instance wrote it: a push
    * then reads only the ids of its history instead of parsing every earlier run's JSON again.
    */
   private readonly parsed = new Map<number, BaselineRecord>();
@@ -74,15 +78,19 @@ export class BaselineService {
    * their rows, and a rollback may give their ids to other records.
    */
   private readonly uncommitted = new WeakMap<Db, Map<number, BaselineRecord>>();
-  /** Compiled once (db/prepared.ts): both run on every push. */
+  /** Compiled once (db/prepared.ts): these run on every push. */
   private readonly historyIds: PreparedColumn<number, 'at'>;
   private readonly insert: Prepared<{ id: number }, 'commitSha' | 'recordedAt' | 'runAt' | 'record'>;
+  /** The records' bytes (migration 030's count): read on every push. */
+  private readonly usage: Prepared<{ bytes: number | string }>;
   /** The two sides of "another commit": it runs on every push whose history has fewer than `lookback` other commits. */
   private readonly otherCommitsBefore: Prepared<{ id: number }, 'commit' | 'id'>[];
 
   constructor(
     private readonly database: Database,
     private readonly events: EventLog,
+    /** BASELINE_STORAGE_MB in bytes (0: no bound), and where a deletion of old records is told. */
+    private readonly storage: { limitBytes: number; log: Pick<FastifyBaseLogger, 'info'> } = { limitBytes: 0, log: { info() {} } },
   ) {
     // Index-only (baselines_run_order holds run_at and id).
     this.historyIds = prepareColumn(database, ['at'], (db, param) =>
@@ -98,6 +106,7 @@ export class BaselineService {
           .limit(1),
       ),
     );
+    this.usage = prepare(database, [], (db) => db.selectFrom('baseline_usage').select('bytes').where('id', '=', 1));
     this.insert = prepare(database, ['commitSha', 'recordedAt', 'runAt', 'record'], (db, param) =>
       db
         .insertInto('baselines')
@@ -124,6 +133,7 @@ export class BaselineService {
       const [row] = (await this.insert.execute(trx, { commitSha: record.commit_sha, recordedAt, runAt: at, record: rawJson })).rows;
       const id = row!.id;
       this.uncommittedIn(trx).set(id, record);
+      await this.keepWithinStorage(trx, id);
       const comparison = previous ? compareBaselines(previous.record, record, thresholdPct) : null;
       const stored = { id, recorded_at: recordedAt, record };
       const detection = detectAt([...earlier, stored], earlier.length, thresholdPct);
@@ -144,6 +154,38 @@ export class BaselineService {
     // Only once committed: a rolled-back insert's id may be given to another record.
     this.remember(result.id, record);
     return result;
+  }
+
+  /**
+   * Deletes the earliest recorded runs while the records take more than BASELINE_STORAGE_MB, in the
+   * push's transaction (`kept`: the push's own). Records are kept as sent, so one `ci` token could
+   * otherwise fill the disk with padded ones; the oldest history goes first, as the logs' budget does,
+   * so a CI job is never refused for it.
+   */
+  private async keepWithinStorage(trx: Db, kept: number): Promise<void> {
+    const { limitBytes, log } = this.storage;
+    if (limitBytes === 0) return;
+    let excess = Number((await this.usage.execute(trx, {})).rows[0]!.bytes) - limitBytes;
+    let deleted = 0;
+    while (excess > 0) {
+      const oldest = await trx
+        .selectFrom('baselines')
+        .select(['id', sql<number | string>`${sql.raw(baselineRecordBytesSql(this.database.dialect, 'baselines'))}`.as('bytes')])
+        .where('id', '<>', kept)
+        .orderBy('id')
+        .limit(STORAGE_CHUNK)
+        .execute();
+      if (!oldest.length) break;
+      let last = 0;
+      for (const row of oldest) {
+        last = row.id;
+        deleted++;
+        excess -= Number(row.bytes);
+        if (excess <= 0) break;
+      }
+      await trx.deleteFrom('baselines').where('id', '<=', last).where('id', '<>', kept).execute();
+    }
+    if (deleted) log.info({ deleted, limit_mb: limitBytes / 2 ** 20 }, 'baselines: the earliest runs deleted to stay within BASELINE_STORAGE_MB');
   }
 
   /**

@@ -1,6 +1,13 @@
 import { sql, type Kysely, type Migration, type RawBuilder } from 'kysely';
 import type { Dialect } from './schema.js';
-import { deliveryAnswerBytesSql, EVENT_APPEND_LOCK, LOG_ROW_OVERHEAD, STORED_DELIVERY_BYTES_SQL, STORED_ROW_BYTES_SQL } from './schema.js';
+import {
+  baselineRecordBytesSql,
+  deliveryAnswerBytesSql,
+  EVENT_APPEND_LOCK,
+  LOG_ROW_OVERHEAD,
+  STORED_DELIVERY_BYTES_SQL,
+  STORED_ROW_BYTES_SQL,
+} from './schema.js';
 
 /**
  * Versioned migrations, run at start-up by Kysely's Migrator. Append new ones; never edit a released one.
@@ -657,6 +664,38 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
       // connection meanwhile.
       async up(db: Kysely<any>) {
         await db.schema.createIndex('matches_by_creation').on('matches').columns(['created_at desc', 'id']).execute();
+      },
+    },
+    '030_baseline_usage': {
+      // The bytes of the baseline records, counted by triggers so that every release's pushes count:
+      // BASELINE_STORAGE_MB bounds them, and SQLite's storage budget leaves them out of the logs'.
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('baseline_usage')
+          .addColumn('id', 'integer', (c) => c.primaryKey())
+          .addColumn('bytes', 'bigint', (c) => c.notNull())
+          .execute();
+        const bytes = (row: string) => sql.raw(baselineRecordBytesSql(dialect, row));
+        if (dialect === 'postgres') {
+          await sql`lock table baselines in share mode`.execute(db);
+          await sql`
+            create function mothership_baseline_usage() returns trigger language plpgsql as $$
+            begin
+              if tg_op = 'INSERT' then
+                update baseline_usage set bytes = bytes + ${bytes('new')} where id = 1;
+              else
+                update baseline_usage set bytes = bytes - ${bytes('old')} where id = 1;
+              end if;
+              return null;
+            end $$`.execute(db);
+          await sql`create trigger baselines_usage after insert or delete on baselines for each row execute function mothership_baseline_usage()`.execute(db);
+        } else {
+          await sql`create trigger baselines_usage_insert after insert on baselines begin
+            update baseline_usage set bytes = bytes + ${bytes('new')} where id = 1; end`.execute(db);
+          await sql`create trigger baselines_usage_delete after delete on baselines begin
+            update baseline_usage set bytes = bytes - ${bytes('old')} where id = 1; end`.execute(db);
+        }
+        await sql`insert into baseline_usage (id, bytes) select 1, coalesce(sum(${bytes('baselines')}), 0) from baselines`.execute(db);
       },
     },
   };

@@ -64,6 +64,16 @@ export interface BaselinesTable {
   record: string;
 }
 
+/** A baseline record's stored bytes, as SQL over `row` (a table or trigger row name). */
+export const baselineRecordBytesSql = (dialect: Dialect, row: string) =>
+  dialect === 'postgres' ? `octet_length(${row}.record)` : `length(cast(${row}.record as blob))`;
+
+/** The one row (id 1) counting the bytes of every baseline record, kept by migration 030's triggers. */
+export interface BaselineUsageTable {
+  id: number;
+  bytes: number | string;
+}
+
 export interface WebhookDeliveriesTable {
   id: Generated<number>;
   webhook_id: string;
@@ -244,6 +254,7 @@ export interface Schema {
   settings: SettingsTable;
   events: EventsTable;
   baselines: BaselinesTable;
+  baseline_usage: BaselineUsageTable;
   webhook_deliveries: WebhookDeliveriesTable;
   bots: BotsTable;
   matches: MatchesTable;

@@ -8,7 +8,7 @@ const pagesInUse = new WeakMap<Database, Prepared<{ bytes: number }>>();
 /**
  * The bytes the storage budget counts, cheaply (no scan): on SQLite the database's pages in use
  * (page_count - freelist_count, times page_size: the logs are nearly all of it, and deleted rows free
- * their pages at once) plus the most its WAL file takes (set aside, not measured: deleting rows writes
+ * their pages at once) less the baseline records' bytes (bounded by BASELINE_STORAGE_MB instead) plus the most its WAL file takes (set aside, not measured: deleting rows writes
  * to the WAL, so chasing its size would delete ever more); on PostgreSQL the two logs' rows as counted
  * by migration 016's triggers. `db`: a transaction's handle measures with its own writes (on SQLite
  * the pages they take, however SQLite lays them out).
@@ -23,9 +23,8 @@ export async function storageBytes(database: Database, db: Db = database.db): Pr
     pages = prepare(database, [], (kysely) => ({
       compile: () =>
         sql<{ bytes: number }>`
-          select (p.page_count - f.freelist_count) * s.page_size as bytes from pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s`.compile(
-          kysely,
-        ),
+          select (p.page_count - f.freelist_count) * s.page_size - (select bytes from baseline_usage where id = 1) as bytes
+          from pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s`.compile(kysely),
     }));
     pagesInUse.set(database, pages);
   }

@@ -1,0 +1,56 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { sql } from 'kysely';
+import { DIALECTS, startTestApp, type TestApp } from './helpers/app.js';
+import { BASELINE_RECORD_LIMIT } from '../src/limits.js';
+
+/** A valid record padded with whitespace to `bytes` as sent: it is stored as sent. */
+const padded = (index: number, bytes: number) => {
+  const json = JSON.stringify({
+    commit_sha: `c0ffee${String(index).padStart(4, '0')}`,
+    timestamp: new Date(Date.UTC(2026, 0, 1) + index * 60_000).toISOString(),
+    subject_geomean: 0.5,
+    grep_1000_mean_ms: 40,
+  });
+  return json + ' '.repeat(bytes - json.length);
+};
+
+for (const dialect of DIALECTS) {
+  describe(`baselines: at most BASELINE_STORAGE_MB of records, outside the logs' budget (${dialect})`, () => {
+    let app: TestApp;
+    let ci: Record<string, string>;
+    const RECORD = 100 * 1024;
+    const PUSHES = 25;
+
+    before(async () => {
+      app = await startTestApp(dialect, { BASELINE_STORAGE_MB: '1', STORAGE_BUDGET_MB: '1' });
+      ci = { authorization: `Bearer ${(await app.api('POST', '/api/tokens', { name: 'ci', scope: 'ci' })).body.token}` };
+    });
+    after(() => app.cleanup());
+
+    const storedBytes = async () => {
+      const { rows } = await sql<{ bytes: string | number }>`select coalesce(sum(${sql.raw(
+        dialect === 'postgres' ? 'octet_length(record)' : 'length(cast(record as blob))',
+      )}), 0) as bytes from baselines`.execute(app.database.db);
+      return Number(rows[0]!.bytes);
+    };
+
+    it("a ci token's padded records: the earliest runs go, the newest stay, and the household's events are still taken", async () => {
+      assert.ok(RECORD < BASELINE_RECORD_LIMIT);
+      for (let index = 0; index < PUSHES; index++) {
+        const pushed = await app.api('POST', '/api/baselines', padded(index, RECORD), ci);
+        assert.equal(pushed.status, 201, JSON.stringify(pushed.body));
+        assert.ok((await storedBytes()) <= 2 ** 20, `after push ${index}: ${await storedBytes()} bytes of records`);
+      }
+      const kept = (await app.api('GET', '/api/baselines?limit=100')).body as { record: { commit_sha: string } }[];
+      assert.equal(kept.length, Math.floor(2 ** 20 / RECORD));
+      assert.equal(kept[0]!.record.commit_sha, `c0ffee${String(PUSHES - 1).padStart(4, '0')}`, 'the newest run is kept');
+      assert.equal((await app.api('GET', '/api/baselines/1')).status, 404, 'the earliest run is gone');
+      const usage = await app.database.db.selectFrom('baseline_usage').select('bytes').executeTakeFirstOrThrow();
+      assert.equal(Number(usage.bytes), await storedBytes(), "the triggers' count is the records' bytes");
+      // A megabyte of records against a 1 MiB budget of the logs: the logs still take events.
+      const fall = await app.api('POST', '/api/events', { type: 'fall.detected' });
+      assert.equal(fall.status, 202, JSON.stringify(fall.body));
+    });
+  });
+}
