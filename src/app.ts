@@ -1,17 +1,17 @@
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import { ConfigError, type Config } from './config.js';
-import { SecretBox } from './crypto.js';
+import type { SecretBox } from './crypto.js';
 import { createEventPipeline } from './pipeline.js';
 import { VERSION } from './version.js';
-import { claimInterval, Database, PollGate } from './db/index.js';
+import { claimInterval, type Database, PollGate } from './db/index.js';
 import { EVENT_LOG, eventRoutes, type EventLog } from './events/index.js';
 import { createHttpServer, RouteAuth, SessionStore, SIGN_IN_LIMIT } from './http/index.js';
 import {
   applyRetention,
   checkClock,
   CLOCK_CHECK_MS,
-  checkInstallation,
+  openInstallation,
   Metrics,
   missingRedisDatabase,
   opsRoutes,
@@ -68,13 +68,8 @@ async function waitForRedis(redis: Redis): Promise<void> {
 
 /** The database and what keeps its size: the outbox bound, the storage budget; the event pipeline writing through them. */
 async function openStorage(config: Config) {
-  const database = await Database.open(config);
+  const { database, box, warnings: installationWarnings } = await openInstallation(config);
   const metrics = new Metrics();
-  const box = new SecretBox(config.secretsKey);
-  const installationWarnings = await checkInstallation(database, box, config.mothershipId).catch(async (error: Error) => {
-    await database.close();
-    throw error;
-  });
   const outboxBound = new OutboxBound(database, config.webhookPendingMax, metrics);
   const budget =
     config.storageBudgetMb > 0

@@ -3,11 +3,10 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import type { Config, EnvConfig } from '../config.js';
-import { SecretBox } from '../crypto.js';
-import { Database, sqliteFile } from '../db/index.js';
+import { sqliteFile } from '../db/index.js';
 import { createEnrichment } from '../enrichment/index.js';
 import type { BotView, BotWithSecret } from '../enrichment/index.js';
-import { checkInstallation } from '../ops/index.js';
+import { openInstallation } from '../ops/index.js';
 import { createEventPipeline } from '../pipeline.js';
 import { DomainError } from '../errors.js';
 import type { Output } from './io.js';
@@ -68,9 +67,8 @@ export function missingLocalDatabase(
 
 /** The bots of the local database (the configuration's). */
 export async function localBots(config: Config, io: Output): Promise<BotAdmin> {
-  const database = await Database.open(config);
-  const box = new SecretBox(config.secretsKey);
-  for (const warning of await checkInstallation(database, box, config.mothershipId)) io.err(`warning: ${warning}`);
+  const { database, box, warnings } = await openInstallation(config);
+  for (const warning of warnings) io.err(`warning: ${warning}`);
   const { bots } = createEnrichment({
     config,
     database,

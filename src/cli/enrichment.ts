@@ -1,9 +1,8 @@
 import { pino } from 'pino';
 import type { Config } from '../config.js';
-import { SecretBox } from '../crypto.js';
-import { Database, SCHEMA_VERSION } from '../db/index.js';
+import { SCHEMA_VERSION } from '../db/index.js';
 import { VERSION } from '../version.js';
-import { checkInstallation } from '../ops/index.js';
+import { openInstallation } from '../ops/index.js';
 import { createEventPipeline } from '../pipeline.js';
 import { createEnrichment } from '../enrichment/index.js';
 import { loggerOptions } from '../http/index.js';
@@ -12,11 +11,10 @@ import { loggerOptions } from '../http/index.js';
 export async function workerCommand(config: Config, lookalikes: string | null): Promise<void> {
   const log = pino(loggerOptions(config.logLevel, config.logFormat) as object);
   if (lookalikes) log.warn(lookalikes);
-  const database = await Database.open(config);
+  const { database, box, warnings } = await openInstallation(config);
   const migrated = database.migrationReport();
   if (migrated) log.info(migrated);
-  const box = new SecretBox(config.secretsKey);
-  for (const warning of await checkInstallation(database, box, config.mothershipId)) log.warn(warning);
+  for (const warning of warnings) log.warn(warning);
   // The same pipeline as the server's: the worker's events get their webhook outbox rows too.
   const enrichment = createEnrichment({ config, database, events: createEventPipeline(database, box).events, box, metrics: null, log });
   const worker = enrichment.newWorker();

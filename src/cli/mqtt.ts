@@ -1,9 +1,7 @@
 import type { Config } from '../config.js';
 import { ID_PATTERN } from '../ids.js';
-import { SecretBox } from '../crypto.js';
-import { Database } from '../db/index.js';
 import { cleanupRefusal, clearInstallation, describeMqttError } from '../mqtt/index.js';
-import { checkInstallation } from '../ops/index.js';
+import { openInstallation } from '../ops/index.js';
 import { createEventPipeline } from '../pipeline.js';
 import type { Output } from './io.js';
 
@@ -22,10 +20,9 @@ export async function mqttCleanupCommand(config: Config, installation: string, i
     io.err(refusal);
     return 2;
   }
-  const database = await Database.open(config);
-  const box = new SecretBox(config.secretsKey);
-  const settings = await checkInstallation(database, box, config.mothershipId)
-    .then(() => createEventPipeline(database, box).settings.get())
+  const { database, box } = await openInstallation(config);
+  const settings = await createEventPipeline(database, box)
+    .settings.get()
     .finally(() => database.close());
   if (!settings.mqtt.broker_url) {
     io.err('no MQTT broker is configured (settings, mqtt.broker_url)');

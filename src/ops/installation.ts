@@ -1,11 +1,26 @@
-import { ConfigError } from '../config.js';
-import type { SecretBox } from '../crypto.js';
-import type { Database } from '../db/index.js';
-import { getSetting, putSetting } from '../db/index.js';
+import { type Config, ConfigError } from '../config.js';
+import { SecretBox } from '../crypto.js';
+import { Database, getSetting, putSetting } from '../db/index.js';
 
 const KEY_CHECK = 'installation.key_check';
 const INSTALLATION_ID = 'installation.id';
 const KEY_CHECK_TEXT = 'mothership';
+
+/**
+ * Opens the configured database as this installation's, for the server and every command that
+ * reads it: the database and the box that opens its secrets, once checkInstallation has passed (the
+ * database is closed again when it fails), with its warnings for the caller to report.
+ */
+export async function openInstallation(config: Config): Promise<{ database: Database; box: SecretBox; warnings: string[] }> {
+  const database = await Database.open(config);
+  const box = new SecretBox(config.secretsKey);
+  try {
+    return { database, box, warnings: await checkInstallation(database, box, config.mothershipId) };
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
+}
 
 /**
  * Checks, before anything reads a secret, that this process belongs to the installation whose
