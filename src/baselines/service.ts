@@ -1,4 +1,5 @@
 import type { Database, Db } from '../db/index.js';
+import { setImmediate } from 'node:timers/promises';
 import { sql } from 'kysely';
 import type { FastifyBaseLogger } from 'fastify';
 import { BASELINE_PUSH_LOCK, baselineRecordBytesSql, now, prepare, prepareColumn, type Prepared, type PreparedColumn } from '../db/index.js';
@@ -24,6 +25,8 @@ const HISTORY_RUNS = 100;
 const MAX_HISTORY_RUNS = 1_000;
 /** Parsed records kept (HISTORY_RUNS for a push, up to 600 for a list with detection, then some). */
 const PARSED_RECORDS = 1_000;
+/** Records read per statement when they are not parsed yet (records). */
+const RECORDS_READ = 32;
 /** Runs read per statement when deleting the earliest to stay within BASELINE_STORAGE_MB. */
 const STORAGE_CHUNK = 100;
 
@@ -257,8 +260,12 @@ export class BaselineService {
       if (record) found.set(id, record);
     }
     const missing = ids.filter((id) => !found.has(id));
-    if (missing.length) {
-      for (const row of await db.selectFrom('baselines').select(['id', 'record']).where('id', 'in', missing).execute()) {
+    for (let from = 0; from < missing.length; from += RECORDS_READ) {
+      // Between reads, other requests run: SQLite's reads block the process, and records are stored as
+      // sent, padding and all (500 padded ones held every request for half a second).
+      if (from > 0) await setImmediate();
+      const chunk = missing.slice(from, from + RECORDS_READ);
+      for (const row of await db.selectFrom('baselines').select(['id', 'record']).where('id', 'in', chunk).execute()) {
         const record = JSON.parse(row.record) as BaselineRecord;
         found.set(row.id, record);
         this.remember(row.id, record);
@@ -280,13 +287,19 @@ export class BaselineService {
   }
 
   private async page(limit: number, before?: number, db: Db = this.database.db): Promise<StoredBaseline[]> {
-    let query = inRunOrder(db).limit(limit);
+    // The records through the parsed ones (records): a page read again costs its ids, not its JSON.
+    let query = db.selectFrom('baselines').select(['id', 'recorded_at']).orderBy('run_at', 'desc').orderBy('id', 'desc').limit(limit);
     if (before !== undefined) {
       const cursor = await db.selectFrom('baselines').select(['run_at', 'id']).where('id', '=', before).executeTakeFirst();
       if (!cursor) throw notFound('Baseline', String(before));
       query = query.where((eb) => eb.or([eb('run_at', '<', cursor.run_at), eb.and([eb('run_at', '=', cursor.run_at), eb('id', '<', cursor.id)])]));
     }
-    return (await query.execute()).map(toStored);
+    const rows = await query.execute();
+    const records = await this.records(
+      db,
+      rows.map((row) => row.id),
+    );
+    return rows.map((row, index) => ({ id: row.id, recorded_at: row.recorded_at, record: records[index]!.record }));
   }
 
   async get(id: number): Promise<StoredBaseline> {
