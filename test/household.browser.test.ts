@@ -90,6 +90,19 @@ describe('the household dashboard in Chromium (#38)', () => {
     await page.waitForSelector('#events li:first-child:has-text("Ada left Living room")');
   });
 
+  it('names a deleted zone and person in the events before their deletion, live and after a reload', async () => {
+    await app.api('POST', '/api/zones', { id: 'porch', name: 'Front porch' });
+    await app.api('POST', '/api/persons', { id: 'dora', name: 'Dora' });
+    await app.api('POST', '/api/events', { type: 'zone.entry', person: 'dora', zone: 'porch' });
+    await page.waitForSelector('#events li:has-text("Dora entered Front porch")');
+    await app.api('DELETE', '/api/zones/porch');
+    await app.api('DELETE', '/api/persons/dora');
+    await page.waitForSelector('#events li:has-text("Dora left Front porch")');
+    await page.reload();
+    await page.waitForSelector('#events li:has-text("Dora left Front porch")');
+    await page.waitForSelector('#events li:has-text("Dora entered Front porch")');
+  });
+
   it('shows a new person as unknown until the first entry or exit', async () => {
     await page.waitForSelector('#persons li[data-person="newbie"] .badge.unknown:text-is("unknown")');
     await app.api('POST', '/api/persons', { name: 'Carol' });

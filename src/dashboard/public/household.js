@@ -13,9 +13,18 @@ export async function loadHousehold() {
   household.loaded = true;
 }
 
-/** A person's or zone's name; the id when it is unknown (deleted since, or not loaded yet). */
-export const personName = (id) => household.persons.get(id)?.name ?? id;
-export const zoneName = (id) => household.zones.get(id)?.name ?? id;
+/** The names of persons and zones deleted since, from their deletion events: the events before it still read them. */
+const deletedNames = { persons: new Map(), zones: new Map() };
+
+/** Remembers the name a deletion event carries (live, or in a page of the log). */
+export function rememberDeleted({ event_type: type, person, zone, detail }) {
+  if (type === 'person.deleted') deletedNames.persons.set(person, detail.name);
+  if (type === 'zone.deleted') deletedNames.zones.set(zone, detail.name);
+}
+
+/** A person's or zone's name, also once deleted; the id when it is unknown (not loaded yet, or deleted before the events read). */
+export const personName = (id) => household.persons.get(id)?.name ?? deletedNames.persons.get(id) ?? id;
+export const zoneName = (id) => household.zones.get(id)?.name ?? deletedNames.zones.get(id) ?? id;
 
 /**
  * Moves a person into (`inside`) or out of a zone's list. Events carry the zone's count but not its
@@ -31,7 +40,8 @@ function setOccupancy(zoneId, personId, inside, count) {
 }
 
 /** Applies one event; returns whether it changed anything the page shows about the household. */
-export function applyToHousehold({ event_type: type, person: personId, zone: zoneId, detail, timestamp }) {
+export function applyToHousehold(event) {
+  const { event_type: type, person: personId, zone: zoneId, detail, timestamp } = event;
   const person = personId ? household.persons.get(personId) : undefined;
   switch (type) {
     case 'zone.entry':
@@ -54,6 +64,7 @@ export function applyToHousehold({ event_type: type, person: personId, zone: zon
       if (person) person.name = detail.name;
       return true;
     case 'person.deleted': {
+      rememberDeleted(event);
       household.persons.delete(personId);
       // The deletion carries no occupancy: the person simply leaves the zone's list.
       if (zoneId) setOccupancy(zoneId, personId, false);
@@ -66,6 +77,7 @@ export function applyToHousehold({ event_type: type, person: personId, zone: zon
       if (household.zones.has(zoneId)) household.zones.get(zoneId).name = detail.name;
       return true;
     case 'zone.deleted':
+      rememberDeleted(event);
       household.zones.delete(zoneId);
       return true;
     case 'system.health':
