@@ -114,6 +114,7 @@ const REFUSALS: [Record<string, string>, RegExp][] = [
   [{ EVENT_STREAMS_MAX: '0' }, /^EVENT_STREAMS_MAX must be a whole number >= 1, got "0"$/],
   [{ ENRICHMENT_RETENTION_DAYS: '-1' }, /^ENRICHMENT_RETENTION_DAYS must be a whole number >= 0 and <= 100000, got "-1"$/],
   [{ STORAGE_BUDGET_MB: 'lots' }, /^STORAGE_BUDGET_MB must be a whole number >= 0 and <= 1000000000, got "lots"$/],
+  [{ BASELINE_STORAGE_MB: '-1' }, /^BASELINE_STORAGE_MB must be a whole number >= 0 and <= 1000000000, got "-1"$/],
   [{ DATABASE_TIMEOUT_MS: '0' }, /^DATABASE_TIMEOUT_MS must be a whole number >= 1 and <= 2147483647, got "0"$/],
   [{ HTTP_CONNECTIONS_PER_ADDRESS: '-1' }, /^HTTP_CONNECTIONS_PER_ADDRESS must be a whole number >= 0 and <= 1000000, got "-1"$/],
   [{ HTTP_REQUEST_TIMEOUT_MS: '500' }, /^HTTP_REQUEST_TIMEOUT_MS must be a whole number >= 1000 and <= 2147483647, got "500"$/],

@@ -352,7 +352,7 @@ describe('rate limiting over HTTP', () => {
 
   it('refuses to start when a route costs more than the bucket holds', async () => {
     await assert.rejects(startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '3', RATE_LIMIT_COSTS: 'session=5' }), (error: unknown) => {
-      assert.ok(error instanceof ConfigError);
+      assert.ok(error instanceof ConfigError, String((error as Error)?.stack ?? error));
       assert.match(error.message, /^RATE_LIMIT_CAPACITY 3 is below what .* costs \(5 tokens, group session\): raise RATE_LIMIT_CAPACITY to at least 5/);
       return true;
     });

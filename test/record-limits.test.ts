@@ -39,7 +39,11 @@ for (const dialect of DIALECTS) {
         assert.equal(stored.length, limit);
         const created = (await app.api('GET', `/api/events?type=${collection === 'persons' ? 'person' : 'zone'}.created&limit=1000`)).body.events;
         assert.equal(created.length, limit, 'a refused create announces nothing');
-        assert.equal((await app.api('POST', `/api/${collection}`, { id: 'chosen', name: 'Chosen' })).status, 409, 'an admin with a chosen id too');
+        assert.equal((await app.api('POST', `/api/${collection}`, { id: 'chosen', name: 'Chosen' })).body.code, code, 'an admin with a chosen id too');
+        // An id already taken is still that conflict at the limit: a client reads it as "already there".
+        const again = await app.api('POST', `/api/${collection}`, { id: stored[0]!.id, name: 'Again' });
+        assert.equal(again.status, 409);
+        assert.equal(again.body.code, 'conflict');
         assert.equal((await app.api('DELETE', `/api/${collection}/${stored[0]!.id}`, undefined, household)).status, 204);
         assert.equal((await app.api('POST', `/api/${collection}`, { name: 'Newcomer' }, household)).status, 201, 'the freed place takes a new one');
       });

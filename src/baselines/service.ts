@@ -2,7 +2,7 @@ import type { Database, Db } from '../db/index.js';
 import { setImmediate } from 'node:timers/promises';
 import { sql } from 'kysely';
 import type { FastifyBaseLogger } from 'fastify';
-import { BASELINE_PUSH_LOCK, baselineRecordBytesSql, now, prepare, prepareColumn, type Prepared, type PreparedColumn } from '../db/index.js';
+import { BASELINE_PUSH_LOCK, baselineRowBytesSql, now, prepare, prepareColumn, type Prepared, type PreparedColumn } from '../db/index.js';
 import type { EventLog } from '../events/index.js';
 import { notFound } from '../errors.js';
 import { compareBaselines, DEFAULT_THRESHOLD_PCT, type ComparisonReport } from './compare.js';
@@ -160,7 +160,7 @@ export class BaselineService {
   }
 
   /**
-   * Deletes the earliest recorded runs while the records take more than BASELINE_STORAGE_MB, in the
+   * Deletes the earliest recorded runs while the rows take more than BASELINE_STORAGE_MB, in the
    * push's transaction (`kept`: the push's own). Records are kept as sent, so one `ci` token could
    * otherwise fill the disk with padded ones; the oldest history goes first, as the logs' budget does,
    * so a CI job is never refused for it.
@@ -173,7 +173,7 @@ export class BaselineService {
     while (excess > 0) {
       const oldest = await trx
         .selectFrom('baselines')
-        .select(['id', sql<number | string>`${sql.raw(baselineRecordBytesSql(this.database.dialect, 'baselines'))}`.as('bytes')])
+        .select(['id', sql<number | string>`${sql.raw(baselineRowBytesSql(this.database.dialect, 'baselines'))}`.as('bytes')])
         .where('id', '<>', kept)
         .orderBy('id')
         .limit(STORAGE_CHUNK)

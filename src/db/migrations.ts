@@ -1,13 +1,6 @@
 import { sql, type Kysely, type Migration, type RawBuilder } from 'kysely';
 import type { Dialect } from './schema.js';
-import {
-  baselineRecordBytesSql,
-  deliveryAnswerBytesSql,
-  EVENT_APPEND_LOCK,
-  LOG_ROW_OVERHEAD,
-  STORED_DELIVERY_BYTES_SQL,
-  STORED_ROW_BYTES_SQL,
-} from './schema.js';
+import { baselineRowBytesSql, deliveryAnswerBytesSql, EVENT_APPEND_LOCK, LOG_ROW_OVERHEAD, STORED_DELIVERY_BYTES_SQL, STORED_ROW_BYTES_SQL } from './schema.js';
 
 /**
  * Versioned migrations, run at start-up by Kysely's Migrator. Append new ones; never edit a released one.
@@ -667,15 +660,16 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
       },
     },
     '030_baseline_usage': {
-      // The bytes of the baseline records, counted by triggers so that every release's pushes count:
-      // BASELINE_STORAGE_MB bounds them, and SQLite's storage budget leaves them out of the logs'.
+      // The bytes the baseline rows take (each its record and BASELINE_ROW_OVERHEAD), counted by
+      // triggers so that every release's pushes count: BASELINE_STORAGE_MB bounds them, and SQLite's
+      // storage budget leaves them out of the logs'.
       async up(db: Kysely<any>) {
         await db.schema
           .createTable('baseline_usage')
           .addColumn('id', 'integer', (c) => c.primaryKey())
           .addColumn('bytes', 'bigint', (c) => c.notNull())
           .execute();
-        const bytes = (row: string) => sql.raw(baselineRecordBytesSql(dialect, row));
+        const bytes = (row: string) => sql.raw(baselineRowBytesSql(dialect, row));
         if (dialect === 'postgres') {
           await sql`lock table baselines in share mode`.execute(db);
           await sql`

@@ -64,11 +64,17 @@ export interface BaselinesTable {
   record: string;
 }
 
-/** A baseline record's stored bytes, as SQL over `row` (a table or trigger row name). */
-export const baselineRecordBytesSql = (dialect: Dialect, row: string) =>
-  dialect === 'postgres' ? `octet_length(${row}.record)` : `length(cast(${row}.record as blob))`;
+/**
+ * What a baseline row takes beyond its record: its other columns and its entries in the run-order
+ * and commit indexes, with the B-tree pages' free space (SQLite, minimal records at random times:
+ * 154 bytes beside the record and the commit twice; a commit has at most 40 characters).
+ */
+export const BASELINE_ROW_OVERHEAD = 320;
+/** A baseline row's stored bytes, as SQL over `row` (a table or trigger row name): its record as sent plus BASELINE_ROW_OVERHEAD. */
+export const baselineRowBytesSql = (dialect: Dialect, row: string) =>
+  `(${dialect === 'postgres' ? `octet_length(${row}.record)` : `length(cast(${row}.record as blob))`} + ${BASELINE_ROW_OVERHEAD})`;
 
-/** The one row (id 1) counting the bytes of every baseline record, kept by migration 030's triggers. */
+/** The one row (id 1) counting the bytes of every baseline row (baselineRowBytesSql), kept by migration 030's triggers. */
 export interface BaselineUsageTable {
   id: number;
   bytes: number | string;

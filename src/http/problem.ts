@@ -68,7 +68,7 @@ export const PROBLEMS = {
     status: 409,
     title: 'Zone limit reached',
     description:
-      "A new zone while the installation has ZONE_LIMIT zones. Delete zones no longer in use (`DELETE /api/zones/{id}`, the dashboard's People page) or raise ZONE_LIMIT.",
+      "A new zone while the installation has ZONE_LIMIT zones. Delete zones no longer in use (`DELETE /api/zones/{id}`, *Delete* on the zone's page in the dashboard) or raise ZONE_LIMIT.",
   },
   match_not_completed: { status: 409, title: 'Match not completed', description: 'Commentary is only requested for completed matches.' },
   replay_unusable: {

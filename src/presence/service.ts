@@ -232,7 +232,17 @@ export class PresenceService {
     const kind = KINDS[table];
     return this.events.write(async (trx, emit) => {
       if (this.database.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${NAME_CHECK_LOCK})`.execute(trx);
-      await refuseBeyondLimit(trx, table, this.options.limits[table], `${kind.what} "${input.id ?? input.name}" is not added`);
+      // A chosen id already taken is a conflict first, full or not: a client reads it as "already there".
+      if (
+        input.id !== undefined &&
+        (await trx
+          .selectFrom(table as 'persons' | 'zones')
+          .select('id')
+          .where('id', '=', input.id)
+          .executeTakeFirst())
+      )
+        throw conflict(`${kind.title} "${input.id}" already exists`);
+      await refuseBeyondLimit(trx, table, this.options.limits[table], `${kind.title} "${input.id ?? input.name}" is not added`);
       const id = await insertWithNewId(trx, table, input.id, () => uniqueId(trx, table, input.name, kind.what), row);
       if (id === null) throw conflict(`${kind.title} "${input.id}" already exists`);
       await refuseTakenName(trx, table, id, input);
@@ -607,7 +617,7 @@ const KINDS = {
     what: 'zone',
     title: 'Zone',
     setting: 'ZONE_LIMIT',
-    remedy: "Delete zones no longer in use (DELETE /api/zones/{id}, or the dashboard's People page)",
+    remedy: "Delete zones no longer in use (DELETE /api/zones/{id}, or Delete on the zone's page in the dashboard)",
     created: 'zone.created',
   },
 } as const;
