@@ -62,7 +62,7 @@ export interface EnvConfig {
   enrichmentRetentionDays: number;
   /** The storage budget of the event log and the webhook delivery log, in MiB (0: none). */
   storageBudgetMb: number;
-  /** The most the baseline records take, in MiB (0: no bound); the earliest runs are deleted beyond it. */
+  /** The most the baseline rows take, in MiB (0: no bound); the earliest runs are deleted beyond it. */
   baselineStorageMb: number;
   /** Prefix of every Redis key (rate-limit buckets, nonces), so installations and tests can share a server. */
   redisPrefix: string;

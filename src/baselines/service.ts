@@ -84,7 +84,7 @@ export class BaselineService {
   /** Compiled once (db/prepared.ts): these run on every push. */
   private readonly historyIds: PreparedColumn<number, 'at'>;
   private readonly insert: Prepared<{ id: number }, 'commitSha' | 'recordedAt' | 'runAt' | 'record'>;
-  /** The records' bytes (migration 030's count): read on every push. */
+  /** The baseline rows' bytes (migration 030's count): read on every push. */
   private readonly usage: Prepared<{ bytes: number | string }>;
   /** The two sides of "another commit": it runs on every push whose history has fewer than `lookback` other commits. */
   private readonly otherCommitsBefore: Prepared<{ id: number }, 'commit' | 'id'>[];
@@ -271,7 +271,8 @@ export class BaselineService {
         this.remember(row.id, record);
       }
     }
-    return ids.map((id) => ({ id, record: found.get(id)! }));
+    // A run deleted since its id was read (BASELINE_STORAGE_MB, another instance's push) is left out.
+    return ids.filter((id) => found.has(id)).map((id) => ({ id, record: found.get(id)! }));
   }
 
   /** The records `trx` inserted: on SQLite, the pushes of one group commit share its transaction. */
@@ -295,11 +296,12 @@ export class BaselineService {
       query = query.where((eb) => eb.or([eb('run_at', '<', cursor.run_at), eb.and([eb('run_at', '=', cursor.run_at), eb('id', '<', cursor.id)])]));
     }
     const rows = await query.execute();
+    const recordedAt = new Map(rows.map((row) => [row.id, row.recorded_at]));
     const records = await this.records(
       db,
       rows.map((row) => row.id),
     );
-    return rows.map((row, index) => ({ id: row.id, recorded_at: row.recorded_at, record: records[index]!.record }));
+    return records.map(({ id, record }) => ({ id, recorded_at: recordedAt.get(id)!, record }));
   }
 
   async get(id: number): Promise<StoredBaseline> {
