@@ -8,8 +8,9 @@ const pagesInUse = new WeakMap<Database, Prepared<{ bytes: number }>>();
 /**
  * The bytes the storage budget counts, cheaply (no scan): on SQLite the database's pages in use
  * (page_count - freelist_count, times page_size: the logs are nearly all of it, and deleted rows free
- * their pages at once) less the baseline records' bytes (bounded by BASELINE_STORAGE_MB instead) plus the most its WAL file takes (set aside, not measured: deleting rows writes
- * to the WAL, so chasing its size would delete ever more); on PostgreSQL the two logs' rows as counted
+ * their pages at once) less the baseline rows as migration 030 counts them (BASELINE_STORAGE_MB
+ * bounds those) plus the most its WAL file takes (set aside, not measured: deleting rows writes to
+ * the WAL, so chasing its size would delete ever more); on PostgreSQL the two logs' rows as counted
  * by migration 016's triggers. `db`: a transaction's handle measures with its own writes (on SQLite
  * the pages they take, however SQLite lays them out).
  */
