@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
-import { launchChromium, signInWithToken } from './helpers/browser.js';
+import { dismissNextDialog, launchChromium, signInWithToken } from './helpers/browser.js';
 import { ADMIN_TOKEN, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';
 
@@ -112,15 +112,10 @@ describe('the household dashboard in Chromium (#38)', () => {
   });
 
   it('asks before adding a second person with a name already taken, and never adds one silently', async () => {
-    let question = '';
-    page.once('dialog', (dialog) => {
-      question = dialog.message();
-      void dialog.dismiss();
-    });
+    const question = dismissNextDialog(page);
     await page.fill('#person-form [name=name]', ' bob ');
     await page.click('#person-form button');
-    await eventually(() => question, 3000, 'the question');
-    assert.match(question, /already a person called "Bob"/, 'the name as the existing person spells it');
+    assert.match(await question, /already a person called "Bob"/, 'the name as the existing person spells it');
     assert.equal((await app.api('GET', '/api/persons/bob-2')).status, 404, 'dismissed: nothing stored');
     // Said for the person at the form, not for an API client.
     await page.waitForSelector('#person-form [data-error-for="/name"]:text-is(\'Not added: a person is already called "Bob"\')');
@@ -135,15 +130,10 @@ describe('the household dashboard in Chromium (#38)', () => {
 
   it('names the existing zone as spelled also when that name holds a line break', async () => {
     await app.api('POST', '/api/zones', { id: 'annex', name: 'East\nAnnex' });
-    let question = '';
-    page.once('dialog', (dialog) => {
-      question = dialog.message();
-      void dialog.dismiss();
-    });
+    const question = dismissNextDialog(page);
     await page.fill('#zone-form [name=name]', 'east annex');
     await page.click('#zone-form button');
-    await eventually(() => question, 3000, 'the question');
-    assert.match(question, /already a zone called "East\nAnnex"/);
+    assert.match(await question, /already a zone called "East\nAnnex"/);
   });
 
   it("draws a person's yesterday and today: which room when", async () => {

@@ -126,7 +126,6 @@ export class PresenceService {
   }
 
   createPerson(input: NamedInput): Promise<PersonView> {
-    const createdAt = now();
     const newPerson = (id: string): PersonsTable => ({
       id,
       name: input.name,
@@ -134,7 +133,7 @@ export class PresenceService {
       zone_id: null,
       last_seen: null,
       left_at: null,
-      created_at: createdAt,
+      created_at: now(),
     });
     return this.createNamed('persons', input, newPerson, (id) => toPersonView(newPerson(id)));
   }
@@ -208,11 +207,10 @@ export class PresenceService {
   }
 
   createZone(input: NamedInput): Promise<ZoneView> {
-    const createdAt = now();
     return this.createNamed(
       'zones',
       input,
-      (id) => ({ id, name: input.name, created_at: createdAt }),
+      (id) => ({ id, name: input.name, created_at: now() }),
       (id) => zoneView({ id, name: input.name }, []),
     );
   }

@@ -17,6 +17,13 @@ export function launchChromium(): Promise<Browser> {
 }
 
 /** Opens the dashboard at `base` and signs in with the admin token; resolves once the app shows. */
+/** The message of the page's next dialog (confirm, prompt), which is then dismissed; fails after 5 s without one. */
+export async function dismissNextDialog(page: Page): Promise<string> {
+  const dialog = await page.waitForEvent('dialog', { timeout: 5000 });
+  await dialog.dismiss();
+  return dialog.message();
+}
+
 export async function signInWithToken(page: Page, base: string, token: string): Promise<void> {
   await page.goto(base + '/');
   // The form opens in the mode last signed in with (kept in localStorage).
