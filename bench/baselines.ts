@@ -2,6 +2,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import Fastify from 'fastify';
 import { baselineErrors, baselineSchema } from '../src/baselines/schema.js';
+import { DETECTION_WEIGHT } from '../src/baselines/routes.js';
 import { benchApp, load, type LoadResult } from './harness.js';
 import { CHECK, QUICK, compareRates, fmt, header, ratio, roundsCompared, table } from './lib.js';
 
@@ -100,5 +101,42 @@ export async function benchBaselines(): Promise<boolean> {
   );
   const storedMet = ratio('POST /api/baselines vs bare validating route', ...roundsCompared(storedRounds, bareRounds), 0.3);
   if ([...storedRounds, ...bareRounds].some((result) => result.non2xx)) throw new Error('non-2xx answers');
+  await benchPages();
   return validationMet && storedMet;
+}
+
+/**
+ * What a page of 500 runs with their verdicts costs the service against the same page without
+ * (CPU per page): the rate limiter charges it DETECTION_WEIGHT times as much, which this keeps honest.
+ * A history of 600 runs, a new commit every other run, as CI re-runs a commit now and then.
+ */
+async function benchPages(): Promise<void> {
+  const service = await benchApp('sqlite');
+  try {
+    const headers = { 'content-type': 'application/json', authorization: `Bearer ${await service.token('ci')}` };
+    for (let run = 0; run < 600; run++) {
+      const record = {
+        ...valid,
+        commit_sha: `c0ffee${String(run >> 1).padStart(4, '0')}`,
+        timestamp: new Date(Date.UTC(2026, 0, 1, 0, run)).toISOString(),
+        subject_geomean: 0.5 * (1 + 0.02 * Math.sin(run)),
+      };
+      const pushed = await fetch(`${service.url}/api/baselines`, { method: 'POST', headers, body: JSON.stringify(record) });
+      if (pushed.status !== 201) throw new Error(`push answered ${pushed.status}`);
+    }
+    const page = (query: string, amount: number) => load({ url: `${service.url}/api/baselines?${query}`, connections: 1, amount, headers });
+    const plain: LoadResult[] = [];
+    const verdicts: LoadResult[] = [];
+    for (let round = 0; round < (QUICK ? 1 : 3); round++) {
+      plain.push(await page('limit=500', QUICK ? 10 : 200));
+      verdicts.push(await page('limit=500&detection=true', QUICK ? 2 : 20));
+    }
+    if ([...plain, ...verdicts].some((result) => result.non2xx)) throw new Error('non-2xx answers');
+    const best = (results: LoadResult[]) => Math.max(...results.map((result) => result.perCpuSecond));
+    console.log(`GET /api/baselines?limit=500                  ${fmt(best(plain)).padStart(6)} pages per CPU second`);
+    console.log(`GET /api/baselines?limit=500&detection=true   ${fmt(best(verdicts)).padStart(6)} pages per CPU second`);
+    console.log(`a page with verdicts costs ${fmt(best(plain) / best(verdicts), 1)} pages without; the limiter charges ${DETECTION_WEIGHT}`);
+  } finally {
+    await service.close();
+  }
 }

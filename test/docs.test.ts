@@ -16,6 +16,8 @@ import { SWEEP_MAX_INTERVAL_MS } from '../src/presence/transitions.js';
 import { USAGE_SHARDS } from '../src/db/migrations.js';
 import { STREAM_RECHECK_MS } from '../src/events/routes.js';
 import { CLOCK_CHECK_MS, CLOCK_TOLERANCE_MS } from '../src/ops/clock.js';
+import { PAGE_ITEMS } from '../src/http/index.js';
+import { DETECTION_WEIGHT } from '../src/baselines/routes.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
 /**
@@ -160,6 +162,14 @@ describe('numbers the code sets, in prose', () => {
     ['docs/operations.md', /database server's at start and every (\d+) minutes/g, CLOCK_CHECK_MS / 60_000],
     ['docs/operations.md', /warns when they differ by more than (\d+) s/g, CLOCK_TOLERANCE_MS / 1000],
     ['docs/operations.md', /abs\(mothership_clock_offset_seconds\) > (\d+)/g, CLOCK_TOLERANCE_MS / 1000],
+    ['docs/api.md', /costs its group's cost once per (\d+) items/g, PAGE_ITEMS],
+    ['docs/api.md', /`detection=true` costs (\d+)\s+times that/g, DETECTION_WEIGHT],
+    ['docs/api.md', /`limit=500`: (\d+) of a token's/g, (500 / PAGE_ITEMS) * DETECTION_WEIGHT],
+    ['docs/configuration.md', /pays its cost once per (\d+) items/g, PAGE_ITEMS],
+    ['docs/configuration.md', /items its `limit` asks for, (\d+) times that/g, DETECTION_WEIGHT],
+    ['docs/baselines.md', /Verdicts take about (\d+) times/g, DETECTION_WEIGHT],
+    ['docs/baselines.md', /the rate limiter (\d+) times as much/g, DETECTION_WEIGHT],
+    ['docs/baselines.md', /a page of 500\s+with verdicts costs (\d+) of/g, (500 / PAGE_ITEMS) * DETECTION_WEIGHT],
   ];
 
   it('states the number the code makes it, naming each place that does not', () => {

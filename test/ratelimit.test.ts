@@ -5,8 +5,9 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { ConfigError } from '../src/config.js';
 import { MICRO, PolicyError, takeTokens, validatePolicy, type BucketState } from '../src/ratelimit/bucket.js';
-import { addressKey } from '../src/http/index.js';
-import { MemoryStore, RateLimiter, RedisStore, type RateLimitStore } from '../src/ratelimit/index.js';
+import { addressKey, perPage } from '../src/http/index.js';
+import { DETECTION_WEIGHT } from '../src/baselines/routes.js';
+import { MemoryStore, RateLimiter, RedisStore, TOKEN_POLICY, type RateLimitStore } from '../src/ratelimit/index.js';
 import { REDIS_URL, startTestApp, type TestApp } from './helpers/app.js';
 import { REPLAY } from './helpers/fixtures.js';
 import { botRequest } from './helpers/bot.js';
@@ -222,13 +223,13 @@ describe('rate limiting over HTTP', () => {
   const anonymous = { authorization: '' };
 
   it('sends RateLimit headers and a 429 problem with Retry-After once the bucket is empty', async () => {
-    const first = await app.api('GET', '/api/persons', undefined, anonymous);
+    const first = await app.api('GET', '/api/system/health', undefined, anonymous);
     assert.equal(first.status, 401);
     assert.equal(first.headers['ratelimit-policy'], '"default";q=20;w=2000');
     // draft-ietf-httpapi-ratelimit-headers-10: t is the time until more quota is available, 0 while r > 0.
     assert.equal(first.headers['ratelimit'], '"default";r=19;t=0');
-    for (let i = 0; i < 19; i++) assert.equal((await app.api('GET', '/api/persons', undefined, anonymous)).status, 401);
-    const limited = await app.api('GET', '/api/persons', undefined, anonymous);
+    for (let i = 0; i < 19; i++) assert.equal((await app.api('GET', '/api/system/health', undefined, anonymous)).status, 401);
+    const limited = await app.api('GET', '/api/system/health', undefined, anonymous);
     assert.equal(limited.status, 429);
     assert.equal(limited.body.code, 'rate_limited');
     assert.deepEqual(limited.body['violated-policies'], ['default'], "the draft's problem member names the policy of RateLimit-Policy");
@@ -264,13 +265,13 @@ describe('rate limiting over HTTP', () => {
   });
 
   it('charges a valid token to its own bucket (1000, 100 a second), not the address', async () => {
-    const first = await app.api('GET', '/api/persons');
+    const first = await app.api('GET', '/api/system/health');
     assert.equal(first.status, 200, "the address bucket is empty, the admin token's is not");
     assert.equal(first.headers['ratelimit-policy'], '"default";q=1000;w=10');
     assert.equal(first.headers['ratelimit'], '"default";r=999;t=0');
     const token = (await app.api('POST', '/api/tokens', { name: 'Limited', scope: 'read' })).body.token as string;
     assert.equal(
-      (await app.api('GET', '/api/persons', undefined, { authorization: `Bearer ${token}` })).headers['ratelimit'],
+      (await app.api('GET', '/api/system/health', undefined, { authorization: `Bearer ${token}` })).headers['ratelimit'],
       '"default";r=999;t=0',
       'each token has its own bucket',
     );
@@ -297,6 +298,42 @@ describe('rate limiting over HTTP', () => {
     );
     assert.match(String(tested.headers['ratelimit-policy']), /^"integration_test";q=2;w=2000$/);
     assert.match(String(tested.headers['ratelimit']), /^"integration_test";r=1;t=0$/);
+  });
+
+  it("charges a page by the items it asks for, and a page of baselines with verdicts by their work, so that no token's pages hold a core", async () => {
+    const reader = { authorization: `Bearer ${(await app.api('POST', '/api/tokens', { name: 'Wall display', scope: 'read' })).body.token}` };
+    const policyOf = async (url: string) => {
+      const response = await app.api('GET', url, undefined, reader);
+      assert.equal(response.status, 200, url);
+      return String(response.headers['ratelimit-policy']);
+    };
+    assert.equal(await policyOf('/api/baselines'), `"default";q=${TOKEN_POLICY.capacity};w=10`, 'a default page of 50 costs one token');
+    assert.equal(await policyOf('/api/baselines?limit=500'), `"default";q=${TOKEN_POLICY.capacity / 5};w=10`);
+    assert.equal(await policyOf('/api/events?limit=1000'), `"default";q=${TOKEN_POLICY.capacity / 10};w=10`);
+    const withVerdicts = Math.floor(TOKEN_POLICY.capacity / (5 * DETECTION_WEIGHT));
+    assert.equal(await policyOf('/api/baselines?limit=500&detection=true'), `"default";q=${withVerdicts};w=10`);
+    // A burst of them: the bucket runs dry after about q, whatever it refills meanwhile.
+    const burst = await Promise.all(
+      Array.from({ length: 3 * withVerdicts }, () => app.api('GET', '/api/baselines?limit=500&detection=true', undefined, reader)),
+    );
+    const answered = burst.filter((response) => response.status === 200).length;
+    assert.ok(answered <= withVerdicts + 2, `${answered} pages with verdicts answered at once, the bucket holds ${withVerdicts}`);
+    assert.ok(
+      burst.some((response) => response.status === 429),
+      burst.map((response) => response.status).join(' '),
+    );
+  });
+
+  it('reads the size of a page from its query as sent, within its schema', () => {
+    const events = perPage({ default: 100, maximum: 1000 });
+    assert.equal(events({}), 1, 'the default page');
+    assert.equal(events({ limit: '101' }), 2);
+    assert.equal(events({ limit: '5e5' }), 10, 'never more than the maximum');
+    assert.equal(events({ limit: 'many' }), 1, 'what validation refuses costs the default');
+    assert.equal(events({ limit: ['1000', '1000'] }), 1);
+    const weighted = perPage({ default: 50, maximum: 500 }, (query) => (query.detection === 'true' ? 20 : 1));
+    assert.equal(weighted({ limit: '500', detection: 'true' }), 100);
+    assert.equal(weighted({ limit: '500', detection: 'false' }), 5);
   });
 
   it('keys an IPv6 client by its /64 and an IPv4-mapped one by its IPv4 address', () => {
@@ -333,7 +370,7 @@ describe('rate limiting over HTTP', () => {
     const proxied = await startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '20', RATE_LIMIT_REFILL_PER_SEC: '0.01', TRUST_PROXY: '127.0.0.1' });
     try {
       const remaining = async (target: TestApp, forwardedFor: string) =>
-        String((await target.api('GET', '/api/persons', undefined, { ...anonymous, 'x-forwarded-for': forwardedFor })).headers['ratelimit']);
+        String((await target.api('GET', '/api/system/health', undefined, { ...anonymous, 'x-forwarded-for': forwardedFor })).headers['ratelimit']);
       // Without a trusted proxy the header is ignored: both "clients" share the socket's bucket.
       assert.match(await remaining(direct, '203.0.113.1'), /r=19;/);
       assert.match(await remaining(direct, '203.0.113.2'), /r=18;/);

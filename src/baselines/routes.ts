@@ -1,11 +1,50 @@
 import type { FastifyInstance } from 'fastify';
-import { rowId, rowIdParams, textValidator, withSchemaTypes } from '../http/index.js';
+import { perPage, rowId, rowIdParams, textValidator, withSchemaTypes } from '../http/index.js';
 import { BASELINE_RECORD_LIMIT } from '../limits.js';
 import { baselineSchema, baselineSchemaForOpenApi, validateBaseline, type BaselineRecord } from './schema.js';
 import type { BaselineService } from './service.js';
 import { DEFAULT_THRESHOLD_PCT } from './compare.js';
 
-const detectionSchema = { type: 'object', additionalProperties: true, description: 'History-aware verdict (docs/baselines.md, Regression detection)' } as const;
+const nullableNumber = { type: ['number', 'null'] } as const;
+const methodSchema = { type: 'string', enum: ['z-score', 'threshold', 'none'] } as const;
+/** detect.ts, FieldDetection: one field's verdict. */
+const fieldDetectionSchema = {
+  type: 'object',
+  required: ['field', 'direction', 'head', 'head_runs', 'centre', 'spread', 'runs_considered', 'change_pct', 'z', 'band', 'method', 'regression', 'reason'],
+  properties: {
+    field: { type: 'string' },
+    direction: { type: 'string', enum: ['lower_is_better', 'higher_is_better'] },
+    head: nullableNumber,
+    head_runs: { type: 'integer' },
+    centre: nullableNumber,
+    spread: nullableNumber,
+    runs_considered: { type: 'integer' },
+    change_pct: nullableNumber,
+    z: nullableNumber,
+    band: { type: ['array', 'null'], items: { type: 'number' }, minItems: 2, maxItems: 2 },
+    method: methodSchema,
+    regression: { type: 'boolean' },
+    reason: { type: 'string' },
+  },
+} as const;
+/** detect.ts, Detection: typed whole, so that a page of 500 verdicts is serialized by compiled code. */
+const detectionSchema = {
+  type: 'object',
+  description: 'History-aware verdict (docs/baselines.md, Regression detection)',
+  required: ['method', 'lookback', 'threshold_pct', 'z_threshold', 'head_commit', 'runs_considered', 'regressed', 'regressions', 'fields', 'note'],
+  properties: {
+    method: methodSchema,
+    lookback: { type: 'integer' },
+    threshold_pct: { type: 'number' },
+    z_threshold: { type: 'number' },
+    head_commit: { type: 'string' },
+    runs_considered: { type: 'integer' },
+    regressed: { type: 'boolean' },
+    regressions: { type: 'array', items: { type: 'string' } },
+    fields: { type: 'array', items: fieldDetectionSchema },
+    note: { type: ['string', 'null'] },
+  },
+} as const;
 const storedSchema = {
   type: 'object',
   required: ['id', 'recorded_at', 'record'],
@@ -37,6 +76,13 @@ const comparisonSchema = {
 
 const thresholdSchema = { type: 'number', minimum: 0, maximum: 10000, default: DEFAULT_THRESHOLD_PCT, description: 'Regression threshold in percent' } as const;
 const referenceSchema = { type: 'string', minLength: 1, maxLength: 64, description: 'latest, a record id, or a commit sha' } as const;
+
+const listLimit = { type: 'integer', minimum: 1, maximum: 500, default: 50 } as const;
+/**
+ * A run with its verdict costs the limiter this many runs without: what the list's CPU measured
+ * (bench/README.md, "Pages with detection"), so that no token's pages hold a core.
+ */
+export const DETECTION_WEIGHT = 20;
 
 /** Every baseline route takes `ci` tokens too: a CI job pushes and reads baselines, and nothing else. */
 const ci = { auth: 'ci' } as const;
@@ -96,7 +142,11 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
     '/api/baselines',
     {
       // `before` naming no baseline.
-      config: { ...ci, problems: ['not_found'] },
+      config: {
+        ...ci,
+        problems: ['not_found'],
+        rateLimit: { scale: perPage(listLimit, (query) => (query.detection === 'true' ? DETECTION_WEIGHT : 1)) },
+      },
       schema: {
         operationId: 'listBaselines',
         tags: ['baselines'],
@@ -105,7 +155,7 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
           type: 'object',
           additionalProperties: false,
           properties: {
-            limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 },
+            limit: listLimit,
             before: rowId,
             detection: { type: 'boolean', default: false, description: "Add each run's history-aware verdict" },
             threshold: thresholdSchema,

@@ -27,6 +27,8 @@ const MAX_HISTORY_RUNS = 1_000;
 const PARSED_RECORDS = 1_000;
 /** Records read per statement when they are not parsed yet (records). */
 const RECORDS_READ = 32;
+/** Verdicts between two turns of the event loop in a page with detection. */
+const DETECTIONS_PER_TURN = 50;
 /** Runs read per statement when deleting the earliest to stay within BASELINE_STORAGE_MB. */
 const STORAGE_CHUNK = 100;
 
@@ -201,9 +203,15 @@ export class BaselineService {
     if (!detection) return runs;
     const read = runs.reverse();
     const { runs: oldestFirst, from } = await this.withHistory(read, Math.max(0, read.length - limit), read.length < limit + HISTORY_RUNS);
+    const detections: Detection[] = [];
+    for (let index = from; index < oldestFirst.length; index++) {
+      // Between verdicts, other requests run: a page of 500 takes tens of milliseconds.
+      if (index > from && (index - from) % DETECTIONS_PER_TURN === 0) await setImmediate();
+      detections.push(detectAt(oldestFirst, index, detection.thresholdPct));
+    }
     return oldestFirst
       .slice(from)
-      .map((run, offset) => ({ ...run, detection: detectAt(oldestFirst, from + offset, detection.thresholdPct) }))
+      .map((run, offset) => ({ ...run, detection: detections[offset]! }))
       .reverse();
   }
 

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { addressKey, idParams, idString, jsonObject, nameString, noContent, withSchemaTypes } from '../http/index.js';
+import { addressKey, idParams, idString, jsonObject, nameString, noContent, perPage, withSchemaTypes } from '../http/index.js';
 import { ENRICHMENT_REQUEST_LIMIT, JSON_LIMITS } from '../limits.js';
 import { rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
 import type { BotAuthenticator } from './bot-auth.js';
@@ -30,6 +30,7 @@ const matchSchema = {
   },
 } as const;
 
+const matchesLimit = { type: 'integer', minimum: 1, maximum: 500, default: 50 } as const;
 const replaySchema = { ...jsonObject(JSON_LIMITS.replay, 'Replay document the worker reads (docs/enrichment.md).'), additionalProperties: true } as const;
 
 /** Adds the daily quota to the RateLimit headers the request limiter already set. */
@@ -197,11 +198,12 @@ function matchRoutes(server: FastifyInstance, deps: RouteDeps): void {
   app.get(
     '/api/matches',
     {
+      config: { rateLimit: { scale: perPage(matchesLimit) } },
       schema: {
         operationId: 'listMatches',
         summary: 'The matches created last, newest first, with their enrichment state',
         tags: ['matches'],
-        querystring: { type: 'object', additionalProperties: false, properties: { limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 } } },
+        querystring: { type: 'object', additionalProperties: false, properties: { limit: matchesLimit } },
         response: { 200: { type: 'array', items: matchSchema } },
       },
     },

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { DomainError, invalid } from '../errors.js';
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Metrics } from '../ops/index.js';
-import { eventPayloadSchema, requestClient, sequenceCursor, withSchemaTypes } from '../http/index.js';
+import { eventPayloadSchema, perPage, requestClient, sequenceCursor, withSchemaTypes } from '../http/index.js';
 import type { EventLog } from './log.js';
 import { EVENT_TYPES } from './types.js';
 import { EventFeed } from './feed.js';
@@ -90,6 +90,7 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
   app.get(
     '/api/events',
     {
+      config: { rateLimit: { scale: perPage(historyQuery.properties.limit) } },
       preValidation: decimalCursor,
       schema: {
         operationId: 'listEvents',

@@ -7,6 +7,7 @@ import {
   nameString,
   noContent,
   nullableString,
+  perPage,
   type ProblemCode,
   requestClient,
   withSchemaTypes,
@@ -61,6 +62,8 @@ const pageQuery = (size: { default: number; max: number }) =>
       cursor: { ...idString, description: 'The last id of the previous page (from its Link header)' },
     },
   }) as const;
+
+const pageCost = (size: { default: number; max: number }) => ({ scale: perPage({ default: size.default, maximum: size.max }) });
 
 const pageDescription = (size: { default: number; max: number }) =>
   `\`limit\` records (default ${size.default}, at most ${size.max}) after \`cursor\`, in id order; when more follow, the \`Link\` header names the next page (\`rel="next"\`), whose \`cursor\` is this page's last id.`;
@@ -139,6 +142,7 @@ function crudRoutes<View>(
   app.get(
     path,
     {
+      config: { rateLimit: pageCost(LIST_PAGE) },
       schema: {
         operationId: `list${nouns}`,
         summary: `The ${nouns.toLowerCase()}, a page at a time`,
@@ -242,6 +246,7 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
   app.get(
     '/api/nodes',
     {
+      config: { rateLimit: pageCost(NODE_PAGE) },
       schema: {
         operationId: 'listNodes',
         tags: nodeTags,

@@ -17,6 +17,8 @@ export { REDIS_COMMAND_TIMEOUT_MS, RedisStore } from './redis-store.js';
 export interface RouteRateLimit {
   group?: string;
   cost?: number;
+  /** How many times its cost a request pays, read from its query (a page of many items: http's perPage). */
+  scale?: (query: Readonly<Record<string, unknown>>) => number;
   /** Refuse (503) rather than let requests through while the store is away, whatever RATE_LIMIT_FAIL_OPEN says: for buckets that guard a credential. */
   failClosed?: boolean;
 }
@@ -24,6 +26,7 @@ export interface RouteRateLimit {
 interface Limit {
   group: string;
   cost: number;
+  scale?: RouteRateLimit['scale'];
   failClosed: boolean;
 }
 
@@ -61,7 +64,7 @@ export class RateLimitGuard {
   /** The one reading of a route's limit: its group, its cost (RATE_LIMIT_COSTS overrides the route's). */
   limitOf(config: RouteRateLimit | undefined): Limit {
     const group = config?.group ?? DEFAULT_GROUP;
-    return { group, cost: this.options.costs[group] ?? config?.cost ?? 1, failClosed: config?.failClosed ?? false };
+    return { group, cost: this.options.costs[group] ?? config?.cost ?? 1, scale: config?.scale, failClosed: config?.failClosed ?? false };
   }
 
   /** A check that charges `config` (not the route's own limit) to the client address: the sign-in bucket on a wrong admin token. */
@@ -123,9 +126,12 @@ export class RateLimitGuard {
     limiter = this.limiter,
   ): Promise<void> {
     if (!route) return;
+    const { capacity, refillPerSecond } = limiter.policy;
+    // Never more than the bucket holds: a request it could never pay would be refused for good.
+    const cost = route.scale ? Math.min(capacity, route.cost * route.scale(request.query as Record<string, unknown>)) : route.cost;
     let decision: Decision;
     try {
-      decision = await limiter.allowN(`${route.group}:${client}`, route.cost);
+      decision = await limiter.allowN(`${route.group}:${client}`, cost);
     } catch (error) {
       this.metrics.rateLimitStoreErrors.inc();
       const failOpen = this.options.failOpen && !route.failClosed;
@@ -139,11 +145,10 @@ export class RateLimitGuard {
       if (failOpen) return;
       throw new DomainError('service_unavailable', 'Rate limiting is unavailable; try again shortly', { retryAfterSeconds: 5 });
     }
-    const { capacity, refillPerSecond } = limiter.policy;
     const items = rateLimitItems(route.group, {
-      quota: Math.floor(capacity / route.cost),
+      quota: Math.floor(capacity / cost),
       windowSeconds: Math.ceil(capacity / refillPerSecond),
-      remaining: Math.floor(decision.remaining / route.cost),
+      remaining: Math.floor(decision.remaining / cost),
       nextSeconds: Math.ceil((decision.next_ms ?? 0) / 1000),
     });
     reply.header('ratelimit-policy', items.policy);

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { rowIdParams, withSchemaTypes } from '../http/index.js';
+import { perPage, rowIdParams, withSchemaTypes } from '../http/index.js';
 import { EVENT_TYPES } from '../events/index.js';
 import { WEBHOOK_LOG_BODY_LIMIT } from '../limits.js';
 import { REDELIVER_ALL_BATCH, type WebhookService } from './service.js';
@@ -33,11 +33,14 @@ const deliverySchema = {
   },
 } as const;
 
+const deliveriesLimit = { type: 'integer', minimum: 1, maximum: 500, default: 50 } as const;
+
 export function webhookRoutes(server: FastifyInstance, webhook: WebhookService): void {
   const app = withSchemaTypes(server);
   app.get(
     '/api/webhook/deliveries',
     {
+      config: { rateLimit: { scale: perPage(deliveriesLimit) } },
       schema: {
         operationId: 'listWebhookDeliveries',
         tags: ['webhook'],
@@ -46,7 +49,7 @@ export function webhookRoutes(server: FastifyInstance, webhook: WebhookService):
           type: 'object',
           additionalProperties: false,
           properties: {
-            limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 },
+            limit: deliveriesLimit,
             state: { type: 'string', enum: deliverySchema.properties.state.enum, description: 'Only attempts in this state' },
             event_type: { type: 'string', enum: EVENT_TYPES, description: 'Only attempts of this event type' },
           },
