@@ -165,6 +165,8 @@ describe('numbers the code sets, in prose', () => {
     ['docs/api.md', /costs its group's cost once per (\d+) items/g, PAGE_ITEMS],
     ['docs/api.md', /`detection=true` costs (\d+)\s+times that/g, DETECTION_WEIGHT],
     ['docs/api.md', /`limit=500`: (\d+) of a token's/g, (500 / PAGE_ITEMS) * DETECTION_WEIGHT],
+    ['docs/api.md', /`GET \/api\/baselines\/\{id\}\/detection`\) (\d+) as well/g, DETECTION_WEIGHT],
+    ['docs/baselines.md', /and one run's verdict (\d+) \(/g, DETECTION_WEIGHT],
     ['docs/configuration.md', /pays its cost once per (\d+) items/g, PAGE_ITEMS],
     ['docs/configuration.md', /items its `limit` asks for, (\d+) times that/g, DETECTION_WEIGHT],
     ['docs/baselines.md', /Verdicts take about (\d+) times/g, DETECTION_WEIGHT],

@@ -312,6 +312,9 @@ describe('rate limiting over HTTP', () => {
     assert.equal(await policyOf('/api/events?limit=1000'), `"default";q=${TOKEN_POLICY.capacity / 10};w=10`);
     const withVerdicts = Math.floor(TOKEN_POLICY.capacity / (5 * DETECTION_WEIGHT));
     assert.equal(await policyOf('/api/baselines?limit=500&detection=true'), `"default";q=${withVerdicts};w=10`);
+    // One run's verdict reads as much history as a page's (outside review: 30 ms for one request, at one token).
+    const verdict = await app.api('GET', '/api/baselines/1/detection', undefined, reader);
+    assert.equal(verdict.headers['ratelimit-policy'], `"default";q=${TOKEN_POLICY.capacity / DETECTION_WEIGHT};w=10`);
     // A burst of them: the bucket runs dry after about q, whatever it refills meanwhile.
     const burst = await Promise.all(
       Array.from({ length: 3 * withVerdicts }, () => app.api('GET', '/api/baselines?limit=500&detection=true', undefined, reader)),
@@ -322,6 +325,18 @@ describe('rate limiting over HTTP', () => {
       burst.some((response) => response.status === 429),
       burst.map((response) => response.status).join(' '),
     );
+  });
+
+  it('charges a request without credentials one page, whatever it asks for: it is refused before any is read (outside review)', async () => {
+    const own = await startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '60', RATE_LIMIT_REFILL_PER_SEC: '0.01' });
+    try {
+      const refused = await own.api('GET', '/api/baselines?limit=500&detection=true', undefined, anonymous);
+      assert.equal(refused.status, 401);
+      assert.equal(refused.headers['ratelimit-policy'], '"default";q=60;w=6000');
+      assert.equal(refused.headers['ratelimit'], '"default";r=59;t=0', 'not the whole bucket of everyone behind the address');
+    } finally {
+      await own.cleanup();
+    }
   });
 
   it('reads the size of a page from its query as sent, within its schema', () => {

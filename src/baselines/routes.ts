@@ -173,7 +173,8 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
   app.get(
     '/api/baselines/:id/detection',
     {
-      config: ci,
+      // One verdict reads as much history as a page's (up to 1,100 runs): it costs what a page of 100 with verdicts does.
+      config: { ...ci, rateLimit: { scale: () => DETECTION_WEIGHT } },
       schema: {
         operationId: 'getBaselineDetection',
         tags: ['baselines'],

@@ -23,8 +23,12 @@ const COLUMNS = ['id', 'recorded_at', 'record'] as const;
 const HISTORY_RUNS = 100;
 /** The most runs a history reaches back, past a commit re-run many times, to find its `lookback` earlier commits. */
 const MAX_HISTORY_RUNS = 1_000;
-/** Parsed records kept (HISTORY_RUNS for a push, up to 600 for a list with detection, then some). */
-const PARSED_RECORDS = 1_000;
+/**
+ * Parsed records kept: several times what one request reads (a page of 500 and up to
+ * HISTORY_RUNS + MAX_HISTORY_RUNS runs behind it), so that no request evicts its own history. A
+ * parsed record is small whatever padding it was sent with, and parsing the padding is the cost.
+ */
+const PARSED_RECORDS = 10_000;
 /** Records read per statement when they are not parsed yet (records). */
 const RECORDS_READ = 32;
 /** Verdicts between two turns of the event loop in a page with detection. */

@@ -107,8 +107,15 @@ export class RateLimitGuard {
     });
   }
 
-  /** The route's limit, charged to the client address. */
-  readonly chargeAddress = (request: FastifyRequest, reply: FastifyReply): Promise<void> => this.enforce(request, reply, addressKey(request.ip));
+  /**
+   * The route's limit, charged to the client address of a request without valid credentials. Not
+   * scaled by its page: it is refused before any is read, and a single request asking for a large one
+   * must not empty the bucket of everyone behind the same address.
+   */
+  readonly chargeAddress = (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const route = this.route(request);
+    return this.enforce(request, reply, addressKey(request.ip), route && { ...route, scale: undefined });
+  };
 
   /** The route's limit, charged to a valid token's or a live session's own bucket (`client`: `token:<id>`, `session:<id>`). */
   readonly chargeToken = (request: FastifyRequest, reply: FastifyReply, client: string): Promise<void> =>
