@@ -277,6 +277,20 @@ describe('rate limiting over HTTP', () => {
     );
   });
 
+  it("charges a user's sessions to one bucket: signing in again gives no fresh one (outside review)", async () => {
+    const password = 'household-password';
+    assert.equal((await app.api('POST', '/api/users', { username: 'lee', role: 'household', password })).status, 201);
+    const signIn = async () => {
+      const signedIn = await app.api('POST', '/api/session', { username: 'lee', password }, { authorization: '' });
+      assert.equal(signedIn.status, 204);
+      return { authorization: '', cookie: String(signedIn.headers['set-cookie']).split(';')[0]!, 'sec-fetch-site': 'same-origin' };
+    };
+    const [phone, tablet] = [await signIn(), await signIn()];
+    const remaining = async (session: Record<string, string>) => String((await app.api('GET', '/api/system/health', undefined, session)).headers['ratelimit']);
+    assert.equal(await remaining(phone), '"default";r=999;t=0');
+    assert.match(await remaining(tablet), /^"default";r=99[78];t=0$/, "the tablet's session draws on the phone's bucket");
+  });
+
   it('headers an independent structured-field parser (RFC 9651) reads as the draft defines them', async () => {
     const response = await app.api('GET', '/api/zones', undefined, {});
     const members = (field: unknown) => parseList(String(field)).map(([value, params]) => [value, Object.fromEntries(params)]);

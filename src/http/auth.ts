@@ -250,14 +250,15 @@ export class RouteAuth {
       request.tokenScope = credential.scope;
       return;
     }
-    // A live session is charged to its own bucket, as a token is (a dashboard of a large household
-    // makes a dozen requests a page, which would run a household's shared address bucket dry);
-    // anything else to the address, a cross-site refusal included.
+    // A live session is charged to a bucket of its own, as a token is (a dashboard of a large household
+    // makes a dozen requests a page, which would run a household's shared address bucket dry): a
+    // user's sessions share their user's, so that signing in again gives no fresh one; an admin-token
+    // session has its own. Anything else is charged to the address, a cross-site refusal included.
     const session =
       credential === null
         ? await this.session(request).catch((error: unknown) => this.checks.chargeAddress(request, reply).then(() => Promise.reject(error)))
         : null;
-    if (session) await this.checks.chargeToken(request, reply, `session:${session.id}`);
+    if (session) await this.checks.chargeToken(request, reply, session.user === null ? `session:${session.id}` : `user:${session.user}`);
     else await this.checks.chargeAddress(request, reply);
     if (credential === 'wrong_token') {
       await this.checks.chargeSignIn(request, reply);

@@ -117,7 +117,7 @@ export class RateLimitGuard {
     return this.enforce(request, reply, addressKey(request.ip), route && { ...route, scale: undefined });
   };
 
-  /** The route's limit, charged to a valid token's or a live session's own bucket (`client`: `token:<id>`, `session:<id>`). */
+  /** The route's limit, charged to a valid token's or a live session's own bucket (`client`: `token:<id>`, `user:<username>`, `session:<id>`). */
   readonly chargeToken = (request: FastifyRequest, reply: FastifyReply, client: string): Promise<void> =>
     this.enforce(request, reply, client, this.route(request), this.tokenLimiter);
 
