@@ -1,6 +1,7 @@
 import type { Database, Db } from '../db/index.js';
 import { setImmediate } from 'node:timers/promises';
 import { sql } from 'kysely';
+import { LRUCache } from 'lru-cache';
 import type { FastifyBaseLogger } from 'fastify';
 import { BASELINE_PUSH_LOCK, baselineRowBytesSql, now, prepare, prepareColumn, type Prepared, type PreparedColumn } from '../db/index.js';
 import type { EventLog } from '../events/index.js';
@@ -25,10 +26,12 @@ const HISTORY_RUNS = 100;
 const MAX_HISTORY_RUNS = 1_000;
 /**
  * Parsed records kept: several times what one request reads (a page of 500 and up to
- * HISTORY_RUNS + MAX_HISTORY_RUNS runs behind it), so that no request evicts its own history. A
- * parsed record is small whatever padding it was sent with, and parsing the padding is the cost.
+ * HISTORY_RUNS + MAX_HISTORY_RUNS runs behind it), so that no request evicts its own history, and
+ * at most PARSED_BYTES of them as JSON. Parsing a record's padding is the cost the cache saves, and
+ * padding is gone once parsed; its notes and URL stay, hence the bound in bytes.
  */
 const PARSED_RECORDS = 10_000;
+const PARSED_BYTES = 16 * 2 ** 20;
 /** Records read per statement when they are not parsed yet (records). */
 const RECORDS_READ = 32;
 /** Verdicts between two turns of the event loop in a page with detection. */
@@ -81,7 +84,11 @@ export class BaselineService {
    * needs no invalidation, whichever instance wrote it: a push
    * then reads only the ids of its history instead of parsing every earlier run's JSON again.
    */
-  private readonly parsed = new Map<number, BaselineRecord>();
+  private readonly parsed = new LRUCache<number, BaselineRecord>({
+    max: PARSED_RECORDS,
+    maxSize: PARSED_BYTES,
+    sizeCalculation: (record) => JSON.stringify(record).length,
+  });
   /**
    * Records inserted by a transaction still open, by its handle: until it commits, only it can see
    * their rows, and a rollback may give their ids to other records.
@@ -207,16 +214,13 @@ export class BaselineService {
     if (!detection) return runs;
     const read = runs.reverse();
     const { runs: oldestFirst, from } = await this.withHistory(read, Math.max(0, read.length - limit), read.length < limit + HISTORY_RUNS);
-    const detections: Detection[] = [];
+    const detected: Array<StoredBaseline & { detection: Detection }> = [];
     for (let index = from; index < oldestFirst.length; index++) {
       // Between verdicts, other requests run: a page of 500 takes tens of milliseconds.
       if (index > from && (index - from) % DETECTIONS_PER_TURN === 0) await setImmediate();
-      detections.push(detectAt(oldestFirst, index, detection.thresholdPct));
+      detected.push({ ...oldestFirst[index]!, detection: detectAt(oldestFirst, index, detection.thresholdPct) });
     }
-    return oldestFirst
-      .slice(from)
-      .map((run, offset) => ({ ...run, detection: detections[offset]! }))
-      .reverse();
+    return detected.reverse();
   }
 
   /** The history-aware verdict on one run, against the runs before it. */
@@ -295,7 +299,6 @@ export class BaselineService {
   }
 
   private remember(id: number, record: BaselineRecord): void {
-    if (this.parsed.size >= PARSED_RECORDS) this.parsed.delete(this.parsed.keys().next().value!);
     this.parsed.set(id, record);
   }
 

@@ -16,7 +16,6 @@ export function launchChromium(): Promise<Browser> {
   return chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
 }
 
-/** Opens the dashboard at `base` and signs in with the admin token; resolves once the app shows. */
 /** The message of the page's next dialog (confirm, prompt), which is then dismissed; fails after 5 s without one. */
 export async function dismissNextDialog(page: Page): Promise<string> {
   const dialog = await page.waitForEvent('dialog', { timeout: 5000 });
@@ -24,6 +23,7 @@ export async function dismissNextDialog(page: Page): Promise<string> {
   return dialog.message();
 }
 
+/** Opens the dashboard at `base` and signs in with the admin token; resolves once the app shows. */
 export async function signInWithToken(page: Page, base: string, token: string): Promise<void> {
   await page.goto(base + '/');
   // The form opens in the mode last signed in with (kept in localStorage).
