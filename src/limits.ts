@@ -66,7 +66,13 @@ export const LLM_RESPONSE_LIMIT = 1024 * 1024;
 /** How much of a webhook delivery's payload and of the receiver's answer the delivery log keeps and shows, in bytes of UTF-8. */
 export const WEBHOOK_LOG_BODY_LIMIT = 4096;
 
-/** `GET /api/nodes` pages: the size without `?limit=`, and the most one page holds. */
+/** A list's page: its size without `?limit=`, and the most one page holds. */
+export interface PageSize {
+  readonly default: number;
+  readonly max: number;
+}
+
+/** `GET /api/nodes` pages. */
 export const NODE_PAGE = { default: 200, max: 1000 } as const;
 
 /**
@@ -74,6 +80,12 @@ export const NODE_PAGE = { default: 200, max: 1000 } as const;
  * before the lists were paged (one GET, no Link) still reads a whole household at once.
  */
 export const LIST_PAGE = { default: 1000, max: 1000 } as const;
+
+/** `GET /api/events` pages, oldest first or newest first. */
+export const EVENT_PAGE = { default: 100, max: 1000 } as const;
+
+/** The newest-first lists of records: baselines, matches, webhook deliveries. */
+export const RECORD_PAGE = { default: 50, max: 500 } as const;
 
 /** The UTF-8 size of a value's JSON text. */
 export const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');

@@ -360,13 +360,13 @@ describe('rate limiting over HTTP', () => {
   });
 
   it('reads the size of a page from its query as sent, within its schema', () => {
-    const events = perPage({ default: 100, maximum: 1000 });
+    const events = perPage({ default: 100, max: 1000 });
     assert.equal(events({}), 1, 'the default page');
     assert.equal(events({ limit: '101' }), 2);
     assert.equal(events({ limit: '5e5' }), 10, 'never more than the maximum');
     assert.equal(events({ limit: 'many' }), 1, 'what validation refuses costs the default');
     assert.equal(events({ limit: ['1000', '1000'] }), 1);
-    const weighted = perPage({ default: 50, maximum: 500 }, (query) => (query.detection === 'true' ? 20 : 1));
+    const weighted = perPage({ default: 50, max: 500 }, (query) => (query.detection === 'true' ? 20 : 1));
     assert.equal(weighted({ limit: '500', detection: 'true' }), 100);
     assert.equal(weighted({ limit: '500', detection: 'false' }), 5);
   });

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { perPage, rowId, rowIdParams, textValidator, withSchemaTypes } from '../http/index.js';
-import { BASELINE_RECORD_LIMIT } from '../limits.js';
+import { pageLimit, perPage, rowId, rowIdParams, textValidator, withSchemaTypes } from '../http/index.js';
+import { BASELINE_RECORD_LIMIT, RECORD_PAGE } from '../limits.js';
 import { baselineSchema, baselineSchemaForOpenApi, validateBaseline, type BaselineRecord } from './schema.js';
 import type { BaselineService } from './service.js';
 import { DEFAULT_THRESHOLD_PCT } from './compare.js';
@@ -77,7 +77,6 @@ const comparisonSchema = {
 const thresholdSchema = { type: 'number', minimum: 0, maximum: 10000, default: DEFAULT_THRESHOLD_PCT, description: 'Regression threshold in percent' } as const;
 const referenceSchema = { type: 'string', minLength: 1, maxLength: 64, description: 'latest, a record id, or a commit sha' } as const;
 
-const listLimit = { type: 'integer', minimum: 1, maximum: 500, default: 50 } as const;
 /**
  * A run with its verdict costs the limiter this many runs without: what the list's CPU measured
  * (bench/README.md, "Pages with detection"), so that no token's pages hold a core.
@@ -145,7 +144,7 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
       config: {
         ...ci,
         problems: ['not_found'],
-        rateLimit: { scale: perPage(listLimit, (query) => (query.detection === 'true' ? DETECTION_WEIGHT : 1)) },
+        rateLimit: { scale: perPage(RECORD_PAGE, (query) => (query.detection === 'true' ? DETECTION_WEIGHT : 1)) },
       },
       schema: {
         operationId: 'listBaselines',
@@ -155,7 +154,7 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
           type: 'object',
           additionalProperties: false,
           properties: {
-            limit: listLimit,
+            limit: pageLimit(RECORD_PAGE),
             before: rowId,
             detection: { type: 'boolean', default: false, description: "Add each run's history-aware verdict" },
             threshold: thresholdSchema,

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { addressKey, idParams, idString, jsonObject, nameString, noContent, perPage, withSchemaTypes } from '../http/index.js';
-import { ENRICHMENT_REQUEST_LIMIT, JSON_LIMITS } from '../limits.js';
+import { addressKey, idParams, idString, jsonObject, nameString, noContent, pageLimit, perPage, withSchemaTypes } from '../http/index.js';
+import { ENRICHMENT_REQUEST_LIMIT, JSON_LIMITS, RECORD_PAGE } from '../limits.js';
 import { rateLimitItems, type RateLimitGuard } from '../ratelimit/index.js';
 import type { BotAuthenticator } from './bot-auth.js';
 import { SECRET_CACHE_MS, type BotService } from './bots.js';
@@ -30,7 +30,6 @@ const matchSchema = {
   },
 } as const;
 
-const matchesLimit = { type: 'integer', minimum: 1, maximum: 500, default: 50 } as const;
 const replaySchema = { ...jsonObject(JSON_LIMITS.replay, 'Replay document the worker reads (docs/enrichment.md).'), additionalProperties: true } as const;
 
 /** Adds the daily quota to the RateLimit headers the request limiter already set. */
@@ -198,12 +197,12 @@ function matchRoutes(server: FastifyInstance, deps: RouteDeps): void {
   app.get(
     '/api/matches',
     {
-      config: { rateLimit: { scale: perPage(matchesLimit) } },
+      config: { rateLimit: { scale: perPage(RECORD_PAGE) } },
       schema: {
         operationId: 'listMatches',
         summary: 'The matches created last, newest first, with their enrichment state',
         tags: ['matches'],
-        querystring: { type: 'object', additionalProperties: false, properties: { limit: matchesLimit } },
+        querystring: { type: 'object', additionalProperties: false, properties: { limit: pageLimit(RECORD_PAGE) } },
         response: { 200: { type: 'array', items: matchSchema } },
       },
     },

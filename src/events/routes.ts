@@ -2,13 +2,14 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { DomainError, invalid } from '../errors.js';
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Metrics } from '../ops/index.js';
-import { eventPayloadSchema, perPage, requestClient, sequenceCursor, withSchemaTypes } from '../http/index.js';
+import { eventPayloadSchema, pageLimit, perPage, requestClient, sequenceCursor, withSchemaTypes } from '../http/index.js';
 import type { EventLog } from './log.js';
 import { EVENT_TYPES } from './types.js';
 import { EventFeed } from './feed.js';
 import { StreamSlots } from './slots.js';
 import { EventStream } from './stream.js';
 import { pollEvery, type Poller } from '../ticks.js';
+import { EVENT_PAGE } from '../limits.js';
 
 /**
  * Events another process appends (a standalone worker, another instance) are not announced on this
@@ -35,7 +36,7 @@ const historyQuery = {
   additionalProperties: false,
   properties: {
     after: { ...sequenceCursor, default: 0, description: 'Return events with a sequence number above this one' },
-    limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
+    limit: pageLimit(EVENT_PAGE),
     order: { type: 'string', enum: ['asc', 'desc'], default: 'asc', description: 'desc: newest first (the most recent `limit` events)' },
     type: {
       type: 'array',
@@ -90,7 +91,7 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
   app.get(
     '/api/events',
     {
-      config: { rateLimit: { scale: perPage(historyQuery.properties.limit) } },
+      config: { rateLimit: { scale: perPage(EVENT_PAGE) } },
       preValidation: decimalCursor,
       schema: {
         operationId: 'listEvents',

@@ -9,5 +9,5 @@ export { SESSION_COOKIE, SESSION_COOKIE_OPTIONS } from './auth.js';
 export { ROLES, type Role } from './roles.js';
 export { ThrottledLog } from './throttled-log.js';
 export { addressKey, requestClient } from './client-key.js';
-export { PAGE_ITEMS, perPage } from './page-cost.js';
+export { PAGE_ITEMS, pageLimit, perPage } from './page.js';
 export * from './schemas.js';

@@ -7,12 +7,13 @@ import {
   nameString,
   noContent,
   nullableString,
+  pageLimit,
   perPage,
   type ProblemCode,
   requestClient,
   withSchemaTypes,
 } from '../http/index.js';
-import { JSON_LIMITS, LIST_PAGE, NODE_PAGE, TEXT_LIMITS } from '../limits.js';
+import { JSON_LIMITS, LIST_PAGE, NODE_PAGE, type PageSize, TEXT_LIMITS } from '../limits.js';
 import { MODES, type Page, type PersonView, type PresenceService } from './service.js';
 import { reportedPresence } from './transitions.js';
 
@@ -53,19 +54,17 @@ const createBody = {
 const patchBody = { type: 'object', additionalProperties: false, properties: { name: nameString } } as const;
 
 /** The query of a cursor-paged list: `limit` records after `cursor` (an id), in id order. */
-const pageQuery = (size: { default: number; max: number }) =>
+const pageQuery = (size: PageSize) =>
   ({
     type: 'object',
     additionalProperties: false,
     properties: {
-      limit: { type: 'integer', minimum: 1, maximum: size.max, default: size.default },
+      limit: pageLimit(size),
       cursor: { ...idString, description: 'The last id of the previous page (from its Link header)' },
     },
   }) as const;
 
-const pageCost = (size: { default: number; max: number }) => ({ scale: perPage({ default: size.default, maximum: size.max }) });
-
-const pageDescription = (size: { default: number; max: number }) =>
+const pageDescription = (size: PageSize) =>
   `\`limit\` records (default ${size.default}, at most ${size.max}) after \`cursor\`, in id order; when more follow, the \`Link\` header names the next page (\`rel="next"\`), whose \`cursor\` is this page's last id.`;
 
 const linkHeader = (path: string) => ({
@@ -142,7 +141,7 @@ function crudRoutes<View>(
   app.get(
     path,
     {
-      config: { rateLimit: pageCost(LIST_PAGE) },
+      config: { rateLimit: { scale: perPage(LIST_PAGE) } },
       schema: {
         operationId: `list${nouns}`,
         summary: `The ${nouns.toLowerCase()}, a page at a time`,
@@ -246,7 +245,7 @@ export function presenceRoutes(server: FastifyInstance, presence: PresenceServic
   app.get(
     '/api/nodes',
     {
-      config: { rateLimit: pageCost(NODE_PAGE) },
+      config: { rateLimit: { scale: perPage(NODE_PAGE) } },
       schema: {
         operationId: 'listNodes',
         tags: nodeTags,

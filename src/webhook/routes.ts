@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { perPage, rowIdParams, withSchemaTypes } from '../http/index.js';
+import { pageLimit, perPage, rowIdParams, withSchemaTypes } from '../http/index.js';
 import { EVENT_TYPES } from '../events/index.js';
-import { WEBHOOK_LOG_BODY_LIMIT } from '../limits.js';
+import { RECORD_PAGE, WEBHOOK_LOG_BODY_LIMIT } from '../limits.js';
 import { REDELIVER_ALL_BATCH, type WebhookService } from './service.js';
 
 const deliverySchema = {
@@ -33,14 +33,12 @@ const deliverySchema = {
   },
 } as const;
 
-const deliveriesLimit = { type: 'integer', minimum: 1, maximum: 500, default: 50 } as const;
-
 export function webhookRoutes(server: FastifyInstance, webhook: WebhookService): void {
   const app = withSchemaTypes(server);
   app.get(
     '/api/webhook/deliveries',
     {
-      config: { rateLimit: { scale: perPage(deliveriesLimit) } },
+      config: { rateLimit: { scale: perPage(RECORD_PAGE) } },
       schema: {
         operationId: 'listWebhookDeliveries',
         tags: ['webhook'],
@@ -49,7 +47,7 @@ export function webhookRoutes(server: FastifyInstance, webhook: WebhookService):
           type: 'object',
           additionalProperties: false,
           properties: {
-            limit: deliveriesLimit,
+            limit: pageLimit(RECORD_PAGE),
             state: { type: 'string', enum: deliverySchema.properties.state.enum, description: 'Only attempts in this state' },
             event_type: { type: 'string', enum: EVENT_TYPES, description: 'Only attempts of this event type' },
           },
