@@ -158,6 +158,7 @@ describe('numbers the code sets, in prose', () => {
     ['docs/configuration.md', /`node.offline` follows within a tenth of it \(at most (\d+) s\)/g, SWEEP_MAX_INTERVAL_MS / 1000],
     ['docs/api.md', /An open stream's token or session is checked again every (\d+) s/g, STREAM_RECHECK_MS / 1000],
     ['docs/security.md', /an event stream open with it ends within (\d+) s/g, STREAM_RECHECK_MS / 1000],
+    ['docs/architecture.md', /checks each one's credential again every (\d+) s/g, STREAM_RECHECK_MS / 1000],
     ['docs/security.md', /is checked again every (\d+) s and ends/g, STREAM_RECHECK_MS / 1000],
     ['docs/operations.md', /database server's at start and every (\d+) minutes/g, CLOCK_CHECK_MS / 60_000],
     ['docs/operations.md', /warns when they differ by more than (\d+) s/g, CLOCK_TOLERANCE_MS / 1000],

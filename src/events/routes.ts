@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { DomainError, invalid } from '../errors.js';
-import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { OutgoingHttpHeaders } from 'node:http';
 import type { Metrics } from '../ops/index.js';
 import { eventPayloadSchema, pageLimit, perPage, requestClient, sequenceCursor, withSchemaTypes } from '../http/index.js';
 import type { EventLog } from './log.js';
@@ -8,7 +8,7 @@ import { EVENT_TYPES } from './types.js';
 import { EventFeed } from './feed.js';
 import { StreamSlots } from './slots.js';
 import { EventStream } from './stream.js';
-import { pollEvery, type Poller } from '../ticks.js';
+import { OpenStreams } from './open-streams.js';
 import { EVENT_PAGE } from '../limits.js';
 
 /**
@@ -60,18 +60,7 @@ async function decimalCursor(request: FastifyRequest): Promise<void> {
 /** Reading the event log: paged history, and a Server-Sent Events stream that resumes from Last-Event-ID. */
 export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: Metrics, limits: StreamLimits): void {
   const app = withSchemaTypes(server);
-  // A stream never ends on its own, and the server's close waits for every open connection: end them
-  // first, or shutdown would wait for as long as a dashboard stays open. Browsers reconnect with
-  // Last-Event-ID to whichever instance serves next.
-  const openStreams = new Map<() => void, { out: ServerResponse; request: FastifyRequest }>();
-  // Runs only while streams are open: an idle service wakes for nothing.
-  let recheck: Poller | null = null;
-  const recheckCredentials = async () => {
-    for (const [end, { request }] of openStreams) {
-      // A database that is away ends no stream here: the stream's own read ends it, and the browser comes back.
-      if (!(await request.stillAdmitted().catch(() => true))) end();
-    }
-  };
+  const openStreams = new OpenStreams(STREAM_RECHECK_MS);
   const slots = new StreamSlots({ total: limits.max, perClient: limits.perClient });
   const feed = new EventFeed(events, {
     pollMs: POLL_MS,
@@ -80,12 +69,12 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
       server.throttledLog.write(server.log, 'event-feed', 'warn', { err: error }, 'event streams: reading the event log failed; trying again'),
   });
   app.addHook('preClose', (done) => {
-    for (const end of openStreams.keys()) end();
+    openStreams.endAll();
     done();
   });
   metrics.gauge('mothership_event_streams', 'Open event streams (dashboards)', async () => openStreams.size);
   metrics.gauge('mothership_event_stream_buffered_bytes', 'Bytes written to event streams and not yet taken by their clients', async () =>
-    [...openStreams.values()].reduce((sum, { out }) => sum + out.writableLength, 0),
+    openStreams.bufferedBytes(),
   );
 
   app.get(
@@ -173,26 +162,10 @@ export function eventRoutes(server: FastifyInstance, events: EventLog, metrics: 
         'x-accel-buffering': 'no',
       });
       out.write(': connected\n\n');
-
-      let open = true;
-      const close = () => {
-        if (!open) return;
-        open = false;
+      openStreams.add(out, request, () => {
         stream.stop();
         slots.release(client);
-        openStreams.delete(end);
-        if (openStreams.size === 0) {
-          void recheck?.stop();
-          recheck = null;
-        }
-      };
-      const end = () => {
-        close();
-        out.end();
-      };
-      openStreams.set(end, { out, request });
-      recheck ??= pollEvery(STREAM_RECHECK_MS, recheckCredentials);
-      out.on('close', close);
+      });
       stream.pipe(out);
     },
   );
