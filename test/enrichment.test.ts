@@ -332,8 +332,17 @@ for (const dialect of DIALECTS) {
       const first = await request({ match_id: 'm1' });
       assert.equal(first.status, 202);
       assert.equal(first.body.duplicate, true);
+      assert.equal(first.headers.location, '/api/matches/m1/enrichment', "the job is this bot's: its status answers it");
       assert.equal((await jobs()).length, 1);
       assert.match(String(first.headers.ratelimit), new RegExp(`"daily";r=${DAILY_QUOTA - 1};`));
+      // Another bot's repeat learns the job's state, but the status URL would answer it 404: no Location.
+      const other = (await app.api('POST', '/api/bots', { name: 'Second Bot' })).body;
+      const second = await botRequest(app.http, other, 'POST', '/api/request-enrichment', { match_id: 'm1' });
+      assert.deepEqual([second.status, second.body.duplicate, second.body.job_id], [202, true, first.body.job_id]);
+      assert.equal(second.headers.location, undefined);
+      assert.equal('own' in second.body, false, 'the answer is the documented one');
+      assert.equal((await botRequest(app.http, other, 'GET', '/api/matches/m1/enrichment')).status, 404);
+      assert.equal((await app.api('DELETE', `/api/bots/${other.id}`)).status, 204);
     });
 
     it('rejects unknown and unfinished matches without using quota', async () => {

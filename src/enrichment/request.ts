@@ -12,6 +12,8 @@ export interface EnqueueResult {
   job_id: number;
   status: JobState;
   duplicate: boolean;
+  /** The job is this bot's: its status (`GET /api/matches/{id}/enrichment`) answers this bot, not only the one that asked first. */
+  own: boolean;
   requested_at: string;
   estimated_wait_seconds: number;
   quota_remaining: number;
@@ -67,7 +69,7 @@ function requestQueries(database: Database) {
       db.selectFrom('matches').select(['status', 'enrichment_requested_at']).where('id', '=', param('matchId')),
     ),
     jobOfMatch: prepare(database, ['matchId'], (db, param) =>
-      db.selectFrom('enrichment_jobs').select(['id', 'state']).where('match_id', '=', param('matchId')),
+      db.selectFrom('enrichment_jobs').select(['id', 'state', 'bot_id']).where('match_id', '=', param('matchId')),
     ),
   };
 }
@@ -156,7 +158,7 @@ export class EnrichmentRequests {
     const [job] = (await this.queries.insertJob.execute(trx, { matchId: ask.matchId, botId: ask.botId, at: ask.at })).rows;
     const jobId = Number(job!.id);
     emit('enrichment.requested', { detail: { match_id: ask.matchId, bot_id: ask.botId, job_id: jobId } });
-    return this.answer(trx, { ...ask, used: ask.used + 1, oldest: ask.oldest ?? ask.at }, { jobId, state: 'queued', requestedAt: ask.at }, job);
+    return this.answer(trx, { ...ask, used: ask.used + 1, oldest: ask.oldest ?? ask.at }, { jobId, state: 'queued', requestedAt: ask.at, own: true }, job);
   }
 
   /** A match that could not be claimed: why it is refused, or its job when it was requested before (no quota used). */
@@ -168,13 +170,19 @@ export class EnrichmentRequests {
     // could only fail must not cost the bot its quota.
     if (match.enrichment_requested_at === null) throw replayUnusable(ask.matchId);
     const [job] = (await this.queries.jobOfMatch.execute(trx, { matchId: ask.matchId })).rows;
-    return this.answer(trx, ask, { jobId: Number(job!.id), state: job!.state, requestedAt: match.enrichment_requested_at, duplicate: true });
+    return this.answer(trx, ask, {
+      jobId: Number(job!.id),
+      state: job!.state,
+      requestedAt: match.enrichment_requested_at,
+      duplicate: true,
+      own: job!.bot_id === ask.botId,
+    });
   }
 
   private async answer(
     trx: Db,
     ask: Ask,
-    job: { jobId: number; state: JobState; requestedAt: string; duplicate?: boolean },
+    job: { jobId: number; state: JobState; requestedAt: string; duplicate?: boolean; own: boolean },
     head?: { queued: number | null; running: number | null },
   ): Promise<EnqueueResult> {
     const quota = quotaLeft(ask.used, ask.oldest, ask.nowMs);
@@ -183,6 +191,7 @@ export class EnrichmentRequests {
       job_id: job.jobId,
       status: job.state,
       duplicate: job.duplicate ?? false,
+      own: job.own,
       requested_at: job.requestedAt,
       estimated_wait_seconds: await this.estimate.seconds(trx, job.jobId, job.state, head),
       quota_remaining: quota.remaining,

@@ -265,7 +265,8 @@ function botRoutes(server: FastifyInstance, deps: RouteDeps): void {
         const result = await deps.requests.request(request.botId!, matchId, request.botNonce);
         quotaHeaders(reply, result.quota_remaining, result.quota_reset_seconds);
         if (!result.duplicate) deps.onEnqueued();
-        return reply.code(202).header('location', `/api/matches/${matchId}/enrichment`).send(result);
+        if (result.own) reply.header('location', `/api/matches/${matchId}/enrichment`);
+        return reply.code(202).send(result);
       } catch (error) {
         if (error instanceof DomainError && error.code === 'quota_exceeded') {
           const reset = error.retryAfterSeconds!;
