@@ -11,6 +11,9 @@ import {
   JSON_LIMITS,
   LLM_RESPONSE_LIMIT,
   NODE_PAGE,
+  LIST_PAGE,
+  EVENT_PAGE,
+  RECORD_PAGE,
   TEXT_LIMITS,
   truncateUtf8,
 } from '../src/limits.js';
@@ -55,6 +58,17 @@ describe('size limits: one home, documented', () => {
     };
     for (const [field, value] of Object.entries(expected)) assert.equal(rows.get(field), value, `docs/api.md's limit of ${field}`);
     assert.ok(docs.includes(`(default ${NODE_PAGE.default}, at most ${NODE_PAGE.max})`), "docs/api.md states GET /api/nodes's page sizes");
+    assert.ok(docs.includes(`without \`limit\` a page holds ${LIST_PAGE.default}, the most allowed`), "docs/api.md states GET /api/persons's page");
+    assert.equal(LIST_PAGE.default, LIST_PAGE.max, 'the persons page without limit is the largest');
+    assert.ok(docs.includes(`&limit=<1..${EVENT_PAGE.max}>`), "docs/api.md states GET /api/events's largest page");
+    for (const [file, list] of [
+      ['enrichment.md', 'matches'],
+      ['baselines.md', 'baselines'],
+      ['webhook.md', 'webhook/deliveries'],
+    ]) {
+      const text = readFileSync(new URL(`../../docs/${file}`, import.meta.url), 'utf8');
+      assert.ok(text.includes(`1 to ${RECORD_PAGE.max}, ${RECORD_PAGE.default} by default`), `docs/${file} states GET /api/${list}'s page`);
+    }
     const baselines = readFileSync(new URL('../../docs/baselines.md', import.meta.url), 'utf8');
     assert.ok(baselines.includes(`at most ${BASELINE_RECORD_LIMIT.toLocaleString('en')} bytes`), "docs/baselines.md states a record's limit");
   });
