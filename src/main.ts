@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { loadConfig, lookalikeVariables, prepareDataDir, ConfigError, type Config } from './config.js';
+import { adminTokenShown, loadConfig, lookalikeVariables, prepareDataDir, ConfigError, type Config } from './config.js';
 import { buildApp } from './app.js';
 import {
   botsCommand,
@@ -58,7 +58,10 @@ async function serve(): Promise<void> {
     return explainStartup(config)(error);
   });
   app.http.log.info({ version: VERSION, schema: SCHEMA_VERSION }, `Mothership ${VERSION} (schema ${SCHEMA_VERSION}) listening on ${address}`);
-  if (config.adminTokenGenerated) app.http.log.warn(firstStartMessage(address, config));
+  if (config.adminTokenUnshown) {
+    app.http.log.warn(firstStartMessage(address, config));
+    adminTokenShown(config);
+  }
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ConfigError, ENV_SCHEMA, loadConfig, lookalikeVariables, prepareDataDir, VARIABLES } from '../src/config.js';
+import { adminTokenShown, ConfigError, ENV_SCHEMA, loadConfig, lookalikeVariables, prepareDataDir, VARIABLES } from '../src/config.js';
 import { backoffDelay } from '../src/mqtt/backoff.js';
 import { MAX_WEBHOOK_ATTEMPTS, outcomeOf } from '../src/webhook/policy.js';
 
@@ -268,13 +268,13 @@ describe('configuration', () => {
       assert.equal(existsSync(dataDir), false, 'loadConfig created DATA_DIR');
       assert.deepEqual(config.given, { adminToken: null, mothershipId: null, secretsKey: null });
       const prepared = prepareDataDir(config);
-      assert.deepEqual(readdirSync(dataDir).sort(), ['admin-token', 'mothership-id', 'secrets-key']);
+      assert.deepEqual(readdirSync(dataDir).sort(), ['admin-token', 'admin-token.unshown', 'mothership-id', 'secrets-key']);
       assert.equal(statSync(dataDir).mode & 0o777, 0o700);
       assert.equal(statSync(path.join(dataDir, 'admin-token')).mode & 0o777, 0o600);
       assert.equal(prepared.secretsKey.length, 32);
       assert.match(prepared.mothershipId, /^ms-[0-9a-f]{8}$/);
       loadConfig({ DATA_DIR: dataDir });
-      assert.deepEqual(readdirSync(dataDir).sort(), ['admin-token', 'mothership-id', 'secrets-key'], 'loadConfig wrote into DATA_DIR');
+      assert.deepEqual(readdirSync(dataDir).sort(), ['admin-token', 'admin-token.unshown', 'mothership-id', 'secrets-key'], 'loadConfig wrote into DATA_DIR');
     } finally {
       remove();
     }
@@ -284,9 +284,11 @@ describe('configuration', () => {
     const { dir, remove } = temporaryDir();
     try {
       const first = prepareDataDir(loadConfig({ DATA_DIR: dir }));
+      assert.equal(first.adminTokenUnshown, true);
+      assert.equal(prepareDataDir(loadConfig({ DATA_DIR: dir })).adminTokenUnshown, true, 'not shown yet: a start that failed before listening');
+      adminTokenShown(first);
       const second = prepareDataDir(loadConfig({ DATA_DIR: dir }));
-      assert.equal(first.adminTokenGenerated, true);
-      assert.equal(second.adminTokenGenerated, false);
+      assert.equal(second.adminTokenUnshown, false);
       assert.equal(first.adminToken, second.adminToken);
       assert.equal(first.mothershipId, second.mothershipId);
       assert.deepEqual(first.secretsKey, second.secretsKey);
@@ -297,7 +299,7 @@ describe('configuration', () => {
         const given = prepareDataDir(
           loadConfig({ DATA_DIR: other.dir, ADMIN_TOKEN, MOTHERSHIP_ID: 'home', SECRETS_KEY: Buffer.alloc(32, 1).toString('base64') }),
         );
-        assert.deepEqual([given.adminToken, given.adminTokenGenerated, given.mothershipId], [ADMIN_TOKEN, false, 'home']);
+        assert.deepEqual([given.adminToken, given.adminTokenUnshown, given.mothershipId], [ADMIN_TOKEN, false, 'home']);
         assert.deepEqual(readdirSync(other.dir), []);
       } finally {
         other.remove();
@@ -351,7 +353,8 @@ describe('configuration', () => {
         () => prepareDataDir(loadConfig({ DATA_DIR: dir })),
         (error: Error) => error instanceof ConfigError && error.message === `Cannot write ${dir}/admin-token (DATA_DIR): the disk is full.`,
       );
-      assert.deepEqual(readdirSync(dir), [], 'a half-written value was left for the next start to read');
+      // Only the mark that the token the next start generates is still to be shown.
+      assert.deepEqual(readdirSync(dir), ['admin-token.unshown'], 'a half-written value was left for the next start to read');
     } finally {
       remove();
     }

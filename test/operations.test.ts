@@ -31,7 +31,12 @@ for (const dialect of DIALECTS) {
     it('restores what the backup held, loses what came after, and sends the pending deliveries again with their webhook-id', async () => {
       const env = await createTestEnv(dialect, { WEBHOOK_RETRY_DELAY_MS: '300', WEBHOOK_TIMEOUT_MS: '1000', LOG_LEVEL: 'warn' });
       const backup = mkdtempSync(path.join(tmpdir(), 'mothership-backup-'));
-      const shellEnv = { DATA_DIR: env.dataDir, BACKUP: backup, ...(env.env.DATABASE_URL ? { DATABASE_URL: env.env.DATABASE_URL } : {}) };
+      // A directory that does not exist yet, as an operator's dated one: the documented block makes it.
+      const shellEnv = {
+        DATA_DIR: env.dataDir,
+        BACKUP: path.join(backup, 'today'),
+        ...(env.env.DATABASE_URL ? { DATABASE_URL: env.env.DATABASE_URL } : {}),
+      };
       let up = false;
       const receiver = await startReceiver((response) => {
         response.writeHead(up ? 200 : 503);

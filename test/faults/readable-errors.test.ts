@@ -175,6 +175,28 @@ describe('the first start, read by a person at a terminal', () => {
     }
   });
 
+  it('shows the token at the first start that listens: a first start that failed (its port taken) did not show it (outside review)', async () => {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'ms-first-'));
+    const taken = createServer().listen(0, '127.0.0.1');
+    try {
+      await once(taken, 'listening');
+      const failed = spawnMothership(['serve'], { DATA_DIR: dataDir, HOST: '127.0.0.1', PORT: String((taken.address() as AddressInfo).port) });
+      assert.equal(((await once(failed, 'exit')) as [number])[0], 2, failed.output());
+      const token = readFileSync(path.join(dataDir, 'admin-token'), 'utf8').trim();
+      assert.equal(failed.output().includes(token), false, 'a start that does not listen shows no sign-in');
+      const port = await freePort();
+      const next = await startService({ DATA_DIR: dataDir, LOG_FORMAT: 'json' }, port);
+      await stopProcess(next.child);
+      assert.match(next.child.output(), new RegExp(`First start: open http://127\\.0\\.0\\.1:${port}/ in a browser and sign in with the admin token ${token}`));
+      const third = await startService({ DATA_DIR: dataDir, LOG_FORMAT: 'json' }, port);
+      await stopProcess(third.child);
+      assert.equal(third.child.output().includes(token), false, 'shown once it was shown');
+    } finally {
+      taken.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
   it('is JSON unless asked otherwise or writing to a terminal', () => {
     const transport = (options: unknown) => (options as { transport?: { target: string } }).transport?.target;
     assert.equal(transport(loggerOptions('info', 'auto', false)), undefined);
