@@ -90,6 +90,14 @@ describe('docs/api.md request bodies', () => {
     const missing = markdown.replace('<!-- example: setSystemMode -->', '');
     assert.deepEqual(problems(missing), ['setSystemMode: takes a body but has no example']);
   });
+
+  it('has presence examples that work in the order they are written: a person, a zone, then its events (outside review)', async () => {
+    const paths: Record<string, string> = { createPerson: '/api/persons', createZone: '/api/zones', createEvent: '/api/events' };
+    for (const { operationId, text } of requestExamples(readDoc('api.md')).filter((example) => example.operationId in paths)) {
+      const response = await app.api('POST', paths[operationId]!, JSON.parse(text));
+      assert.ok(response.status === 201 || response.status === 202, `${operationId} ${text}: ${response.status} ${JSON.stringify(response.body)}`);
+    }
+  });
 });
 
 describe('docs/enrichment.md signing test vector', () => {
