@@ -274,6 +274,15 @@ describe('history-aware regression detection', () => {
     assert.equal(field(onSteady, 'speedup_vs_alpha').regression, false, 'a slower machine leaves the speedups alone');
   });
 
+  it('a figure that never moved has no spread and no change, not the rounding of its sum (outside review)', () => {
+    // Nine 94.1s summed are 94.1 plus rounding: read as a 1.5e-14 % change with z = -0.94.
+    const same = (sha: string): Run => ({ commit_sha: sha, record: { ...valid, commit_sha: sha, total_runtime_sec: 94.1 } });
+    const history = Array.from({ length: 9 }, (_, index) => same(`c${index}000000`));
+    const total = field(detectRegression(history, [same('head000')]), 'total_runtime_sec');
+    assert.deepEqual([total.centre, total.spread, total.change_pct, total.z], [94.1, 0, 0, 0]);
+    assert.match(total.reason, /^the same as the mean of 9 earlier commits \(band 94\.1\.\.94\.1\), z = 0 <= 3/);
+  });
+
   it('a real step of the subject is a regression even on the noisy runner: the speedups cancel the machine', () => {
     const detection = detectRegression(noisy, [run('head000', 1.3, 1.05)]);
     assert.deepEqual(

@@ -67,12 +67,15 @@ const finite = (value: unknown): value is number => typeof value === 'number' &&
 /** Rounded for the answer; null for a figure JSON cannot carry (an overflow of extreme but valid inputs). */
 const shown = (value: number) => (Number.isFinite(value) ? round(value) : null);
 /**
- * The mean; divided before summing only when the sum overflows (figures near 1e308), so ordinary
- * results stay as they were. The parts' rounding could still carry it past the largest value.
+ * The mean, summed as offsets from the first value: figures that never moved average to that figure
+ * exactly, with no spread (a plain sum of nine 94.1s is 94.1 plus rounding, which read as a change).
+ * Divided before summing only when the offsets overflow (figures near 1e308); the parts' rounding
+ * could still carry it past the largest value.
  */
 function mean(values: number[]): number {
-  const sum = values.reduce((total, value) => total + value, 0);
-  if (Number.isFinite(sum)) return sum / values.length;
+  const first = values[0]!;
+  const offsets = values.reduce((total, value) => total + (value - first), 0);
+  if (Number.isFinite(offsets)) return first + offsets / values.length;
   return Math.min(
     Math.max(...values),
     values.reduce((total, value) => total + value / values.length, 0),
@@ -205,7 +208,7 @@ function judgeField(field: string, direction: Direction, window: number[], headV
   const pctText =
     changePct === null
       ? 'from a centre of 0'
-      : `${Number.isFinite(changePct) ? `${Math.abs(round(changePct, 3))}%` : 'beyond any percentage'} ${worseBy > 0 ? 'worse' : 'better'} than the mean of ${window.length} earlier commit${window.length === 1 ? '' : 's'}`;
+      : `${changePct === 0 ? 'the same as' : `${Number.isFinite(changePct) ? `${Math.abs(round(changePct, 3))}%` : 'beyond any percentage'} ${worseBy > 0 ? 'worse' : 'better'} than`} the mean of ${window.length} earlier commit${window.length === 1 ? '' : 's'}`;
 
   if (window.length < options.minRuns) {
     return verdict(field, direction, round(head), headValues.length, window.length, {
