@@ -134,7 +134,8 @@ describe('dashboard in Chromium', () => {
     assert.equal(await page.textContent('[data-zone="kitchen"] .count'), '1');
     assert.equal(await page.textContent('[data-zone="living-room"] .count'), '0');
     assert.match((await page.textContent('#persons li[data-person="bob"] .badge'))!, /^home$/);
-    assert.match((await page.textContent('#persons li[data-person="ada"] .badge'))!, /home · Kitchen/);
+    assert.equal(await page.textContent('#persons li[data-person="ada"] .badge.ok'), 'Kitchen', 'at home in a room: the room');
+    assert.equal(await page.getAttribute('#persons li[data-person="ada"] .badge', 'title'), 'Home, in Kitchen');
     assert.ok(await page.$('#persons li[data-person="dee"]'));
     assert.equal(await page.inputValue('#mode'), 'sleep');
     // Event rows in words, with names rather than ids: presence first, the rest behind the filter.
@@ -365,10 +366,14 @@ describe('dashboard in Chromium', () => {
     await page.click('[data-zone="garage"] button:has-text("Delete")');
     await page.waitForSelector('[data-zone="garage"]', { state: 'detached' });
     assert.match(question, /Home Assistant loses sensor\.mothership_garage_occupancy_count/);
-    page.once('dialog', (dialog) => void dialog.accept());
+    page.once('dialog', (dialog) => {
+      question = dialog.message();
+      void dialog.accept();
+    });
     await page.click('#persons li[data-person="cy"] button:has-text("Delete")');
     await page.waitForSelector('#persons li[data-person="cy"]', { state: 'detached' });
     assert.equal((await app.api('GET', '/api/persons/cy')).status, 404);
+    assert.match(question, /loses device_tracker\.mothership_cy, binary_sensor\.mothership_cy_presence and sensor\.mothership_cy_room;/);
   });
 
   it('renders the baseline history, one chart per metric: the subject and the three comparison tools', async () => {

@@ -4,10 +4,26 @@ import { api, apiAll } from './api.js';
 
 export const household = { persons: new Map(), zones: new Map(), health: null, loaded: false };
 
+/** How many persons have each name: built when asked, dropped when a person is added, renamed or deleted. */
+let nameCounts = null;
+
+/** A name as the service compares names (`sameName`, src/presence/transitions.ts): "Bob" and " bob " are one. */
+const nameKey = (name) => name.normalize('NFKC').trim().replace(/\s+/g, ' ').toLowerCase();
+
+/** Whether another person has this person's name: the lists then show the id too, to tell them apart. */
+export function sharesName(person) {
+  if (!nameCounts) {
+    nameCounts = new Map();
+    for (const { name } of household.persons.values()) nameCounts.set(nameKey(name), (nameCounts.get(nameKey(name)) ?? 0) + 1);
+  }
+  return nameCounts.get(nameKey(person.name)) > 1;
+}
+
 export async function loadHousehold() {
   // Every page of the lists (1000 a page): the names in events and the People page's search need them all.
   const [persons, zones, health] = await Promise.all([apiAll('/api/persons'), apiAll('/api/zones'), api('GET', '/api/system/health')]);
   household.persons = new Map(persons.map((person) => [person.id, person]));
+  nameCounts = null;
   household.zones = new Map(zones.map((zone) => [zone.id, zone]));
   household.health = health;
   household.loaded = true;
@@ -58,12 +74,15 @@ export function applyToHousehold(event) {
       if (person) Object.assign(person, { presence: detail.to, ...(detail.to === 'not_home' ? { zone: null } : {}) });
       return true;
     case 'person.created':
+      nameCounts = null;
       household.persons.set(personId, { id: personId, name: detail.name, presence: 'unknown', zone: null, last_seen: null });
       return true;
     case 'person.updated':
+      nameCounts = null;
       if (person) person.name = detail.name;
       return true;
     case 'person.deleted': {
+      nameCounts = null;
       rememberDeleted(event);
       household.persons.delete(personId);
       // The deletion carries no occupancy: the person simply leaves the zone's list.

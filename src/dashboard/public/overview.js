@@ -1,7 +1,7 @@
 // Overview: system, zones, people, falls and recent events; #/people/<id> and #/zones/<id> open a record.
 import { api, ApiError, report } from './api.js';
 import { $, ago, busy, clearErrors, dateTime, el, emptyState, showErrors } from './dom.js';
-import { household, loadHousehold, personName, zoneName } from './household.js';
+import { household, loadHousehold, personName, sharesName, zoneName } from './household.js';
 import { EVENT_FILTERS, loadActivity, renderEvents, renderFalls, renderFiltered } from './activity.js';
 import { renderTimeline } from './timeline.js';
 
@@ -24,7 +24,7 @@ const COLLECTIONS = {
   persons: {
     map: () => household.persons,
     loses: (person) =>
-      `Home Assistant loses device_tracker.mothership_${entitySlug(person.id)} and binary_sensor.mothership_${entitySlug(person.id)}_presence; a Home Assistant person that tracks them loses that source.`,
+      `Home Assistant loses device_tracker.mothership_${entitySlug(person.id)}, binary_sensor.mothership_${entitySlug(person.id)}_presence and sensor.mothership_${entitySlug(person.id)}_room; a Home Assistant person that tracks them loses that source.`,
   },
 };
 
@@ -115,11 +115,16 @@ function renderZones() {
 export function presenceBadge(person) {
   if (person.presence === 'unknown')
     return el('span', { class: 'badge unknown', title: 'No entry or exit seen yet: the first one from a sensing node tells' }, 'unknown');
-  return el(
-    'span',
-    { class: `badge ${person.presence === 'home' ? 'ok' : ''}` },
-    person.presence === 'home' ? `home${person.zone ? ' · ' + zoneName(person.zone) : ''}` : 'away',
-  );
+  if (person.presence !== 'home') return el('span', { class: 'badge' }, 'away');
+  // At home in a room: the room's name says both, and leaves a phone's row room for it.
+  if (person.zone) return el('span', { class: 'badge ok', title: `Home, in ${zoneName(person.zone)}` }, zoneName(person.zone));
+  return el('span', { class: 'badge ok' }, 'home');
+}
+
+/** Under a person's name: their id when another person has the same name, and when they were last seen. */
+function seenLine(person) {
+  const parts = [sharesName(person) ? person.id : null, person.last_seen ? `seen ${ago(person.last_seen)}` : null].filter(Boolean);
+  return parts.length ? el('small', { class: 'hint seen' }, parts.join(' · ')) : null;
 }
 
 /** A person's line: name, when last seen, presence; `withActions` adds Rename and Delete. */
@@ -127,12 +132,7 @@ export function personItem(person, withActions = true) {
   return el(
     'li',
     { 'data-person': person.id },
-    el(
-      'span',
-      { class: 'who' },
-      el('a', { href: `#/people/${encodeURIComponent(person.id)}` }, person.name),
-      person.last_seen ? el('small', { class: 'hint seen' }, `seen ${ago(person.last_seen)}`) : null,
-    ),
+    el('span', { class: 'who' }, el('a', { href: `#/people/${encodeURIComponent(person.id)}` }, person.name), seenLine(person)),
     el('span', { class: 'row-actions' }, presenceBadge(person), withActions ? actions('persons', person) : null),
   );
 }

@@ -55,8 +55,11 @@ function draw() {
     );
     return;
   }
+  // The list is as tall as its rows up to its most (style.css): drawn from a short one (Loading…), it
+  // grows to as much as the window shows.
+  const viewport = Math.max(list.clientHeight, window.innerHeight);
   const first = Math.max(0, Math.floor(list.scrollTop / ROW_PX) - OVERSCAN);
-  const last = Math.min(matches.length, Math.ceil((list.scrollTop + list.clientHeight) / ROW_PX) + OVERSCAN);
+  const last = Math.min(matches.length, Math.ceil((list.scrollTop + viewport) / ROW_PX) + OVERSCAN);
   list.replaceChildren(
     el('li', { class: 'spacer', 'aria-hidden': 'true', 'data-height': first * ROW_PX }),
     ...matches.slice(first, last).map((person) => personItem(person)),
