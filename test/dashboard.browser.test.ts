@@ -345,6 +345,10 @@ describe('dashboard in Chromium', () => {
     assert.deepEqual([events[0].event_type, events[0].person, events[0].zone], ['fall.cleared', 'ada', 'kitchen']);
     await page.click('#nav a[data-view="overview"]');
     await page.waitForSelector('#falls li:has-text("Fall cleared: Ada in Kitchen")');
+    // Cleared for nobody in particular (api.md's example): no "Someone" (outside review).
+    await app.api('POST', '/api/events', { type: 'fall.cleared' });
+    await page.waitForSelector('#falls li .what:text-is("Fall cleared")');
+    assert.doesNotMatch((await page.textContent('#falls'))!, /Someone/);
   });
 
   it('adds, renames and deletes zones and people without curl', async () => {

@@ -18,6 +18,7 @@ import { STREAM_RECHECK_MS } from '../src/events/routes.js';
 import { CLOCK_CHECK_MS, CLOCK_TOLERANCE_MS } from '../src/ops/clock.js';
 import { PAGE_ITEMS } from '../src/http/index.js';
 import { DETECTION_WEIGHT } from '../src/baselines/routes.js';
+import { VERSION } from '../src/version.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
 /**
@@ -195,5 +196,13 @@ describe('numbers the code sets, in prose', () => {
       }
     }
     assert.deepEqual(wrong, []);
+  });
+
+  it("shows this release's version in docs/mqtt.md's discovery payloads (outside review: they said 0.1.0)", () => {
+    const versions = [...readFileSync(path.resolve(import.meta.dirname, '../../docs/mqtt.md'), 'utf8').matchAll(/"sw_version": "([^"]*)"/g)].map(
+      (match) => match[1],
+    );
+    assert.ok(versions.length >= 2);
+    assert.deepEqual(new Set(versions), new Set([VERSION]));
   });
 });

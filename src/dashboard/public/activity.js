@@ -30,7 +30,8 @@ export function describe(event) {
     case 'fall.detected':
       return ['Fall: ', person(event.person), ...where(event)];
     case 'fall.cleared':
-      return ['Fall cleared: ', person(event.person), ...where(event)];
+      // Cleared for nobody in particular: every fall is (the API's own example).
+      return event.person ? ['Fall cleared: ', person(event.person), ...where(event)] : ['Fall cleared', ...where(event)];
     case 'anomaly.detected':
       return ['Anomaly', ...where(event), event.person ? [' (', person(event.person), ')'] : [], summarize(detail) ? `: ${summarize(detail)}` : ''];
     case 'system.health':
