@@ -355,6 +355,21 @@ describe('group commit on SQLite', () => {
     }
     assert.equal(counter.count, 3);
   });
+
+  it('tells whether a committed batch changed anything: one that did not wrote nothing to disk (outside review)', async () => {
+    const outcomes: [unknown, boolean][] = [];
+    const observed = new GroupCommit(db, file, (error, wrote) => outcomes.push([error, wrote]));
+    await observed.run((trx) => trx.selectFrom('items').select('id').execute());
+    await observed.run((trx) => trx.deleteFrom('items').where('id', '=', 'no such item').execute());
+    await observed.run((trx) => trx.insertInto('items').values({ id: 'observed' }).execute());
+    // A batch is observed after its transactions are answered: the next batch's answer comes after it.
+    await observed.run((trx) => trx.selectFrom('items').select('id').execute());
+    assert.deepEqual(outcomes.slice(0, 3), [
+      [undefined, false],
+      [undefined, false],
+      [undefined, true],
+    ]);
+  });
 });
 
 describe('compiled queries on SQLite', () => {

@@ -41,6 +41,11 @@ describe('WriteHealth', () => {
     assert.equal(health.state(), 'disk full');
     assert.equal(health.state(Date.now() + 9_000), 'disk full');
     assert.equal(health.state(Date.now() + 10_001), 'ok');
+    health.observe({ code: 'SQLITE_FULL' });
+    // A commit that changed nothing (a background task finding no work) wrote nothing: it says
+    // nothing about the disk either (outside review: /readyz said ready while every write failed).
+    health.observe(undefined, false);
+    assert.equal(health.state(), 'disk full');
     health.observe();
     assert.equal(health.state(), 'ok');
   });

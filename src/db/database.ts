@@ -110,7 +110,7 @@ export class Database {
     /** SQLite with a storage budget: the most the WAL takes (walLimits), which the budget sets aside for it. */
     readonly walReserveBytes = 0,
   ) {
-    this.groupCommit = sqlite ? new GroupCommit(db, sqlite.file, (error) => this.writes.observe(error)) : null;
+    this.groupCommit = sqlite ? new GroupCommit(db, sqlite.file, (error, wrote) => this.writes.observe(error, wrote)) : null;
     this.file = sqlite?.file ?? null;
     this.commits = sqlite ? sqlite.file.prepare('select total_changes() + (select data_version from pragma_data_version)').pluck() : null;
   }

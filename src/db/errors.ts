@@ -40,10 +40,14 @@ const REMEMBERED_MS = 10_000;
 export class WriteHealth {
   private failure: { reason: StorageFailure; at: number } | null = null;
 
-  /** A write committed (`error` undefined) or failed; only storage failures count. */
-  observe(error?: unknown): void {
+  /**
+   * A write committed (`error` undefined) or failed; only storage failures count. A commit clears a
+   * failure only when it `wrote`: one that changed nothing (a background task finding no work) needed
+   * no disk, and on a full disk still commits.
+   */
+  observe(error?: unknown, wrote = true): void {
     if (error === undefined) {
-      this.failure = null;
+      if (wrote) this.failure = null;
       return;
     }
     const reason = storageFailure(error);

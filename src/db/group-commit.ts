@@ -28,12 +28,14 @@ export class GroupCommit<D extends Kysely<any>> {
   private holder: D | null = null;
   /** Prepared once: `exec` parses its SQL on every call, several times per transaction here. */
   private readonly control: Record<'begin' | 'savepoint' | 'release' | 'commit', BetterSqlite3.Statement>;
+  /** Rows this connection has changed since it opened: a batch that changed none wrote nothing. */
+  private readonly totalChanges: BetterSqlite3.Statement<[], number>;
 
   constructor(
     private readonly db: D,
     private readonly file: BetterSqlite3.Database,
-    /** Told each batch's outcome: undefined when it committed, else the error that failed it. */
-    private readonly observe: (error?: unknown) => void = () => {},
+    /** Told each batch's outcome: undefined when it committed (and whether it changed a row), else the error that failed it. */
+    private readonly observe: (error: unknown, wrote: boolean) => void = () => {},
   ) {
     this.control = {
       begin: file.prepare('begin immediate'),
@@ -41,6 +43,7 @@ export class GroupCommit<D extends Kysely<any>> {
       release: file.prepare('release work'),
       commit: file.prepare('commit'),
     };
+    this.totalChanges = file.prepare<[], number>('select total_changes()').pluck();
   }
 
   run<T>(work: (trx: D) => Promise<T>): Promise<T> {
@@ -57,14 +60,15 @@ export class GroupCommit<D extends Kysely<any>> {
     try {
       while (this.queue.length) {
         const batch = this.queue.splice(0, MAX_BATCH);
+        const changesBefore = this.totalChanges.get();
         // Holding Kysely's connection keeps queries outside a transaction from landing in this one.
         await this.db
           .connection()
           .execute((trx) => this.runBatch(trx as D, batch))
           .then(
-            () => this.observe(),
+            () => this.observe(undefined, this.totalChanges.get() !== changesBefore),
             (error: unknown) => {
-              this.observe(error);
+              this.observe(error, false);
               batch.forEach((item) => item.reject(error));
             },
           );
