@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
+import pg from 'pg';
 import type { AddressInfo } from 'node:net';
 import { DIALECTS, eventually, startTestApp, createTestEnv, type TestApp, type TestEnv } from './helpers/app.js';
 import { botRequest } from './helpers/bot.js';
@@ -102,6 +103,42 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+describe('a standalone worker whose PostgreSQL connections the server ends (postgres)', () => {
+  it('keeps running and takes the next job: it does not exit 0 with nothing left to wait on (outside review)', async () => {
+    const env = await createTestEnv('postgres');
+    const app = await startTestApp('postgres', {}, { testEnv: env });
+    const worker = spawnMothership(['worker'], { ...env.env, LOG_LEVEL: 'info' });
+    const admin = new pg.Client({ connectionString: env.env.DATABASE_URL });
+    try {
+      const bot = (await app.api('POST', '/api/bots', { id: 'b', name: 'B' })).body;
+      await app.api('POST', '/api/matches', { id: 'm', status: 'completed', replay: REPLAY });
+      await eventually(() => worker.output().includes('enrichment worker of Mothership'), 30_000, 'the worker to start');
+      await admin.connect();
+      // A server restart or a pooler ends the worker's idle connection; the app's are ended too and come back
+      // (a request that met one answered 503 and stored nothing: asked again).
+      await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()');
+      await eventually(
+        async () => (await botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'm' })).status === 202,
+        10_000,
+        'the request to be accepted',
+      );
+      await eventually(
+        async () => {
+          assert.equal(worker.exitCode, null, `the worker exited: ${worker.output()}`);
+          return (await app.api('GET', '/api/matches/m/enrichment')).body.status === 'completed';
+        },
+        15_000,
+        'the worker to complete the job',
+      );
+    } finally {
+      await admin.end();
+      await stopProcess(worker);
+      await app.cleanup();
+      await env.cleanup();
+    }
+  });
+});
 
 describe('mothership bots create', () => {
   it('prints the new bot id and its shared secret once, and the secret signs requests', async () => {

@@ -20,7 +20,12 @@ export async function workerCommand(config: Config, lookalikes: string | null): 
   const worker = enrichment.newWorker();
   await worker.start();
   log.info({ worker: worker.id, version: VERSION, schema: SCHEMA_VERSION }, `enrichment worker of Mothership ${VERSION} (schema ${SCHEMA_VERSION}) started`);
+  // The process's timers are unref'd (a server lives by its listening socket), and PostgreSQL's pool
+  // holds no socket once the server ends its idle connection: with nothing left to wait on, the worker
+  // exited 0, leaving its jobs queued and a supervisor's Restart=on-failure satisfied. This holds it.
+  const running = setInterval(() => {}, 2 ** 31 - 1);
   const stop = async () => {
+    clearInterval(running);
     await worker.stop();
     await database.close();
     process.exit(0);
