@@ -12,7 +12,7 @@ export interface Installation {
   adminToken: string;
   /**
    * True while the generated admin token has not been shown: the first start that listens logs it
-   * once and calls `adminTokenShown` (a first start that failed, its port taken, showed nothing).
+   * once, after `takeUnshownTokenMark` (a first start that failed, its port taken, showed nothing).
    */
   adminTokenUnshown: boolean;
   mothershipId: string;
@@ -420,9 +420,18 @@ function makeDirectory(dir: string): void {
 /** In DATA_DIR while the generated admin token has not been shown. */
 const UNSHOWN_TOKEN_MARK = 'admin-token.unshown';
 
-/** The admin token was shown (logged at the first start that listened): later starts do not repeat it. */
-export function adminTokenShown(config: Config): void {
-  rmSync(path.join(config.dataDir, UNSHOWN_TOKEN_MARK), { force: true });
+/**
+ * Called by a start that listens and found the token unshown: removing the mark is what decides, so of
+ * two starts at once only one `show`s it. A mark that cannot be removed (a read-only DATA_DIR) is
+ * `kept`: the token is shown, and will be again by the next start.
+ */
+export function takeUnshownTokenMark(config: Config): { show: boolean; kept: boolean } {
+  try {
+    rmSync(path.join(config.dataDir, UNSHOWN_TOKEN_MARK));
+    return { show: true, kept: false };
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOENT' ? { show: false, kept: false } : { show: true, kept: true };
+  }
 }
 
 export function prepareDataDir(config: EnvConfig): Config {

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { adminTokenShown, loadConfig, lookalikeVariables, prepareDataDir, ConfigError, type Config } from './config.js';
+import { loadConfig, lookalikeVariables, prepareDataDir, takeUnshownTokenMark, ConfigError, type Config } from './config.js';
 import { buildApp } from './app.js';
 import {
   botsCommand,
@@ -59,8 +59,9 @@ async function serve(): Promise<void> {
   });
   app.http.log.info({ version: VERSION, schema: SCHEMA_VERSION }, `Mothership ${VERSION} (schema ${SCHEMA_VERSION}) listening on ${address}`);
   if (config.adminTokenUnshown) {
-    app.http.log.warn(firstStartMessage(address, config));
-    adminTokenShown(config);
+    const mark = takeUnshownTokenMark(config);
+    if (mark.show) app.http.log.warn(firstStartMessage(address, config));
+    if (mark.kept) app.http.log.warn(`${config.dataDir}/admin-token.unshown cannot be removed: the next start shows the admin token again`);
   }
   let stopping = false;
   const stop = async (signal: string) => {

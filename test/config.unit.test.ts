@@ -1,9 +1,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { adminTokenShown, ConfigError, ENV_SCHEMA, loadConfig, lookalikeVariables, prepareDataDir, VARIABLES } from '../src/config.js';
+import { ConfigError, ENV_SCHEMA, loadConfig, lookalikeVariables, prepareDataDir, takeUnshownTokenMark, VARIABLES } from '../src/config.js';
 import { backoffDelay } from '../src/mqtt/backoff.js';
 import { MAX_WEBHOOK_ATTEMPTS, outcomeOf } from '../src/webhook/policy.js';
 
@@ -286,7 +286,9 @@ describe('configuration', () => {
       const first = prepareDataDir(loadConfig({ DATA_DIR: dir }));
       assert.equal(first.adminTokenUnshown, true);
       assert.equal(prepareDataDir(loadConfig({ DATA_DIR: dir })).adminTokenUnshown, true, 'not shown yet: a start that failed before listening');
-      adminTokenShown(first);
+      // Of two starts that both found the mark (at the same moment), only the one that takes it shows the token.
+      assert.deepEqual(takeUnshownTokenMark(first), { show: true, kept: false });
+      assert.deepEqual(takeUnshownTokenMark(first), { show: false, kept: false });
       const second = prepareDataDir(loadConfig({ DATA_DIR: dir }));
       assert.equal(second.adminTokenUnshown, false);
       assert.equal(first.adminToken, second.adminToken);
@@ -339,6 +341,19 @@ describe('configuration', () => {
             error.message === 'ADMIN_TOKEN must be at least 16 characters (DATA_DIR/admin-token; remove the file to generate a new one)',
         );
       }
+    } finally {
+      remove();
+    }
+  });
+
+  it('a mark it cannot remove (a read-only DATA_DIR) does not stop the start: the token is shown, and said to be shown again (review)', () => {
+    const { dir, remove } = temporaryDir();
+    try {
+      const config = prepareDataDir(loadConfig({ DATA_DIR: dir }));
+      // A directory in the mark's place: removing it fails as a read-only file system's EROFS does.
+      rmSync(path.join(dir, 'admin-token.unshown'));
+      mkdirSync(path.join(dir, 'admin-token.unshown'));
+      assert.deepEqual(takeUnshownTokenMark(config), { show: true, kept: true });
     } finally {
       remove();
     }

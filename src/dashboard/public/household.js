@@ -14,7 +14,10 @@ const nameKey = (name) => name.normalize('NFKC').trim().replace(/\s+/g, ' ').toL
 export function sharesName(person) {
   if (!nameCounts) {
     nameCounts = new Map();
-    for (const { name } of household.persons.values()) nameCounts.set(nameKey(name), (nameCounts.get(nameKey(name)) ?? 0) + 1);
+    for (const { name } of household.persons.values()) {
+      const key = nameKey(name);
+      nameCounts.set(key, (nameCounts.get(key) ?? 0) + 1);
+    }
   }
   return nameCounts.get(nameKey(person.name)) > 1;
 }
