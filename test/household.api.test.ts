@@ -2,7 +2,7 @@
 // persons and zones listed a page at a time.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { reportedPresence, sameName } from '../src/presence/transitions.js';
+import { nameKey, reportedPresence } from '../src/presence/transitions.js';
 import { DIALECTS, startTestApp, type TestApp } from './helpers/app.js';
 
 describe('household rules (pure)', () => {
@@ -13,6 +13,7 @@ describe('household rules (pure)', () => {
   });
 
   it('names are the same when they differ in case, compatibility forms or white space only', () => {
+    const sameName = (a: string, b: string) => nameKey(a) === nameKey(b);
     assert.equal(sameName('Bob', ' bob '), true);
     assert.equal(sameName('Ada  Lovelace', 'ada lovelace'), true);
     assert.equal(sameName('Ｂｏｂ', 'bob'), true);
@@ -60,6 +61,16 @@ for (const dialect of DIALECTS) {
       await app.api('POST', '/api/persons', { id: 'carol', name: 'Carol' });
       assert.equal((await app.api('POST', '/api/zones', { name: 'hall' })).status, 409);
       assert.equal((await app.api('POST', '/api/zones', { name: 'hall', duplicate_name: true })).body.id, 'hall-2');
+    });
+
+    it('a name used again gets the next free suffix, past the first 64 too', async () => {
+      const ids: string[] = [];
+      for (let index = 0; index < 66; index++) ids.push((await app.api('POST', '/api/zones', { name: 'Echo', duplicate_name: true })).body.id);
+      assert.deepEqual(ids.slice(0, 2), ['echo', 'echo-2']);
+      assert.deepEqual(ids.slice(-2), ['echo-65', 'echo-66']);
+      await app.api('DELETE', '/api/zones/echo-3');
+      assert.equal((await app.api('POST', '/api/zones', { name: 'Echo', duplicate_name: true })).body.id, 'echo-3');
+      for (const id of ids) await app.api('DELETE', `/api/zones/${id}`);
     });
 
     it('of several creates of one name at once, one is stored and the others get 409', async () => {

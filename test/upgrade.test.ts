@@ -101,6 +101,47 @@ for (const dialect of DIALECTS) {
       }
     });
 
+    it('a name it stores or changes is taken for this release: a create of it by name gets 409', async () => {
+      const env = await createTestEnv(dialect);
+      const app = await startTestApp(dialect, {}, { testEnv: env });
+      const db = connect(dialect, env);
+      const previous = (pattern: RegExp) => {
+        const recorded = PREVIOUS_RELEASE.find((statement) => statement.dialect === dialect && pattern.test(statement.sql));
+        assert.ok(recorded, `the fixture has the previous release run ${pattern}`);
+        return (...parameters: unknown[]) => db.executeQuery(CompiledQuery.raw(recorded.sql, parameters));
+      };
+      try {
+        const at = new Date().toISOString();
+        await previous(/^insert into "persons"/)('bob', 'Bob', 'not_home', null, null, null, at);
+        // More than one statement keys at once (KEYS_PER_STATEMENT).
+        for (let index = 0; index < 600; index++) await previous(/^insert into "persons"/)(`guest-${index}`, `Guest ${index}`, 'not_home', null, null, null, at);
+        await previous(/^insert into "zones"/)('loft', 'Loft', at);
+        assert.equal((await app.api('POST', '/api/persons', { id: 'carol', name: 'Carol' })).status, 201);
+        assert.equal((await app.api('POST', '/api/zones', { id: 'hall', name: 'Hall' })).status, 201);
+        await previous(/^update "persons" set "name" = \S+ where "id" = \S+$/)('Dave', 'carol');
+        await previous(/^update "zones" set "name" = \S+ where "id" = \S+$/)('Attic', 'hall');
+        const refused = async (path: string, name: string, owner: string) => {
+          const answer = await app.api('POST', path, { name });
+          assert.equal(answer.status, 409, `${name}: ${JSON.stringify(answer.body)}`);
+          assert.match(answer.body.errors[0].message, new RegExp(`"${owner}"`));
+        };
+        await refused('/api/persons', 'bob', 'bob');
+        await refused('/api/persons', 'guest 599', 'guest-599');
+        const unkeyed = await db.selectFrom('persons').select((row) => row.fn.countAll<string | number>().as('count')).where('name_key', 'is', null).executeTakeFirstOrThrow();
+        assert.equal(Number(unkeyed.count), 0, 'a create keys every row it read');
+        await refused('/api/persons', 'DAVE', 'carol');
+        await refused('/api/zones', 'loft', 'loft');
+        await refused('/api/zones', 'attic', 'hall');
+        // The names it renamed away from are free again.
+        assert.equal((await app.api('POST', '/api/persons', { name: 'Carol' })).status, 201);
+        assert.equal((await app.api('POST', '/api/zones', { name: 'Hall' })).status, 201);
+      } finally {
+        await db.destroy();
+        await app.cleanup();
+        await env.cleanup();
+      }
+    });
+
     it('013 repairs the baselines it stored with an empty run time before', async () => {
       const env = await createTestEnv(dialect);
       const db = connect(dialect, env);

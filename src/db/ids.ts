@@ -5,17 +5,21 @@ import { slugify } from '../ids.js';
 
 type IdTable = 'persons' | 'zones' | 'bots' | 'matches' | 'api_tokens';
 
+/** How many ids `uniqueId` asks about at once: the slug and its first 63 suffixes. */
+const ID_BATCH = 64;
+
 /** A new id for `table`: the slug of `name`, with `-2`, `-3`... appended until it is free. */
 export async function uniqueId(trx: Db, table: IdTable, name: string, fallback: string): Promise<string> {
   const base = slugify(name, fallback);
-  const taken = new Set((await trx.selectFrom(table).select('id').where('id', 'like', `${base}%`).execute()).map((row) => row.id));
-  if (!taken.has(base)) return base;
-  for (let suffix = 2; ; suffix++) {
-    const candidate = `${base}-${suffix}`;
-    if (!taken.has(candidate)) return candidate;
+  // Asked by equality over the key, a batch at a time: a prefix match reads no index on either database
+  // (SQLite's LIKE ignores case; PostgreSQL's depends on the collation).
+  for (let first = 1; ; first += ID_BATCH) {
+    const candidates = Array.from({ length: ID_BATCH }, (_, index) => (first + index === 1 ? base : `${base}-${first + index}`));
+    const taken = new Set((await trx.selectFrom(table).select('id').where('id', 'in', candidates).execute()).map((row) => row.id));
+    const free = candidates.find((candidate) => !taken.has(candidate));
+    if (free !== undefined) return free;
   }
 }
-
 /**
  * Inserts `row(id)` and answers the id: `chosen` when the caller chose one (null when it is taken:
  * a 409 for the caller), else `derive()`, asked again while the id it gives is taken. The insert

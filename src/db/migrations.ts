@@ -692,6 +692,34 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await sql`insert into baseline_usage (id, bytes) select 1, coalesce(sum(${bytes('baselines')}), 0) from baselines`.execute(db);
       },
     },
+    '031_names_by_key': {
+      // A create by name looks for the name among rows of the same key (presence's nameKey) over an
+      // index instead of reading every name. The key is computed by this release, not by SQL (Unicode
+      // compatibility forms), so rows without one (written before, or by the previous release) stay
+      // null and are keyed when a create first reads them; a rename that leaves the key as it was (the
+      // previous release's) makes it null again, so a stale key never answers for a new name.
+      async up(db: Kysely<any>) {
+        for (const table of ['persons', 'zones']) {
+          await db.schema.alterTable(table).addColumn('name_key', 'text').execute();
+          await db.schema.createIndex(`${table}_by_name_key`).on(table).column('name_key').execute();
+          if (dialect === 'postgres') {
+            await sql`create function ${sql.raw(`mothership_${table}_name_renamed`)}() returns trigger language plpgsql as $$
+              begin
+                if new.name is distinct from old.name and new.name_key is not distinct from old.name_key then
+                  new.name_key := null;
+                end if;
+                return new;
+              end $$`.execute(db);
+            await sql`create trigger ${sql.raw(`${table}_name_renamed`)} before update of name on ${sql.table(table)}
+              for each row execute function ${sql.raw(`mothership_${table}_name_renamed`)}()`.execute(db);
+          } else {
+            await sql`create trigger ${sql.raw(`${table}_name_renamed`)} after update of name on ${sql.table(table)}
+              when new.name is not old.name and new.name_key is old.name_key
+              begin update ${sql.table(table)} set name_key = null where id = new.id; end`.execute(db);
+          }
+        }
+      },
+    },
   };
 }
 

@@ -16,12 +16,16 @@ export interface PersonsTable {
   /** When the person left their last zone; drives the away delay. */
   left_at: string | null;
   created_at: string;
+  /** The name as names compare (presence's `nameKey`); null when a release before 031 wrote or renamed the row. */
+  name_key: string | null;
 }
 
 export interface ZonesTable {
   id: string;
   name: string;
   created_at: string;
+  /** As `PersonsTable.name_key`. */
+  name_key: string | null;
 }
 
 /** A nullable column an insert may leave out (rows written by releases before it have none). */

@@ -8,9 +8,9 @@ import {
   exitZone,
   isAwayDue,
   markAway,
+  nameKey,
   occupancyAfter,
   type OthersInZones,
-  sameName,
   type PersonState,
   type Transition,
   type TransitionEvent,
@@ -134,6 +134,7 @@ export class PresenceService {
       last_seen: null,
       left_at: null,
       created_at: now(),
+      name_key: nameKey(input.name),
     });
     return this.createNamed('persons', input, newPerson, (id) => toPersonView(newPerson(id)));
   }
@@ -141,7 +142,7 @@ export class PresenceService {
   updatePerson(id: string, input: { name?: string }): Promise<PersonView> {
     return this.events.write(async (trx, emit) => {
       await readPerson(trx, id);
-      if (input.name !== undefined) await trx.updateTable('persons').set({ name: input.name }).where('id', '=', id).execute();
+      if (input.name !== undefined) await trx.updateTable('persons').set({ name: input.name, name_key: nameKey(input.name) }).where('id', '=', id).execute();
       const person = await readPerson(trx, id);
       emit('person.updated', { person: id, zone: person.zone, detail: { name: person.name } });
       return person;
@@ -210,7 +211,7 @@ export class PresenceService {
     return this.createNamed(
       'zones',
       input,
-      (id) => ({ id, name: input.name, created_at: now() }),
+      (id) => ({ id, name: input.name, created_at: now(), name_key: nameKey(input.name) }),
       (id) => zoneView({ id, name: input.name }, []),
     );
   }
@@ -221,13 +222,14 @@ export class PresenceService {
    * a lock (two at once would each find the name free, or the last place); SQLite writes one
    * transaction at a time anyway.
    */
-  private createNamed<T extends 'persons' | 'zones', View>(
+  private async createNamed<T extends 'persons' | 'zones', View>(
     table: T,
     input: NamedInput,
     row: (id: string) => Insertable<Schema[T]>,
     view: (id: string) => View,
   ): Promise<View> {
     const kind = KINDS[table];
+    if (asksName(input)) await keyNames(this.database, table);
     return this.events.write(async (trx, emit) => {
       if (this.database.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${NAME_CHECK_LOCK})`.execute(trx);
       // A chosen id already taken is a conflict first, full or not: a client reads it as "already there".
@@ -252,7 +254,7 @@ export class PresenceService {
   updateZone(id: string, input: { name?: string }): Promise<ZoneView> {
     return this.events.write(async (trx, emit) => {
       await readZone(trx, id);
-      if (input.name !== undefined) await trx.updateTable('zones').set({ name: input.name }).where('id', '=', id).execute();
+      if (input.name !== undefined) await trx.updateTable('zones').set({ name: input.name, name_key: nameKey(input.name) }).where('id', '=', id).execute();
       const zone = await readZone(trx, id);
       emit('zone.updated', { zone: id, detail: { name: zone.name } });
       return zone;
@@ -638,23 +640,57 @@ async function refuseBeyondLimit(trx: Db, table: keyof RecordLimits, limit: numb
   );
 }
 
+/** Rows a statement keys at once: a `select` each in a `union all`, within SQLite's 500 terms. */
+const KEYS_PER_STATEMENT = 250;
+
+/**
+ * Stores the name key of the rows of `table` that have none (migration 031: rows written before it,
+ * or by the previous release beside this one), in a transaction of its own, so that the checks after
+ * it read only their name's rows whatever they answer. The name in the condition leaves a row renamed
+ * meanwhile with the rename's own key.
+ */
+async function keyNames(database: Database, table: 'persons' | 'zones'): Promise<void> {
+  const unkeyed = await database.db.selectFrom(table).select(['id', 'name']).where('name_key', 'is', null).execute();
+  if (unkeyed.length === 0) return;
+  await database.transaction(async (trx) => {
+    for (let start = 0; start < unkeyed.length; start += KEYS_PER_STATEMENT) {
+      const keyed = sql.join(
+        unkeyed.slice(start, start + KEYS_PER_STATEMENT).map((row) => sql`select ${row.id} as id, ${row.name} as name, ${nameKey(row.name)} as name_key`),
+        sql` union all `,
+      );
+      await sql`update ${sql.table(table)} set name_key = keyed.name_key from (${keyed}) as keyed
+        where ${sql.table(table)}.id = keyed.id and ${sql.table(table)}.name = keyed.name`.execute(trx);
+    }
+  });
+}
+
 /**
  * A 409 naming `/name` when the create derives its id from a name another row of `table` already
- * has (sameName), unless the request confirms it (`duplicate_name`): a second "Bob" is a mistake
- * more often than a second Bob, and was stored as `bob-2` without a word. A create that names its
- * own `id` chose it knowingly, as clients before this rule did, and is not asked.
+ * has (the same nameKey), unless the request confirms it (`duplicate_name`): a second "Bob" is a
+ * mistake more often than a second Bob, and was stored as `bob-2` without a word. A create that
+ * names its own `id` chose it knowingly, as clients before this rule did, and is not asked.
  */
 async function refuseTakenName(trx: Db, table: 'persons' | 'zones', id: string, input: NamedInput): Promise<void> {
-  if (input.id !== undefined || input.duplicate_name) return;
-  const name = input.name;
-  const rows = await trx.selectFrom(table).select(['id', 'name']).where('id', '!=', id).execute();
-  const taken = rows.find((row) => sameName(row.name, name));
+  if (!asksName(input)) return;
+  const key = nameKey(input.name);
+  // Rows without a key are what the previous release wrote since keyNames ran.
+  const taken = (
+    await trx
+      .selectFrom(table)
+      .select(['id', 'name', 'name_key'])
+      .where('id', '!=', id)
+      .where((row) => row.or([row('name_key', '=', key), row('name_key', 'is', null)]))
+      .execute()
+  ).find((row) => (row.name_key ?? nameKey(row.name)) === key);
   if (!taken) return;
   const what = table === 'persons' ? 'person' : 'zone';
   throw new DomainError('conflict', `The ${what} "${taken.id}" is already called "${taken.name}"`, {
     errors: [{ path: '/name', message: `is already the name of ${what} "${taken.id}"; send "duplicate_name": true to use it again` }],
   });
 }
+
+/** Whether a create checks its name against the others' (refuseTakenName). */
+const asksName = (input: NamedInput): boolean => input.id === undefined && !input.duplicate_name;
 
 function zoneView(zone: { id: string; name: string }, occupants: string[]): ZoneView {
   return { id: zone.id, name: zone.name, count: occupants.length, occupied: occupants.length > 0, occupants };

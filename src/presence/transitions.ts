@@ -77,9 +77,11 @@ export function reportedPresence(person: Pick<PersonState, 'presence' | 'last_se
   return person.last_seen === null ? 'unknown' : person.presence;
 }
 
-/** Two names are the same name when they differ only in case, compatibility forms or white space. */
-export const sameName = (a: string, b: string): boolean => nameKey(a) === nameKey(b);
-const nameKey = (name: string) => name.normalize('NFKC').trim().replace(/\s+/g, ' ').toLowerCase();
+/**
+ * The form in which names compare: two names are the same name when they differ only in case,
+ * compatibility forms or white space. `name_key` stores it, so a create finds a taken name over an index.
+ */
+export const nameKey = (name: string) => name.normalize('NFKC').trim().replace(/\s+/g, ' ').toLowerCase();
 
 /** The most a sweep's interval grows to: a transition it finds is at most this late. */
 export const SWEEP_MAX_INTERVAL_MS = 1000;
