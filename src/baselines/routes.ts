@@ -1,9 +1,16 @@
 import type { FastifyInstance } from 'fastify';
 import { pageLimit, perPage, rowId, rowIdParams, textValidator, withSchemaTypes } from '../http/index.js';
 import { BASELINE_RECORD_LIMIT, RECORD_PAGE } from '../limits.js';
-import { baselineSchema, baselineSchemaForOpenApi, validateBaseline, type BaselineRecord } from './schema.js';
+import { baselineErrors, baselineSchema, baselineSchemaForOpenApi, withoutByteOrderMark, type BaselineRecord } from './schema.js';
 import type { BaselineService } from './service.js';
 import { DEFAULT_THRESHOLD_PCT } from './compare.js';
+import { invalidFields } from '../errors.js';
+
+/** A route validator (Fastify's `{ error }` form) of a record by baselineErrors. */
+function checkRecord(record: unknown): true | { error: Error } {
+  const errors = baselineErrors(record);
+  return errors.length === 0 || { error: invalidFields([...errors]) };
+}
 
 const nullableNumber = { type: ['number', 'null'] } as const;
 const methodSchema = { type: 'string', enum: ['z-score', 'threshold', 'none'] } as const;
@@ -126,13 +133,14 @@ export function baselineRoutes(server: FastifyInstance, baselines: BaselineServi
           },
         },
       },
-      // The body is checked by the schema file's own compiled draft 2020-12 validator (schema.ts).
-      validatorCompiler: ({ schema, httpPart }) => (httpPart === 'body' ? validateBaseline : textValidator.compile(schema as object)),
+      // The body is checked as the CLI checks it: the schema file's own compiled draft 2020-12
+      // validator, then the run time's range (schema.ts).
+      validatorCompiler: ({ schema, httpPart }) => (httpPart === 'body' ? checkRecord : textValidator.compile(schema as object)),
     },
     async (request, reply) => {
       // The body's schema is the shipped JSON file, which TypeScript cannot read: ajv compiles it as a validator of BaselineRecord.
       const record = request.body as BaselineRecord;
-      const raw = request.rawBody?.toString('utf8') ?? JSON.stringify(record);
+      const raw = request.rawBody ? withoutByteOrderMark(request.rawBody.toString('utf8')) : JSON.stringify(record);
       return reply.code(201).send(await baselines.record(record, raw, request.query.threshold));
     },
   );

@@ -55,6 +55,12 @@ export function baselineErrors(record: unknown): readonly FieldError[] {
   return VALID;
 }
 
+/**
+ * A record's JSON text as stored: as sent, without a byte order mark, which JSON texts do not carry
+ * (RFC 8259 section 8.1) though editors on Windows add one. The parser ignores it; `JSON.parse` does not.
+ */
+export const withoutByteOrderMark = (text: string): string => (text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+
 /** The schema without the meta keywords, for embedding in the OpenAPI document. */
 export const baselineSchemaForOpenApi = Object.fromEntries(Object.entries(baselineSchema).filter(([key]) => !['$schema', '$id'].includes(key)));
 

@@ -8,7 +8,7 @@ import type { EventLog } from '../events/index.js';
 import { notFound } from '../errors.js';
 import { compareBaselines, DEFAULT_THRESHOLD_PCT, type ComparisonReport } from './compare.js';
 import { DEFAULT_DETECTION, detectRegression, type Detection } from './detect.js';
-import { runAt, type BaselineRecord } from './schema.js';
+import { runAt, withoutByteOrderMark, type BaselineRecord } from './schema.js';
 
 export interface StoredBaseline {
   id: number;
@@ -17,7 +17,9 @@ export interface StoredBaseline {
 }
 
 type Row = { id: number; recorded_at: string; record: string };
-const toStored = (row: Row): StoredBaseline => ({ id: row.id, recorded_at: row.recorded_at, record: JSON.parse(row.record) as BaselineRecord });
+/** A stored record (one a build before this stored with a byte order mark too). */
+const parseRecord = (text: string) => JSON.parse(withoutByteOrderMark(text)) as BaselineRecord;
+const toStored = (row: Row): StoredBaseline => ({ id: row.id, recorded_at: row.recorded_at, record: parseRecord(row.record) });
 
 const COLUMNS = ['id', 'recorded_at', 'record'] as const;
 /** Runs read before a head at least (a commit may have several runs). */
@@ -282,7 +284,7 @@ export class BaselineService {
       if (from > 0) await setImmediate();
       const chunk = missing.slice(from, from + RECORDS_READ);
       for (const row of await db.selectFrom('baselines').select(['id', 'record']).where('id', 'in', chunk).execute()) {
-        const record = JSON.parse(row.record) as BaselineRecord;
+        const record = parseRecord(row.record);
         found.set(row.id, record);
         this.remember(row.id, record);
       }

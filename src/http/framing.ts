@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { POLICY_HEADER_LINES, POLICY_HEADERS, routePolicyHeaders } from './header-policy.js';
-import { problem, ProblemError } from './problem.js';
+import { codeForStatus, problem, ProblemError } from './problem.js';
 
 /**
  * Node's HTTP parser refuses some requests before Fastify sees them (malformed syntax, headers over
@@ -31,7 +31,7 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
 /** Errors the router raises before any route runs (bad URL encoding, over-long parameters), so before any hook. */
 export function answerRouterError(error: Error & { statusCode?: number }, reply: FastifyReply): void {
   reply.headers(POLICY_HEADERS);
-  const body = problem(error.statusCode === 414 ? 'uri_too_long' : 'validation_failed', error.message);
+  const body = problem(codeForStatus(error.statusCode ?? 400), error.message);
   reply.code(body.status).type('application/problem+json').send(body);
 }
 

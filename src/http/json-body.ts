@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance } from 'fastify';
 import { Ajv, str, type ErrorObject } from 'ajv';
 import addFormats from 'ajv-formats';
@@ -77,6 +78,8 @@ export function jsonBodies(app: FastifyInstance): void {
     request.rawBody = body as Buffer;
     const refusedCharset = charsetError(request.headers['content-type']);
     if (refusedCharset) return done(refusedCharset);
+    // Decoding would replace each stray byte with U+FFFD, and the name stored would not be the one sent.
+    if (!isUtf8(body as Buffer)) return done(new ProblemError('bad_request', 'The body is not valid UTF-8: send JSON in UTF-8 (RFC 8259)'));
     // Generic clients send `Content-Type: application/json` on every request, a bodyless DELETE too:
     // an empty body where the route takes none is no body, not malformed JSON.
     if ((body as Buffer).length === 0 && !request.routeOptions.schema?.body) return done(null, undefined);

@@ -134,8 +134,12 @@ export function isProblemCode(value: string): value is ProblemCode {
   return Object.hasOwn(PROBLEMS, value);
 }
 
-/** The code for a status raised by Fastify itself (not by our own code): the first of the table with that status. */
+/**
+ * The code for a status raised by Fastify itself (not by our own code): `bad_request` for a 400 (JSON,
+ * a body or a URL it could not read: no field to name), else the first of the table with that status.
+ */
 export function codeForStatus(status: number): ProblemCode {
+  if (status === 400) return 'bad_request';
   const code = (Object.keys(PROBLEMS) as ProblemCode[]).find((candidate) => PROBLEMS[candidate].status === status);
   return code ?? (status >= 500 ? 'internal_error' : 'bad_request');
 }

@@ -21,8 +21,13 @@ export const withSchemaTypes = (app: FastifyInstance) => app.withTypeProvider<Re
 /** JSON Schema fragments shared by route definitions (and so by the OpenAPI document). */
 
 export const idString = { type: 'string', pattern: ID_PATTERN_SOURCE, description: 'Lowercase id: letters, digits, _ and -; at most 64 characters' } as const;
-/** Names need one visible character: a name of spaces reads as nothing in a list or in Home Assistant. */
-export const NOT_BLANK = '[^\\s\\u200b-\\u200d\\u2060\\ufeff]';
+/**
+ * Names need one visible character: a name of spaces reads as nothing in a list or in Home Assistant.
+ * Not visible: white space, controls, the characters Unicode says to draw as nothing (zero-width
+ * ones, joiners, bidirectional controls, the Hangul fillers, variation selectors, soft hyphen, BOM),
+ * and the blank Braille pattern.
+ */
+export const NOT_BLANK = '[^\\s\\p{Cc}\\p{Default_Ignorable_Code_Point}\\u2800]';
 export const nameString = {
   type: 'string',
   minLength: 1,

@@ -104,7 +104,7 @@ for (const dialect of DIALECTS) {
     });
 
     it('names of only white space are refused, naming the field; letters without an ASCII decomposition keep their spelling in ids', async () => {
-      for (const blank of [' ', '\t\n', '\u00a0\u3000', '\u200b', '\u200b\u2060\ufeff']) {
+      for (const blank of [' ', '\t\n', '\u00a0\u3000', '\u200b', '\u200b\u2060\ufeff', '\u3164', '\u202e', '\u00ad', '\u2800', '\u115f', '\u2066\u2069', '\u034f', '\u180e', '\ufe0f', '\u0001']) {
         const person = await app.api('POST', '/api/persons', { name: blank });
         expect400(person, '/name', `person name ${JSON.stringify(blank)}`);
         assert.equal(person.body.errors[0].message, 'must not be blank');
@@ -117,6 +117,58 @@ for (const dialect of DIALECTS) {
       assert.equal(zone.body.id, 'grosse-kuche');
       assert.equal(zone.body.name, 'Große Küche');
       assert.equal((await app.api('DELETE', '/api/zones/grosse-kuche')).status, 204);
+    });
+
+    it('a body that is not UTF-8 is a 400, not stored with U+FFFD in place of its bytes', async () => {
+      const latin1 = await app.http.inject({
+        method: 'POST',
+        url: '/api/persons',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        payload: Buffer.from('{"name":"M\xfcller"}', 'latin1'),
+      });
+      assert.equal(latin1.statusCode, 400, latin1.body);
+      assert.equal(latin1.json().code, 'bad_request');
+      assert.match(latin1.json().detail, /UTF-8/);
+      assert.equal((await app.api('GET', '/api/persons/m-ller')).status, 404, 'nothing stored');
+    });
+
+    it('unreadable JSON is a bad_request, not a validation_failed without fields', async () => {
+      for (const payload of ['{"name":', '{name: 1}', '']) {
+        const response = await app.http.inject({
+          method: 'POST',
+          url: '/api/persons',
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+          payload,
+        });
+        assert.deepEqual([response.statusCode, response.json().code], [400, 'bad_request'], JSON.stringify(payload));
+      }
+      const path = await app.api('GET', '/api/persons/%FF');
+      assert.deepEqual([path.status, path.body.code], [400, 'bad_request']);
+    });
+
+    it('a baseline sent with a byte order mark is stored without it, and every read of it answers', async () => {
+      const record = { commit_sha: 'b0b0b0b', timestamp: '2026-11-28T10:00:00Z', subject_geomean: 0.5, grep_1000_mean_ms: 40 };
+      const posted = await app.http.inject({
+        method: 'POST',
+        url: '/api/baselines',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        payload: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify(record))]),
+      });
+      assert.equal(posted.statusCode, 201, posted.body);
+      const id = posted.json().id as number;
+      const row = await app.database.db.selectFrom('baselines').select('record').where('id', '=', id).executeTakeFirstOrThrow();
+      assert.equal(row.record, JSON.stringify(record));
+      // A record an earlier build stored with its mark is read too.
+      await app.database.db.updateTable('baselines').set({ record: `\ufeff${row.record}` }).where('id', '=', id).execute();
+      for (const url of [`/api/baselines/${id}`, `/api/baselines/${id}/detection`, '/api/baselines', '/api/baselines/latest', `/api/baselines/compare?base=${id}&head=latest`])
+        assert.equal((await app.api('GET', url)).status, 200, url);
+    });
+
+    it('a baseline run stamped after 2099 or before 1970 is refused by the API, as by the CLI', async () => {
+      for (const timestamp of ['9999-06-01T00:00:00Z', '9999-12-31T23:59:59-23:59', '1969-12-31T23:59:59Z']) {
+        const response = await app.api('POST', '/api/baselines', { commit_sha: 'f00f00f', timestamp, subject_geomean: 0.5, grep_1000_mean_ms: 40 });
+        expect400(response, '/timestamp', timestamp);
+      }
     });
 
     it('JSON nested deeper than 64 levels', async () => {
