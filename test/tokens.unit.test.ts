@@ -44,13 +44,14 @@ describe('which API-token scopes a route accepts (tokenScopes)', () => {
   });
 
   it('the OpenAPI security names the scopes in the admin requirement, beside the session and the bot signature', () => {
-    assert.deepEqual(openApiSecurity('ingest', 'POST', '/api/events'), [{ admin: ['ingest', 'admin'] }, { session: ['admin', 'household'] }]);
-    assert.deepEqual(openApiSecurity('ci', 'POST', '/api/baselines'), [{ admin: ['ci', 'admin'] }, { session: ['admin'] }]);
-    assert.deepEqual(openApiSecurity('admin_or_bot', 'GET', '/api/matches/:id/enrichment'), [
+    assert.deepEqual(openApiSecurity({ auth: 'ingest' }, 'POST', '/api/events'), [{ admin: ['ingest', 'admin'] }, { session: ['admin', 'household'] }]);
+    assert.deepEqual(openApiSecurity({ auth: 'ci' }, 'POST', '/api/baselines'), [{ admin: ['ci', 'admin'] }, { session: ['admin'] }]);
+    assert.deepEqual(openApiSecurity({ auth: 'admin_or_bot' }, 'GET', '/api/matches/:id/enrichment'), [
       { admin: ['read', 'admin'] },
       { session: ['admin'] },
       { botId: [], botTimestamp: [], botNonce: [], botSignature: [] },
     ]);
-    assert.equal(openApiSecurity('public', 'GET', '/healthz'), undefined);
+    assert.equal(openApiSecurity({ auth: 'public' }, 'GET', '/healthz'), undefined);
+    assert.deepEqual(openApiSecurity({ auth: 'admin', tokenScopes: ['admin'] }, 'GET', '/api/session'), [{ admin: ['admin'] }, { session: ['admin', 'household'] }]);
   });
 });

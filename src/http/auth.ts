@@ -41,6 +41,10 @@ export const ROUTE_ACCESS: Record<AuthMode, { admin: boolean; bot: boolean; inge
 
 const READ_METHODS = new Set(['GET', 'HEAD']);
 
+/** The API-token scopes a route takes: `config.tokenScopes` where the route narrows them, else its mode's (tokenScopes). */
+export const routeTokenScopes = (config: { auth?: AuthMode; tokenScopes?: TokenScope[] }, method: string): TokenScope[] =>
+  config.tokenScopes ?? tokenScopes(config.auth ?? 'admin', method);
+
 /** The API-token scopes that may call a route of `mode` with `method`: none on a route without admin access. */
 export function tokenScopes(mode: AuthMode, method: string): TokenScope[] {
   const access = ROUTE_ACCESS[mode];
@@ -59,9 +63,9 @@ type SecurityRequirement = Record<string, string[]>;
 const BOT_SECURITY: SecurityRequirement = { botId: [], botTimestamp: [], botNonce: [], botSignature: [] };
 
 /** A route's OpenAPI `security` (any one entry suffices: token scopes, session roles), or undefined for a public route. */
-export function openApiSecurity(mode: AuthMode, method: string, url: string): SecurityRequirement[] | undefined {
-  const { admin, bot } = ROUTE_ACCESS[mode];
-  const security = [...(admin ? [{ admin: tokenScopes(mode, method) }, { session: sessionRoles(method, url) }] : []), ...(bot ? [BOT_SECURITY] : [])];
+export function openApiSecurity(config: { auth: AuthMode; tokenScopes?: TokenScope[] }, method: string, url: string): SecurityRequirement[] | undefined {
+  const { admin, bot } = ROUTE_ACCESS[config.auth];
+  const security = [...(admin ? [{ admin: routeTokenScopes(config, method) }, { session: sessionRoles(method, url) }] : []), ...(bot ? [BOT_SECURITY] : [])];
   return security.length ? security : undefined;
 }
 
@@ -85,6 +89,8 @@ export function resolveRouteAuth(app: FastifyInstance): void {
 declare module 'fastify' {
   interface FastifyContextConfig {
     auth?: AuthMode;
+    /** Fewer API-token scopes than the mode's (a route about the caller's own account). */
+    tokenScopes?: TokenScope[];
   }
   interface FastifyRequest {
     /** Set when the request was authenticated with admin credentials this route accepts (a bearer token of a scope it allows, or the session cookie). */
@@ -239,7 +245,7 @@ export class RouteAuth {
     const credential = await this.bearer(request);
     if (credential !== null && credential !== 'wrong_token') {
       await this.checks.chargeToken(request, reply, credential.client);
-      const scopes = tokenScopes(mode, request.method);
+      const scopes = routeTokenScopes({ ...request.routeOptions.config, auth: mode }, request.method);
       if (!scopes.includes(credential.scope))
         throw new ProblemError(
           'forbidden',
@@ -302,7 +308,7 @@ export class RouteAuth {
   private async stillAdmitted(request: FastifyRequest): Promise<boolean> {
     const credential = await this.bearer(request);
     if (credential === 'wrong_token') return false;
-    if (credential) return tokenScopes(request.routeOptions.config.auth ?? 'admin', request.method).includes(credential.scope);
+    if (credential) return routeTokenScopes(request.routeOptions.config, request.method).includes(credential.scope);
     const cookie = request.cookies[SESSION_COOKIE];
     // Not `touch`ed: a page left open on a stream is idle, and its session ends after the idle time.
     const session = cookie ? await this.sessions.identify(cookie, { touch: false }) : null;

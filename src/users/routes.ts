@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { DomainError, notFound } from '../errors.js';
+import { notFound } from '../errors.js';
 import {
   idString,
   nameString,
@@ -119,6 +119,8 @@ export function sessionRoutes(server: FastifyInstance, sessions: SessionStore, u
   app.get(
     '/api/session',
     {
+      // A read, ingest or ci token is no dashboard account; this says who a session or the admin token is.
+      config: { tokenScopes: ['admin'] },
       schema: {
         operationId: 'getCurrentSession',
         tags,
@@ -127,7 +129,7 @@ export function sessionRoutes(server: FastifyInstance, sessions: SessionStore, u
           200: {
             type: 'object',
             properties: {
-              user: { ...nullableString, description: 'null: the admin token (a session opened with it, or the bearer token)' },
+              user: { ...nullableString, description: 'null: the admin token (a session opened with it, or the bearer token) or an admin API token' },
               name: nullableString,
               role: { type: 'string', enum: ROLES },
             },
@@ -136,8 +138,6 @@ export function sessionRoutes(server: FastifyInstance, sessions: SessionStore, u
       },
     },
     async (request) => {
-      if (request.tokenScope && request.tokenScope !== 'admin')
-        throw new DomainError('forbidden', `A "${request.tokenScope}" token is no dashboard account; this says who a session or the admin token is`);
       const user = request.session?.user ?? null;
       return { user, name: user === null ? null : (await users.get(user)).name, role: request.session?.role ?? 'admin' };
     },

@@ -257,6 +257,10 @@ for (const dialect of DIALECTS) {
       assert.deepEqual(scopes('/api/events', 'get'), ['read', 'admin']);
       assert.deepEqual(scopes('/api/persons', 'post'), ['admin']);
       assert.deepEqual(scopes('/api/tokens', 'post'), ['admin']);
+      // Who a session or the admin token is: a read token is neither, and the document says so.
+      assert.deepEqual(scopes('/api/session', 'get'), ['admin']);
+      const { token } = await createToken('Wall display', 'read');
+      assert.match(await refusal('GET', '/api/session', token), /scope "admin"/);
     });
   });
 
