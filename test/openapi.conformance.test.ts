@@ -233,6 +233,24 @@ describe('OpenAPI document conformance', () => {
     await checkAll(cases);
   });
 
+  it("answers the refusals of the HTTP shell as documented, on every operation it reaches (outside review: they were not declared)", async () => {
+    const cases: Case[] = [];
+    for (const [path, methods] of Object.entries(doc.paths as Json)) {
+      for (const [method, operation] of Object.entries(methods as Json)) {
+        if (operation.security.length && !operation.security.some((requirement: Json) => 'admin' in requirement)) continue; // bot-signed only
+        const upper = method.toUpperCase();
+        const url = path.replace('{id}', 'ada').replace('{username}', 'kim').replace('{code}', 'bad_request');
+        // A query key no route takes.
+        cases.push({ method: upper, path, url: `${url}?%00=1`, status: 400 });
+        // A parameter beyond the router's bound.
+        if (path.includes('{')) cases.push({ method: upper, path, url: path.replace(/\{[a-z]+\}/, 'a'.repeat(3000)), status: 414 });
+        // A body in another media type, whether or not the route takes one.
+        if (upper !== 'GET' && upper !== 'HEAD') cases.push({ method: upper, path, url, status: 415, body: 'text', headers: { 'content-type': 'text/plain' } });
+      }
+    }
+    await checkAll(cases);
+  });
+
   it("answers the errors a route's own rules raise as documented", async () => {
     await checkAll([
       validCase('POST', '/api/events', 404, { body: { type: 'zone.entry', person: 'nobody', zone: 'kitchen' } }),

@@ -58,9 +58,10 @@ export async function apiDocs(app: FastifyInstance, version: string): Promise<vo
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, index) => String(json.$id ?? `def-${index}`) },
     transform: ({ schema, url, route }) => {
-      const security = route.config?.auth && openApiSecurity({ ...route.config, auth: route.config.auth }, [route.method].flat()[0]!, route.url);
+      const method = [route.method].flat()[0]!;
+      const security = route.config?.auth && openApiSecurity({ ...route.config, auth: route.config.auth }, method, route.url);
       // Error responses are added to the document only: a route's own response schemas also drive serialization.
-      const response = { ...problemResponses(errorCodes(url, schema, route.config)), ...requireAnsweredFields((schema?.response as object) ?? {}) };
+      const response = { ...problemResponses(errorCodes(method, url, schema, route.config)), ...requireAnsweredFields((schema?.response as object) ?? {}) };
       // A public route says so (`security: []`) rather than leaving a reader to guess.
       return { schema: { ...(schema ?? {}), response, security: security ?? [] } as typeof schema, url };
     },

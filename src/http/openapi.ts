@@ -42,19 +42,29 @@ const RATE_LIMIT_HEADERS = {
   'RateLimit-Policy': { type: 'string', description: 'Structured field: "<policy>";q=<requests per window>;w=<window in seconds>' },
 };
 
+const BODYLESS_METHODS = new Set(['GET', 'HEAD']);
+
 /**
  * The problems a route can answer, from what it is (its auth, its inputs, its limit) plus what it
  * declares itself: one rule, so the document cannot forget a 401 on a new admin route.
  */
-export function errorCodes(url: string, schema: FastifySchema | undefined, config: Partial<FastifyContextConfig> | undefined): ProblemCode[] {
+export function errorCodes(
+  method: string,
+  url: string,
+  schema: FastifySchema | undefined,
+  config: Partial<FastifyContextConfig> | undefined,
+): ProblemCode[] {
   const codes = new Set<ProblemCode>(config?.problems ?? []);
   const access = config?.auth ? ROUTE_ACCESS[config.auth] : { admin: false, bot: false };
   if (access.admin || access.bot) codes.add('unauthorized');
   // The session cookie on a cross-site request.
   if (access.admin) codes.add('forbidden');
-  if (schema?.body || schema?.querystring || schema?.params) codes.add('validation_failed');
-  if (schema?.body) codes.add('payload_too_large').add('unsupported_media_type');
-  if (schema?.params) codes.add('not_found');
+  // Any request: HTTP, a URL or JSON the server cannot read, header fields beyond Node's limit, and a
+  // query key no route takes (NUL, `__proto__`), checked before the route's own schema.
+  codes.add('bad_request').add('headers_too_large').add('validation_failed');
+  // A body is read, and refused, whether or not the route takes one.
+  if (!BODYLESS_METHODS.has(method)) codes.add('payload_too_large').add('unsupported_media_type');
+  if (schema?.params) codes.add('not_found').add('uri_too_long');
   if (config?.rateLimit !== false) codes.add('rate_limited');
   // Every API route reads or writes the database; a limited route also needs the rate-limit store.
   if (url.startsWith('/api/') || config?.rateLimit !== false) codes.add('service_unavailable');
