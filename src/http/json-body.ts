@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest, FastifySchema } from 'fastify';
 import { Ajv, str, type ErrorObject } from 'ajv';
 import addFormats from 'ajv-formats';
 import { jsonShapeError } from './input-shape.js';
@@ -94,4 +94,44 @@ export function jsonBodies(app: FastifyInstance): void {
     const shapeError = jsonShapeError(request.query, 'querystring:') ?? jsonShapeError(request.params, 'params:');
     done(shapeError ? invalid(shapeError.path, shapeError.message) : undefined);
   });
+  // A route that reads numbers from its URL checks their text first, its own hook: none on the others.
+  app.addHook('onRoute', (route) => {
+    const fields = numberFields(route.schema);
+    if (fields.length > 0) route.preValidation = [...[route.preValidation ?? []].flat(), decimalText(fields)];
+  });
+}
+
+interface NumberField {
+  part: 'querystring' | 'params';
+  name: string;
+  integer: boolean;
+}
+
+/** The query and path fields a route's schema reads as numbers. */
+function numberFields(schema: FastifySchema | undefined): NumberField[] {
+  return (['querystring', 'params'] as const).flatMap((part) =>
+    Object.entries((schema?.[part] as { properties?: Record<string, { type?: unknown }> } | undefined)?.properties ?? {})
+      .filter(([, field]) => field.type === 'integer' || field.type === 'number')
+      .map(([name, field]) => ({ part, name, integer: field.type === 'integer' })),
+  );
+}
+
+const DECIMAL_INTEGER = /^-?\d+$/;
+const DECIMAL_NUMBER = /^-?\d+(\.\d+)?$/;
+
+/**
+ * Numbers in a URL are decimal: the schemas' type coercion would also read ' ' as 0 (an event cursor
+ * replaying the whole log), and '0x10', '1e3', '+1' or '1.0' as numbers, so a client's mistake would
+ * be answered as if it had asked for something else.
+ */
+function decimalText(fields: NumberField[]) {
+  return (request: FastifyRequest, _reply: unknown, done: (error?: Error) => void): void => {
+    for (const { part, name, integer } of fields) {
+      const value = (part === 'querystring' ? request.query : request.params) as Record<string, unknown>;
+      for (const text of [value[name] ?? []].flat())
+        if (typeof text === 'string' && !(integer ? DECIMAL_INTEGER : DECIMAL_NUMBER).test(text))
+          return done(invalid(`${part}:/${name}`, integer ? 'must be a decimal integer' : 'must be a decimal number'));
+    }
+    done();
+  };
 }

@@ -57,6 +57,25 @@ for (const dialect of DIALECTS) {
       assert.equal((await app.api('GET', '/api/events?after=1')).status, 200);
     });
 
+    it('every number in a URL is decimal: hex, exponent, sign or blank is refused, not read as another number (outside review)', async () => {
+      const { id } = (await app.api('POST', '/api/baselines', { commit_sha: 'decdec1', timestamp: '2026-11-28T10:00:00Z', subject_geomean: 0.5, grep_1000_mean_ms: 40 })).body;
+      for (const text of [`0x${id.toString(16)}`, `${id}e0`, `+${id}`, `%20${id}`, `${id}.0`, `0b1`])
+        expect400(await app.api('GET', `/api/baselines/${text}`), 'params:/id', `baseline id ${text}`);
+      for (const [url, field] of [
+        ['/api/persons?limit=0x10', 'limit'],
+        ['/api/persons?limit=1e3', 'limit'],
+        ['/api/events?limit=%20', 'limit'],
+        ['/api/baselines?before=0x10', 'before'],
+        ['/api/baselines?limit=5&limit=0x5', 'limit'],
+        ['/api/baselines/compare?head=latest&threshold=1e1', 'threshold'],
+        ['/api/webhook/deliveries?limit=+5', 'limit'],
+      ])
+        expect400(await app.api('GET', url), `querystring:/${field}`, url);
+      assert.equal((await app.api('GET', `/api/baselines/${id}`)).status, 200);
+      assert.equal((await app.api('GET', '/api/baselines/compare?head=latest&base=latest&threshold=2.5')).status, 200);
+      assert.equal((await app.api('GET', '/api/persons?limit=10')).status, 200);
+    });
+
     it('NUL characters anywhere in a body or a query string', async () => {
       expect400(await app.api('POST', '/api/persons', { name: 'Ad\u0000a' }), '/name', 'person name');
       expect400(await app.api('PATCH', '/api/zones/hall', { name: 'H\u0000' }), '/name', 'zone name');
