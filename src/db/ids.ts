@@ -20,6 +20,7 @@ export async function uniqueId(trx: Db, table: IdTable, name: string, fallback: 
     if (free !== undefined) return free;
   }
 }
+
 /**
  * Inserts `row(id)` and answers the id: `chosen` when the caller chose one (null when it is taken:
  * a 409 for the caller), else `derive()`, asked again while the id it gives is taken. The insert
