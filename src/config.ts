@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import path from 'node:path';
 import envSchema from 'env-schema';
@@ -377,35 +377,46 @@ export function loadConfig(env: Env = process.env): EnvConfig {
 
 /**
  * Reads DATA_DIR/name, or writes `generate()` there on first start (mode 0600). Written beside its
- * name and renamed into place: a write the disk refuses must not leave an empty file that the next
- * start would read as the value (an empty admin token).
+ * name and linked into place: a write the disk refuses must not leave an empty file that the next
+ * start would read as the value (an empty admin token), and of two starts at once the first link
+ * wins and the other reads its value (a rename would let each keep its own: two admin tokens, two
+ * secrets keys).
  */
-function persisted(dataDir: string, name: string, generate: () => string): { value: string; generated: boolean } {
+export function persisted(dataDir: string, name: string, generate: () => string): { value: string; generated: boolean } {
   const file = path.join(dataDir, name);
-  if (existsSync(file)) return { value: readFileSync(file, 'utf8').trim(), generated: false };
+  const read = () => ({ value: readFileSync(file, 'utf8').trim(), generated: false });
+  if (existsSync(file)) return read();
   const value = generate();
   const partial = `${file}.tmp-${process.pid}`;
   try {
     writeFileSync(partial, value + '\n', { mode: 0o600 });
-    renameSync(partial, file);
+    linkOrRename(partial, file);
   } catch (error) {
-    rmSync(partial, { force: true });
     const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return read();
     throw new ConfigError(
       `Cannot write ${file} (DATA_DIR): ${code === 'ENOSPC' ? 'the disk is full' : code === 'EACCES' || code === 'EROFS' ? 'not writable' : (code ?? 'unknown error')}.`,
     );
+  } finally {
+    rmSync(partial, { force: true });
   }
   return { value, generated: true };
 }
 
-/**
- * The start-up step that owns DATA_DIR: creates it (only the service's user may enter: it holds the
- * admin token, the secrets key and the SQLite database), and reads, or generates on the first start,
- * each installation value the environment does not set.
- */
+/** A file system without hard links (FAT on a USB stick) gets the rename: the last of two starts at once wins there. */
+function linkOrRename(from: string, to: string): void {
+  try {
+    linkSync(from, to);
+  } catch (error) {
+    if (!['EPERM', 'ENOTSUP', 'EOPNOTSUPP'].includes((error as NodeJS.ErrnoException).code ?? '')) throw error;
+    renameSync(from, to);
+  }
+}
+
 /**
  * mkdir -p, one level at a time: Node's recursive mkdirSync never returns for a path under /proc
- * (each mkdir there fails ENOENT though the parent exists), so a mistyped DATA_DIR hung the start.
+ * (each mkdir there fails ENOENT though the parent exists), so a mistyped DATA_DIR hung the start. A
+ * level another start made meanwhile is fine.
  */
 function makeDirectory(dir: string): void {
   const missing: string[] = [];
@@ -413,7 +424,13 @@ function makeDirectory(dir: string): void {
     missing.unshift(current);
     if (path.dirname(current) === current) break;
   }
-  for (const level of missing) mkdirSync(level, { mode: 0o700 });
+  for (const level of missing) {
+    try {
+      mkdirSync(level, { mode: 0o700 });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+  }
   if (!statSync(dir).isDirectory()) throw Object.assign(new Error(`${dir} is not a directory`), { code: 'ENOTDIR' });
 }
 
@@ -434,6 +451,11 @@ export function takeUnshownTokenMark(config: Config): { show: boolean; kept: boo
   }
 }
 
+/**
+ * The start-up step that owns DATA_DIR: creates it (only the service's user may enter: it holds the
+ * admin token, the secrets key and the SQLite database), and reads, or generates on the first start,
+ * each installation value the environment does not set.
+ */
 export function prepareDataDir(config: EnvConfig): Config {
   const { given, ...rest } = config;
   try {

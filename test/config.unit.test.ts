@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ConfigError, ENV_SCHEMA, loadConfig, lookalikeVariables, prepareDataDir, takeUnshownTokenMark, VARIABLES } from '../src/config.js';
+import { ConfigError, ENV_SCHEMA, loadConfig, lookalikeVariables, persisted, prepareDataDir, takeUnshownTokenMark, VARIABLES } from '../src/config.js';
 import { backoffDelay } from '../src/mqtt/backoff.js';
 import { MAX_WEBHOOK_ATTEMPTS, outcomeOf } from '../src/webhook/policy.js';
 
@@ -306,6 +306,23 @@ describe('configuration', () => {
       } finally {
         other.remove();
       }
+    } finally {
+      remove();
+    }
+  });
+
+  it('of two starts generating one value at once, both keep the one written first (outside review: each kept its own)', () => {
+    const { dir, remove } = temporaryDir();
+    try {
+      const file = path.join(dir, 'admin-token');
+      // The other start writes its value between this one's look for the file and its write.
+      const kept = persisted(dir, 'admin-token', () => {
+        writeFileSync(file, 'written-by-the-other-start\n');
+        return 'generated-here';
+      });
+      assert.deepEqual(kept, { value: 'written-by-the-other-start', generated: false });
+      assert.equal(readFileSync(file, 'utf8'), 'written-by-the-other-start\n');
+      assert.deepEqual(readdirSync(dir), ['admin-token'], 'nothing left beside it');
     } finally {
       remove();
     }
