@@ -15,7 +15,7 @@ import {
   workerCommand,
 } from './cli/index.js';
 import { startupFailure } from './ops/index.js';
-import { SCHEMA_VERSION } from './db/index.js';
+import { holdServeLock, SCHEMA_VERSION } from './db/index.js';
 import { VERSION } from './version.js';
 
 /** The longest a shutdown may take; every step of it is bounded well below this (see app.close). */
@@ -50,6 +50,13 @@ const USAGE = `Usage:
 
 async function serve(): Promise<void> {
   const config = configure();
+  // Before anything opens the database: a second serve is refused before it migrates or listens.
+  let serveLock: ReturnType<typeof holdServeLock> | null = null;
+  try {
+    if (config.databaseUrl === null) serveLock = holdServeLock(config.dataDir);
+  } catch (error) {
+    explainStartup(config)(error);
+  }
   const app = await buildApp(config).catch(explainStartup(config));
   if (lookalikes) app.http.log.warn(lookalikes);
   await app.start();
@@ -78,6 +85,8 @@ async function serve(): Promise<void> {
       process.exit(1);
     }, SHUTDOWN_DEADLINE_MS).unref();
     await app.close();
+    // Held until here (a lock the garbage collector closed would let a second serve in).
+    serveLock?.release();
     process.exit(0);
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));

@@ -1,5 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { copyFileSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -634,3 +636,28 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+describe('migrating a new SQLite file from several processes at once (outside review: "table zones already exists")', () => {
+  it('each process opens it, and the schema is migrated once', async () => {
+    const databaseModule = new URL('../src/db/index.js', import.meta.url).href;
+    const script = `const { Database } = await import(${JSON.stringify(databaseModule)}); await (await Database.open({ databaseUrl: null, dataDir: process.argv[1] })).close();`;
+    for (let round = 0; round < 3; round++) {
+      const dataDir = mkdtempSync(path.join(tmpdir(), 'mothership-migrate-'));
+      try {
+        const children = Array.from({ length: 4 }, () => {
+          const child = spawn(process.execPath, ['--input-type=module', '-e', script, dataDir], { stdio: ['ignore', 'ignore', 'pipe'] });
+          let stderr = '';
+          child.stderr!.on('data', (chunk) => (stderr += chunk));
+          return once(child, 'exit').then(([code]) => ({ code: code as number | null, stderr }));
+        });
+        for (const { code, stderr } of await Promise.all(children)) assert.equal(code, 0, stderr);
+        const file = new BetterSqlite3(path.join(dataDir, 'mothership.db'), { readonly: true });
+        const applied = file.prepare('select name from kysely_migration').pluck().all() as string[];
+        file.close();
+        assert.deepEqual(applied, Object.keys(migrations('sqlite')).sort());
+      } finally {
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    }
+  });
+});

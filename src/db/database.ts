@@ -193,6 +193,22 @@ export class Database {
   }
 
   private async migrate(): Promise<void> {
+    if (this.dialect === 'postgres') return this.migrateNow();
+    // Kysely's SQLite migrator takes no lock (it counts on one process): a standalone worker and
+    // `serve` starting together on a new file both created the tables, and one ended on "table zones
+    // already exists". In one write transaction, the second waits (busy_timeout), then finds the
+    // schema up to date.
+    await sql`begin immediate`.execute(this.db);
+    try {
+      await this.migrateNow();
+      await sql`commit`.execute(this.db);
+    } catch (error) {
+      await sql`rollback`.execute(this.db).catch(() => undefined); // already ended by the failure itself
+      throw error;
+    }
+  }
+
+  private async migrateNow(): Promise<void> {
     const all = migrations(this.dialect);
     const applied = (await this.tableExists('kysely_migration'))
       ? (await sql<{ name: string }>`select name from kysely_migration order by name`.execute(this.db)).rows.map((row) => row.name)

@@ -10,3 +10,4 @@ export { storageBytes } from './usage.js';
 export { PollGate, type CommitMark } from './poll-gate.js';
 export { outsideTransaction, TransactionMisuseError } from './transaction-scope.js';
 export { SCHEMA_VERSION, UnknownSchemaError } from './schema-version.js';
+export { holdServeLock, ServeLockError } from './serve-lock.js';

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
-import { sqliteFile, UnknownSchemaError } from '../db/index.js';
+import { ServeLockError, sqliteFile, UnknownSchemaError } from '../db/index.js';
 
 /** A start-up failure in one sentence; `passes`: its cause may go away on its own (a database restarting), so a supervisor should start the service again. */
 export interface StartupFailure {
@@ -21,7 +21,7 @@ export function startupFailure(error: unknown, config: Pick<Config, 'databaseUrl
 }
 
 function startupSentence(error: unknown, config: Pick<Config, 'databaseUrl' | 'dataDir' | 'host' | 'port'>): string | null {
-  if (error instanceof UnknownSchemaError) return error.message;
+  if (error instanceof UnknownSchemaError || error instanceof ServeLockError) return error.message;
   const { code, syscall } = (error ?? {}) as { code?: string; syscall?: string };
   // Listening on a HOST that is neither an address nor a name the resolver knows.
   if (syscall === 'getaddrinfo' && (error as { hostname?: string }).hostname === config.host) {

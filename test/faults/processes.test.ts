@@ -1,9 +1,10 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import http from 'node:http';
 import { ADMIN_TOKEN, createTestEnv, eventually, startTestApp, type TestEnv } from '../helpers/app.js';
 import { freePort, observer, retainedSet, startBroker } from '../helpers/broker.js';
-import { admin, allEvents, post, startService, stopProcess } from '../helpers/process.js';
+import { admin, allEvents, post, spawnMothership, START_TIMEOUT_MS, startService, stopProcess } from '../helpers/process.js';
 import { startReceiver } from '../helpers/receiver.js';
 
 describe('the service killed with SIGKILL', () => {
@@ -208,6 +209,37 @@ describe('graceful shutdown on SIGTERM', () => {
     } finally {
       agent.destroy();
       await slow.close();
+    }
+  });
+});
+
+describe('one serving process per SQLite DATA_DIR (outside review: a second took MQTT over from the first)', () => {
+  it('a second serve is refused in one sentence (exit 2), started at once or later; the lock ends with the process, however it ends', async () => {
+    const env = await createTestEnv('sqlite');
+    const [firstPort, secondPort, laterPort] = [await freePort(), await freePort(), await freePort()];
+    const started = [firstPort, secondPort].map((port) => spawnMothership(['serve'], { ...env.env, PORT: String(port) }));
+    try {
+      // At once on a new directory: one serves, the other refuses before it touches the database.
+      const refused = await Promise.race([
+        ...started.map((child) => once(child, 'exit').then(() => child)),
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error('both serve: neither was refused')), START_TIMEOUT_MS).unref()),
+      ]);
+      const serving = started.find((child) => child !== refused)!;
+      assert.equal(refused.exitCode, 2, refused.output());
+      assert.match(refused.output(), /Another mothership serve is running on DATA_DIR .*: SQLite is one process/);
+      assert.doesNotMatch(refused.output(), /\n\s+at /, 'no stack trace');
+      const servingBase = `http://127.0.0.1:${serving === started[0] ? firstPort : secondPort}`;
+      await eventually(() => fetch(`${servingBase}/readyz`).then((response) => response.ok, () => false), START_TIMEOUT_MS, 'the other serves');
+      const later = spawnMothership(['serve'], { ...env.env, PORT: String(laterPort) });
+      await once(later, 'exit');
+      assert.equal(later.exitCode, 2, later.output());
+      // SIGKILL leaves no lock behind: the next start serves.
+      await stopProcess(serving, 'SIGKILL');
+      const { child } = await startService(env.env, laterPort);
+      await stopProcess(child);
+    } finally {
+      for (const child of started) await stopProcess(child, 'SIGKILL');
+      await env.cleanup();
     }
   });
 });
