@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import {
   matchNotCompleted,
   matchNotFound,
@@ -12,7 +12,10 @@ import {
   replayUnusable,
 } from '../src/enrichment/errors.js';
 import { estimateWaitSeconds, jobsAhead, meanJobSeconds, PRIOR_JOB_SECONDS } from '../src/enrichment/estimate.js';
-import { retryDelayMs } from '../src/enrichment/jobs.js';
+import { retryDelayMs, type JobQueue } from '../src/enrichment/jobs.js';
+import { EnrichmentWorker } from '../src/enrichment/worker.js';
+import type { Commentary } from '../src/enrichment/commentary.js';
+import { eventually } from './helpers/app.js';
 import { AtQuota, DAILY_QUOTA, QUOTA_WINDOW_MS, quotaExceeded, quotaLeft, secondsUntil } from '../src/enrichment/quota.js';
 import { createHttpServer } from '../src/http/index.js';
 
@@ -127,5 +130,37 @@ describe("the enrichment room's refusals at the HTTP edge", () => {
     assert.deepEqual([body.status, body.code, body['violated-policies']], [429, 'quota_exceeded', ['daily']]);
     assert.equal(body.detail, `Bot "b" has used its ${DAILY_QUOTA} enrichment requests of the last 24 hours`);
     assert.equal(headers['retry-after'], '42');
+  });
+});
+
+describe('enrichment worker', () => {
+  it('a database away is one warning an outage, not an error with a stack each second; any other failure is an error', async () => {
+    const lines: string[] = [];
+    const record = (level: string) => (_fields: unknown, message: string) => void lines.push(`${level}: ${message}`);
+    const log = { warn: record('warn'), error: record('error'), info: record('info'), debug: () => {} } as unknown as FastifyBaseLogger;
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    const claims: Array<Error | null> = [refused, refused, refused, null, refused, new Error('a bug')];
+    const queue = {
+      heartbeat: async () => {},
+      retire: async () => {},
+      nextDue: async () => null,
+      claim: async () => {
+        const next = claims.shift();
+        if (next) throw next;
+        return null;
+      },
+    } as unknown as JobQueue;
+    const worker = new EnrichmentWorker({ commitMark: () => null }, queue, {} as Commentary, log, null, { leaseMs: 1000 });
+    await worker.start();
+    try {
+      await eventually(() => {
+        worker.notify();
+        return claims.length === 0;
+      }, 30_000);
+    } finally {
+      await worker.stop();
+    }
+    const unavailable = 'warn: enrichment worker: the database is unavailable; trying again every second';
+    assert.deepEqual(lines, [unavailable, unavailable, 'error: enrichment worker error']);
   });
 });

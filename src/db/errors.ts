@@ -16,6 +16,32 @@ export function storageFailure(error: unknown): StorageFailure | null {
   return null;
 }
 
+/** Errors that mean a backing service is briefly away (database restarting, lock timeout): 503, not 500. */
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  // query_canceled: a statement past DATABASE_TIMEOUT_MS (statement_timeout), or cancelled by an operator.
+  '57014',
+  '57P01',
+  '57P02',
+  '57P03',
+  '08000',
+  '08001',
+  '08003',
+  '08004',
+  '08006',
+  'SQLITE_BUSY',
+]);
+
+export function isUnavailable(error: { code?: unknown; message?: string }): boolean {
+  return (
+    UNAVAILABLE_CODES.has(String(error.code)) ||
+    /Connection terminated|connection timeout|timeout exceeded when trying to connect|is not queryable|Query read timeout/i.test(error.message ?? '')
+  );
+}
+
 /**
  * A write a read makes on its way (a token's or a session's last-use time): skipped when the
  * database cannot write for lack of storage, so reads keep working on a full disk. Any other

@@ -1,7 +1,7 @@
 /** The data layer's entry point: the Database and the helpers other capabilities write and read with. */
 export { Database, loadPg, now, sqliteFile, type Db } from './database.js';
 export * from './schema.js';
-export { storageFailure, unlessStorageFails } from './errors.js';
+export { isUnavailable, storageFailure, unlessStorageFails } from './errors.js';
 export { claimInterval, getSetting, isStoredSetting, putSetting, settingFingerprint, storedSettingFingerprint } from './kv.js';
 export { insertWithNewId, uniqueId } from './ids.js';
 export { prepare, prepareColumn, type Param, type Prepared, type PreparedColumn, type PreparedValues } from './prepared.js';

@@ -6,7 +6,7 @@ import type { Metrics } from '../ops/index.js';
 import { replayRefusal, type Commentary } from './commentary.js';
 import { WORKER_HEARTBEAT_MS } from './estimate.js';
 import { MAX_ATTEMPTS, type Job, type JobQueue } from './jobs.js';
-import { PollGate, type CommitMark } from '../db/index.js';
+import { isUnavailable, PollGate, type CommitMark } from '../db/index.js';
 import { pollEvery, untilNextTick, type Poller } from '../ticks.js';
 
 const IDLE_POLL_MS = 1000;
@@ -22,6 +22,8 @@ export class EnrichmentWorker {
   private wake: (() => void) | null = null;
   private loop: Promise<void> | null = null;
   private heartbeats: Poller | null = null;
+  /** Whether the database was away at the last claim: its warning is written once an outage. */
+  private databaseAway = false;
   /** An idle worker claims again only after a commit (a job enqueued by another process) or when a job comes due by the clock. */
   private readonly gate: PollGate;
 
@@ -67,11 +69,12 @@ export class EnrichmentWorker {
       try {
         if (this.gate.due()) {
           job = await this.queue.claim(this.id);
+          this.databaseAway = false;
           if (job) await this.process(job);
           else await this.gate.quietUntilNext(() => this.queue.nextDue());
         }
       } catch (error) {
-        this.log.error({ err: error }, 'enrichment worker error');
+        this.logFailure(error as Error);
       }
       if (!job && this.running) {
         const { done, wake } = untilNextTick(IDLE_POLL_MS);
@@ -80,6 +83,16 @@ export class EnrichmentWorker {
       }
       this.wake = null;
     }
+  }
+
+  /**
+   * A database restarting (an ordinary PostgreSQL restart, a failover) is no fault of the worker's:
+   * one warning while it is away, not an error with a stack each second. Anything else is an error.
+   */
+  private logFailure(error: Error): void {
+    if (!isUnavailable(error)) return this.log.error({ err: error }, 'enrichment worker error');
+    if (!this.databaseAway) this.log.warn({ reason: error.message }, 'enrichment worker: the database is unavailable; trying again every second');
+    this.databaseAway = true;
   }
 
   async process(job: Job): Promise<void> {

@@ -1,36 +1,11 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DomainError } from '../errors.js';
-import { storageFailure } from '../db/index.js';
+import { isUnavailable, storageFailure } from '../db/index.js';
 import { unsupportedMediaType } from './json-body.js';
 import { codeForStatus, fieldErrors, isProblemCode, problem, ProblemError, type Problem } from './problem.js';
 
-/** Errors that mean a backing service is briefly away (database restarting, lock timeout): 503, not 500. */
-const UNAVAILABLE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'EPIPE',
-  // query_canceled: a statement past DATABASE_TIMEOUT_MS (statement_timeout), or cancelled by an operator.
-  '57014',
-  '57P01',
-  '57P02',
-  '57P03',
-  '08000',
-  '08001',
-  '08003',
-  '08004',
-  '08006',
-  'SQLITE_BUSY',
-]);
 /** A database that cannot write for lack of disk is not back in 5 s: it waits for someone to free space. */
 const STORAGE_RETRY_AFTER_SECONDS = '30';
-
-export function isUnavailable(error: { code?: unknown; message?: string }): boolean {
-  return (
-    UNAVAILABLE_CODES.has(String(error.code)) ||
-    /Connection terminated|connection timeout|timeout exceeded when trying to connect|is not queryable|Query read timeout/i.test(error.message ?? '')
-  );
-}
 
 /**
  * A unique key another request took at the same moment (PostgreSQL unique_violation, SQLite's

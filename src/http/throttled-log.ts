@@ -1,7 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { LRUCache } from 'lru-cache';
-import { storageFailure } from '../db/index.js';
-import { isUnavailable } from './error-handler.js';
+import { isUnavailable, storageFailure } from '../db/index.js';
 
 /** Keys being counted at most; beyond that the least recently written is reported and forgotten. */
 const COUNTED_KEYS = 10_000;
