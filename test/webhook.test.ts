@@ -213,7 +213,7 @@ for (const dialect of DIALECTS) {
         assert.equal(payload.event_type, request.headers['x-service-event']);
         assert.deepEqual(Object.keys(payload).sort(), ['blob_id', 'detail', 'event_type', 'person', 'severity', 'timestamp', 'zone']);
         assert.equal(request.headers['content-type'], 'application/json');
-        assert.match(String(request.headers['user-agent']), /^mothership\/\d+\.\d+\.\d+$/);
+        assert.match(String(request.headers['user-agent']), /^mothership\/\d+\.\d+\.\d+(-[0-9a-z.]+)?$/);
         assert.match(String(request.headers['webhook-id']), /^msg_[0-9a-f]{32}$/);
       }
       const entry = JSON.parse(receiver.received.find((request) => request.headers['x-service-event'] === 'zone.entry')!.body);
