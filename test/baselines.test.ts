@@ -968,5 +968,13 @@ describe('baseline CLI', () => {
         older.close();
       }
     });
+
+    it('push sends any threshold it accepts as the decimal text the server takes (outside review: 1e-7 was refused)', async () => {
+      for (const threshold of ['0.0000001', '1e-7', '2.5', '10000']) {
+        const pushed = await cliWith(env(), 'push', file('tiny-threshold.json', { ...valid, timestamp: '2026-11-30T10:00:00Z' }), '--server', server, '--threshold', threshold);
+        assert.equal(pushed.stderr, '', threshold);
+        assert.ok([0, 1].includes(pushed.code), `${threshold}: exit ${pushed.code}`);
+      }
+    });
   });
 });

@@ -103,6 +103,9 @@ export function compareCommand(args: string[], io: Output): Promise<number> {
   });
 }
 
+/** A number as the API takes it in a URL: decimal text, never the exponent form JavaScript gives 1e-7. */
+const decimal = (value: number): string => value.toLocaleString('en-US', { useGrouping: false, maximumFractionDigits: 20 });
+
 const PUSH_USAGE = 'usage: MOTHERSHIP_TOKEN=... mothership baseline push FILE --server URL [--threshold PCT] [--format table|json|markdown]';
 
 /** A record file that is not a valid baseline: its problems are already printed. */
@@ -132,7 +135,7 @@ export function pushCommand(args: string[], io: Output, env: NodeJS.ProcessEnv):
       commit = run.record.commit_sha;
       const sent = withCommitUrl(run.record, run.text, env);
       const post = (body: string) =>
-        serverRequest<{ id: number; comparison: ComparisonReport | null; detection: Detection }>(`${server}/api/baselines?threshold=${thresholdPct}`, env, {
+        serverRequest<{ id: number; comparison: ComparisonReport | null; detection: Detection }>(`${server}/api/baselines?threshold=${decimal(thresholdPct)}`, env, {
           method: 'POST',
           body,
           needs: CI_TOKEN,
