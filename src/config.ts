@@ -382,12 +382,18 @@ export function loadConfig(env: Env = process.env): EnvConfig {
  * wins and the other reads its value (a rename would let each keep its own: two admin tokens, two
  * secrets keys).
  */
-export function persisted(dataDir: string, name: string, generate: () => string): { value: string; generated: boolean } {
+export function persisted(
+  dataDir: string,
+  name: string,
+  generate: () => string,
+  // Not the pid alone: two containers on one volume are both pid 1, and would write through one name.
+  temporary = `${name}.tmp-${process.pid}-${randomBytes(6).toString('hex')}`,
+): { value: string; generated: boolean } {
   const file = path.join(dataDir, name);
   const read = () => ({ value: readFileSync(file, 'utf8').trim(), generated: false });
   if (existsSync(file)) return read();
   const value = generate();
-  const partial = `${file}.tmp-${process.pid}`;
+  const partial = path.join(dataDir, temporary);
   try {
     writeFileSync(partial, value + '\n', { mode: 0o600 });
     linkOrRename(partial, file);

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ConfigError, ENV_SCHEMA, loadConfig, lookalikeVariables, persisted, prepareDataDir, takeUnshownTokenMark, VARIABLES } from '../src/config.js';
@@ -328,6 +328,23 @@ describe('configuration', () => {
     }
   });
 
+  it('a start of the same process id (a container beside another, both pid 1) leaves the other start\'s value alone', () => {
+    const { dir, remove } = temporaryDir();
+    try {
+      const file = path.join(dir, 'secrets-key');
+      // The other start linked its value into place and has not yet removed its temporary name.
+      const kept = persisted(dir, 'secrets-key', () => {
+        writeFileSync(file, 'written-by-the-other-start\n');
+        linkSync(file, `${file}.tmp-${process.pid}`);
+        return 'generated-here';
+      });
+      assert.equal(readFileSync(file, 'utf8'), 'written-by-the-other-start\n');
+      assert.deepEqual(kept, { value: 'written-by-the-other-start', generated: false });
+    } finally {
+      remove();
+    }
+  });
+
   it('names the file when a value kept in DATA_DIR is damaged', () => {
     const { dir, remove } = temporaryDir();
     try {
@@ -379,14 +396,14 @@ describe('configuration', () => {
   it('a value it cannot write (a full disk) is a configuration error and leaves no file behind', () => {
     const { dir, remove } = temporaryDir();
     try {
-      // The value is written beside its name first; /dev/full answers every write with ENOSPC.
-      symlinkSync('/dev/full', path.join(dir, `admin-token.tmp-${process.pid}`));
+      // The value is written beside its name first (a name of its own each start; here a chosen one),
+      // and /dev/full answers every write with ENOSPC.
+      symlinkSync('/dev/full', path.join(dir, 'admin-token.partial'));
       assert.throws(
-        () => prepareDataDir(loadConfig({ DATA_DIR: dir })),
+        () => persisted(dir, 'admin-token', () => 'a token', 'admin-token.partial'),
         (error: Error) => error instanceof ConfigError && error.message === `Cannot write ${dir}/admin-token (DATA_DIR): the disk is full.`,
       );
-      // Only the mark that the token the next start generates is still to be shown.
-      assert.deepEqual(readdirSync(dir), ['admin-token.unshown'], 'a half-written value was left for the next start to read');
+      assert.deepEqual(readdirSync(dir), [], 'a half-written value was left for the next start to read');
     } finally {
       remove();
     }
