@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { CompiledQuery, type Kysely } from 'kysely';
+import { CompiledQuery, sql, type Kysely } from 'kysely';
 import { runAt } from '../src/baselines/schema.js';
 import { SCHEMA_VERSION } from '../src/db/index.js';
 import { createTestEnv, DIALECTS, eventually, startTestApp, type DialectName } from './helpers/app.js';
@@ -271,3 +271,23 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+describe('the first creates by name after migration 031 on PostgreSQL (outside review: a burst of them timed out)', () => {
+  it('creates at once over many unkeyed rows key them once and each answers', async () => {
+    // A tight statement timeout: creates that each keyed every row, one waiting on the other's row locks, ran past it.
+    const app = await startTestApp('postgres', { DATABASE_TIMEOUT_MS: '3000' });
+    try {
+      await sql`insert into persons (id, name, presence, created_at) select 'p' || n, 'Person ' || n, 'not_home', now()::text from generate_series(1, 6000) n`.execute(app.database.db);
+      const answers = await Promise.all(Array.from({ length: 12 }, (_, index) => app.api('POST', '/api/persons', { name: `Newcomer ${index}` })));
+      assert.deepEqual(
+        answers.map((answer) => answer.status),
+        answers.map(() => 201),
+        JSON.stringify(answers.find((answer) => answer.status !== 201)?.body),
+      );
+      const unkeyed = await app.database.db.selectFrom('persons').select((row) => row.fn.countAll<string>().as('count')).where('name_key', 'is', null).executeTakeFirstOrThrow();
+      assert.equal(Number(unkeyed.count), 0);
+    } finally {
+      await app.cleanup();
+    }
+  });
+});

@@ -646,16 +646,20 @@ const KEYS_PER_STATEMENT = 250;
 /**
  * Stores the name key of the rows of `table` that have none (migration 031: rows written before it,
  * or by the previous release beside this one), in a transaction of its own, so that the checks after
- * it read only their name's rows whatever they answer. The name in the condition leaves a row renamed
+ * it read only their name's rows whatever they answer. On PostgreSQL under the creates' lock, the rows
+ * read again under it: creates at once after the upgrade each keyed every row, one waiting on the
+ * other's row locks past the statement timeout. The name in the condition leaves a row renamed
  * meanwhile with the rename's own key.
  */
 async function keyNames(database: Database, table: 'persons' | 'zones'): Promise<void> {
-  const unkeyed = await database.db.selectFrom(table).select(['id', 'name']).where('name_key', 'is', null).execute();
-  if (unkeyed.length === 0) return;
+  const unkeyed = (db: Db) => db.selectFrom(table).select(['id', 'name']).where('name_key', 'is', null);
+  if (!(await unkeyed(database.db).limit(1).executeTakeFirst())) return;
   await database.transaction(async (trx) => {
-    for (let start = 0; start < unkeyed.length; start += KEYS_PER_STATEMENT) {
+    if (database.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${NAME_CHECK_LOCK})`.execute(trx);
+    const rows = await unkeyed(trx).execute();
+    for (let start = 0; start < rows.length; start += KEYS_PER_STATEMENT) {
       const keyed = sql.join(
-        unkeyed.slice(start, start + KEYS_PER_STATEMENT).map((row) => sql`select ${row.id} as id, ${row.name} as name, ${nameKey(row.name)} as name_key`),
+        rows.slice(start, start + KEYS_PER_STATEMENT).map((row) => sql`select ${row.id} as id, ${row.name} as name, ${nameKey(row.name)} as name_key`),
         sql` union all `,
       );
       await sql`update ${sql.table(table)} set name_key = keyed.name_key from (${keyed}) as keyed
