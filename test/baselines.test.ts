@@ -682,6 +682,8 @@ describe('baseline CLI', () => {
     const good = file('good.json', valid);
     const bad = file('bad.json', { ...valid, commit_sha: 'xyz', corpus_size: -1 });
     assert.equal((await cli('validate', good)).code, 0);
+    // Saved by a Windows editor with a byte order mark: the API takes it, so does the CLI.
+    assert.equal((await cli('validate', file('bom.json', `\ufeff${JSON.stringify(valid)}`))).code, 0);
     const result = await cli('validate', good, bad, file('broken.json', '{'));
     assert.equal(result.code, 1);
     assert.match(result.stderr, /bad\.json: \/commit_sha: must match pattern/);
@@ -971,7 +973,15 @@ describe('baseline CLI', () => {
 
     it('push sends any threshold it accepts as the decimal text the server takes (outside review: 1e-7 was refused)', async () => {
       for (const threshold of ['0.0000001', '1e-7', '2.5', '10000']) {
-        const pushed = await cliWith(env(), 'push', file('tiny-threshold.json', { ...valid, timestamp: '2026-11-30T10:00:00Z' }), '--server', server, '--threshold', threshold);
+        const pushed = await cliWith(
+          env(),
+          'push',
+          file('tiny-threshold.json', { ...valid, timestamp: '2026-11-30T10:00:00Z' }),
+          '--server',
+          server,
+          '--threshold',
+          threshold,
+        );
         assert.equal(pushed.stderr, '', threshold);
         assert.ok([0, 1].includes(pushed.code), `${threshold}: exit ${pushed.code}`);
       }

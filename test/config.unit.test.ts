@@ -328,7 +328,7 @@ describe('configuration', () => {
     }
   });
 
-  it('a start of the same process id (a container beside another, both pid 1) leaves the other start\'s value alone', () => {
+  it("a start of the same process id (a container beside another, both pid 1) leaves the other start's value alone", () => {
     const { dir, remove } = temporaryDir();
     try {
       const file = path.join(dir, 'secrets-key');

@@ -47,7 +47,7 @@ describe('the shape every JSON input must have', () => {
 });
 
 describe('the name pattern (NOT_BLANK) as clients read it from the OpenAPI document', () => {
-  it('spells out its characters (no \\p{...}, which Python\'s re and jsonschema cannot compile) and matches what Unicode calls invisible', () => {
+  it("spells out its characters (no \\p{...}, which Python's re and jsonschema cannot compile) and matches what Unicode calls invisible", () => {
     assert.doesNotMatch(NOT_BLANK, /\\p\{/);
     const visible = new RegExp(NOT_BLANK, 'u');
     const invisible = /[\s\p{Cc}\p{Default_Ignorable_Code_Point}\u2800]/u;

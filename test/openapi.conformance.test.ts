@@ -233,7 +233,7 @@ describe('OpenAPI document conformance', () => {
     await checkAll(cases);
   });
 
-  it("answers the refusals of the HTTP shell as documented, on every operation it reaches (outside review: they were not declared)", async () => {
+  it('answers the refusals of the HTTP shell as documented, on every operation it reaches (outside review: they were not declared)', async () => {
     const cases: Case[] = [];
     for (const [path, methods] of Object.entries(doc.paths as Json)) {
       for (const [method, operation] of Object.entries(methods as Json)) {

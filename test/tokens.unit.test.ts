@@ -52,6 +52,9 @@ describe('which API-token scopes a route accepts (tokenScopes)', () => {
       { botId: [], botTimestamp: [], botNonce: [], botSignature: [] },
     ]);
     assert.equal(openApiSecurity({ auth: 'public' }, 'GET', '/healthz'), undefined);
-    assert.deepEqual(openApiSecurity({ auth: 'admin', tokenScopes: ['admin'] }, 'GET', '/api/session'), [{ admin: ['admin'] }, { session: ['admin', 'household'] }]);
+    assert.deepEqual(openApiSecurity({ auth: 'admin', tokenScopes: ['admin'] }, 'GET', '/api/session'), [
+      { admin: ['admin'] },
+      { session: ['admin', 'household'] },
+    ]);
   });
 });

@@ -114,7 +114,8 @@ for (const dialect of DIALECTS) {
         const at = new Date().toISOString();
         await previous(/^insert into "persons"/)('bob', 'Bob', 'not_home', null, null, null, at);
         // More than one statement keys at once (KEYS_PER_STATEMENT).
-        for (let index = 0; index < 600; index++) await previous(/^insert into "persons"/)(`guest-${index}`, `Guest ${index}`, 'not_home', null, null, null, at);
+        for (let index = 0; index < 600; index++)
+          await previous(/^insert into "persons"/)(`guest-${index}`, `Guest ${index}`, 'not_home', null, null, null, at);
         await previous(/^insert into "zones"/)('loft', 'Loft', at);
         assert.equal((await app.api('POST', '/api/persons', { id: 'carol', name: 'Carol' })).status, 201);
         assert.equal((await app.api('POST', '/api/zones', { id: 'hall', name: 'Hall' })).status, 201);
@@ -127,7 +128,11 @@ for (const dialect of DIALECTS) {
         };
         await refused('/api/persons', 'bob', 'bob');
         await refused('/api/persons', 'guest 599', 'guest-599');
-        const unkeyed = await db.selectFrom('persons').select((row) => row.fn.countAll<string | number>().as('count')).where('name_key', 'is', null).executeTakeFirstOrThrow();
+        const unkeyed = await db
+          .selectFrom('persons')
+          .select((row) => row.fn.countAll<string | number>().as('count'))
+          .where('name_key', 'is', null)
+          .executeTakeFirstOrThrow();
         assert.equal(Number(unkeyed.count), 0, 'a create keys every row it read');
         await refused('/api/persons', 'DAVE', 'carol');
         await refused('/api/zones', 'loft', 'loft');
@@ -277,14 +282,20 @@ describe('the first creates by name after migration 031 on PostgreSQL (outside r
     // A tight statement timeout: creates that each keyed every row, one waiting on the other's row locks, ran past it.
     const app = await startTestApp('postgres', { DATABASE_TIMEOUT_MS: '3000' });
     try {
-      await sql`insert into persons (id, name, presence, created_at) select 'p' || n, 'Person ' || n, 'not_home', now()::text from generate_series(1, 6000) n`.execute(app.database.db);
+      await sql`insert into persons (id, name, presence, created_at) select 'p' || n, 'Person ' || n, 'not_home', now()::text from generate_series(1, 6000) n`.execute(
+        app.database.db,
+      );
       const answers = await Promise.all(Array.from({ length: 12 }, (_, index) => app.api('POST', '/api/persons', { name: `Newcomer ${index}` })));
       assert.deepEqual(
         answers.map((answer) => answer.status),
         answers.map(() => 201),
         JSON.stringify(answers.find((answer) => answer.status !== 201)?.body),
       );
-      const unkeyed = await app.database.db.selectFrom('persons').select((row) => row.fn.countAll<string>().as('count')).where('name_key', 'is', null).executeTakeFirstOrThrow();
+      const unkeyed = await app.database.db
+        .selectFrom('persons')
+        .select((row) => row.fn.countAll<string>().as('count'))
+        .where('name_key', 'is', null)
+        .executeTakeFirstOrThrow();
       assert.equal(Number(unkeyed.count), 0);
     } finally {
       await app.cleanup();

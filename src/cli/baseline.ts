@@ -12,6 +12,7 @@ import {
   formatPushSummary,
   formatReport,
   type ReportFormat,
+  withoutByteOrderMark,
 } from '../baselines/index.js';
 import type { Detection, StoredBaseline } from '../baselines/index.js';
 import type { Output } from './io.js';
@@ -31,7 +32,8 @@ function load(file: string, io: Output): Loaded {
   let text: string;
   let data: unknown;
   try {
-    text = readFileSync(file, 'utf8');
+    // A Windows editor's byte order mark is not JSON; the API takes such a file, so does the CLI.
+    text = withoutByteOrderMark(readFileSync(file, 'utf8'));
     data = JSON.parse(text);
   } catch (error) {
     const problem = `${file}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : `not valid JSON (${(error as Error).message})`}`;
@@ -135,11 +137,15 @@ export function pushCommand(args: string[], io: Output, env: NodeJS.ProcessEnv):
       commit = run.record.commit_sha;
       const sent = withCommitUrl(run.record, run.text, env);
       const post = (body: string) =>
-        serverRequest<{ id: number; comparison: ComparisonReport | null; detection: Detection }>(`${server}/api/baselines?threshold=${decimal(thresholdPct)}`, env, {
-          method: 'POST',
-          body,
-          needs: CI_TOKEN,
-        });
+        serverRequest<{ id: number; comparison: ComparisonReport | null; detection: Detection }>(
+          `${server}/api/baselines?threshold=${decimal(thresholdPct)}`,
+          env,
+          {
+            method: 'POST',
+            body,
+            needs: CI_TOKEN,
+          },
+        );
       let record = sent.record;
       const recorded = await post(sent.body).catch((error: unknown) => {
         // A server older than `commit_url` (0.2.0) refuses the field this command added: the record goes as written.

@@ -1,3 +1,4 @@
+import { closeSync, openSync } from 'node:fs';
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 
@@ -12,8 +13,12 @@ export class ServeLockError extends Error {}
  */
 export function holdServeLock(dataDir: string): { release(): void } {
   const file = path.join(dataDir, 'serve.lock');
+  // Private like the other files in DATA_DIR (SQLite would create it world-readable).
+  closeSync(openSync(file, 'a', 0o600));
   const lock = new BetterSqlite3(file, { timeout: 0 });
   try {
+    // The journal in memory: no serve.lock-journal left beside it.
+    lock.pragma('journal_mode = MEMORY');
     lock.pragma('locking_mode = EXCLUSIVE');
     // A write takes the exclusive lock, which this locking mode then keeps.
     lock.exec('begin exclusive; create table if not exists serving (since text); commit');

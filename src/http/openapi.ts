@@ -48,12 +48,7 @@ const BODYLESS_METHODS = new Set(['GET', 'HEAD']);
  * The problems a route can answer, from what it is (its auth, its inputs, its limit) plus what it
  * declares itself: one rule, so the document cannot forget a 401 on a new admin route.
  */
-export function errorCodes(
-  method: string,
-  url: string,
-  schema: FastifySchema | undefined,
-  config: Partial<FastifyContextConfig> | undefined,
-): ProblemCode[] {
+export function errorCodes(method: string, url: string, schema: FastifySchema | undefined, config: Partial<FastifyContextConfig> | undefined): ProblemCode[] {
   const codes = new Set<ProblemCode>(config?.problems ?? []);
   const access = config?.auth ? ROUTE_ACCESS[config.auth] : { admin: false, bot: false };
   if (access.admin || access.bot) codes.add('unauthorized');

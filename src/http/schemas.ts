@@ -29,7 +29,8 @@ export const idString = { type: 'string', pattern: ID_PATTERN_SOURCE, descriptio
  * OpenAPI document carries the pattern and validators outside JavaScript (Python's `re`) know no
  * `\p{...}`; test/input-shape.unit.test.ts holds it to Unicode's properties.
  */
-export const NOT_BLANK = '[^\\u0000-\\u0020\\u007f-\\u00a0\\u00ad\\u034f\\u061c\\u115f\\u1160\\u1680\\u17b4\\u17b5\\u180b-\\u180f\\u2000-\\u200f\\u2028-\\u202f\\u205f-\\u206f\\u2800\\u3000\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0\\ufff0-\\ufff8]';
+export const NOT_BLANK =
+  '[^\\u0000-\\u0020\\u007f-\\u00a0\\u00ad\\u034f\\u061c\\u115f\\u1160\\u1680\\u17b4\\u17b5\\u180b-\\u180f\\u2000-\\u200f\\u2028-\\u202f\\u205f-\\u206f\\u2800\\u3000\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0\\ufff0-\\ufff8]';
 export const nameString = {
   type: 'string',
   minLength: 1,

@@ -142,7 +142,12 @@ export class PresenceService {
   updatePerson(id: string, input: { name?: string }): Promise<PersonView> {
     return this.events.write(async (trx, emit) => {
       await readPerson(trx, id);
-      if (input.name !== undefined) await trx.updateTable('persons').set({ name: input.name, name_key: nameKey(input.name) }).where('id', '=', id).execute();
+      if (input.name !== undefined)
+        await trx
+          .updateTable('persons')
+          .set({ name: input.name, name_key: nameKey(input.name) })
+          .where('id', '=', id)
+          .execute();
       const person = await readPerson(trx, id);
       emit('person.updated', { person: id, zone: person.zone, detail: { name: person.name } });
       return person;
@@ -254,7 +259,12 @@ export class PresenceService {
   updateZone(id: string, input: { name?: string }): Promise<ZoneView> {
     return this.events.write(async (trx, emit) => {
       await readZone(trx, id);
-      if (input.name !== undefined) await trx.updateTable('zones').set({ name: input.name, name_key: nameKey(input.name) }).where('id', '=', id).execute();
+      if (input.name !== undefined)
+        await trx
+          .updateTable('zones')
+          .set({ name: input.name, name_key: nameKey(input.name) })
+          .where('id', '=', id)
+          .execute();
       const zone = await readZone(trx, id);
       emit('zone.updated', { zone: id, detail: { name: zone.name } });
       return zone;

@@ -58,7 +58,9 @@ for (const dialect of DIALECTS) {
     });
 
     it('every number in a URL is decimal: hex, exponent, sign or blank is refused, not read as another number (outside review)', async () => {
-      const { id } = (await app.api('POST', '/api/baselines', { commit_sha: 'decdec1', timestamp: '2026-11-28T10:00:00Z', subject_geomean: 0.5, grep_1000_mean_ms: 40 })).body;
+      const { id } = (
+        await app.api('POST', '/api/baselines', { commit_sha: 'decdec1', timestamp: '2026-11-28T10:00:00Z', subject_geomean: 0.5, grep_1000_mean_ms: 40 })
+      ).body;
       for (const text of [`0x${id.toString(16)}`, `${id}e0`, `+${id}`, `%20${id}`, `${id}.0`, `0b1`])
         expect400(await app.api('GET', `/api/baselines/${text}`), 'params:/id', `baseline id ${text}`);
       for (const [url, field] of [
@@ -123,7 +125,23 @@ for (const dialect of DIALECTS) {
     });
 
     it('names of only white space are refused, naming the field; letters without an ASCII decomposition keep their spelling in ids', async () => {
-      for (const blank of [' ', '\t\n', '\u00a0\u3000', '\u200b', '\u200b\u2060\ufeff', '\u3164', '\u202e', '\u00ad', '\u2800', '\u115f', '\u2066\u2069', '\u034f', '\u180e', '\ufe0f', '\u0001']) {
+      for (const blank of [
+        ' ',
+        '\t\n',
+        '\u00a0\u3000',
+        '\u200b',
+        '\u200b\u2060\ufeff',
+        '\u3164',
+        '\u202e',
+        '\u00ad',
+        '\u2800',
+        '\u115f',
+        '\u2066\u2069',
+        '\u034f',
+        '\u180e',
+        '\ufe0f',
+        '\u0001',
+      ]) {
         const person = await app.api('POST', '/api/persons', { name: blank });
         expect400(person, '/name', `person name ${JSON.stringify(blank)}`);
         assert.equal(person.body.errors[0].message, 'must not be blank');
@@ -178,8 +196,18 @@ for (const dialect of DIALECTS) {
       const row = await app.database.db.selectFrom('baselines').select('record').where('id', '=', id).executeTakeFirstOrThrow();
       assert.equal(row.record, JSON.stringify(record));
       // A record an earlier build stored with its mark is read too.
-      await app.database.db.updateTable('baselines').set({ record: `\ufeff${row.record}` }).where('id', '=', id).execute();
-      for (const url of [`/api/baselines/${id}`, `/api/baselines/${id}/detection`, '/api/baselines', '/api/baselines/latest', `/api/baselines/compare?base=${id}&head=latest`])
+      await app.database.db
+        .updateTable('baselines')
+        .set({ record: `\ufeff${row.record}` })
+        .where('id', '=', id)
+        .execute();
+      for (const url of [
+        `/api/baselines/${id}`,
+        `/api/baselines/${id}/detection`,
+        '/api/baselines',
+        '/api/baselines/latest',
+        `/api/baselines/compare?base=${id}&head=latest`,
+      ])
         assert.equal((await app.api('GET', url)).status, 200, url);
     });
 

@@ -1,6 +1,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { existsSync, statSync } from 'node:fs';
+import path from 'node:path';
 import http from 'node:http';
 import { ADMIN_TOKEN, createTestEnv, eventually, startTestApp, type TestEnv } from '../helpers/app.js';
 import { freePort, observer, retainedSet, startBroker } from '../helpers/broker.js';
@@ -229,10 +231,21 @@ describe('one serving process per SQLite DATA_DIR (outside review: a second took
       assert.match(refused.output(), /Another mothership serve is running on DATA_DIR .*: SQLite is one process/);
       assert.doesNotMatch(refused.output(), /\n\s+at /, 'no stack trace');
       const servingBase = `http://127.0.0.1:${serving === started[0] ? firstPort : secondPort}`;
-      await eventually(() => fetch(`${servingBase}/readyz`).then((response) => response.ok, () => false), START_TIMEOUT_MS, 'the other serves');
+      await eventually(
+        () =>
+          fetch(`${servingBase}/readyz`).then(
+            (response) => response.ok,
+            () => false,
+          ),
+        START_TIMEOUT_MS,
+        'the other serves',
+      );
       const later = spawnMothership(['serve'], { ...env.env, PORT: String(laterPort) });
       await once(later, 'exit');
       assert.equal(later.exitCode, 2, later.output());
+      // The lock is private like the rest of DATA_DIR, and leaves no journal beside it.
+      assert.equal(statSync(path.join(env.env.DATA_DIR!, 'serve.lock')).mode & 0o777, 0o600);
+      assert.ok(!existsSync(path.join(env.env.DATA_DIR!, 'serve.lock-journal')), 'no serve.lock-journal');
       // SIGKILL leaves no lock behind: the next start serves.
       await stopProcess(serving, 'SIGKILL');
       const { child } = await startService(env.env, laterPort);
