@@ -12,11 +12,15 @@ describe('household rules (pure)', () => {
     assert.equal(reportedPresence({ presence: 'home', last_seen: '2026-11-25T10:00:00.000Z' }), 'home');
   });
 
-  it('names are the same when they differ in case, compatibility forms or white space only', () => {
+  it('names are the same when they differ in case, compatibility forms, white space or invisible characters only', () => {
     const sameName = (a: string, b: string) => nameKey(a) === nameKey(b);
     assert.equal(sameName('Bob', ' bob '), true);
     assert.equal(sameName('Ada  Lovelace', 'ada lovelace'), true);
     assert.equal(sameName('Ｂｏｂ', 'bob'), true);
+    // Shown alike, so taken alike: a zero-width space, a soft hyphen, a bidi mark.
+    assert.equal(sameName('Bob\u200b', 'bob'), true);
+    assert.equal(sameName('B\u00adob', 'bob'), true);
+    assert.equal(sameName('\u200fBob', 'bob'), true);
     assert.equal(sameName('Bob', 'Bobby'), false);
     assert.equal(sameName('Ada Lovelace', 'Ada Lovelace!'), false);
   });

@@ -79,9 +79,16 @@ export function reportedPresence(person: Pick<PersonState, 'presence' | 'last_se
 
 /**
  * The form in which names compare: two names are the same name when they differ only in case,
- * compatibility forms or white space. `name_key` stores it, so a create finds a taken name over an index.
+ * compatibility forms, white space or characters that show nothing (a zero-width space, a soft
+ * hyphen, a bidi mark). `name_key` stores it, so a create finds a taken name over an index.
  */
-export const nameKey = (name: string) => name.normalize('NFKC').trim().replace(/\s+/g, ' ').toLowerCase();
+export const nameKey = (name: string) =>
+  name
+    .normalize('NFKC')
+    .replace(/\p{Default_Ignorable_Code_Point}/gu, '')
+    .trim()
+    .replace(/\s+/g, ' ')
+    .toLowerCase();
 
 /** The most a sweep's interval grows to: a transition it finds is at most this late. */
 export const SWEEP_MAX_INTERVAL_MS = 1000;

@@ -7,8 +7,14 @@ export const household = { persons: new Map(), zones: new Map(), health: null, l
 /** How many persons have each name: built when asked, dropped when a person is added, renamed or deleted. */
 let nameCounts = null;
 
-/** A name as the service compares names (`nameKey`, src/presence/transitions.ts): "Bob" and " bob " are one. */
-const nameKey = (name) => name.normalize('NFKC').trim().replace(/\s+/g, ' ').toLowerCase();
+/** A name as the service compares names (`nameKey`, src/presence/transitions.ts, which a test holds it to): "Bob" and " bob " are one. */
+const nameKey = (name) =>
+  name
+    .normalize('NFKC')
+    .replace(/\p{Default_Ignorable_Code_Point}/gu, '')
+    .trim()
+    .replace(/\s+/g, ' ')
+    .toLowerCase();
 
 /** Whether another person has this person's name: the lists then show the id too, to tell them apart. */
 export function sharesName(person) {
