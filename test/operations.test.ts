@@ -103,14 +103,8 @@ for (const dialect of DIALECTS) {
         await stopProcess(service.child);
         runDocumented(`${dialect}-restore`, shellEnv);
         assert.equal(schema('select max(name) from kysely_migration'), PREVIOUS_SCHEMA);
-        assert.equal(
-          schema(
-            dialect === 'postgres'
-              ? "select count(*) from pg_tables where tablename = 'schema_releases'"
-              : "select count(*) from sqlite_master where name = 'schema_releases'",
-          ),
-          '0',
-        );
+        // No record of the release that had migrated it (the previous release's schema has the table).
+        assert.equal(schema('select count(*) from schema_releases'), '0');
         service = await startService(env.env, port);
         assert.equal(((await (await fetch(`${service.base}/readyz`)).json()) as { schema: string }).schema, SCHEMA_VERSION);
       } finally {

@@ -6,26 +6,27 @@ import { CompiledQuery, sql, type Kysely } from 'kysely';
 import { runAt } from '../src/baselines/schema.js';
 import { SCHEMA_VERSION } from '../src/db/index.js';
 import { createTestEnv, DIALECTS, eventually, startTestApp, type DialectName } from './helpers/app.js';
-import { connect, migrateTo, PREVIOUS_SCHEMA } from './helpers/previous-release.js';
+import { connect, migrateTo, PREVIOUS_SCHEMA, RELEASES, type Release } from './helpers/previous-release.js';
 import { freePort } from './helpers/broker.js';
 import { spawnMothership, startService, stopProcess } from './helpers/process.js';
 
-/** What the previous release sends to the database (test/fixtures/README.md: how it was recorded). */
+/** What a previous release sends to the database (test/fixtures/README.md: how it was recorded). */
 interface Recorded {
   dialect: DialectName;
   sql: string;
   parameters: unknown[];
 }
-const PREVIOUS_RELEASE = readFileSync(new URL('../../test/fixtures/release-df8e124.statements.jsonl', import.meta.url), 'utf8')
-  .trim()
-  .split('\n')
-  .map((line) => JSON.parse(line) as Recorded);
+const recorded = (release: Release) =>
+  readFileSync(new URL(`../../test/fixtures/release-${release.commit}.statements.jsonl`, import.meta.url), 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as Recorded);
 const ROLLED_BACK = new Error('rolled back');
 
 /** Runs every recorded statement on its own, rolled back after it; returns the ones that failed, with why. */
-async function replay(db: Kysely<any>, dialect: DialectName): Promise<string[]> {
+async function replay(statements: Recorded[], db: Kysely<any>, dialect: DialectName): Promise<string[]> {
   const failures: string[] = [];
-  for (const statement of PREVIOUS_RELEASE.filter((recorded) => recorded.dialect === dialect)) {
+  for (const statement of statements.filter((recorded) => recorded.dialect === dialect)) {
     const error = await db
       .transaction()
       .execute(async (trx) => {
@@ -38,136 +39,156 @@ async function replay(db: Kysely<any>, dialect: DialectName): Promise<string[]> 
   return failures;
 }
 
-/** The previous release's own insert of a baseline, with its parameters: commit, recorded_at, record. */
-function previousReleaseInsertsBaseline(db: Kysely<any>, dialect: DialectName, record: { commit_sha: string; timestamp: string; grep_1000_mean_ms?: number }) {
-  const insert = PREVIOUS_RELEASE.find((recorded) => recorded.dialect === dialect && /^insert into "baselines"/.test(recorded.sql));
-  assert.ok(insert, 'the fixture has the previous release insert a baseline');
-  const full = { subject_geomean: 0.5, grep_1000_mean_ms: 40, ...record };
-  return db.executeQuery(CompiledQuery.raw(insert.sql, [record.commit_sha, new Date().toISOString(), JSON.stringify(full)]));
+/**
+ * A release's own insert of a baseline, with the parameters it gives it: commit, recorded_at, (from
+ * 0.2.0 on, the run time it computes as this release does), record.
+ */
+function insertsBaseline(
+  statements: Recorded[],
+  db: Kysely<any>,
+  dialect: DialectName,
+  record: { commit_sha: string; timestamp: string; grep_1000_mean_ms?: number },
+) {
+  const insert = statements.find((recorded) => recorded.dialect === dialect && /^insert into "baselines"/.test(recorded.sql));
+  assert.ok(insert, 'the fixture has the release insert a baseline');
+  const full = JSON.stringify({ subject_geomean: 0.5, grep_1000_mean_ms: 40, ...record });
+  const withRunTime = /"run_at"/.test(insert.sql);
+  const parameters = withRunTime
+    ? [record.commit_sha, new Date().toISOString(), runAt(record.timestamp), full]
+    : [record.commit_sha, new Date().toISOString(), full];
+  assert.equal(insert.parameters.length, parameters.length, insert.sql);
+  return db.executeQuery(CompiledQuery.raw(insert.sql, parameters));
 }
 
-for (const dialect of DIALECTS) {
-  describe(`the previous release (df8e124) on a database this release migrated (${dialect})`, () => {
-    it('runs every statement it issues, reads and writes', async () => {
-      const env = await createTestEnv(dialect);
-      const db = connect(dialect, env);
-      try {
-        await migrateTo(db, dialect);
-        assert.deepEqual(await replay(db, dialect), []);
-      } finally {
-        await db.destroy();
-        await env.cleanup();
-      }
-    });
+for (const release of RELEASES)
+  for (const dialect of DIALECTS) {
+    const statements = recorded(release);
+    describe(`release ${release.version} (${release.commit}) on a database this release migrated (${dialect})`, () => {
+      it('runs every statement it issues, reads and writes', async () => {
+        const env = await createTestEnv(dialect);
+        const db = connect(dialect, env);
+        try {
+          await migrateTo(db, dialect);
+          assert.deepEqual(await replay(statements, db, dialect), []);
+        } finally {
+          await db.destroy();
+          await env.cleanup();
+        }
+      });
 
-    it('(control: the recording replays cleanly on its own schema)', async () => {
-      const env = await createTestEnv(dialect);
-      const db = connect(dialect, env);
-      try {
-        await migrateTo(db, dialect, PREVIOUS_SCHEMA);
-        assert.deepEqual(await replay(db, dialect), []);
-      } finally {
-        await db.destroy();
-        await env.cleanup();
-      }
-    });
+      it('(control: the recording replays cleanly on its own schema)', async () => {
+        const env = await createTestEnv(dialect);
+        const db = connect(dialect, env);
+        try {
+          await migrateTo(db, dialect, release.schema);
+          assert.deepEqual(await replay(statements, db, dialect), []);
+        } finally {
+          await db.destroy();
+          await env.cleanup();
+        }
+      });
 
-    it('a baseline it stores is ordered by its run time: latest and compare see it', async () => {
-      const env = await createTestEnv(dialect);
-      const app = await startTestApp(dialect, {}, { testEnv: env });
-      const db = connect(dialect, env);
-      try {
-        const posted = await app.api('POST', '/api/baselines', {
-          commit_sha: 'aaaaaaa',
-          timestamp: '2026-11-24T10:00:00Z',
-          subject_geomean: 0.5,
-          grep_1000_mean_ms: 40,
-        });
-        assert.equal(posted.status, 201);
-        // The older instance records the next run: 36 % slower.
-        await previousReleaseInsertsBaseline(db, dialect, { commit_sha: 'bbbbbbb', timestamp: '2026-11-24T12:00:00+01:00', grep_1000_mean_ms: 54.4 });
-        const latest = await app.api('GET', '/api/baselines/latest');
-        assert.equal(latest.body.record.commit_sha, 'bbbbbbb');
-        const compared = await app.api('GET', '/api/baselines/compare?base=aaaaaaa&head=latest');
-        assert.equal(compared.status, 200);
-        assert.equal(compared.body.head.commit_sha, 'bbbbbbb');
-        assert.equal(compared.body.regressed, true);
-        const { run_at } = await db.selectFrom('baselines').select('run_at').where('commit_sha', '=', 'bbbbbbb').executeTakeFirstOrThrow();
-        assert.equal(run_at, runAt('2026-11-24T12:00:00+01:00'));
-      } finally {
-        await db.destroy();
-        await app.cleanup();
-        await env.cleanup();
-      }
-    });
+      it('a baseline it stores is ordered by its run time: latest and compare see it', async () => {
+        const env = await createTestEnv(dialect);
+        const app = await startTestApp(dialect, {}, { testEnv: env });
+        const db = connect(dialect, env);
+        try {
+          const posted = await app.api('POST', '/api/baselines', {
+            commit_sha: 'aaaaaaa',
+            timestamp: '2026-11-24T10:00:00Z',
+            subject_geomean: 0.5,
+            grep_1000_mean_ms: 40,
+          });
+          assert.equal(posted.status, 201);
+          // The release's instance records the next run: 36 % slower.
+          await insertsBaseline(statements, db, dialect, { commit_sha: 'bbbbbbb', timestamp: '2026-11-24T12:00:00+01:00', grep_1000_mean_ms: 54.4 });
+          const latest = await app.api('GET', '/api/baselines/latest');
+          assert.equal(latest.body.record.commit_sha, 'bbbbbbb');
+          const compared = await app.api('GET', '/api/baselines/compare?base=aaaaaaa&head=latest');
+          assert.equal(compared.status, 200);
+          assert.equal(compared.body.head.commit_sha, 'bbbbbbb');
+          assert.equal(compared.body.regressed, true);
+          const { run_at } = await db.selectFrom('baselines').select('run_at').where('commit_sha', '=', 'bbbbbbb').executeTakeFirstOrThrow();
+          assert.equal(run_at, runAt('2026-11-24T12:00:00+01:00'));
+        } finally {
+          await db.destroy();
+          await app.cleanup();
+          await env.cleanup();
+        }
+      });
 
-    it('a name it stores or changes is taken for this release: a create of it by name gets 409', async () => {
-      const env = await createTestEnv(dialect);
-      const app = await startTestApp(dialect, {}, { testEnv: env });
-      const db = connect(dialect, env);
-      const previous = (pattern: RegExp) => {
-        const recorded = PREVIOUS_RELEASE.find((statement) => statement.dialect === dialect && pattern.test(statement.sql));
-        assert.ok(recorded, `the fixture has the previous release run ${pattern}`);
-        return (...parameters: unknown[]) => db.executeQuery(CompiledQuery.raw(recorded.sql, parameters));
-      };
-      try {
-        const at = new Date().toISOString();
-        await previous(/^insert into "persons"/)('bob', 'Bob', 'not_home', null, null, null, at);
-        // More than one statement keys at once (KEYS_PER_STATEMENT).
-        for (let index = 0; index < 600; index++)
-          await previous(/^insert into "persons"/)(`guest-${index}`, `Guest ${index}`, 'not_home', null, null, null, at);
-        await previous(/^insert into "zones"/)('loft', 'Loft', at);
-        assert.equal((await app.api('POST', '/api/persons', { id: 'carol', name: 'Carol' })).status, 201);
-        assert.equal((await app.api('POST', '/api/zones', { id: 'hall', name: 'Hall' })).status, 201);
-        await previous(/^update "persons" set "name" = \S+ where "id" = \S+$/)('Dave', 'carol');
-        await previous(/^update "zones" set "name" = \S+ where "id" = \S+$/)('Attic', 'hall');
-        const refused = async (path: string, name: string, owner: string) => {
-          const answer = await app.api('POST', path, { name });
-          assert.equal(answer.status, 409, `${name}: ${JSON.stringify(answer.body)}`);
-          assert.match(answer.body.errors[0].message, new RegExp(`"${owner}"`));
+      it('a name it stores or changes is taken for this release: a create of it by name gets 409', async () => {
+        const env = await createTestEnv(dialect);
+        const app = await startTestApp(dialect, {}, { testEnv: env });
+        const db = connect(dialect, env);
+        const previous = (pattern: RegExp) => {
+          const statement = statements.find((recorded) => recorded.dialect === dialect && pattern.test(recorded.sql));
+          assert.ok(statement, `the fixture has the release run ${pattern}`);
+          return (...parameters: unknown[]) => db.executeQuery(CompiledQuery.raw(statement.sql, parameters));
         };
-        await refused('/api/persons', 'bob', 'bob');
-        await refused('/api/persons', 'guest 599', 'guest-599');
-        const unkeyed = await db
-          .selectFrom('persons')
-          .select((row) => row.fn.countAll<string | number>().as('count'))
-          .where('name_key', 'is', null)
-          .executeTakeFirstOrThrow();
-        assert.equal(Number(unkeyed.count), 0, 'a create keys every row it read');
-        await refused('/api/persons', 'DAVE', 'carol');
-        await refused('/api/zones', 'loft', 'loft');
-        await refused('/api/zones', 'attic', 'hall');
-        // The names it renamed away from are free again.
-        assert.equal((await app.api('POST', '/api/persons', { name: 'Carol' })).status, 201);
-        assert.equal((await app.api('POST', '/api/zones', { name: 'Hall' })).status, 201);
-      } finally {
-        await db.destroy();
-        await app.cleanup();
-        await env.cleanup();
-      }
-    });
+        try {
+          const at = new Date().toISOString();
+          await previous(/^insert into "persons"/)('bob', 'Bob', 'not_home', null, null, null, at);
+          // More than one statement keys at once (KEYS_PER_STATEMENT).
+          for (let index = 0; index < 600; index++)
+            await previous(/^insert into "persons"/)(`guest-${index}`, `Guest ${index}`, 'not_home', null, null, null, at);
+          await previous(/^insert into "zones"/)('loft', 'Loft', at);
+          assert.equal((await app.api('POST', '/api/persons', { id: 'carol', name: 'Carol' })).status, 201);
+          assert.equal((await app.api('POST', '/api/zones', { id: 'hall', name: 'Hall' })).status, 201);
+          await previous(/^update "persons" set "name" = \S+ where "id" = \S+$/)('Dave', 'carol');
+          await previous(/^update "zones" set "name" = \S+ where "id" = \S+$/)('Attic', 'hall');
+          const refused = async (path: string, name: string, owner: string) => {
+            const answer = await app.api('POST', path, { name });
+            assert.equal(answer.status, 409, `${name}: ${JSON.stringify(answer.body)}`);
+            assert.match(answer.body.errors[0].message, new RegExp(`"${owner}"`));
+          };
+          await refused('/api/persons', 'bob', 'bob');
+          await refused('/api/persons', 'guest 599', 'guest-599');
+          const unkeyed = await db
+            .selectFrom('persons')
+            .select((row) => row.fn.countAll<string | number>().as('count'))
+            .where('name_key', 'is', null)
+            .executeTakeFirstOrThrow();
+          assert.equal(Number(unkeyed.count), 0, 'a create keys every row it read');
+          await refused('/api/persons', 'DAVE', 'carol');
+          await refused('/api/zones', 'loft', 'loft');
+          await refused('/api/zones', 'attic', 'hall');
+          // The names it renamed away from are free again.
+          assert.equal((await app.api('POST', '/api/persons', { name: 'Carol' })).status, 201);
+          assert.equal((await app.api('POST', '/api/zones', { name: 'Hall' })).status, 201);
+        } finally {
+          await db.destroy();
+          await app.cleanup();
+          await env.cleanup();
+        }
+      });
 
-    it('013 repairs the baselines it stored with an empty run time before', async () => {
-      const env = await createTestEnv(dialect);
-      const db = connect(dialect, env);
-      try {
-        await migrateTo(db, dialect, '012_enrichment_requests_in_one_batch');
-        await previousReleaseInsertsBaseline(db, dialect, { commit_sha: 'ccccccc', timestamp: '2026-11-24T09:30:00.250-02:00' });
-        await db.insertInto('baselines').values({ commit_sha: 'ddddddd', recorded_at: '2026-11-25T00:00:00.000Z', run_at: '', record: 'not json' }).execute();
-        await migrateTo(db, dialect);
-        const rows = await db.selectFrom('baselines').select(['commit_sha', 'run_at']).orderBy('id').execute();
-        assert.deepEqual(rows, [
-          { commit_sha: 'ccccccc', run_at: runAt('2026-11-24T09:30:00.250-02:00') },
-          // Not a record the previous release could have written; its posting time stands in.
-          { commit_sha: 'ddddddd', run_at: '2026-11-25T00:00:00.000Z' },
-        ]);
-      } finally {
-        await db.destroy();
-        await env.cleanup();
-      }
+      // A release from before 013 stored no run time; 013 computes it for the rows it left.
+      if (release.schema < '013')
+        it('013 repairs the baselines it stored with an empty run time before', async () => {
+          const env = await createTestEnv(dialect);
+          const db = connect(dialect, env);
+          try {
+            await migrateTo(db, dialect, '012_enrichment_requests_in_one_batch');
+            await insertsBaseline(statements, db, dialect, { commit_sha: 'ccccccc', timestamp: '2026-11-24T09:30:00.250-02:00' });
+            await db
+              .insertInto('baselines')
+              .values({ commit_sha: 'ddddddd', recorded_at: '2026-11-25T00:00:00.000Z', run_at: '', record: 'not json' })
+              .execute();
+            await migrateTo(db, dialect);
+            const rows = await db.selectFrom('baselines').select(['commit_sha', 'run_at']).orderBy('id').execute();
+            assert.deepEqual(rows, [
+              { commit_sha: 'ccccccc', run_at: runAt('2026-11-24T09:30:00.250-02:00') },
+              // Not a record the previous release could have written; its posting time stands in.
+              { commit_sha: 'ddddddd', run_at: '2026-11-25T00:00:00.000Z' },
+            ]);
+          } finally {
+            await db.destroy();
+            await env.cleanup();
+          }
+        });
     });
-  });
-}
+  }
 
 const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 

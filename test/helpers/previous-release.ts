@@ -6,8 +6,19 @@ import pg from 'pg';
 import { migrations } from '../../src/db/migrations.js';
 import type { DialectName, TestEnv } from './app.js';
 
-/** The newest migration the previous release (df8e124, 0.1.0) knows. */
-export const PREVIOUS_SCHEMA = '006_admin_sessions';
+/** A release before this one: its commit, and the newest migration it knows. */
+export interface Release {
+  version: string;
+  commit: string;
+  schema: string;
+}
+/** The releases a database this tree migrates may still have beside it, the newest first (test/fixtures/README.md). */
+export const RELEASES: Release[] = [
+  { version: '0.2.0', commit: 'f53569a', schema: '019_mqtt_retained' },
+  { version: '0.1.0', commit: 'df8e124', schema: '006_admin_sessions' },
+];
+/** The newest migration the previous release knows. */
+export const PREVIOUS_SCHEMA = RELEASES[0].schema;
 
 /** A plain Kysely on the test environment's database, as the previous release's driver talks to it. */
 export function connect(dialect: DialectName, env: Pick<TestEnv, 'dataDir' | 'env'>): Kysely<any> {
