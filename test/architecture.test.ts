@@ -4,7 +4,6 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import madge from 'madge';
 import { EVENT_TYPES } from '../src/events/index.js';
-import { nameKey } from '../src/presence/transitions.js';
 
 /**
  * The shape of src/ (docs/architecture.md): no import cycle between files or between folders, and
@@ -126,12 +125,5 @@ describe("the dashboard's household model", () => {
       [],
     );
     assert.doesNotMatch(body, /default:/);
-  });
-  it("compares names as the service does (its copy of presence's nameKey)", () => {
-    const source = readFileSync(`${root}src/dashboard/public/household.js`, 'utf8');
-    const expression = /const nameKey = (\(name\) =>[\s\S]*?);\n/.exec(source)![1];
-    const browserNameKey = new Function(`return ${expression}`)() as (name: string) => string;
-    for (const name of ['Bob', ' bob ', 'Ada  Lovelace', 'Ｂｏｂ', 'Bob\u200b', 'B\u00adob', '\u200fBob', 'Große Küche', 'Bobby'])
-      assert.equal(browserNameKey(name), nameKey(name), JSON.stringify(name));
   });
 });

@@ -2,6 +2,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { EVENT_GROUPS, EVENT_TYPES } from '../events/index.js';
 import { withSchemaTypes } from '../http/index.js';
+import { nameKey } from '../presence/index.js';
 
 /** The dashboard's files, shipped as written (no build step), read once at the first request for one (start-up does not need them). */
 const PUBLIC_DIR = new URL('../../../src/dashboard/public/', import.meta.url);
@@ -41,6 +42,8 @@ export function dashboardRoutes(server: FastifyInstance): void {
     // Generated from the one list (events/types.ts): the page subscribes to every type the stream sends, and filters by group.
     const eventTypes = `export const EVENT_TYPES = ${JSON.stringify(EVENT_TYPES)};\nexport const EVENT_GROUPS = ${JSON.stringify(EVENT_GROUPS)};\n`;
     loaded.set('event-types.js', { body: Buffer.from(eventTypes), type: TYPES['.js']! });
+    // The page marks people who share a name by the rule the service refuses duplicates with: its own code.
+    loaded.set('name-key.js', { body: Buffer.from(`export const nameKey = ${nameKey.toString()};\n`), type: TYPES['.js']! });
     return loaded;
   };
   const options = {

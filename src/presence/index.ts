@@ -1,4 +1,4 @@
 /** Presence's entry point: the service, its routes and how often its sweeps run. */
 export * from './service.js';
 export { presenceRoutes } from './routes.js';
-export { awaySweepIntervalMs, nodeSweepIntervalMs } from './transitions.js';
+export { awaySweepIntervalMs, nameKey, nodeSweepIntervalMs } from './transitions.js';
