@@ -21,6 +21,19 @@ describe('household rules (pure)', () => {
     assert.equal(sameName('Bob\u200b', 'bob'), true);
     assert.equal(sameName('B\u00adob', 'bob'), true);
     assert.equal(sameName('\u200fBob', 'bob'), true);
+    assert.equal(sameName('Bob\u2800', 'bob'), true);
+    assert.equal(sameName('Bob\ufff9', 'bob'), true);
+    // Normalised again once the invisible characters are gone: "e", U+0301 is "é".
+    assert.equal(sameName('Jose\u200b\u0301', 'José'), true);
+    assert.equal(sameName('Jose\u034f\u0301', 'José'), true);
+    // Inside an emoji, a joiner or a tag makes another picture; a variation selector does not.
+    assert.equal(sameName('👨\u200d👩\u200d👧', '👨👩👧'), false);
+    assert.equal(sameName('🏴\u{e0067}\u{e0062}\u{e0065}\u{e006e}\u{e0067}\u{e007f}', '🏴'), false);
+    assert.equal(sameName('🏴\u{e0067}\u{e0062}\u{e0065}\u{e006e}\u{e0067}\u{e007f}', '🏴\u{e0067}\u{e0062}\u{e0073}\u{e0063}\u{e0074}\u{e007f}'), false);
+    assert.equal(sameName('👩🏽\u200d💻', '👩🏽💻'), false);
+    assert.equal(sameName('❤\ufe0f', '❤'), true);
+    assert.equal(sameName('🏳\ufe0f\u200d🌈', '🏳\u200d🌈'), true);
+    assert.equal(sameName('Bob\u200d', 'Bob'), true);
     assert.equal(sameName('Bob', 'Bobby'), false);
     assert.equal(sameName('Ada Lovelace', 'Ada Lovelace!'), false);
   });

@@ -2,6 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { jsonShapeError, MAX_JSON_DEPTH } from '../src/http/input-shape.js';
 import { NOT_BLANK } from '../src/http/schemas.js';
+import { nameKey } from '../src/presence/transitions.js';
 
 const nested = (depth: number): unknown => (depth === 0 ? 1 : { a: nested(depth - 1) });
 
@@ -50,12 +51,22 @@ describe('the name pattern (NOT_BLANK) as clients read it from the OpenAPI docum
   it("spells out its characters (no \\p{...}, which Python's re and jsonschema cannot compile) and matches what Unicode calls invisible", () => {
     assert.doesNotMatch(NOT_BLANK, /\\p\{/);
     const visible = new RegExp(NOT_BLANK, 'u');
-    const invisible = /[\s\p{Cc}\p{Default_Ignorable_Code_Point}\u2800]/u;
+    const invisible = /[\s\p{Cc}\p{Default_Ignorable_Code_Point}\u2800\ufff9-\ufffb]/u;
     const differ: string[] = [];
     for (let code = 0; code <= 0xffff; code++) {
       if (code >= 0xd800 && code <= 0xdfff) continue;
       const character = String.fromCharCode(code);
       if (visible.test(character) === invisible.test(character)) differ.push(code.toString(16));
+    }
+    assert.deepEqual(differ, []);
+  });
+  it("is the names' own rule: a character is blank exactly when a name's key (presence's nameKey) drops it", () => {
+    const visible = new RegExp(NOT_BLANK, 'u');
+    const differ: string[] = [];
+    for (let code = 0; code <= 0xffff; code++) {
+      if (code >= 0xd800 && code <= 0xdfff) continue;
+      const character = String.fromCharCode(code);
+      if (visible.test(character) !== (nameKey(character) !== '')) differ.push(code.toString(16));
     }
     assert.deepEqual(differ, []);
   });

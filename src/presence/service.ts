@@ -2,7 +2,7 @@ import { type Insertable, sql } from 'kysely';
 import type { Database, Db } from '../db/index.js';
 import { getSetting, insertWithNewId, NAME_CHECK_LOCK, NODE_CREATE_LOCK, now, type PersonsTable, putSetting, type Schema, uniqueId } from '../db/index.js';
 import { SAFETY_EVENTS, unhandled, type Emit, type EventDetails, type EventLog, type Severity, type ZoneOccupancy } from '../events/index.js';
-import { conflict, DomainError, notFound } from '../errors.js';
+import { conflict, DomainError, invalid, notFound } from '../errors.js';
 import {
   enterZone,
   exitZone,
@@ -142,12 +142,7 @@ export class PresenceService {
   updatePerson(id: string, input: { name?: string }): Promise<PersonView> {
     return this.events.write(async (trx, emit) => {
       await readPerson(trx, id);
-      if (input.name !== undefined)
-        await trx
-          .updateTable('persons')
-          .set({ name: input.name, name_key: nameKey(input.name) })
-          .where('id', '=', id)
-          .execute();
+      if (input.name !== undefined) await rename(trx, 'persons', id, input.name);
       const person = await readPerson(trx, id);
       emit('person.updated', { person: id, zone: person.zone, detail: { name: person.name } });
       return person;
@@ -234,6 +229,7 @@ export class PresenceService {
     view: (id: string) => View,
   ): Promise<View> {
     const kind = KINDS[table];
+    keyOf(input.name);
     if (asksName(input)) await keyNames(this.database, table);
     return this.events.write(async (trx, emit) => {
       if (this.database.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${NAME_CHECK_LOCK})`.execute(trx);
@@ -259,12 +255,7 @@ export class PresenceService {
   updateZone(id: string, input: { name?: string }): Promise<ZoneView> {
     return this.events.write(async (trx, emit) => {
       await readZone(trx, id);
-      if (input.name !== undefined)
-        await trx
-          .updateTable('zones')
-          .set({ name: input.name, name_key: nameKey(input.name) })
-          .where('id', '=', id)
-          .execute();
+      if (input.name !== undefined) await rename(trx, 'zones', id, input.name);
       const zone = await readZone(trx, id);
       emit('zone.updated', { zone: id, detail: { name: zone.name } });
       return zone;
@@ -648,6 +639,25 @@ async function refuseBeyondLimit(trx: Db, table: keyof RecordLimits, limit: numb
     `${kind.what}_limit_reached`,
     `${subject}: this installation has ${limit} ${table === 'persons' ? 'people' : table}, the most ${kind.setting} allows. ${kind.remedy}, or raise ${kind.setting}.`,
   );
+}
+
+/**
+ * A name's key; a name that shows nothing has none, and is refused as the schema's pattern refuses a
+ * blank one (the pattern spells out the Basic Multilingual Plane only: an invisible character above
+ * it passed).
+ */
+function keyOf(name: string): string {
+  const key = nameKey(name);
+  if (key === '') throw invalid('/name', 'must not be blank');
+  return key;
+}
+
+async function rename(trx: Db, table: 'persons' | 'zones', id: string, name: string): Promise<void> {
+  await trx
+    .updateTable(table as 'persons')
+    .set({ name, name_key: keyOf(name) })
+    .where('id', '=', id)
+    .execute();
 }
 
 /** Rows a statement keys at once: a `select` each in a `union all`, within SQLite's 500 terms. */

@@ -79,14 +79,23 @@ export function reportedPresence(person: Pick<PersonState, 'presence' | 'last_se
 
 /**
  * The form in which names compare: two names are the same name when they differ only in case,
- * compatibility forms, white space or characters that show nothing (a zero-width space, a soft
- * hyphen, a bidi mark). `name_key` stores it, so a create finds a taken name over an index. The
- * dashboard runs this function's own source (dashboard/index.ts): it uses nothing from outside itself.
+ * compatibility forms, white space or characters that show nothing (what the name pattern, NOT_BLANK,
+ * calls invisible: a zero-width space, a soft hyphen, a bidi mark, a control). Inside an emoji a
+ * joiner or a tag makes another picture (a family, a flag), so there those two are kept. Normalised
+ * again once they are gone: `e`, a zero-width space and U+0301 are "é". `name_key` stores it, so a
+ * create finds a taken name over an index. The dashboard runs this function's own source
+ * (dashboard/index.ts): it uses nothing from outside itself.
  */
 export const nameKey = (name: string) =>
   name
     .normalize('NFKC')
-    .replace(/\p{Default_Ignorable_Code_Point}/gu, '')
+    .replace(/\s+/g, ' ')
+    .replace(/[\p{Cc}\p{Default_Ignorable_Code_Point}\u2800\ufff9-\ufffb]+/gu, (invisible: string, at: number, whole: string) =>
+      /[\p{Extended_Pictographic}\p{Emoji_Modifier}]$/u.test(whole.slice(Math.max(0, at - 2), at))
+        ? invisible.replace(/[^\u200d\u{e0020}-\u{e007f}]/gu, '')
+        : '',
+    )
+    .normalize('NFKC')
     .trim()
     .replace(/\s+/g, ' ')
     .toLowerCase();

@@ -141,6 +141,7 @@ for (const dialect of DIALECTS) {
         '\u180e',
         '\ufe0f',
         '\u0001',
+        '\ufff9',
       ]) {
         const person = await app.api('POST', '/api/persons', { name: blank });
         expect400(person, '/name', `person name ${JSON.stringify(blank)}`);
@@ -148,6 +149,14 @@ for (const dialect of DIALECTS) {
         expect400(await app.api('POST', '/api/zones', { name: blank }), '/name', 'zone name');
         expect400(await app.api('PATCH', '/api/zones/hall', { name: blank }), '/name', 'zone rename');
         expect400(await app.api('POST', '/api/bots', { name: blank }), '/name', 'bot name');
+      }
+      // Invisible above the Basic Multilingual Plane (a tag, musical formatting), which the pattern does not spell out.
+      for (const blank of ['\u{e0041}', '\u{1d173}\u{1d174} ']) {
+        const person = await app.api('POST', '/api/persons', { name: blank });
+        expect400(person, '/name', `person name ${JSON.stringify(blank)}`);
+        assert.equal(person.body.errors[0].message, 'must not be blank');
+        expect400(await app.api('POST', '/api/zones', { name: blank }), '/name', 'zone name');
+        expect400(await app.api('PATCH', '/api/zones/hall', { name: blank }), '/name', 'zone rename');
       }
       const zone = await app.api('POST', '/api/zones', { name: 'Große Küche' });
       assert.equal(zone.status, 201);
