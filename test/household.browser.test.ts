@@ -154,6 +154,18 @@ describe('the household dashboard in Chromium (#38)', () => {
     await shots('overview', '#events li');
   });
 
+  it("a person's and a zone's page list their own events, however many others came after (new user: health reports pushed them out)", async () => {
+    await page.goto(`${base}/#/people/bob`);
+    await page.waitForSelector('#record ol.events li:has-text("Bob entered Kitchen")');
+    assert.equal(await page.locator('#record ol.events li:has-text("Bob entered Bedroom")').count(), 1);
+    await page.goto(`${base}/#/zones/bedroom`);
+    await page.waitForSelector('#record ol.events li:has-text("Bob entered Bedroom")');
+    // Kept current by the stream.
+    await app.api('POST', '/api/events', { type: 'zone.entry', person: 'ada', zone: 'bedroom' });
+    await page.waitForSelector('#record ol.events li:has-text("Ada entered Bedroom")');
+    await page.goto(`${base}/#/overview`);
+  });
+
   it('subscribes the webhook per event type, shows payload and answer, redelivers every failure, copies a new secret after asking', async () => {
     await page.goto(`${base}/#/integrations`);
     await page.click('#webhook-events summary');

@@ -103,6 +103,15 @@ export const recent = [];
 const filtered = new Map();
 const fallHistory = [];
 let loaded = false;
+/**
+ * What a person's or zone's page lists: the newest 1000 events of the types that name them (the
+ * household's and its changes), read when a record first opens, then kept by the stream. From the
+ * recent events alone, a few minutes of health reports pushed a quiet person's entries out (review).
+ */
+const RECORD_TYPES = EVENT_TYPES.filter((type) => ['household', 'changes'].includes(EVENT_GROUPS[type]));
+const RECORD_EVENTS = 1000;
+const recordEvents = [];
+let recordEventsRead = null;
 
 const typeQuery = (types) => (types ?? []).map((type) => `&type=${encodeURIComponent(type)}`).join('');
 
@@ -117,6 +126,18 @@ export async function loadActivity(filter = 'household') {
   if (falls) merge(fallHistory, falls.events);
   if (matching) merge(filtered.get(filter) ?? filtered.set(filter, []).get(filter), matching.events);
   loaded = true;
+}
+
+/** Reads the record pages' events once (renderEvents); a failed read is tried again at the next record. */
+export function loadRecordEvents() {
+  recordEventsRead ??= api('GET', `/api/events?order=desc&limit=${RECORD_EVENTS}${typeQuery(RECORD_TYPES)}`).then(
+    ({ events }) => merge(recordEvents, events),
+    (error) => {
+      recordEventsRead = null;
+      throw error;
+    },
+  );
+  return recordEventsRead;
 }
 
 function merge(list, events) {
@@ -135,6 +156,7 @@ function prepend(list, event, max) {
 
 export function applyToActivity(event) {
   prepend(recent, event, MAX_EVENTS);
+  if (recordEventsRead && RECORD_TYPES.includes(event.event_type)) prepend(recordEvents, event, RECORD_EVENTS);
   for (const [filter, list] of filtered) if (keeps(filter, event)) prepend(list, event, MAX_EVENTS);
   if (event.event_type.startsWith('fall.')) prepend(fallHistory, event, 10);
 }
@@ -149,10 +171,15 @@ function eventItem(event, when = time) {
   );
 }
 
+/** How many of its events a record page shows. */
+const MAX_SHOWN = 30;
+
 /** Renders the recent events `concerns` keeps into `list` (a record page: its person's or zone's). */
 export function renderEvents(list, concerns, empty) {
   if (!loaded) return;
-  const events = recent.filter(concerns);
+  const events = [...recordEvents.filter(concerns)];
+  for (const event of recent) if (concerns(event) && !events.some((known) => known.seq === event.seq)) events.push(event);
+  events.sort((a, b) => b.seq - a.seq).splice(MAX_SHOWN);
   list.replaceChildren(...(events.length ? events.map((event) => eventItem(event)) : [emptyState('li', empty)]));
 }
 

@@ -2,7 +2,7 @@
 import { api, ApiError, report } from './api.js';
 import { $, ago, busy, clearErrors, dateTime, el, emptyState, showErrors } from './dom.js';
 import { household, loadHousehold, personName, sharesName, zoneName } from './household.js';
-import { EVENT_FILTERS, loadActivity, renderEvents, renderFalls, renderFiltered } from './activity.js';
+import { EVENT_FILTERS, loadActivity, loadRecordEvents, renderEvents, renderFalls, renderFiltered } from './activity.js';
 import { renderTimeline } from './timeline.js';
 
 /** How many people the overview lists (those at home first); the People page lists and searches them all. */
@@ -35,7 +35,7 @@ export const overview = {
   async show(params = []) {
     record = params.length === 2 && ['people', 'zones'].includes(params[0]) ? { kind: params[0], id: params[1] } : null;
     render(); // what is already known, at once
-    await Promise.all([household.loaded ? null : loadHousehold(), loadActivity(eventFilter())]);
+    await Promise.all([household.loaded ? null : loadHousehold(), loadActivity(eventFilter()), record ? loadRecordEvents() : null]);
     render();
     if (record?.kind === 'people' && household.persons.has(record.id)) await renderTimeline($('#timeline'), record.id);
   },
