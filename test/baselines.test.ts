@@ -899,13 +899,14 @@ describe('baseline CLI', () => {
       assert.ok(example, 'the example block is marked');
       const baselineFile = file('ci-run.json', { ...valid, commit_sha: 'd4e5f60', timestamp: '2026-12-04T10:00:00Z', subject_geomean: 0.51 });
       const ok = await run('bash', ['-c', example!], {
-        env: env({ MOTHERSHIP_URL: server, MOTHERSHIP_TOKEN: ciToken, BASELINE_FILE: baselineFile, npm_config_offline: 'true' }),
+        env: env({ MOTHERSHIP_SERVER: server, MOTHERSHIP_TOKEN: ciToken, BASELINE_FILE: baselineFile, npm_config_offline: 'true' }),
       });
       assert.match(ok.stdout, /No regression beyond 10%/);
       assert.match(ok.stdout, /d4e5f60/);
+      assert.doesNotMatch(ok.stderr, /Ignored environment variables/, 'the example uses only variables the CLI reads');
       const regressedFile = file('ci-run-bad.json', { ...valid, commit_sha: 'e5f6071', timestamp: '2026-12-05T10:00:00Z', subject_geomean: 0.9 });
       const failed = await run('bash', ['-c', example!], {
-        env: env({ MOTHERSHIP_URL: server, MOTHERSHIP_TOKEN: ciToken, BASELINE_FILE: regressedFile, npm_config_offline: 'true' }),
+        env: env({ MOTHERSHIP_SERVER: server, MOTHERSHIP_TOKEN: ciToken, BASELINE_FILE: regressedFile, npm_config_offline: 'true' }),
       }).then(
         () => null,
         (error: { code: number; stdout: string }) => error,

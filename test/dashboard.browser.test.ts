@@ -522,6 +522,19 @@ describe('dashboard in Chromium', () => {
     );
     assert.ok(((await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number) <= 0);
     await shot('phone-integrations');
+    // A match never enriched: its "not requested" was cut to "not requ" beside the status (new user's walkthrough).
+    await app.api('POST', '/api/matches', { id: 'final-43', status: 'completed', replay: REPLAY });
+    await page.goto(`${base}/#/enrichment`);
+    await page.reload();
+    await page.waitForSelector('#matches tr[data-match="final-43"] .badge:has-text("not requested")');
+    const badges = await page.$$eval('#matches tbody .badge', (spans) =>
+      spans.map((span) => ({ text: span.textContent, right: span.getBoundingClientRect().right, cell: span.closest('td')!.getBoundingClientRect().right })),
+    );
+    assert.ok(
+      badges.every((badge) => badge.right <= badge.cell + 0.5),
+      JSON.stringify(badges),
+    );
+    await shot('phone-enrichment');
   });
 
   it('looks right in dark mode, on a desktop and a phone', async () => {

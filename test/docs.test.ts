@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -204,5 +204,36 @@ describe('numbers the code sets, in prose', () => {
     );
     assert.ok(versions.length >= 2);
     assert.deepEqual(new Set(versions), new Set([VERSION]));
+    // And the webhook's User-Agent (new user's walkthrough: it said 0.2.0).
+    const agents = [...readFileSync(path.resolve(import.meta.dirname, '../../docs/webhook.md'), 'utf8').matchAll(/^User-Agent: mothership\/(\S+)$/gm)];
+    assert.deepEqual(
+      agents.map((match) => match[1]),
+      [VERSION],
+    );
+  });
+});
+
+describe('the tables of docs/', () => {
+  it('have as many cells in each row as in their header, and no paragraph between two rows (a | in a cell is escaped)', () => {
+    const dir = path.resolve(import.meta.dirname, '../../docs');
+    const cells = (row: string) => row.replace(/\\\|/g, '').split('|').length;
+    const wrong: string[] = [];
+    for (const file of readdirSync(dir).filter((name) => name.endsWith('.md'))) {
+      const lines = readFileSync(path.join(dir, file), 'utf8').split('\n');
+      let header: number | null = null;
+      let fenced = false;
+      lines.forEach((line, index) => {
+        if (line.startsWith('```')) fenced = !fenced;
+        if (fenced || !line.startsWith('|')) {
+          header = null;
+          return;
+        }
+        if (header === null) {
+          if (!/^\|[\s:|-]+\|$/.test(lines[index + 1] ?? '')) wrong.push(`${file}:${index + 1}: a row outside a table`);
+          header = cells(line);
+        } else if (cells(line) !== header) wrong.push(`${file}:${index + 1}: ${cells(line) - 1} cells, its header ${header - 1}`);
+      });
+    }
+    assert.deepEqual(wrong, []);
   });
 });
