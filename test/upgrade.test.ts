@@ -40,6 +40,23 @@ async function replay(statements: Recorded[], db: Kysely<any>, dialect: DialectN
 }
 
 /**
+ * Runs every recorded statement in the order recorded, each committed, so that an update or a delete
+ * finds the rows the inserts before it wrote (rolled back one by one, it matched none, and a
+ * constraint or trigger on the rows it changes never ran): what each did, rows or error, by statement.
+ */
+async function replayInOrder(statements: Recorded[], db: Kysely<any>, dialect: DialectName): Promise<string[]> {
+  const outcomes: string[] = [];
+  for (const statement of statements.filter((recorded) => recorded.dialect === dialect)) {
+    const outcome = await db.executeQuery(CompiledQuery.raw(statement.sql, statement.parameters)).then(
+      (result) => `${String(result.numAffectedRows ?? result.rows.length)} rows`,
+      (error: Error) => `failed: ${error.message}`,
+    );
+    outcomes.push(`${statement.sql.replace(/\s+/g, ' ').slice(0, 160)}: ${outcome}`);
+  }
+  return outcomes;
+}
+
+/**
  * A release's own insert of a baseline, with the parameters it gives it: commit, recorded_at, (from
  * 0.2.0 on, the run time it computes as this release does), record.
  */
@@ -80,6 +97,30 @@ for (const release of RELEASES)
             await env.cleanup();
           }
         });
+
+      it('run one after the other, its statements change as many rows here as on its own schema, and fail only where they fail there', async () => {
+        const outcomes = [];
+        for (const schema of [release.schema, undefined]) {
+          const env = await createTestEnv(dialect);
+          const db = connect(dialect, env);
+          try {
+            await migrateTo(db, dialect, schema);
+            outcomes.push(await replayInOrder(statements, db, dialect));
+          } finally {
+            await db.destroy();
+            await env.cleanup();
+          }
+        }
+        const [own, here] = outcomes;
+        // A statement may fail on both (the recording keeps each text's first run: a test's set-up
+        // inserted one match twice). In order, updates find rows to change.
+        const changing = own!.filter((outcome) => /^update .*: [1-9]\d* rows$/.test(outcome));
+        assert.ok(changing.length >= 5, `updates that change rows: ${changing.length}`);
+        assert.deepEqual(
+          here!.flatMap((outcome, index) => (outcome === own![index] ? [] : [`${outcome} (on its own schema: ${own![index]!.replace(/^.*: /, '')})`])),
+          [],
+        );
+      });
 
       it('a baseline it stores is ordered by its run time: latest and compare see it', async () => {
         const env = await createTestEnv(dialect);
