@@ -1,9 +1,12 @@
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, constants, existsSync, openSync } from 'node:fs';
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 
-/** A second `serve` on a DATA_DIR whose SQLite database another one serves. */
+/** A second `serve` on a DATA_DIR whose SQLite database another one serves, or a lock file that cannot be one. */
 export class ServeLockError extends Error {}
+
+/** Failures of the whole directory (a full disk, a read-only file system): the database's sentence says them better. */
+const DIRECTORY_FAILURES = new Set(['ENOSPC', 'EROFS', 'SQLITE_FULL']);
 
 /**
  * SQLite is one serving process: a second `serve` on the same DATA_DIR answered beside the first and
@@ -13,21 +16,29 @@ export class ServeLockError extends Error {}
  */
 export function holdServeLock(dataDir: string): { release(): void } {
   const file = path.join(dataDir, 'serve.lock');
-  // Private like the other files in DATA_DIR (SQLite would create it world-readable).
-  closeSync(openSync(file, 'a', 0o600));
-  const lock = new BetterSqlite3(file, { timeout: 0 });
+  let lock: BetterSqlite3.Database | null = null;
   try {
+    // Private like the other files in DATA_DIR (SQLite would create it world-readable); a symbolic
+    // link is refused rather than followed (to mothership.db, it would take the database's own lock).
+    closeSync(openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW, 0o600));
+    lock = new BetterSqlite3(file, { timeout: 0 });
     // The journal in memory: no serve.lock-journal left beside it.
     lock.pragma('journal_mode = MEMORY');
     lock.pragma('locking_mode = EXCLUSIVE');
     // A write takes the exclusive lock, which this locking mode then keeps.
     lock.exec('begin exclusive; create table if not exists serving (since text); commit');
+    return { release: () => lock!.close() };
   } catch (error) {
-    lock.close();
-    if ((error as { code?: string }).code !== 'SQLITE_BUSY') throw error;
+    lock?.close();
+    const code = (error as { code?: string }).code ?? '';
+    if (code === 'SQLITE_BUSY')
+      throw new ServeLockError(
+        `Another mothership serve is running on DATA_DIR ${dataDir}: SQLite is one process. Stop it first, or run several instances on PostgreSQL (DATABASE_URL).`,
+      );
+    // A directory that refuses a new file is the database's problem too (startup-errors says it).
+    if (DIRECTORY_FAILURES.has(code) || (code === 'EACCES' && !existsSync(file))) throw error;
     throw new ServeLockError(
-      `Another mothership serve is running on DATA_DIR ${dataDir}: SQLite is one process. Stop it first, or run several instances on PostgreSQL (DATABASE_URL).`,
+      `${file} cannot hold the lock of mothership serve (${(error as Error).message}): it keeps nothing, so remove it while no mothership serve runs on DATA_DIR ${dataDir}, then start again.`,
     );
   }
-  return { release: () => lock.close() };
 }
