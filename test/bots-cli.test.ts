@@ -54,6 +54,8 @@ describe('mothership bots: the server it administers, or an existing local datab
     const id = /^id: (.+)$/m.exec(created.stdout)![1]!;
     const secret = /^shared_secret: (mss_\S+)$/m.exec(created.stdout)![1]!;
     assert.equal(id, 'chess-bot');
+    // The command to rotate it, as typed: it reaches the same server.
+    assert.match(created.stdout, new RegExp(`rotate it with: mothership bots rotate chess-bot --server ${server}\\)`));
     assert.equal((await botRequest(app.http, { id, shared_secret: secret }, 'POST', '/api/request-enrichment', { match_id: 'g1' })).status, 202);
     // MOTHERSHIP_SERVER does what --server does.
     const listed = await bots(['list'], { ...env, MOTHERSHIP_SERVER: server }, elsewhere);

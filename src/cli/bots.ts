@@ -113,7 +113,8 @@ export async function botsCommand(args: string[], io: Output, env: NodeJS.Proces
     io.err(`Using ${admin.where}`);
     if (sub === 'create') {
       const bot = await admin.create(argument);
-      io.out(`id: ${bot.id}\nshared_secret: ${bot.shared_secret}\n(the secret is shown only now; rotate it with: mothership bots rotate ${bot.id})`);
+      const again = parsed.values.server ? ` --server ${parsed.values.server}` : '';
+      io.out(`id: ${bot.id}\nshared_secret: ${bot.shared_secret}\n(the secret is shown only now; rotate it with: mothership bots rotate ${bot.id}${again})`);
     } else if (sub === 'rotate') {
       const bot = await admin.rotate(argument);
       io.out(
