@@ -34,6 +34,12 @@ describe('household rules (pure)', () => {
     assert.equal(sameName('❤\ufe0f', '❤'), true);
     assert.equal(sameName('🏳\ufe0f\u200d🌈', '🏳\u200d🌈'), true);
     assert.equal(sameName('Bob\u200d', 'Bob'), true);
+    // A byte order mark shows nothing, though JavaScript's \s counts it as a space.
+    assert.equal(sameName('Bo\ufeffb', 'Bob'), true);
+    assert.equal(sameName('Bo\ufeffb', 'Bo b'), false);
+    // A joiner before a letter, or tags that end no flag, join nothing.
+    assert.equal(sameName('😀\u200dAnn', '😀Ann'), true);
+    assert.equal(sameName('😀\u{e0041}', '😀'), true);
     assert.equal(sameName('Bob', 'Bobby'), false);
     assert.equal(sameName('Ada Lovelace', 'Ada Lovelace!'), false);
   });

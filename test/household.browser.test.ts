@@ -166,6 +166,25 @@ describe('the household dashboard in Chromium (#38)', () => {
     await page.goto(`${base}/#/overview`);
   });
 
+  it("draws a person's page when the log refuses its events (429): the timeline, and the recent events the page has (second review)", async () => {
+    const refused = /\/api\/events\?.*type=person\.created/;
+    await page.route(refused, (route) =>
+      route.fulfill({
+        status: 429,
+        headers: { 'retry-after': '0', 'content-type': 'application/problem+json' },
+        body: JSON.stringify({ status: 429, code: 'rate_limited' }),
+      }),
+    );
+    try {
+      await page.goto(`${base}/#/people/bob`);
+      await page.reload();
+      await page.waitForSelector('#record svg.timeline rect.seg');
+    } finally {
+      await page.unroute(refused);
+    }
+    await page.goto(`${base}/#/overview`);
+  });
+
   it('subscribes the webhook per event type, shows payload and answer, redelivers every failure, copies a new secret after asking', async () => {
     await page.goto(`${base}/#/integrations`);
     await page.click('#webhook-events summary');

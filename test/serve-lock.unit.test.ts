@@ -1,6 +1,7 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { holdServeLock, ServeLockError } from '../src/db/index.js';
@@ -34,6 +35,15 @@ describe('serve.lock, the one-serve-per-DATA_DIR lock (src/db/serve-lock.ts)', (
     ['holds something else', (file) => writeFileSync(file, '1234\n')],
     ['is torn', (file) => writeFileSync(file, Buffer.alloc(4096, 7))],
     ['is a directory', (file) => mkdirSync(file)],
+    // Second review: opening a FIFO waited for a reader, and serve never started.
+    ['is a FIFO', (file) => execFileSync('mkfifo', [file])],
+    [
+      'is a hard link to the database',
+      (file, dir) => {
+        writeFileSync(path.join(dir, 'mothership.db'), 'the database');
+        linkSync(path.join(dir, 'mothership.db'), file);
+      },
+    ],
   ];
   for (const [what, make] of unusable)
     it(`that ${what} is named in one sentence that says to remove it, not to restore the database`, () => {

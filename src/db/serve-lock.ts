@@ -1,4 +1,4 @@
-import { closeSync, constants, existsSync, openSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, openSync } from 'node:fs';
 import path from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 
@@ -18,9 +18,16 @@ export function holdServeLock(dataDir: string): { release(): void } {
   const file = path.join(dataDir, 'serve.lock');
   let lock: BetterSqlite3.Database | null = null;
   try {
-    // Private like the other files in DATA_DIR (SQLite would create it world-readable); a symbolic
-    // link is refused rather than followed (to mothership.db, it would take the database's own lock).
-    closeSync(openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW, 0o600));
+    // Private like the other files in DATA_DIR (SQLite would create it world-readable). Only a file
+    // of its own: a link (to mothership.db, it would take the database's own lock) or a FIFO (whose
+    // open would wait for a reader, for ever) is refused.
+    const descriptor = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
+    try {
+      const stats = fstatSync(descriptor);
+      if (!stats.isFile() || stats.nlink !== 1) throw new Error('not a file of its own: a link or a special file');
+    } finally {
+      closeSync(descriptor);
+    }
     lock = new BetterSqlite3(file, { timeout: 0 });
     // The journal in memory: no serve.lock-journal left beside it.
     lock.pragma('journal_mode = MEMORY');

@@ -517,6 +517,7 @@ export class PresenceService {
       await requireRow(this.database.forUpdate(trx.selectFrom('nodes').select('id').where('id', '=', id)), 'Node', id);
       // The zone is locked as an event locks it: a deletion at the same time comes wholly before (404) or after (it clears the zone).
       if (input.zone) await requireRow(this.database.forShare(trx.selectFrom('zones').select('id').where('id', '=', input.zone)), 'Zone', input.zone);
+      if (input.name !== undefined) keyOf(input.name);
       const changes = { ...(input.name === undefined ? {} : { name: input.name }), ...(input.zone === undefined ? {} : { zone_id: input.zone }) };
       if (Object.keys(changes).length) await trx.updateTable('nodes').set(changes).where('id', '=', id).execute();
       return this.readNode(trx, id);

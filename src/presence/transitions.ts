@@ -80,21 +80,24 @@ export function reportedPresence(person: Pick<PersonState, 'presence' | 'last_se
 /**
  * The form in which names compare: two names are the same name when they differ only in case,
  * compatibility forms, white space or characters that show nothing (what the name pattern, NOT_BLANK,
- * calls invisible: a zero-width space, a soft hyphen, a bidi mark, a control). Inside an emoji a
- * joiner or a tag makes another picture (a family, a flag), so there those two are kept. Normalised
- * again once they are gone: `e`, a zero-width space and U+0301 are "é". `name_key` stores it, so a
- * create finds a taken name over an index. The dashboard runs this function's own source
- * (dashboard/index.ts): it uses nothing from outside itself.
+ * calls invisible: a zero-width space, a soft hyphen, a bidi mark, a byte order mark, a control).
+ * Inside an emoji sequence a joiner between two pictures and the tags of a flag make another
+ * picture (a family, England's flag), so there those are kept. Normalised again once the rest are
+ * gone: `e`, a zero-width space and U+0301 are "é". `name_key` stores it, so a create finds a taken
+ * name over an index. The dashboard runs this function's own source (dashboard/index.ts): it uses
+ * nothing from outside itself.
  */
 export const nameKey = (name: string) =>
   name
     .normalize('NFKC')
-    .replace(/\s+/g, ' ')
-    .replace(/[\p{Cc}\p{Default_Ignorable_Code_Point}\u2800\ufff9-\ufffb]+/gu, (invisible: string, at: number, whole: string) =>
-      /[\p{Extended_Pictographic}\p{Emoji_Modifier}]$/u.test(whole.slice(Math.max(0, at - 2), at))
-        ? invisible.replace(/[^\u200d\u{e0020}-\u{e007f}]/gu, '')
-        : '',
-    )
+    // White space but the byte order mark, which JavaScript's \s counts and which shows nothing.
+    .replace(/[^\S\ufeff]+/g, ' ')
+    .replace(/[\p{Cc}\p{Default_Ignorable_Code_Point}\u2800\ufff9-\ufffb]+/gu, (invisible: string, at: number, whole: string) => {
+      if (!/[\p{Extended_Pictographic}\p{Emoji_Modifier}]$/u.test(whole.slice(Math.max(0, at - 2), at))) return '';
+      const joinsAnother = /^\p{Extended_Pictographic}/u.test(whole.slice(at + invisible.length));
+      const flag = invisible.includes('\u{e007f}');
+      return [...invisible].filter((character) => (character === '\u200d' && joinsAnother) || (flag && /^[\u{e0020}-\u{e007f}]$/u.test(character))).join('');
+    })
     .normalize('NFKC')
     .trim()
     .replace(/\s+/g, ' ')

@@ -157,6 +157,8 @@ for (const dialect of DIALECTS) {
         assert.equal(person.body.errors[0].message, 'must not be blank');
         expect400(await app.api('POST', '/api/zones', { name: blank }), '/name', 'zone name');
         expect400(await app.api('PATCH', '/api/zones/hall', { name: blank }), '/name', 'zone rename');
+        assert.equal((await app.api('POST', '/api/nodes/blank-named/heartbeat', { quality: 80 })).status, 204);
+        expect400(await app.api('PATCH', '/api/nodes/blank-named', { name: blank }), '/name', 'node rename');
       }
       const zone = await app.api('POST', '/api/zones', { name: 'Große Küche' });
       assert.equal(zone.status, 201);

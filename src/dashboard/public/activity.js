@@ -179,7 +179,10 @@ export function renderEvents(list, concerns, empty) {
   if (!loaded) return;
   const events = [...recordEvents.filter(concerns)];
   for (const event of recent) if (concerns(event) && !events.some((known) => known.seq === event.seq)) events.push(event);
-  events.sort((a, b) => b.seq - a.seq).splice(MAX_SHOWN);
+  events.sort((a, b) => b.seq - a.seq);
+  // A person or zone added again under a deleted one's id starts at its own creation.
+  const created = events.findIndex((event) => event.event_type === 'person.created' || event.event_type === 'zone.created');
+  events.splice(created >= 0 ? Math.min(created + 1, MAX_SHOWN) : MAX_SHOWN);
   list.replaceChildren(...(events.length ? events.map((event) => eventItem(event)) : [emptyState('li', empty)]));
 }
 

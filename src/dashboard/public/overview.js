@@ -35,7 +35,7 @@ export const overview = {
   async show(params = []) {
     record = params.length === 2 && ['people', 'zones'].includes(params[0]) ? { kind: params[0], id: params[1] } : null;
     render(); // what is already known, at once
-    await Promise.all([household.loaded ? null : loadHousehold(), loadActivity(eventFilter()), record ? loadRecordEvents() : null]);
+    await Promise.all([household.loaded ? null : loadHousehold(), loadActivity(eventFilter()), record ? loadRecordEvents().catch(report) : null]);
     render();
     if (record?.kind === 'people' && household.persons.has(record.id)) await renderTimeline($('#timeline'), record.id);
   },
