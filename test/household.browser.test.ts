@@ -163,6 +163,14 @@ describe('the household dashboard in Chromium (#38)', () => {
     // Kept current by the stream.
     await app.api('POST', '/api/events', { type: 'zone.entry', person: 'ada', zone: 'bedroom' });
     await page.waitForSelector('#record ol.events li:has-text("Ada entered Bedroom")');
+    // Someone added again under the id of someone deleted: their page starts at their creation.
+    await app.api('POST', '/api/persons', { id: 'cyd', name: 'Cyd' });
+    await app.api('POST', '/api/events', { type: 'zone.entry', person: 'cyd', zone: 'kitchen' });
+    await app.api('DELETE', '/api/persons/cyd');
+    await app.api('POST', '/api/persons', { id: 'cyd', name: 'Cyd' });
+    await page.goto(`${base}/#/people/cyd`);
+    await page.waitForSelector('#record ol.events li:has-text("Cyd")');
+    assert.deepEqual(await page.locator('#record ol.events li .type').allTextContents(), ['person.created']);
     await page.goto(`${base}/#/overview`);
   });
 
