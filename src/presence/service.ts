@@ -661,6 +661,30 @@ async function rename(trx: Db, table: 'persons' | 'zones', id: string, name: str
     .execute();
 }
 
+/**
+ * The version of the keys nameKey makes: of its rule, and of the Unicode tables of the Node.js that
+ * runs it (what is invisible, what normalises to what). Keys another version made are set to null
+ * once, for keyNames to make them again: a key that no longer says what a name is would let a taken
+ * name through.
+ */
+const NAME_KEY_VERSION = `2, Unicode ${process.versions.unicode}`;
+const keyedByThisVersion = new WeakSet<Database>();
+
+async function forgetKeysOfAnotherVersion(database: Database): Promise<void> {
+  await database.transaction(async (trx) => {
+    if (database.dialect === 'postgres') await sql`select pg_advisory_xact_lock(${NAME_CHECK_LOCK})`.execute(trx);
+    if ((await getSetting<string>(trx, 'names.key_version')) === NAME_KEY_VERSION) return;
+    for (const table of ['persons', 'zones'] as const)
+      await trx
+        .updateTable(table as 'persons')
+        .set({ name_key: null })
+        .where('name_key', 'is not', null)
+        .execute();
+    await putSetting(trx, 'names.key_version', NAME_KEY_VERSION);
+  });
+  keyedByThisVersion.add(database);
+}
+
 /** Rows a statement keys at once: a `select` each in a `union all`, within SQLite's 500 terms. */
 const KEYS_PER_STATEMENT = 250;
 
@@ -673,6 +697,7 @@ const KEYS_PER_STATEMENT = 250;
  * meanwhile with the rename's own key.
  */
 async function keyNames(database: Database, table: 'persons' | 'zones'): Promise<void> {
+  if (!keyedByThisVersion.has(database)) await forgetKeysOfAnotherVersion(database);
   const unkeyed = (db: Db) => db.selectFrom(table).select(['id', 'name']).where('name_key', 'is', null);
   if (!(await unkeyed(database.db).limit(1).executeTakeFirst())) return;
   await database.transaction(async (trx) => {
