@@ -535,6 +535,17 @@ describe('dashboard in Chromium', () => {
       JSON.stringify(badges),
     );
     await shot('phone-enrichment');
+    // Commentary keeps its paragraphs (new user's walkthrough: they ran into one).
+    await app.database.write((db) =>
+      db
+        .updateTable('matches')
+        .set({ enrichment_status: 'completed', commentary: 'First paragraph.\n\nSecond paragraph.', enrichment_completed_at: new Date().toISOString() })
+        .where('id', '=', 'final-43')
+        .execute(),
+    );
+    await page.reload();
+    await page.click('#matches tr[data-match="final-43"] summary');
+    assert.match(await page.locator('#matches tr[data-match="final-43"] .commentary').innerText(), /First paragraph\.\n+Second paragraph\./);
   });
 
   it('looks right in dark mode, on a desktop and a phone', async () => {

@@ -211,7 +211,9 @@ async function rename(collection, item) {
 }
 
 async function remove(collection, item) {
-  if (!confirm(`Delete ${item.name}? ${COLLECTIONS[collection].loses(item)}`)) return;
+  // Two people of one name are told apart by their ids, as in the lists.
+  const who = collection === 'persons' && sharesName(item) ? `${item.name} (${item.id})` : item.name;
+  if (!confirm(`Delete ${who}? ${COLLECTIONS[collection].loses(item)}`)) return;
   try {
     await api('DELETE', `/api/${collection}/${encodeURIComponent(item.id)}`);
     COLLECTIONS[collection].map().delete(item.id);
