@@ -77,6 +77,8 @@ describe('dashboard users in Chromium', () => {
     await page.goto(base + '/#/tokens');
     await page.waitForSelector('#view-overview:not([hidden])');
     assert.equal(await page.isHidden('#view-tokens'), true);
+    // And the address says so (new user's walkthrough: it kept #/tokens).
+    assert.match(new URL(page.url()).hash, /^#\/overview$/);
     await page.goto(base + '/#/users');
     await page.waitForSelector('#sessions tbody tr[data-session].selected:has-text("this device")');
     assert.equal(await page.isHidden('#users-card'), true, 'no user management for a household');

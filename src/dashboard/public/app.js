@@ -65,9 +65,11 @@ $('#signout').addEventListener('click', async () => {
 function route() {
   const [page = 'overview', ...params] = location.hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
   const alias = params.length ? ALIASES[page] : undefined;
-  const found = VIEWS.find((candidate) => candidate.id === (alias ?? page)) ?? overview;
-  // A household account is not offered the admin pages; a bookmark to one opens the overview.
-  const view = isHousehold() && !HOUSEHOLD_VIEWS.has(found.id) ? overview : found;
+  const found = VIEWS.find((candidate) => candidate.id === (alias ?? page));
+  // A household account is not offered the admin pages; a bookmark to one, or to no page, opens the
+  // overview, and the address says so.
+  const view = found && !(isHousehold() && !HOUSEHOLD_VIEWS.has(found.id)) ? found : overview;
+  if (view !== found) history.replaceState(history.state, '', '#/overview');
   const viewParams = alias ? [page, ...params] : params;
   for (const link of $$('#nav a')) link.classList.toggle('active', link.dataset.view === view.id);
   for (const section of $$('.view')) section.hidden = section.id !== `view-${view.id}`;
