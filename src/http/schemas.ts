@@ -25,9 +25,10 @@ export const idString = { type: 'string', pattern: ID_PATTERN_SOURCE, descriptio
  * Names need one visible character: a name of spaces reads as nothing in a list or in Home Assistant.
  * Not visible: white space, controls, the characters Unicode says to draw as nothing (zero-width
  * ones, joiners, bidirectional controls, the Hangul fillers, variation selectors, soft hyphen, BOM),
- * the blank Braille pattern and the interlinear annotation marks. Spelt out as ranges of the Basic Multilingual Plane, because the
- * OpenAPI document carries the pattern and validators outside JavaScript (Python's `re`) know no
- * `\p{...}`; test/input-shape.unit.test.ts holds it to Unicode's properties.
+ * the blank Braille pattern and the interlinear annotation marks. Spelt out as ranges of the Basic
+ * Multilingual Plane, because the OpenAPI document carries the pattern and validators outside
+ * JavaScript (Python's `re`) know no `\p{...}`; test/input-shape.unit.test.ts holds it to Unicode's
+ * properties, and to presence's nameKey (a character is blank exactly when a name's key drops it).
  */
 export const NOT_BLANK =
   '[^\\u0000-\\u0020\\u007f-\\u00a0\\u00ad\\u034f\\u061c\\u115f\\u1160\\u1680\\u17b4\\u17b5\\u180b-\\u180f\\u2000-\\u200f\\u2028-\\u202f\\u205f-\\u206f\\u2800\\u3000\\u3164\\ufe00-\\ufe0f\\ufeff\\uffa0\\ufff0-\\ufffb]';
