@@ -151,6 +151,10 @@ for (const dialect of DIALECTS)
         const again = await app.api('POST', '/api/persons', { name: 'Bob' });
         assert.equal(again.status, 409, JSON.stringify(again.body));
         assert.match(again.body.errors[0].message, /"bob"/);
+        // A rename to a name of the same key keeps the row keyed (031's trigger cleared it).
+        const key = async () => (await app.database.db.selectFrom('persons').select('name_key').where('id', '=', 'bob').executeTakeFirstOrThrow()).name_key;
+        assert.equal((await app.api('PATCH', '/api/persons/bob', { name: 'BOB' })).status, 200);
+        assert.equal(await key(), 'bob');
       } finally {
         await app.cleanup();
       }

@@ -654,11 +654,12 @@ function keyOf(name: string): string {
 }
 
 async function rename(trx: Db, table: 'persons' | 'zones', id: string, name: string): Promise<void> {
-  await trx
-    .updateTable(table as 'persons')
-    .set({ name, name_key: keyOf(name) })
-    .where('id', '=', id)
-    .execute();
+  const key = keyOf(name);
+  const row = () => trx.updateTable(table as 'persons').where('id', '=', id);
+  await row().set({ name }).execute();
+  // Apart: 031's trigger clears the key of a rename that leaves it as it was (the previous release's
+  // way), so "Bob" to "BOB" in one statement left the row to be keyed again.
+  await row().set({ name_key: key }).execute();
 }
 
 /**
