@@ -38,13 +38,17 @@ for (const dialect of DIALECTS) {
 
     it("a ci token's padded records: the earliest runs go, the newest stay, and the household's events are still taken", async () => {
       assert.ok(RECORD < BASELINE_RECORD_LIMIT);
+      let last: { detection: { runs_considered: number } } | undefined;
       for (let index = 0; index < PUSHES; index++) {
         const pushed = await app.api('POST', '/api/baselines', padded(index, RECORD), ci);
         assert.equal(pushed.status, 201, JSON.stringify(pushed.body));
         assert.ok((await storedBytes()) <= 2 ** 20, `after push ${index}: ${await storedBytes()} bytes of records`);
+        last = pushed.body;
       }
       const kept = (await app.api('GET', '/api/baselines?limit=100')).body as { record: { commit_sha: string } }[];
       assert.equal(kept.length, Math.floor(2 ** 20 / (RECORD + BASELINE_ROW_OVERHEAD)));
+      // Each run a commit of its own: the last push's history is every run kept before it, not the ones it deleted.
+      assert.equal(last!.detection.runs_considered, kept.length - 1, 'the verdict counts no run the push deleted (outside review)');
       assert.equal(kept[0]!.record.commit_sha, `c0ffee${String(PUSHES - 1).padStart(4, '0')}`, 'the newest run is kept');
       assert.equal((await app.api('GET', '/api/baselines/1')).status, 404, 'the earliest run is gone');
       const usage = await app.database.db.selectFrom('baseline_usage').select('bytes').executeTakeFirstOrThrow();

@@ -80,6 +80,9 @@ const cases: [string, unknown, boolean, string?][] = [
   ['timestamp without an offset', { ...valid, timestamp: '2026-11-21T22:00:00' }, false, '/timestamp'],
   ['timestamp as a date only', { ...valid, timestamp: '2026-11-21' }, false, '/timestamp'],
   ['timestamp with an offset', { ...valid, timestamp: '2026-11-21T23:00:00+01:00' }, true],
+  ['timestamp with a lower-case t and z', { ...valid, timestamp: '2026-11-21t22:00:00z' }, true],
+  ['timestamp with an offset in hours only (outside review: a 500)', { ...valid, timestamp: '2026-11-21T23:00:00+01' }, false, '/timestamp'],
+  ['timestamp with an offset without its colon', { ...valid, timestamp: '2026-11-21T23:00:00+0100' }, false, '/timestamp'],
   ['an array body', [valid], false, '/'],
   ['a string body', 'a1b2c3d', false, '/'],
   ['null body', null, false, '/'],
@@ -440,10 +443,10 @@ for (const dialect of DIALECTS) {
     it('orders and compares runs by their timestamp: a backfilled older run never becomes latest', async () => {
       const post = async (sha: string, timestamp: string, subject: number) =>
         (await app.api('POST', '/api/baselines', { ...valid, commit_sha: sha, timestamp, subject_geomean: subject })).body;
-      const a = await post('aaaaaaa', '2026-12-01T10:00:00Z', 0.5);
-      const c = await post('ccccccc', '2026-12-03T10:00:00Z', 0.5);
-      // Posted last, run in between (08:00 UTC on the 2nd, written with an offset).
-      const b = await post('bbbbbbb', '2026-12-02T10:00:00+02:00', 0.6);
+      const a = await post('aaaaaaa', '2026-11-22T10:00:00Z', 0.5);
+      const c = await post('ccccccc', '2026-11-22T14:00:00Z', 0.5);
+      // Posted last, run in between (12:00 UTC, written with an offset).
+      const b = await post('bbbbbbb', '2026-11-22T14:00:00+02:00', 0.6);
       assert.equal(b.comparison.base.commit_sha, 'aaaaaaa', 'a backfill is compared with the run before it in time');
       assert.equal(b.comparison.regressed, true);
       assert.equal((await app.api('GET', '/api/baselines/latest')).body.id, c.id, 'the newest run stays latest');
@@ -458,7 +461,7 @@ for (const dialect of DIALECTS) {
         [a.id],
         'the cursor follows run order',
       );
-      const d = await post('ddddddd', '2026-12-04T10:00:00Z', 0.5);
+      const d = await post('ddddddd', '2026-11-22T16:00:00Z', 0.5);
       assert.equal(d.comparison.base.commit_sha, 'ccccccc', 'the next run is compared with the newest, not the backfill');
       assert.equal(d.comparison.regressed, false);
       assert.equal((await app.api('GET', '/api/baselines?before=999999')).status, 404);
@@ -466,22 +469,22 @@ for (const dialect of DIALECTS) {
 
     it('a run another instance recorded is in the history of the next push here', async () => {
       const post = async (sha: string, timestamp: string) => (await app.api('POST', '/api/baselines', { ...valid, commit_sha: sha, timestamp })).body;
-      await post('e1e1e1e', '2026-12-10T10:00:00Z');
+      await post('e1e1e1e', '2026-11-23T10:00:00Z');
       // Written behind this process's back, as another instance on the same database would.
-      const record = { ...valid, commit_sha: 'e2e2e2e', timestamp: '2026-12-11T10:00:00Z', subject_geomean: 0.25 };
+      const record = { ...valid, commit_sha: 'e2e2e2e', timestamp: '2026-11-23T11:00:00Z', subject_geomean: 0.25 };
       await app.database.write((db) =>
         db
           .insertInto('baselines')
-          .values({ commit_sha: record.commit_sha, recorded_at: new Date().toISOString(), run_at: '2026-12-11T10:00:00.000Z', record: JSON.stringify(record) })
+          .values({ commit_sha: record.commit_sha, recorded_at: new Date().toISOString(), run_at: '2026-11-23T11:00:00.000Z', record: JSON.stringify(record) })
           .execute(),
       );
-      const next = await post('e3e3e3e', '2026-12-12T10:00:00Z');
+      const next = await post('e3e3e3e', '2026-11-23T12:00:00Z');
       assert.equal(next.comparison.base.commit_sha, 'e2e2e2e');
       assert.equal(next.comparison.regressed, true, 'against the other instance’s figures (0.25), not the run before it here (0.5)');
     });
 
     it('pushes sent at once each compare against the run stored just before them (outside attack: on PostgreSQL they did not see each other)', async () => {
-      const timestamp = '2026-12-20T10:00:00Z';
+      const timestamp = '2026-11-24T10:00:00Z';
       type Answer = { id: number; record: typeof valid; comparison: { base: { commit_sha: string }; metrics: { field: string; base: number }[] } };
       const anchor = (await app.api('POST', '/api/baselines', { ...valid, commit_sha: 'f0f0f0f', timestamp, subject_geomean: 0.9 })).body as Answer;
       const pushes = Array.from({ length: 8 }, (_, index) => ({
@@ -514,7 +517,7 @@ for (const dialect of DIALECTS) {
           await app.api('POST', '/api/baselines', {
             ...valid,
             commit_sha: `f${String(index).padStart(2, '0')}0000`,
-            timestamp: `2027-01-${String(index + 1).padStart(2, '0')}T10:00:00Z`,
+            timestamp: `2026-11-25T${String(index + 1).padStart(2, '0')}:00:00Z`,
             subject_geomean: 0.5 * factor,
             alpha_geomean: 1.5 * factor,
             beta_geomean: 1.0 * factor,
@@ -549,7 +552,7 @@ for (const dialect of DIALECTS) {
         const record = {
           ...valid,
           commit_sha: `e${index}00000`,
-          timestamp: `2028-01-0${index + 1}T10:00:00Z`,
+          timestamp: `2026-11-26T0${index + 1}:00:00Z`,
           subject_geomean: figure,
           alpha_geomean: 1.5,
           grep_1000_mean_ms: figure,
@@ -591,13 +594,73 @@ for (const dialect of DIALECTS) {
 
     it('a history of one commit (every run pushed as main) is the 100 runs before, in the chart as in each run', async () => {
       for (let minute = 0; minute < 103; minute++) {
-        const timestamp = new Date(Date.UTC(2029, 0, 1) + minute * 60_000).toISOString();
+        const timestamp = new Date(Date.UTC(2025, 0, 1) + minute * 60_000).toISOString();
         assert.equal((await app.api('POST', '/api/baselines', { ...valid, commit_sha: 'main', timestamp })).status, 201);
       }
       const listed = (await app.api('GET', '/api/baselines?limit=3&detection=true')).body as { id: number; detection: Detection }[];
       for (const run of listed) assert.deepEqual(run.detection, (await app.api('GET', `/api/baselines/${run.id}/detection`)).body);
       assert.equal(listed[0]!.detection.method, 'none');
       assert.equal(listed[0]!.detection.fields[0]!.head_runs, 101);
+    });
+  });
+
+  describe(`baselines API, commits and clocks (${dialect})`, () => {
+    let app: TestApp;
+    before(async () => {
+      app = await startTestApp(dialect);
+    });
+    after(() => app.cleanup());
+    const at = (minute: number) => new Date(Date.UTC(2023, 0, 1) + minute * 60_000).toISOString();
+    const push = async (commit: string, minute: number, subject: number) => {
+      const answer = await app.api('POST', '/api/baselines', { ...valid, commit_sha: commit, timestamp: at(minute), subject_geomean: subject });
+      assert.equal(answer.status, 201, JSON.stringify(answer.body));
+      return answer.body as { id: number; detection: Detection };
+    };
+
+    it('a run has one verdict, whichever page or request reads it (outside review: the chart said fine, the push failed)', async () => {
+      // One commit re-run 291 times (slower at first), nine more commits, then the head: its 100 runs
+      // before hold ten other commits, so its history ends there, however many runs a page read.
+      const runs: [string, number][] = [
+        ...Array.from({ length: 200 }, (): [string, number] => ['aaaaaaa', 2]),
+        ...Array.from({ length: 91 }, (): [string, number] => ['aaaaaaa', 1]),
+        ...Array.from({ length: 9 }, (_, index): [string, number] => [`b${index}b${index}b${index}b`, 1]),
+      ];
+      for (let start = 0; start < runs.length; start += 50) {
+        await Promise.all(runs.slice(start, start + 50).map(([commit, subject], index) => push(commit, start + index, subject)));
+      }
+      const head = await push('beefbee', runs.length, 1.2);
+      assert.equal(head.detection.regressed, true, JSON.stringify(head.detection.fields[0]));
+      assert.deepEqual((await app.api('GET', `/api/baselines/${head.id}/detection`)).body, head.detection);
+      for (const limit of [1, 10, 200, 500]) {
+        const [newest] = (await app.api('GET', `/api/baselines?limit=${limit}&detection=true`)).body as { id: number; detection: Detection }[];
+        assert.equal(newest!.id, head.id);
+        assert.deepEqual(newest!.detection, head.detection, `a page of ${limit}`);
+      }
+    });
+
+    it('a sha in either case is one commit: its runs are the head, never its history (outside review)', async () => {
+      for (let index = 0; index < 10; index++) await push(`c${index}c${index}c${index}c`, 1000 + index, index % 2 ? 0.99 : 1.01);
+      const first = await push('2bcdef9', 1010, 1.5);
+      assert.equal(first.detection.regressed, true);
+      const again = await push('2BCDEF9', 1011, 1.5);
+      assert.equal(again.detection.regressed, true, 'the lower-case run is not its history');
+      assert.equal(again.detection.fields[0]!.head_runs, 2);
+      assert.equal(again.detection.runs_considered, 10);
+      const byCommit = await app.api('GET', '/api/baselines/compare?base=C0C0C0C&head=2bcdef9');
+      assert.equal(byCommit.status, 200, JSON.stringify(byCommit.body));
+      assert.equal(byCommit.body.head_id, again.id, 'the newest run of the commit, in either case');
+    });
+
+    it("refuses a run stamped more than an hour ahead of the server's clock, which would stay latest until then (outside review)", async () => {
+      const latest = (await app.api('GET', '/api/baselines/latest')).body.id;
+      const ahead = new Date(Date.now() + 2 * 3_600_000).toISOString();
+      const refused = await app.api('POST', '/api/baselines', { ...valid, timestamp: ahead });
+      assert.equal(refused.status, 400);
+      assert.equal(refused.body.errors[0].path, '/timestamp');
+      assert.match(refused.body.errors[0].message, /at most 60 minutes ahead of the server's clock, which reads 20\d\d-/);
+      assert.equal((await app.api('GET', '/api/baselines/latest')).body.id, latest, 'nothing stored');
+      const fast = await app.api('POST', '/api/baselines', { ...valid, timestamp: new Date(Date.now() + 50 * 60_000).toISOString() });
+      assert.equal(fast.status, 201, 'a runner whose clock is a little fast');
     });
   });
 
@@ -610,7 +673,7 @@ for (const dialect of DIALECTS) {
     after(() => app.cleanup());
 
     it('a commit re-run more often than the history holds runs keeps its earlier commits, and so does the next (outside attack)', async () => {
-      const at = (minute: number) => new Date(Date.UTC(2028, 5, 1) + minute * 60_000).toISOString();
+      const at = (minute: number) => new Date(Date.UTC(2025, 5, 1) + minute * 60_000).toISOString();
       const push = async (commit: string, minute: number, subject: number) => {
         const answer = await app.api('POST', '/api/baselines', { ...valid, commit_sha: commit, timestamp: at(minute), subject_geomean: subject });
         assert.equal(answer.status, 201, JSON.stringify(answer.body));
@@ -637,7 +700,7 @@ for (const dialect of DIALECTS) {
     });
 
     it('a backfilled push is answered once more runs are stored than the process keeps parsed (outside attack: a 500)', async () => {
-      const at = (minute: number) => new Date(Date.UTC(2027, 0, 1) + minute * 60_000).toISOString();
+      const at = (minute: number) => new Date(Date.UTC(2024, 0, 1) + minute * 60_000).toISOString();
       // More runs than the 1,000 parsed records a process keeps, pushed in order of their timestamps.
       for (let start = 1; start <= 1100; start += 100) {
         const pushes = Array.from({ length: 100 }, (_, index) => start + index).map((minute) =>
@@ -734,7 +797,7 @@ describe('baseline CLI', () => {
       const first = await cliWith(
         env({ GITHUB_STEP_SUMMARY: summary }),
         'push',
-        file('run1.json', { ...valid, timestamp: '2026-12-01T10:00:00Z' }),
+        file('run1.json', { ...valid, timestamp: '2026-11-22T10:00:00Z' }),
         '--server',
         server,
       );
@@ -748,7 +811,7 @@ describe('baseline CLI', () => {
       const within = await cliWith(
         env({ GITHUB_STEP_SUMMARY: summary }),
         'push',
-        file('run2.json', { ...valid, commit_sha: 'b2c3d4e', timestamp: '2026-12-02T10:00:00Z', subject_geomean: 0.52, alpha_geomean: 1.56 }),
+        file('run2.json', { ...valid, commit_sha: 'b2c3d4e', timestamp: '2026-11-23T10:00:00Z', subject_geomean: 0.52, alpha_geomean: 1.56 }),
         '--server',
         server + '/',
       );
@@ -761,7 +824,7 @@ describe('baseline CLI', () => {
       const regressed = await cliWith(
         env({ GITHUB_STEP_SUMMARY: summary }),
         'push',
-        file('run3.json', { ...valid, commit_sha: 'c3d4e5f', timestamp: '2026-12-03T10:00:00Z', subject_geomean: 0.7, alpha_geomean: 1.2 }),
+        file('run3.json', { ...valid, commit_sha: 'c3d4e5f', timestamp: '2026-11-24T10:00:00Z', subject_geomean: 0.7, alpha_geomean: 1.2 }),
         '--server',
         server,
         '--format',
@@ -801,6 +864,11 @@ describe('baseline CLI', () => {
       });
       await new Promise<void>((resolve) => broken.listen(0, '127.0.0.1', resolve));
       const brokenUrl = `http://127.0.0.1:${(broken.address() as AddressInfo).port}`;
+      // A server (or proxy) that takes the whole request and drops the connection before answering.
+      const dropping = createServer((request) => request.resume().on('end', () => request.socket.destroy()));
+      await new Promise<void>((resolve) => dropping.listen(0, '127.0.0.1', resolve));
+      const droppingUrl = `http://127.0.0.1:${(dropping.address() as AddressInfo).port}`;
+      const closedPort = await freePort();
       const cases: [Record<string, string>, string[], RegExp[]][] = [
         [
           env(),
@@ -829,6 +897,17 @@ describe('baseline CLI', () => {
         ],
         [env({ MOTHERSHIP_TOKEN: '' }), ['push', runFile, '--server', server], [/\*\*The push step is not set up\*\*: MOTHERSHIP_TOKEN is not set/]],
         [
+          env(),
+          ['push', runFile, '--server', `http://127.0.0.1:${closedPort}`],
+          [/\*\*Server not reached\*\*: could not reach .*ECONNREFUSED/, /Nothing was recorded/],
+        ],
+        [
+          // The request went out: whether it was recorded is for the history to say (outside review: "Nothing was recorded").
+          env(),
+          ['push', runFile, '--server', droppingUrl],
+          [/\*\*No answer from the server\*\*: no answer from http:\/\/127\.0\.0\.1:\d+/, /may have been recorded .*`mothership baseline history`/],
+        ],
+        [
           // The record file is the benchmark's (a pull request's code): a field name it invents is echoed in the problems.
           env(),
           [
@@ -849,9 +928,11 @@ describe('baseline CLI', () => {
           for (const pattern of expected) assert.match(written, pattern, `${args.join(' ')}:\n${written}`);
           assert.equal(written.match(/^#/gm)?.length, 1, `one heading, the summary's own:\n${written}`);
           assert.doesNotMatch(written, /(?<!\\)<img/, 'no HTML from what was pushed');
+          if (/may have been recorded/.test(written)) assert.doesNotMatch(written, /Nothing was recorded/);
         }
       } finally {
         broken.close();
+        dropping.close();
       }
     });
 
@@ -867,6 +948,12 @@ describe('baseline CLI', () => {
         [env(), ['push', runFile, '--server', `http://127.0.0.1:${closedPort}`], /could not reach http:\/\/127\.0\.0\.1:\d+: ECONNREFUSED/],
         [env(), ['push', runFile, '--server', server, '--bogus'], /Unknown option '--bogus'/],
         [env(), ['history', '--server', server, '--limit', '0'], /--limit must be 1\.\.500/],
+        // An unset variable in a CI script, and forms Number() reads that the API refuses (outside review).
+        ...['', ' ', '0x10', '-1', 'Infinity'].map((threshold): [Record<string, string>, string[], RegExp] => [
+          env(),
+          ['push', runFile, '--server', server, `--threshold=${threshold}`],
+          /--threshold must be a decimal number >= 0/,
+        ]),
       ];
       const before = (await app.api('GET', '/api/baselines')).body.length;
       for (const [environment, args, reason] of cases) {
@@ -897,14 +984,14 @@ describe('baseline CLI', () => {
       const docs = readFileSync(new URL('../../docs/baselines.md', import.meta.url), 'utf8');
       const example = /<!-- ci-example:shell -->\n```sh\n([\s\S]*?)```/.exec(docs)?.[1];
       assert.ok(example, 'the example block is marked');
-      const baselineFile = file('ci-run.json', { ...valid, commit_sha: 'd4e5f60', timestamp: '2026-12-04T10:00:00Z', subject_geomean: 0.51 });
+      const baselineFile = file('ci-run.json', { ...valid, commit_sha: 'd4e5f60', timestamp: '2026-11-25T10:00:00Z', subject_geomean: 0.51 });
       const ok = await run('bash', ['-c', example!], {
         env: env({ MOTHERSHIP_SERVER: server, MOTHERSHIP_TOKEN: ciToken, BASELINE_FILE: baselineFile, npm_config_offline: 'true' }),
       });
       assert.match(ok.stdout, /No regression beyond 10%/);
       assert.match(ok.stdout, /d4e5f60/);
       assert.doesNotMatch(ok.stderr, /Ignored environment variables/, 'the example uses only variables the CLI reads');
-      const regressedFile = file('ci-run-bad.json', { ...valid, commit_sha: 'e5f6071', timestamp: '2026-12-05T10:00:00Z', subject_geomean: 0.9 });
+      const regressedFile = file('ci-run-bad.json', { ...valid, commit_sha: 'e5f6071', timestamp: '2026-11-26T10:00:00Z', subject_geomean: 0.9 });
       const failed = await run('bash', ['-c', example!], {
         env: env({ MOTHERSHIP_SERVER: server, MOTHERSHIP_TOKEN: ciToken, BASELINE_FILE: regressedFile, npm_config_offline: 'true' }),
       }).then(
@@ -920,14 +1007,14 @@ describe('baseline CLI', () => {
       const pushed = await cliWith(
         env(actions),
         'push',
-        file('run-gh.json', { ...valid, commit_sha: '0a0b0c0', timestamp: '2026-11-30T10:00:00Z' }),
+        file('run-gh.json', { ...valid, commit_sha: '0a0b0c0', timestamp: '2026-11-27T10:00:00Z' }),
         '--server',
         server,
         '--format',
         'json',
       );
       assert.equal(pushed.code, 0, pushed.stderr);
-      const own = { ...valid, commit_sha: '0a0b0c1', timestamp: '2026-11-30T11:00:00Z', commit_url: 'https://git.example/c/0a0b0c1' };
+      const own = { ...valid, commit_sha: '0a0b0c1', timestamp: '2026-11-27T11:00:00Z', commit_url: 'https://git.example/c/0a0b0c1' };
       assert.equal((await cliWith(env(actions), 'push', file('run-own.json', own), '--server', server)).code, 0);
       const stored = (await app.api('GET', '/api/baselines?limit=200')).body as { record: BaselineRecord }[];
       const url = (sha: string) => stored.find((run) => run.record.commit_sha === sha)?.record.commit_url;
@@ -977,7 +1064,7 @@ describe('baseline CLI', () => {
         const pushed = await cliWith(
           env(),
           'push',
-          file('tiny-threshold.json', { ...valid, timestamp: '2026-11-30T10:00:00Z' }),
+          file('tiny-threshold.json', { ...valid, timestamp: '2026-11-27T10:00:00Z' }),
           '--server',
           server,
           '--threshold',

@@ -18,6 +18,7 @@ import { STREAM_RECHECK_MS } from '../src/events/routes.js';
 import { CLOCK_CHECK_MS, CLOCK_TOLERANCE_MS } from '../src/ops/clock.js';
 import { PAGE_ITEMS } from '../src/http/index.js';
 import { DETECTION_WEIGHT } from '../src/baselines/routes.js';
+import { FUTURE_LEEWAY_MS } from '../src/baselines/schema.js';
 import { VERSION } from '../src/version.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
@@ -177,6 +178,7 @@ describe('numbers the code sets, in prose', () => {
     ['docs/api.md', /`limit=500`: (\d+) of a token's/g, (500 / PAGE_ITEMS) * DETECTION_WEIGHT],
     ['docs/api.md', /`GET \/api\/baselines\/\{id\}\/detection`\) (\d+) as well/g, DETECTION_WEIGHT],
     ['docs/baselines.md', /and one run's verdict (\d+) \(/g, DETECTION_WEIGHT],
+    ['docs/baselines.md', /more than (\d+) minutes ahead of its own clock/g, FUTURE_LEEWAY_MS / 60_000],
     ['docs/configuration.md', /pays its cost once per (\d+) items/g, PAGE_ITEMS],
     ['docs/configuration.md', /items its `limit` asks for, (\d+) times that/g, DETECTION_WEIGHT],
     ['docs/baselines.md', /Verdicts take about (\d+) times/g, DETECTION_WEIGHT],

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { CompiledQuery, sql, type Kysely } from 'kysely';
 import { runAt } from '../src/baselines/schema.js';
 import { SCHEMA_VERSION } from '../src/db/index.js';
-import { createTestEnv, DIALECTS, eventually, startTestApp, type DialectName } from './helpers/app.js';
+import { createTestEnv, DIALECTS, eventually, startTestApp, type DialectName, type TestApp } from './helpers/app.js';
 import { connect, migrateTo, PREVIOUS_SCHEMA, RELEASES, type Release } from './helpers/previous-release.js';
 import { freePort } from './helpers/broker.js';
 import { spawnMothership, startService, stopProcess } from './helpers/process.js';
@@ -147,6 +147,32 @@ for (const release of RELEASES)
         } finally {
           await db.destroy();
           await app.cleanup();
+          await env.cleanup();
+        }
+      });
+
+      it('a sha it stored in upper case is, once migrated, one commit with the same sha in lower case', async () => {
+        const env = await createTestEnv(dialect);
+        const db = connect(dialect, env);
+        let app: TestApp | undefined;
+        try {
+          await migrateTo(db, dialect, release.schema);
+          await insertsBaseline(statements, db, dialect, { commit_sha: 'ABCDEF1', timestamp: '2026-11-24T10:00:00Z' });
+          app = await startTestApp(dialect, {}, { testEnv: env });
+          const stored = await app.api('GET', '/api/baselines/compare?base=abcdef1&head=latest');
+          assert.equal(stored.status, 200, JSON.stringify(stored.body));
+          assert.equal(stored.body.base_id, stored.body.head_id, 'found by its sha in lower case');
+          const posted = await app.api('POST', '/api/baselines', {
+            commit_sha: 'abcdef1',
+            timestamp: '2026-11-24T11:00:00Z',
+            subject_geomean: 0.5,
+            grep_1000_mean_ms: 40,
+          });
+          assert.equal(posted.status, 201);
+          assert.equal(posted.body.detection.fields[0].head_runs, 2, 'the stored run is the head commit’s');
+        } finally {
+          await db.destroy();
+          await app?.cleanup();
           await env.cleanup();
         }
       });

@@ -32,9 +32,8 @@ export const validateBaseline = ajv.compile<BaselineRecord>(baselineSchema);
 const VALID: readonly FieldError[] = Object.freeze([]);
 
 /**
- * The years a run may be stamped in: a run of year 9999 would stay "latest" for good, and year 0000
- * reads as nonsense in every chart. (Runs are ordered by their own timestamps, which may lie ahead of
- * this server's clock, so the bound is a calendar one.)
+ * The years a run may be stamped in, checked without a clock (`baseline validate` too): year 0000
+ * reads as nonsense in every chart. The server also refuses a run ahead of its clock (FUTURE_LEEWAY_MS).
  */
 const RUN_TIME_RANGE = { from: Date.parse('1970-01-01T00:00:00Z'), to: Date.parse('2100-01-01T00:00:00Z') };
 
@@ -44,9 +43,32 @@ const RUN_TIME_RANGE = { from: Date.parse('1970-01-01T00:00:00Z'), to: Date.pars
  */
 const SURELY_IN_RANGE = { from: 1971, to: 2098 };
 
+/**
+ * How far ahead of the server's clock a run may be stamped: a runner's clock a little fast. A run
+ * further ahead would stay "latest", and be every push's previous run, until that time came.
+ */
+export const FUTURE_LEEWAY_MS = 60 * 60_000;
+
+/** The error of a run stamped after `nowMs` + FUTURE_LEEWAY_MS, or none. */
+export function futureError(record: Pick<BaselineRecord, 'timestamp'>, nowMs: number): FieldError[] {
+  return Date.parse(runAt(record.timestamp)) > nowMs + FUTURE_LEEWAY_MS
+    ? [
+        {
+          path: '/timestamp',
+          message: `must be at most ${FUTURE_LEEWAY_MS / 60_000} minutes ahead of the server's clock, which reads ${new Date(nowMs).toISOString()}`,
+        },
+      ]
+    : [];
+}
+
 /** Every violation of the record, as JSON pointer + reason (empty when valid). */
 export function baselineErrors(record: unknown): readonly FieldError[] {
-  if (!validateBaseline(record)) return fieldErrors(validateBaseline.errors ?? []);
+  if (!validateBaseline(record)) {
+    const errors = validateBaseline.errors ?? [];
+    // A time that is not one at all breaks its offset's pattern too: one error for it is enough.
+    const notTimes = new Set(errors.filter((error) => error.keyword === 'format').map((error) => error.instancePath));
+    return fieldErrors(errors.filter((error) => error.keyword !== 'pattern' || !notTimes.has(error.instancePath)));
+  }
   // The schema's date-time format guarantees four digits of year first.
   const year = Number(record.timestamp.slice(0, 4));
   if (year >= SURELY_IN_RANGE.from && year <= SURELY_IN_RANGE.to) return VALID;

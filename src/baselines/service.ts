@@ -5,10 +5,10 @@ import { LRUCache } from 'lru-cache';
 import type { FastifyBaseLogger } from 'fastify';
 import { BASELINE_PUSH_LOCK, baselineRowBytesSql, now, prepare, prepareColumn, type Prepared, type PreparedColumn } from '../db/index.js';
 import type { EventLog } from '../events/index.js';
-import { notFound } from '../errors.js';
+import { invalidFields, notFound } from '../errors.js';
 import { compareBaselines, DEFAULT_THRESHOLD_PCT, type ComparisonReport } from './compare.js';
 import { DEFAULT_DETECTION, detectRegression, type Detection } from './detect.js';
-import { runAt, withoutByteOrderMark, type BaselineRecord } from './schema.js';
+import { futureError, runAt, withoutByteOrderMark, type BaselineRecord } from './schema.js';
 
 export interface StoredBaseline {
   id: number;
@@ -48,14 +48,15 @@ const STORAGE_CHUNK = 100;
  * MAX_HISTORY_RUNS runs back. `short`: the look reached the first of `runs` and wants older ones.
  */
 function historyStart(runs: Pick<StoredBaseline, 'record'>[], index: number): { start: number; short: boolean } {
-  const own = runs[index]!.record.commit_sha;
+  const own = commitOf(runs[index]!.record);
   const others = new Set<string>();
   const base = Math.max(0, index - HISTORY_RUNS);
   let start = base;
   let reached = index;
-  while (reached > 0 && index - reached < MAX_HISTORY_RUNS) {
-    const commit = runs[reached - 1]!.record.commit_sha;
-    if (reached <= base && others.size >= DEFAULT_DETECTION.lookback && commit !== own && !others.has(commit)) break;
+  // Past the base window, no further than its `lookback`-th other commit, however many runs were read:
+  // a verdict must not depend on the page that asked for it.
+  while (reached > 0 && index - reached < MAX_HISTORY_RUNS && !(reached <= base && others.size >= DEFAULT_DETECTION.lookback)) {
+    const commit = commitOf(runs[reached - 1]!.record);
     reached--;
     if (commit === own) continue;
     others.add(commit);
@@ -70,10 +71,12 @@ function historyStart(runs: Pick<StoredBaseline, 'record'>[], index: number): { 
 function detectAt(runs: Pick<StoredBaseline, 'record'>[], index: number, thresholdPct: number): Detection {
   const head = runs[index]!;
   const before = runs.slice(historyStart(runs, index).start, index).map(toRun);
-  const headRuns = [...before.filter((run) => run.commit_sha === head.record.commit_sha), toRun(head)];
+  const headRuns = [...before.filter((run) => run.commit_sha === commitOf(head.record)), toRun(head)];
   return detectRegression(before, headRuns, { ...DEFAULT_DETECTION, thresholdPct });
 }
-const toRun = (stored: Pick<StoredBaseline, 'record'>) => ({ commit_sha: stored.record.commit_sha, record: stored.record });
+const toRun = (stored: Pick<StoredBaseline, 'record'>) => ({ commit_sha: commitOf(stored.record), record: stored.record });
+/** A commit's sha in either case is one commit (docs/baselines.md): stored and compared in lower case. */
+const commitOf = (record: Pick<BaselineRecord, 'commit_sha'>) => record.commit_sha.toLowerCase();
 
 /**
  * Stores validated baseline records (exactly as sent) and compares them. Runs are in run order: by
@@ -138,6 +141,8 @@ export class BaselineService {
    * in run order: for a backfilled older run, the run that preceded it then, not the newest.
    */
   async record(record: BaselineRecord, rawJson: string, thresholdPct = DEFAULT_THRESHOLD_PCT) {
+    const future = futureError(record, Date.now());
+    if (future.length) throw invalidFields(future);
     const result = await this.events.write(async (trx, emit) => {
       // One push at a time from its history's read to its commit, so concurrent pushes (CI jobs, instances)
       // see each other; SQLite's one writer does this already.
@@ -145,13 +150,14 @@ export class BaselineService {
       const at = runAt(record.timestamp);
       const ids = await this.historyIds.execute(trx, { at });
       const read = [...(await this.records(trx, ids)).reverse(), { id: 0, record }];
-      const earlier = (await this.withHistory(read, read.length - 1, ids.length < HISTORY_RUNS, trx)).runs.slice(0, -1);
-      const previous = earlier.at(-1);
+      const history = (await this.withHistory(read, read.length - 1, ids.length < HISTORY_RUNS, trx)).runs.slice(0, -1);
       const recordedAt = now();
-      const [row] = (await this.insert.execute(trx, { commitSha: record.commit_sha, recordedAt, runAt: at, record: rawJson })).rows;
+      const [row] = (await this.insert.execute(trx, { commitSha: commitOf(record), recordedAt, runAt: at, record: rawJson })).rows;
       const id = row!.id;
       this.uncommittedIn(trx).set(id, record);
-      await this.keepWithinStorage(trx, id);
+      const deletedThrough = await this.keepWithinStorage(trx, id);
+      const earlier = history.filter((run) => run.id > deletedThrough);
+      const previous = earlier.at(-1);
       const comparison = previous ? compareBaselines(previous.record, record, thresholdPct) : null;
       const stored = { id, recorded_at: recordedAt, record };
       const detection = detectAt([...earlier, stored], earlier.length, thresholdPct);
@@ -178,13 +184,14 @@ export class BaselineService {
    * Deletes the earliest recorded runs while the rows take more than BASELINE_STORAGE_MB, in the
    * push's transaction (`kept`: the push's own). Records are kept as sent, so one `ci` token could
    * otherwise fill the disk with padded ones; the oldest history goes first, as the logs' budget does,
-   * so a CI job is never refused for it.
+   * so a CI job is never refused for it. Answers the last id deleted (all up to it but `kept` are gone), or 0.
    */
-  private async keepWithinStorage(trx: Db, kept: number): Promise<void> {
+  private async keepWithinStorage(trx: Db, kept: number): Promise<number> {
     const { limitBytes, log } = this.storage;
-    if (limitBytes === 0) return;
+    if (limitBytes === 0) return 0;
     let excess = Number((await this.usage.execute(trx, {})).rows[0]!.bytes) - limitBytes;
     let deleted = 0;
+    let last = 0;
     while (excess > 0) {
       const oldest = await trx
         .selectFrom('baselines')
@@ -194,7 +201,6 @@ export class BaselineService {
         .limit(STORAGE_CHUNK)
         .execute();
       if (!oldest.length) break;
-      let last = 0;
       for (const row of oldest) {
         last = row.id;
         deleted++;
@@ -204,6 +210,7 @@ export class BaselineService {
       await trx.deleteFrom('baselines').where('id', '<=', last).where('id', '<>', kept).execute();
     }
     if (deleted) log.info({ deleted, limit_mb: limitBytes / 2 ** 20 }, 'baselines: the earliest runs deleted to stay within BASELINE_STORAGE_MB');
+    return last;
   }
 
   /**
@@ -251,7 +258,7 @@ export class BaselineService {
       const wanting = runs.slice(from).findIndex((_, offset) => historyStart(runs, from + offset).short);
       if (!left || wanting < 0) return { runs, from };
       const oldest = runs[0]!;
-      if (!(await this.otherCommitBefore(db, runs[from + wanting]!.record.commit_sha, oldest.id))) return { runs, from };
+      if (!(await this.otherCommitBefore(db, commitOf(runs[from + wanting]!.record), oldest.id))) return { runs, from };
       const older = (await this.page(HISTORY_RUNS, oldest.id, db)).reverse();
       left = older.length === HISTORY_RUNS;
       runs = [...older, ...runs];
@@ -340,7 +347,7 @@ export class BaselineService {
   async resolve(reference: string): Promise<StoredBaseline> {
     if (reference === 'latest') return this.latest();
     if (/^\d{1,6}$/.test(reference)) return this.get(Number(reference));
-    const row = await inRunOrder(this.database.db).where('commit_sha', '=', reference).limit(1).executeTakeFirst();
+    const row = await inRunOrder(this.database.db).where('commit_sha', '=', reference.toLowerCase()).limit(1).executeTakeFirst();
     if (row) return toStored(row);
     if (/^\d+$/.test(reference) && Number.isSafeInteger(Number(reference))) return this.get(Number(reference));
     throw notFound('Baseline', reference);

@@ -59,7 +59,9 @@ function options(args: string[], usage: string, needsServer: boolean, env: NodeJ
   }
   const { threshold = String(DEFAULT_THRESHOLD_PCT), format = 'table', server, limit = '20' } = parsed.values;
   const thresholdPct = Number(threshold);
-  if (!Number.isFinite(thresholdPct) || thresholdPct < 0) throw new UsageError(`--threshold must be a number >= 0, got "${threshold}"`);
+  // Written in decimal: Number() also reads "" and " " as 0 (an unset variable in a CI script) and "0x10" as 16.
+  if (!/^(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/.test(threshold) || !Number.isFinite(thresholdPct))
+    throw new UsageError(`--threshold must be a decimal number >= 0, got "${threshold}"`);
   if (!FORMATS.includes(format as ReportFormat)) throw new UsageError(`--format must be table, json or markdown, got "${format}"`);
   if (!/^\d+$/.test(limit) || Number(limit) < 1 || Number(limit) > 500) throw new UsageError(`--limit must be 1..500, got "${limit}"`);
   const url = serverUrl(server, env);
@@ -200,8 +202,16 @@ function failure(error: unknown): { title: string; detail: string; errors: strin
     };
   if (error instanceof ServerError) {
     const errors = (error.problem?.errors ?? []).map((entry) => `${entry.path}: ${entry.message}`);
-    const title = error.status === undefined ? 'Server not reached' : `${error.problem?.title ?? 'Refused'} (${error.status})`;
+    const title =
+      error.status !== undefined ? `${error.problem?.title ?? 'Refused'} (${error.status})` : error.sent ? 'No answer from the server' : 'Server not reached';
     const detail = error.problem?.detail ?? error.message;
+    if (error.sent)
+      return {
+        title,
+        detail,
+        errors,
+        todo: 'the run may have been recorded before the answer was lost: `mothership baseline history` shows whether it was; push again only if it was not.',
+      };
     if (error.status === undefined)
       return {
         title,

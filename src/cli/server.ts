@@ -4,16 +4,23 @@ const SERVER_TIMEOUT_MS = 30_000;
 
 /** A mistake in how the command was called: its message says what to type instead. */
 export class UsageError extends Error {}
-/** The server could not be reached (no `status`) or refused the request (its status and problem+json): the message says why. */
+/**
+ * The server could not be reached or its answer was lost (no `status`; `sent`: the request may have
+ * reached it), or it refused the request (its status and problem+json): the message says why.
+ */
 export class ServerError extends Error {
   constructor(
     message: string,
     readonly status?: number,
     readonly problem?: { title?: string; detail?: string; errors?: { path: string; message: string }[] },
+    readonly sent = false,
   ) {
     super(message);
   }
 }
+
+/** Failures before any byte of the request left: no connection, no name, no trusted certificate. */
+const BEFORE_SENDING = /^(?:ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|UND_ERR_CONNECT_TIMEOUT)$|CERT|TLS|SSL/;
 
 /** The server a command talks to: `--server`, else MOTHERSHIP_SERVER; undefined for neither. Throws a UsageError for a URL that is not http(s). */
 export function serverUrl(option: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
@@ -42,10 +49,27 @@ export async function serverRequest<T>(url: string, env: NodeJS.ProcessEnv, init
     });
   } catch (error) {
     const cause = (error as Error & { cause?: { code?: string; message?: string } }).cause;
-    throw new ServerError(`could not reach ${new URL(url).origin}: ${cause?.code ?? cause?.message ?? (error as Error).message}`);
+    const sent = !BEFORE_SENDING.test(cause?.code ?? '');
+    const why = cause?.code ?? cause?.message ?? (error as Error).message;
+    throw new ServerError(
+      sent ? `no answer from ${new URL(url).origin}: ${why}` : `could not reach ${new URL(url).origin}: ${why}`,
+      undefined,
+      undefined,
+      sent,
+    );
   }
   if (response.status === 204) return undefined as T;
-  const text = await response.text();
+  let text: string;
+  try {
+    text = await response.text();
+  } catch (error) {
+    throw new ServerError(
+      `${new URL(url).origin} answered ${response.status}, then its answer broke off: ${(error as Error).message}`,
+      undefined,
+      undefined,
+      true,
+    );
+  }
   let body: unknown;
   try {
     body = JSON.parse(text);

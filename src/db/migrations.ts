@@ -720,6 +720,13 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         }
       },
     },
+    '032_commits_in_lower_case': {
+      // A sha in either case is one commit: the column a history and `compare` look commits up by
+      // holds it in lower case (the record itself stays as sent).
+      async up(db: Kysely<any>) {
+        await sql`update baselines set commit_sha = lower(commit_sha) where commit_sha <> lower(commit_sha)`.execute(db);
+      },
+    },
   };
 }
 
