@@ -78,6 +78,10 @@ export function jsonBodies(app: FastifyInstance): void {
     request.rawBody = body as Buffer;
     const refusedCharset = charsetError(request.headers['content-type']);
     if (refusedCharset) return done(refusedCharset);
+    // Bodies are read as sent: a compressed one would be refused as "not UTF-8", or a `br` label on plain JSON ignored.
+    const encoding = request.headers['content-encoding'];
+    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity')
+      return done(new ProblemError('unsupported_media_type', `Content-Encoding ${encoding.slice(0, 40)} is not accepted: send the body uncompressed`));
     // Decoding would replace each stray byte with U+FFFD, and the name stored would not be the one sent.
     if (!isUtf8(body as Buffer)) return done(new ProblemError('bad_request', 'The body is not valid UTF-8: send JSON in UTF-8 (RFC 8259)'));
     // Generic clients send `Content-Type: application/json` on every request, a bodyless DELETE too:
@@ -91,6 +95,8 @@ export function jsonBodies(app: FastifyInstance): void {
   });
   // Query strings and path parameters are text: the same NUL rule, before validation coerces them.
   app.addHook('preValidation', (request, _reply, done) => {
+    if (!readableQuery(request.url))
+      return done(new ProblemError('bad_request', 'The query string is not valid URL encoding (a % must start the UTF-8 bytes of a character)'));
     const shapeError = jsonShapeError(request.query, 'querystring:') ?? jsonShapeError(request.params, 'params:');
     done(shapeError ? invalid(shapeError.path, shapeError.message) : undefined);
   });
@@ -99,6 +105,21 @@ export function jsonBodies(app: FastifyInstance): void {
     const fields = numberFields(route.schema);
     if (fields.length > 0) route.preValidation = [...[route.preValidation ?? []].flat(), decimalText(fields)];
   });
+}
+
+/**
+ * Whether the URL's query string decodes: the query parser keeps a malformed escape (`%ff`, `%zz`) as
+ * its text, which a route would then look up as a name or a commit; the router refuses one in a path.
+ */
+function readableQuery(url: string): boolean {
+  const start = url.indexOf('?');
+  if (start < 0 || !url.includes('%', start)) return true;
+  try {
+    decodeURIComponent(url.slice(start + 1));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 interface NumberField {
