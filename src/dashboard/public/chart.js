@@ -59,7 +59,12 @@ export function lineChart(container, { labels, series, legend = true }) {
   const plotWidth = width - pad.left - pad.right;
   const plotHeight = height - pad.top - pad.bottom;
   const range = niceRange(
-    visible.flatMap((line) => [...line.values, ...(line.band ?? []).flatMap((band) => band ?? [])].filter((value) => value !== null && Number.isFinite(value))),
+    // A band's lower edge below zero is drawn at zero (the figures cannot be negative), so the axis stops there too.
+    visible.flatMap((line) =>
+      [...line.values, ...(line.band ?? []).flatMap((band) => (band ? [Math.max(0, band[0]), band[1]] : []))].filter(
+        (value) => value !== null && Number.isFinite(value),
+      ),
+    ),
   );
   svg.dataset.yMin = range.min;
   svg.dataset.yMax = range.max;
@@ -83,7 +88,7 @@ export function lineChart(container, { labels, series, legend = true }) {
     if (banded.length > 1) {
       const outline = [
         ...banded.map(({ index, band }) => `${x(index).toFixed(1)},${y(band[1]).toFixed(1)}`),
-        ...banded.reverse().map(({ index, band }) => `${x(index).toFixed(1)},${y(Math.max(0, band[0])).toFixed(1)}`),
+        ...banded.reverse().map(({ index, band }) => `${x(index).toFixed(1)},${y(band[0]).toFixed(1)}`),
       ];
       svg.append(node('polygon', { points: outline.join(' '), fill: line.color, 'fill-opacity': 0.12, stroke: 'none', 'data-band': line.name }));
     }
@@ -132,8 +137,9 @@ function attachTip(container, svg) {
     const box = container.getBoundingClientRect();
     const at = dot.getBoundingClientRect();
     const left = at.left + at.width / 2 - box.left;
-    // Keep it inside the chart: flip to the left of the point in the right half.
-    tip.style.left = `${left < box.width / 2 ? left + 12 : left - 12 - tip.offsetWidth}px`;
+    // Keep it inside the chart: to the left of the point in the right half, and never past either edge (a phone's chart is narrower than a tip).
+    const wanted = left < box.width / 2 ? left + 12 : left - 12 - tip.offsetWidth;
+    tip.style.left = `${Math.max(0, Math.min(wanted, box.width - tip.offsetWidth))}px`;
     tip.style.top = `${Math.max(0, at.top - box.top - tip.offsetHeight - 6)}px`;
   };
   svg.addEventListener('pointerover', show);
