@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
-import { TEXT_LIMITS } from '../src/limits.js';
+import { BASELINE_RECORD_LIMIT, TEXT_LIMITS } from '../src/limits.js';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
@@ -753,6 +753,17 @@ describe('baseline CLI', () => {
     assert.match(result.stderr, /bad\.json: \/corpus_size: must be >= 0/);
     assert.match(result.stderr, /broken\.json: not valid JSON/);
     assert.equal((await cli('validate')).code, 2);
+    // What is not a record file is named as such, and read no further (outside review: /dev/zero grew to
+    // gigabytes, a FIFO hung, a directory was "not valid JSON").
+    const fifo = path.join(dir, 'fifo.json');
+    execFileSync('mkfifo', [fifo]);
+    const big = file('big.json', JSON.stringify(valid) + ' '.repeat(BASELINE_RECORD_LIMIT));
+    const odd = await cli('validate', '/dev/zero', fifo, dir, big);
+    assert.equal(odd.code, 1, odd.stderr);
+    assert.match(odd.stderr, /^\/dev\/zero: not a regular file$/m);
+    assert.match(odd.stderr, /fifo\.json: not a regular file$/m);
+    assert.match(odd.stderr, /mothership-cli-\w+: not a regular file$/m);
+    assert.match(odd.stderr, /big\.json: \d+ bytes: larger than a record may be \(131072 bytes\)$/m);
   });
 
   it('compare: exit 1 on a regression beyond the threshold, 0 otherwise, in every format', async () => {

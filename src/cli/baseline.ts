@@ -1,4 +1,5 @@
-import { appendFileSync, readFileSync } from 'node:fs';
+import { appendFileSync, closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
+import { BASELINE_RECORD_LIMIT } from '../limits.js';
 import { parseArgs } from 'node:util';
 import {
   baselineErrors,
@@ -27,16 +28,40 @@ const CI_TOKEN = 'an API token of scope ci, made on the Tokens page or with POST
 
 type Loaded = { record: BaselineRecord; text: string } | { problems: string[] };
 
+/**
+ * A record file's text, or why it cannot be one: only a regular file of at most a record's size is
+ * read (a device such as /dev/zero never ends; opening a FIFO would wait for a writer).
+ */
+function readRecordFile(file: string): { text: string } | { problem: string } {
+  let fd: number;
+  try {
+    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  } catch (error) {
+    const { code, message } = error as NodeJS.ErrnoException;
+    return { problem: code === 'ENOENT' ? 'file not found' : `cannot be read (${message})` };
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) return { problem: 'not a regular file' };
+    if (stat.size > BASELINE_RECORD_LIMIT) return { problem: `${stat.size} bytes: larger than a record may be (${BASELINE_RECORD_LIMIT} bytes)` };
+    return { text: readFileSync(fd, 'utf8') };
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** Reads and validates one record file; returns the record and its text, or prints (and returns) why it is not one. */
 function load(file: string, io: Output): Loaded {
+  const read = readRecordFile(file);
   let text: string;
   let data: unknown;
   try {
+    if ('problem' in read) throw new Error(read.problem);
     // A Windows editor's byte order mark is not JSON; the API takes such a file, so does the CLI.
-    text = withoutByteOrderMark(readFileSync(file, 'utf8'));
+    text = withoutByteOrderMark(read.text);
     data = JSON.parse(text);
   } catch (error) {
-    const problem = `${file}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : `not valid JSON (${(error as Error).message})`}`;
+    const problem = `${file}: ${'problem' in read ? read.problem : `not valid JSON (${(error as Error).message})`}`;
     io.err(problem);
     return { problems: [problem] };
   }
