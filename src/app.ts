@@ -1,11 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import { ConfigError, type Config } from './config.js';
-import type { SecretBox } from './crypto.js';
 import { createEventPipeline } from './pipeline.js';
 import { VERSION } from './version.js';
-import { claimInterval, type Database, PollGate } from './db/index.js';
-import { EVENT_LOG, eventRoutes, type EventLog } from './events/index.js';
+import { claimInterval, PollGate } from './db/index.js';
+import { EVENT_LOG, eventRoutes } from './events/index.js';
 import { createHttpServer, RouteAuth, SessionStore, SIGN_IN_LIMIT } from './http/index.js';
 import {
   applyRetention,
@@ -25,32 +24,16 @@ import { StorageBudget } from './storage-budget.js';
 import { PresenceService, awaySweepIntervalMs, nodeSweepIntervalMs, presenceRoutes } from './presence/index.js';
 import { BaselineService, baselineRoutes } from './baselines/index.js';
 import { dashboardRoutes } from './dashboard/index.js';
-import { createEnrichment, type Enrichment } from './enrichment/index.js';
+import { createEnrichment } from './enrichment/index.js';
 import { MqttIntegration, MqttLeadership } from './mqtt/index.js';
-import { settingsRoutes, type SettingsChange, type SettingsStore } from './settings/index.js';
+import { settingsRoutes, type SettingsChange } from './settings/index.js';
 import { FINISHED_DELIVERY_LOGS, OutboxBound, WebhookService, webhookRoutes } from './webhook/index.js';
 import { MemoryStore, RateLimitGuard, RateLimiter, REDIS_COMMAND_TIMEOUT_MS, RedisStore, TOKEN_POLICY, type RateLimitStore } from './ratelimit/index.js';
 import { ApiTokenStore, tokenRoutes } from './tokens/index.js';
 import { sessionRoutes, UserStore, userRoutes } from './users/index.js';
 import { pollEvery, type Poller } from './ticks.js';
 
-export interface App {
-  http: FastifyInstance;
-  database: Database;
-  events: EventLog;
-  presence: PresenceService;
-  metrics: Metrics;
-  redis: Redis | null;
-  rateLimit: RateLimitGuard;
-  box: SecretBox;
-  enrichment: Enrichment;
-  settings: SettingsStore;
-  webhook: WebhookService;
-  mqtt: MqttIntegration;
-  /** Starts background work (timers, integrations); `listen` is separate so tests can use inject(). */
-  start(): Promise<void>;
-  close(): Promise<void>;
-}
+export type App = Awaited<ReturnType<typeof buildApp>>;
 
 const REDIS_STARTUP_WAIT_MS = 5000;
 
@@ -287,7 +270,7 @@ function timers(config: Config, { database, events, presence, log, enrichment, s
 }
 
 /** Starts the parts with a lifetime, and closes the service: the HTTP server, the metrics' sampler, the parts, the database, Redis. */
-function lifecycle(config: Config, wired: Wired): Pick<App, 'start' | 'close'> {
+function lifecycle(config: Config, wired: Wired) {
   const { http, database, redis, settings, outboxBound, budget, log, webhook, leadership, mqtt, enrichment, metrics } = wired;
   // Only a change of MQTT's own fields touches the connection: a webhook save must not make Home
   // Assistant see every entity go unavailable and come back.
@@ -321,6 +304,7 @@ function lifecycle(config: Config, wired: Wired): Pick<App, 'start' | 'close'> {
     { start: () => enrichment.worker?.start(), stop: () => enrichment.worker?.stop() },
   ];
   return {
+    /** Starts background work (timers, integrations); `listen` is separate so tests can use inject(). */
     async start() {
       for (const part of parts) await part.start();
     },
@@ -335,7 +319,7 @@ function lifecycle(config: Config, wired: Wired): Pick<App, 'start' | 'close'> {
 }
 
 /** The composition root: builds every part from the config and wires them to the event bus. */
-export async function buildApp(config: Config): Promise<App> {
+export async function buildApp(config: Config) {
   const storage = await openStorage(config);
   const { redis, rateLimit, logTo } = await openRateLimit(config, storage);
   const http = await openHttp(config, storage, rateLimit, logTo);

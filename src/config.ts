@@ -20,62 +20,8 @@ export interface Installation {
   secretsKey: Buffer;
 }
 
-/** Everything the service reads from its environment, validated, before DATA_DIR is touched. */
-export interface EnvConfig {
-  port: number;
-  host: string;
-  dataDir: string;
-  databaseUrl: string | null;
-  /** PostgreSQL: how long a connection or a query may take before the request fails with 503. */
-  databaseTimeoutMs: number;
-  /** HTTP_REQUEST_TIMEOUT_MS: how long a client may take to send a whole request, headers and body. */
-  httpRequestTimeoutMs: number;
-  /** HTTP_CONNECTIONS_PER_ADDRESS: open connections one client address (an IPv6 /64) may hold; 0: no cap. */
-  httpConnectionsPerAddress: number;
-  redisUrl: string | null;
-  /** The installation's values the environment sets; null: kept in DATA_DIR (see `prepareDataDir`). */
-  given: { adminToken: string | null; mothershipId: string | null; secretsKey: Buffer | null };
-  worker: 'embedded' | 'off';
-  webhookTimeoutMs: number;
-  webhookRetryDelayMs: number;
-  /** The most webhook deliveries that wait for the receiver; beyond it the oldest are abandoned. */
-  webhookPendingMax: number;
-  mqttBackoffInitialMs: number;
-  mqttBackoffMaxMs: number;
-  mqttBirthDelayMaxMs: number;
-  /** Another client with the installation's client id: see src/mqtt/takeover.ts. */
-  mqttTakeover: { sessionMs: number; backoffMs: number };
-  healthIntervalMs: number;
-  nodeTimeoutMs: number;
-  /** The most nodes (each registers itself on its first heartbeat), people and zones the installation keeps. */
-  recordLimits: { nodes: number; persons: number; zones: number };
-  presenceAwayDelayMs: number;
-  enrichmentLeaseMs: number;
-  /** Delay before the second attempt of a failed job; the third waits 4x this. */
-  enrichmentRetryBaseMs: number;
-  enrichmentLlm: { url: string; model: string; apiKey: string | null } | null;
-  rateLimit: { capacity: number; refillPerSecond: number; failOpen: boolean; costs: Record<string, number> };
-  /** Events older than this many days are deleted (0 keeps them all). */
-  eventRetentionDays: number;
-  /** Open event streams: at most `max` per instance and `perClient` per token or address; `bufferBytes` queued per stream. */
-  eventStreams: { max: number; perClient: number; bufferBytes: number };
-  /** Finished webhook delivery attempts older than this many days are deleted (0 keeps them all). */
-  webhookLogRetentionDays: number;
-  /** Enrichments (match and job) finished more than this many days ago are deleted (0 keeps them all). */
-  enrichmentRetentionDays: number;
-  /** The storage budget of the event log and the webhook delivery log, in MiB (0: none). */
-  storageBudgetMb: number;
-  /** The most the baseline rows take, in MiB (0: no bound); the earliest runs are deleted beyond it. */
-  baselineStorageMb: number;
-  /** Prefix of every Redis key (rate-limit buckets, nonces), so installations and tests can share a server. */
-  redisPrefix: string;
-  trustProxy: string | false;
-  /** Origins whose pages may call the API with a bearer token (CORS); empty: none. */
-  corsOrigins: string[];
-  logLevel: string;
-  /** `auto`: readable lines on a terminal, JSON (one object a line) otherwise. */
-  logFormat: 'auto' | 'json' | 'pretty';
-}
+/** Everything the service reads from its environment, validated, before DATA_DIR is touched (docs/configuration.md). */
+export type EnvConfig = ReturnType<typeof loadConfig>;
 
 /** The configuration every process runs with: the environment's, completed from DATA_DIR. */
 export type Config = Omit<EnvConfig, 'given'> & Installation;
@@ -294,7 +240,7 @@ function secretsKeyFrom(text: string, source: string): Buffer {
  * Reads and validates the environment; touches nothing (DATA_DIR is `prepareDataDir`'s). Throws a
  * ConfigError naming the first variable with a bad value.
  */
-export function loadConfig(env: Env = process.env): EnvConfig {
+export function loadConfig(env: Env = process.env) {
   const data = Object.fromEntries(Object.entries(env).filter(([name, value]) => value !== undefined && (value !== '' || EMPTY_IS_A_VALUE.has(name))));
   // The validator would read `1e3`, `0x10` or `Infinity` as numbers; the documented form is digits.
   for (const [name, rule] of Object.entries(ENV_SCHEMA.properties) as [Variable, { type: string }][]) {
@@ -368,7 +314,7 @@ export function loadConfig(env: Env = process.env): EnvConfig {
     storageBudgetMb: values.STORAGE_BUDGET_MB,
     baselineStorageMb: values.BASELINE_STORAGE_MB,
     redisPrefix: values.REDIS_PREFIX,
-    trustProxy: values.TRUST_PROXY ?? false,
+    trustProxy: values.TRUST_PROXY ?? (false as const),
     corsOrigins,
     logLevel: values.LOG_LEVEL,
     logFormat: values.LOG_FORMAT,

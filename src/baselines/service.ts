@@ -287,7 +287,7 @@ export class BaselineService {
     const missing = ids.filter((id) => !found.has(id));
     for (let from = 0; from < missing.length; from += RECORDS_READ) {
       // Between reads, other requests run: SQLite's reads block the process, and records are stored as
-      // sent, padding and all (500 padded ones held every request for half a second).
+      // sent, padding and all.
       if (from > 0) await setImmediate();
       const chunk = missing.slice(from, from + RECORDS_READ);
       for (const row of await db.selectFrom('baselines').select(['id', 'record']).where('id', 'in', chunk).execute()) {

@@ -16,7 +16,7 @@ export class TransactionMisuseError extends Error {
 
 /**
  * While an AsyncLocalStorage is enabled, Node 20 runs a hook for every promise the process creates:
- * 2-6 us of a 35-37 us refused request (bench/README.md). The scope is enabled while a transaction runs
+ * a share of a refused request's cost (bench/README.md). The scope is enabled while a transaction runs
  * (`run` enables it) and disabled once none has been open for a turn of the event loop, so requests
  * that open no transaction (refusals, reads) do not pay for it, and the transactions of one group
  * commit do not switch it off and on between them. A store left on an old resource is a closed marker.

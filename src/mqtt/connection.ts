@@ -40,7 +40,7 @@ const MQTT_JS_LOG: Pick<IClientOptions, 'log'> = process.env.DEBUG ? {} : { log:
 /**
  * The largest packet the broker may send us (MQTT 5's Maximum Packet Size; the broker drops larger
  * ones): far above a building's device discovery config, far below what any client of the broker
- * could otherwise make this process hold (a 260 MB retained message took RSS to 858 MB). MQTT 3.1.1
+ * could otherwise make this process hold (the measurement: CHANGELOG.md). MQTT 3.1.1
  * has no such field: there the broker's own limit (Mosquitto's `message_size_limit`) is the bound.
  */
 export const MAX_INBOUND_PACKET_BYTES = 16 * 1024 * 1024;

@@ -17,24 +17,8 @@ import { DispatchLane } from './lane.js';
 import { MAX_WEBHOOK_ATTEMPTS, outcomeOf, retryDelayOf } from './policy.js';
 import { pollEvery, type Poller } from '../ticks.js';
 
-export interface DeliveryView {
-  id: number;
-  webhook_id: string;
-  event_seq: number | null;
-  event_type: string;
-  url: string;
-  attempt: number;
-  state: WebhookDeliveriesTable['state'];
-  status_code: number | null;
-  error: string | null;
-  duration_ms: number | null;
-  created_at: string;
-  attempted_at: string | null;
-  due_at: string;
-  /** The JSON text sent, cut at WEBHOOK_LOG_BODY_LIMIT bytes. */
-  payload: string;
-  response_body: string | null;
-}
+/** A delivery attempt as the log shows it; `payload`: the JSON text sent, cut at WEBHOOK_LOG_BODY_LIMIT bytes. */
+export type DeliveryView = Omit<Selectable<WebhookDeliveriesTable>, 'id' | 'response_body'> & { id: number; response_body: string | null };
 
 export interface WebhookStatus {
   last_delivery_at: string | null;
@@ -198,7 +182,7 @@ export class WebhookService {
     setMaxListeners(0, this.abandon.signal);
     for (const lane of this.lanes) lane.dispatch.start();
     // Wake at once for events whose outbox rows this process wrote; the poll covers retries and other processes.
-    // New rows are first attempts: only that lane needs waking (waking the retry lane too read the log twice per event).
+    // New rows are first attempts: only that lane needs waking.
     this.unsubscribe = this.events.subscribe(() => {
       if (this.outbox.takeEnqueued()) this.laneNamed('first').dispatch.kick();
     });
@@ -368,8 +352,7 @@ export class WebhookService {
   /**
    * Writes a batch's record at once. A delivery sent on its own and answered is one statement, which
    * needs no transaction. On PostgreSQL more are one statement too, each write a data-modifying CTE
-   * (a round trip each, and a transaction's two, were most of the dispatcher's cost against a failing
-   * receiver): they touch different rows, except a 410's failing of the pending rows, which must see
+   * (round trips were most of the dispatcher's cost against a failing receiver): they touch different rows, except a 410's failing of the pending rows, which must see
    * the retries written before it (`ordered`), so that batch is a transaction, as on SQLite.
    */
   private async writeRecord(attempts: PreparedValues<AttemptField>[], writes: RecordWrite[], ordered: boolean): Promise<void> {
@@ -439,20 +422,9 @@ export class WebhookService {
     );
     const result = await this.send(candidate.url, webhookId, payload, 'webhook.test', candidate.secrets, detailed);
     const ok = outcomeOf(result, 1) === 'delivered';
-    await this.database.write((db) =>
-      db
-        .updateTable('webhook_deliveries')
-        .set({
-          state: ok ? 'delivered' : 'failed',
-          status_code: result.statusCode,
-          error: result.error,
-          duration_ms: result.durationMs,
-          attempted_at: now(),
-          response_body: result.responseBody,
-        })
-        .where('id', '=', id)
-        .execute(),
-    );
+    const { statusCode, error, durationMs, responseBody } = result;
+    const state = ok ? 'delivered' : 'failed';
+    await this.database.write((db) => this.recordAttempt.execute(db, { id, state, statusCode, error, durationMs, attemptedAt: now(), responseBody }));
     this.metrics?.webhookDeliveries.inc({ outcome: ok ? 'delivered' : 'failed' });
     return { ...result, ok };
   }
