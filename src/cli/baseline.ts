@@ -1,4 +1,4 @@
-import { appendFileSync, closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
+import { appendFileSync, closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { BASELINE_RECORD_LIMIT } from '../limits.js';
 import { parseArgs } from 'node:util';
 import {
@@ -29,22 +29,30 @@ const CI_TOKEN = 'an API token of scope ci, made on the Tokens page or with POST
 type Loaded = { record: BaselineRecord; text: string } | { problems: string[] };
 
 /**
- * A record file's text, or why it cannot be one: only a regular file of at most a record's size is
- * read (a device such as /dev/zero never ends; opening a FIFO would wait for a writer).
+ * A record file's text, or why it cannot be one: at most a record's size is read, so a device such
+ * as /dev/zero is refused, not read for ever; a pipe (`<(jq ...)`, /dev/stdin) is read as a file is.
  */
 function readRecordFile(file: string): { text: string } | { problem: string } {
   let fd: number;
   try {
-    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK);
+    fd = openSync(file, 'r');
   } catch (error) {
     const { code, message } = error as NodeJS.ErrnoException;
     return { problem: code === 'ENOENT' ? 'file not found' : `cannot be read (${message})` };
   }
   try {
-    const stat = fstatSync(fd);
-    if (!stat.isFile()) return { problem: 'not a regular file' };
-    if (stat.size > BASELINE_RECORD_LIMIT) return { problem: `${stat.size} bytes: larger than a record may be (${BASELINE_RECORD_LIMIT} bytes)` };
-    return { text: readFileSync(fd, 'utf8') };
+    if (fstatSync(fd).isDirectory()) return { problem: 'a directory, not a record file' };
+    const buffer = Buffer.alloc(BASELINE_RECORD_LIMIT + 1);
+    let length = 0;
+    while (length < buffer.length) {
+      const read = readSync(fd, buffer, length, buffer.length - length, null);
+      if (read === 0) break;
+      length += read;
+    }
+    if (length > BASELINE_RECORD_LIMIT) return { problem: `larger than a record may be (${BASELINE_RECORD_LIMIT} bytes)` };
+    return { text: buffer.toString('utf8', 0, length) };
+  } catch (error) {
+    return { problem: `cannot be read (${(error as Error).message})` };
   } finally {
     closeSync(fd);
   }
