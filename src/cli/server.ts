@@ -19,8 +19,8 @@ export class ServerError extends Error {
   }
 }
 
-/** Failures before any byte of the request left: no connection, no name, no trusted certificate. */
-const BEFORE_SENDING = /^(?:ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|UND_ERR_CONNECT_TIMEOUT)$|CERT|TLS|SSL/;
+/** Failures of a connection that was made: the request may have reached the server (anything else left no byte of it). */
+const AFTER_CONNECTING = /^(?:UND_ERR_SOCKET|UND_ERR_CLOSED|UND_ERR_HEADERS_TIMEOUT|UND_ERR_BODY_TIMEOUT|ECONNRESET|EPIPE)$/;
 
 /** The server a command talks to: `--server`, else MOTHERSHIP_SERVER; undefined for neither. Throws a UsageError for a URL that is not http(s). */
 export function serverUrl(option: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
@@ -49,7 +49,8 @@ export async function serverRequest<T>(url: string, env: NodeJS.ProcessEnv, init
     });
   } catch (error) {
     const cause = (error as Error & { cause?: { code?: string; message?: string } }).cause;
-    const sent = !BEFORE_SENDING.test(cause?.code ?? '');
+    // Our own timeout may also end a request the server is still working on.
+    const sent = AFTER_CONNECTING.test(cause?.code ?? '') || (error as Error).name === 'TimeoutError';
     const why = cause?.code ?? cause?.message ?? (error as Error).message;
     throw new ServerError(
       sent ? `no answer from ${new URL(url).origin}: ${why}` : `could not reach ${new URL(url).origin}: ${why}`,
