@@ -1,6 +1,6 @@
 import { appendFileSync, closeSync, fstatSync, openSync, readSync } from 'node:fs';
-import { BASELINE_RECORD_LIMIT } from '../limits.js';
 import { parseArgs } from 'node:util';
+import { BASELINE_RECORD_LIMIT } from '../limits.js';
 import {
   baselineErrors,
   type BaselineRecord,
@@ -61,20 +61,19 @@ function readRecordFile(file: string): { text: string } | { problem: string } {
 /** Reads and validates one record file; returns the record and its text, or prints (and returns) why it is not one. */
 function load(file: string, io: Output): Loaded {
   const read = readRecordFile(file);
-  let text: string;
+  // A Windows editor's byte order mark is not JSON; the API takes such a file, so does the CLI.
+  const text = 'text' in read ? withoutByteOrderMark(read.text) : '';
   let data: unknown;
-  try {
-    if ('problem' in read) throw new Error(read.problem);
-    // A Windows editor's byte order mark is not JSON; the API takes such a file, so does the CLI.
-    text = withoutByteOrderMark(read.text);
-    data = JSON.parse(text);
-  } catch (error) {
-    const problem = `${file}: ${'problem' in read ? read.problem : `not valid JSON (${(error as Error).message})`}`;
-    io.err(problem);
-    return { problems: [problem] };
+  let problem = 'problem' in read ? read.problem : undefined;
+  if (!problem) {
+    try {
+      data = JSON.parse(text);
+    } catch (error) {
+      problem = `not valid JSON (${(error as Error).message})`;
+    }
   }
-  const problems = baselineErrors(data).map((error) => `${file}: ${error.path}: ${error.message}`);
-  for (const problem of problems) io.err(problem);
+  const problems = problem ? [`${file}: ${problem}`] : baselineErrors(data).map((error) => `${file}: ${error.path}: ${error.message}`);
+  for (const line of problems) io.err(line);
   return problems.length ? { problems } : { record: data as BaselineRecord, text };
 }
 
