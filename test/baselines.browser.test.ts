@@ -31,7 +31,8 @@ describe('Baselines page in Chromium: one chart per metric', () => {
     base = await app.http.listen({ port: 0, host: '127.0.0.1' });
     // Fourteen runs, enough to crowd a phone's x axis; the subject steps up 20% at the end, the tools stay near 1.6-2.4 s.
     for (let run = 0; run < RUNS; run++) {
-      const sha = (0xa00000 + run * 0x1111).toString(16).padStart(7, '0');
+      // Full shas, as `baseline push` sends them in GitHub Actions: the longest word a tooltip shows.
+      const sha = (0xa00000 + run * 0x1111).toString(16).padStart(7, '0').padEnd(40, '0');
       const wobble = (run % 3) * 0.005;
       await app.api('POST', '/api/baselines', {
         commit_sha: sha,
@@ -98,7 +99,7 @@ describe('Baselines page in Chromium: one chart per metric', () => {
         assert.match(point.tip, new RegExp(`\\n${field}: [\\d.]+ `), `${field} point ${index}`);
         assert.ok(point.focusable, `${field} point ${index} is reachable by keyboard`);
         assert.equal(point.href !== null, index % 2 === 0, `${field} point ${index}: a link exactly when the run has a commit_url`);
-        if (point.href) assert.match(point.href, /^https:\/\/git\.example\/org\/bench\/commit\/[0-9a-f]{7}$/);
+        if (point.href) assert.match(point.href, /^https:\/\/git\.example\/org\/bench\/commit\/[0-9a-f]{40}$/);
       }
     }
     // A comparison tool's point, focused from the keyboard, shows its tip.
@@ -112,10 +113,11 @@ describe('Baselines page in Chromium: one chart per metric', () => {
       const [tip, box] = await page.$eval(`${chart('subject_geomean')}`, (figure) =>
         [figure.querySelector('.chart-tip:not([hidden])')!, figure].map((element) => {
           const rect = element.getBoundingClientRect();
-          return { left: rect.left, right: rect.right };
+          return { left: rect.left, right: rect.right, overflow: element.scrollWidth - element.clientWidth };
         }),
       );
       assert.ok(tip!.left >= box!.left && tip!.right <= box!.right, `point ${index}: tip ${JSON.stringify(tip)} in ${JSON.stringify(box)}`);
+      assert.ok(tip!.overflow <= 0, `point ${index}: the tip's text (a full sha) stays in its box: ${tip!.overflow}px over`);
     }
   });
 

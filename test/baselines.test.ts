@@ -664,6 +664,44 @@ for (const dialect of DIALECTS) {
     });
   });
 
+  // A service of its own: its earliest runs must be one commit's.
+  describe(`baselines API, a history that starts with one commit (${dialect})`, () => {
+    let app: TestApp;
+    before(async () => {
+      app = await startTestApp(dialect);
+    });
+    after(() => app.cleanup());
+
+    it('a page whose first runs want older ones of their own commit still reads them for the others (outside review)', async () => {
+      // A team that pushed `cccccccc` 400 times (faster at first), then switched to another commit.
+      const runs: [string, number][] = [
+        ...Array.from({ length: 200 }, (): [string, number] => ['cccccccc', 1]),
+        ...Array.from({ length: 200 }, (): [string, number] => ['cccccccc', 2]),
+        ...Array.from({ length: 50 }, (): [string, number] => ['dddddddd', 1.9]),
+      ];
+      const at = (minute: number) => new Date(Date.UTC(2022, 0, 1) + minute * 60_000).toISOString();
+      for (let start = 0; start < runs.length; start += 50) {
+        const answers = await Promise.all(
+          runs
+            .slice(start, start + 50)
+            .map(([commit, subject], index) =>
+              app.api('POST', '/api/baselines', { ...valid, commit_sha: commit, timestamp: at(start + index), subject_geomean: subject }),
+            ),
+        );
+        for (const answer of answers) assert.equal(answer.status, 201, JSON.stringify(answer.body));
+      }
+      // The newest run's verdict on its own (as its push answered it), then in every page.
+      const { id } = (await app.api('GET', '/api/baselines/latest')).body as { id: number };
+      const detection = (await app.api('GET', `/api/baselines/${id}/detection`)).body as Detection;
+      assert.equal(detection.fields[0]!.centre, 1.5, 'cccccccc as the mean of its 400 runs');
+      for (const limit of [1, 50, 200, 500]) {
+        const [newest] = (await app.api('GET', `/api/baselines?limit=${limit}&detection=true`)).body as { id: number; detection: Detection }[];
+        assert.equal(newest!.id, id);
+        assert.deepEqual(newest!.detection, detection, `a page of ${limit}`);
+      }
+    });
+  });
+
   // A service of its own: it stores more runs than the other tests' lists read.
   describe(`baselines API, a long history (${dialect})`, () => {
     let app: TestApp;
@@ -753,6 +791,10 @@ describe('baseline CLI', () => {
     assert.match(result.stderr, /bad\.json: \/corpus_size: must be >= 0/);
     assert.match(result.stderr, /broken\.json: not valid JSON/);
     assert.equal((await cli('validate')).code, 2);
+    // A run the server would refuse for its time, refused here first (outside review: "valid", then a 400).
+    const ahead = await cli('validate', file('ahead.json', { ...valid, timestamp: '2099-06-01T00:00:00Z' }));
+    assert.equal(ahead.code, 1);
+    assert.match(ahead.stderr, /ahead\.json: \/timestamp: must be at most 60 minutes ahead of this machine's clock, which reads 20\d\d-/);
     // What is not a record file is named as such, and read no further (outside review: /dev/zero grew to
     // gigabytes, a directory was "not valid JSON"); a pipe is read as a file is.
     const big = file('big.json', JSON.stringify(valid) + ' '.repeat(BASELINE_RECORD_LIMIT));
@@ -880,6 +922,14 @@ describe('baseline CLI', () => {
       await new Promise<void>((resolve) => dropping.listen(0, '127.0.0.1', resolve));
       const droppingUrl = `http://127.0.0.1:${(dropping.address() as AddressInfo).port}`;
       const closedPort = await freePort();
+      // A server whose answer breaks off after its status line, with each status (the path says which).
+      const cutting = createServer((request, response) => {
+        request.resume();
+        response.writeHead(Number(request.url!.split('/')[1]), { 'content-type': 'application/json', 'content-length': '100' });
+        response.write('{"id"', () => response.socket?.destroy());
+      });
+      await new Promise<void>((resolve) => cutting.listen(0, '127.0.0.1', resolve));
+      const cutUrl = (status: number) => `http://127.0.0.1:${(cutting.address() as AddressInfo).port}/${status}`;
       const cases: [Record<string, string>, string[], RegExp[]][] = [
         [
           env(),
@@ -916,7 +966,18 @@ describe('baseline CLI', () => {
           // The request went out: whether it was recorded is for the history to say (outside review: "Nothing was recorded").
           env(),
           ['push', runFile, '--server', droppingUrl],
-          [/\*\*No answer from the server\*\*: no answer from http:\/\/127\.0\.0\.1:\d+/, /may have been recorded .*`mothership baseline history`/],
+          [/\*\*The answer was lost\*\*: no answer from http:\/\/127\.0\.0\.1:\d+/, /may have been recorded .*`mothership baseline history`/],
+        ],
+        [
+          // Its status came, then the connection broke: a refusal recorded nothing, a success did.
+          env(),
+          ['push', runFile, '--server', cutUrl(400)],
+          [/\*\*Refused \(400\)\*\*: .*answered 400, then its answer broke off/, /Nothing was recorded/],
+        ],
+        [
+          env(),
+          ['push', runFile, '--server', cutUrl(201)],
+          [/\*\*The answer was lost\*\*: .*answered 201, then its answer broke off/, /may have been recorded/],
         ],
         [
           // The record file is the benchmark's (a pull request's code): a field name it invents is echoed in the problems.
@@ -944,6 +1005,7 @@ describe('baseline CLI', () => {
       } finally {
         broken.close();
         dropping.close();
+        cutting.close();
       }
     });
 
@@ -960,10 +1022,10 @@ describe('baseline CLI', () => {
         [env(), ['push', runFile, '--server', server, '--bogus'], /Unknown option '--bogus'/],
         [env(), ['history', '--server', server, '--limit', '0'], /--limit must be 1\.\.500/],
         // An unset variable in a CI script, and forms Number() reads that the API refuses (outside review).
-        ...['', ' ', '0x10', '-1', 'Infinity'].map((threshold): [Record<string, string>, string[], RegExp] => [
+        ...['', ' ', '0x10', '-1', 'Infinity', '20000'].map((threshold): [Record<string, string>, string[], RegExp] => [
           env(),
           ['push', runFile, '--server', server, `--threshold=${threshold}`],
-          /--threshold must be a decimal number >= 0/,
+          /--threshold must be a decimal number from 0 to 10000/,
         ]),
       ];
       const before = (await app.api('GET', '/api/baselines')).body.length;

@@ -19,6 +19,7 @@ import { CLOCK_CHECK_MS, CLOCK_TOLERANCE_MS } from '../src/ops/clock.js';
 import { PAGE_ITEMS } from '../src/http/index.js';
 import { DETECTION_WEIGHT } from '../src/baselines/routes.js';
 import { FUTURE_LEEWAY_MS } from '../src/baselines/schema.js';
+import { MAX_THRESHOLD_PCT } from '../src/baselines/compare.js';
 import { VERSION } from '../src/version.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
@@ -179,6 +180,8 @@ describe('numbers the code sets, in prose', () => {
     ['docs/api.md', /`GET \/api\/baselines\/\{id\}\/detection`\) (\d+) as well/g, DETECTION_WEIGHT],
     ['docs/baselines.md', /and one run's verdict (\d+) \(/g, DETECTION_WEIGHT],
     ['docs/baselines.md', /more than (\d+) minutes ahead of its own clock/g, FUTURE_LEEWAY_MS / 60_000],
+    ['docs/baselines.md', /more than (\d+) minutes ahead of the machine's own clock/g, FUTURE_LEEWAY_MS / 60_000],
+    ['docs/baselines.md', /a decimal number of percent from 0 to (\d+)/g, MAX_THRESHOLD_PCT],
     ['docs/configuration.md', /pays its cost once per (\d+) items/g, PAGE_ITEMS],
     ['docs/configuration.md', /items its `limit` asks for, (\d+) times that/g, DETECTION_WEIGHT],
     ['docs/baselines.md', /Verdicts take about (\d+) times/g, DETECTION_WEIGHT],

@@ -151,7 +151,7 @@ for (const release of RELEASES)
         }
       });
 
-      it('a sha it stored in upper case is, once migrated, one commit with the same sha in lower case', async () => {
+      it('a sha it stores in upper case, before the migration or beside this release, is one commit with the same sha in lower case', async () => {
         const env = await createTestEnv(dialect);
         const db = connect(dialect, env);
         let app: TestApp | undefined;
@@ -170,6 +170,12 @@ for (const release of RELEASES)
           });
           assert.equal(posted.status, 201);
           assert.equal(posted.body.detection.fields[0].head_runs, 2, 'the stored run is the head commit’s');
+          // Beside this release, during an upgrade: what the release inserts now is one commit with it too (outside review).
+          await insertsBaseline(statements, db, dialect, { commit_sha: 'ABCDEF1', timestamp: '2026-11-24T12:00:00Z' });
+          const newest = await app.api('GET', '/api/baselines/latest');
+          const resolved = await app.api('GET', '/api/baselines/compare?base=ABCDEF1&head=latest');
+          assert.equal(resolved.status, 200, JSON.stringify(resolved.body));
+          assert.equal(resolved.body.base_id, newest.body.id, 'the newest run of the commit, whichever release wrote it');
         } finally {
           await db.destroy();
           await app?.cleanup();

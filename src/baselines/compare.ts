@@ -60,6 +60,8 @@ export const METRICS: { field: keyof BaselineRecord; role: MetricChange['role'];
 ];
 
 export const DEFAULT_THRESHOLD_PCT = 10;
+/** The largest threshold a request or the CLI takes, in percent. */
+export const MAX_THRESHOLD_PCT = 10_000;
 
 /** Rounded for display to `digits` significant digits; a value next to the largest double stays as it is (rounding up would overflow). */
 export function round(value: number, digits = 4): number {

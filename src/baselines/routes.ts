@@ -3,7 +3,7 @@ import { pageLimit, perPage, rowId, rowIdParams, textValidator, withSchemaTypes 
 import { BASELINE_RECORD_LIMIT, RECORD_PAGE } from '../limits.js';
 import { baselineErrors, baselineSchema, baselineSchemaForOpenApi, withoutByteOrderMark, type BaselineRecord } from './schema.js';
 import type { BaselineService } from './service.js';
-import { DEFAULT_THRESHOLD_PCT } from './compare.js';
+import { DEFAULT_THRESHOLD_PCT, MAX_THRESHOLD_PCT } from './compare.js';
 import { invalidFields } from '../errors.js';
 
 /** A route validator (Fastify's `{ error }` form) of a record by baselineErrors. */
@@ -81,7 +81,13 @@ const comparisonSchema = {
   },
 } as const;
 
-const thresholdSchema = { type: 'number', minimum: 0, maximum: 10000, default: DEFAULT_THRESHOLD_PCT, description: 'Regression threshold in percent' } as const;
+const thresholdSchema = {
+  type: 'number',
+  minimum: 0,
+  maximum: MAX_THRESHOLD_PCT,
+  default: DEFAULT_THRESHOLD_PCT,
+  description: 'Regression threshold in percent',
+} as const;
 const referenceSchema = { type: 'string', minLength: 1, maxLength: 64, description: 'latest, a record id, or a commit sha' } as const;
 
 /**

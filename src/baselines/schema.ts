@@ -49,13 +49,13 @@ const SURELY_IN_RANGE = { from: 1971, to: 2098 };
  */
 export const FUTURE_LEEWAY_MS = 60 * 60_000;
 
-/** The error of a run stamped after `nowMs` + FUTURE_LEEWAY_MS, or none. */
-export function futureError(record: Pick<BaselineRecord, 'timestamp'>, nowMs: number): FieldError[] {
+/** The error of a run stamped after `nowMs` + FUTURE_LEEWAY_MS, or none; `clock` names whose clock `nowMs` is. */
+export function futureError(record: Pick<BaselineRecord, 'timestamp'>, nowMs: number, clock = "the server's clock"): FieldError[] {
   return Date.parse(runAt(record.timestamp)) > nowMs + FUTURE_LEEWAY_MS
     ? [
         {
           path: '/timestamp',
-          message: `must be at most ${FUTURE_LEEWAY_MS / 60_000} minutes ahead of the server's clock, which reads ${new Date(nowMs).toISOString()}`,
+          message: `must be at most ${FUTURE_LEEWAY_MS / 60_000} minutes ahead of ${clock}, which reads ${new Date(nowMs).toISOString()}`,
         },
       ]
     : [];

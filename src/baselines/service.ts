@@ -242,9 +242,10 @@ export class BaselineService {
 
   /**
    * Reads runs older than the first of `runs` (oldest first) while the history of a run from `from`
-   * on wants them (historyStart) and another commit than that run's has one there: a history of one
-   * commit alone (a team that pushes every run as `main`) reads no further. `exhausted`: the runs
-   * read so far were all there are. Answers the runs and where the given ones start now.
+   * on wants them (historyStart) and they hold a commit other than that run's: older runs all of the
+   * one commit that wants them (a team that pushed every run as `main`) add nothing to its history.
+   * `exhausted`: the runs read so far were all there are. Answers the runs and where the given ones
+   * start now.
    */
   private async withHistory<T extends Pick<StoredBaseline, 'id' | 'record'>>(
     given: T[],
@@ -255,10 +256,12 @@ export class BaselineService {
     let runs: (T | StoredBaseline)[] = given;
     let left = !exhausted;
     for (;;) {
-      const wanting = runs.slice(from).findIndex((_, offset) => historyStart(runs, from + offset).short);
-      if (!left || wanting < 0) return { runs, from };
+      // The commits of the runs that want older ones; two are enough: each is the other's other commit.
+      const wanting = new Set<string>();
+      for (let index = from; index < runs.length && wanting.size < 2; index++) if (historyStart(runs, index).short) wanting.add(commitOf(runs[index]!.record));
+      if (!left || wanting.size === 0) return { runs, from };
       const oldest = runs[0]!;
-      if (!(await this.otherCommitBefore(db, commitOf(runs[from + wanting]!.record), oldest.id))) return { runs, from };
+      if (wanting.size === 1 && !(await this.otherCommitBefore(db, [...wanting][0]!, oldest.id))) return { runs, from };
       const older = (await this.page(HISTORY_RUNS, oldest.id, db)).reverse();
       left = older.length === HISTORY_RUNS;
       runs = [...older, ...runs];

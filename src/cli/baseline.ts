@@ -7,6 +7,8 @@ import {
   compareBaselines,
   type ComparisonReport,
   DEFAULT_THRESHOLD_PCT,
+  futureError,
+  MAX_THRESHOLD_PCT,
   formatDetection,
   formatHistory,
   formatPushFailure,
@@ -16,6 +18,7 @@ import {
   withoutByteOrderMark,
 } from '../baselines/index.js';
 import type { Detection, StoredBaseline } from '../baselines/index.js';
+import type { FieldError } from '../errors.js';
 import type { Output } from './io.js';
 import { serverRequest, serverUrl, ServerError, UsageError } from './server.js';
 
@@ -63,18 +66,26 @@ function load(file: string, io: Output): Loaded {
   const read = readRecordFile(file);
   // A Windows editor's byte order mark is not JSON; the API takes such a file, so does the CLI.
   const text = 'text' in read ? withoutByteOrderMark(read.text) : '';
-  let data: unknown;
-  let problem = 'problem' in read ? read.problem : undefined;
-  if (!problem) {
-    try {
-      data = JSON.parse(text);
-    } catch (error) {
-      problem = `not valid JSON (${(error as Error).message})`;
-    }
+  const data = 'text' in read ? parseJson(text) : read;
+  const problems = ('problem' in data ? [data.problem] : recordErrors(data.value).map((error) => `${error.path}: ${error.message}`)).map(
+    (problem) => `${file}: ${problem}`,
+  );
+  for (const problem of problems) io.err(problem);
+  return 'value' in data && problems.length === 0 ? { record: data.value as BaselineRecord, text } : { problems };
+}
+
+/** What the server would refuse in a record: the schema, then its run time against this machine's clock (years ahead fails before any request). */
+function recordErrors(value: unknown): readonly FieldError[] {
+  const errors = baselineErrors(value);
+  return errors.length ? errors : futureError(value as BaselineRecord, Date.now(), "this machine's clock");
+}
+
+function parseJson(text: string): { value: unknown } | { problem: string } {
+  try {
+    return { value: JSON.parse(text) };
+  } catch (error) {
+    return { problem: `not valid JSON (${(error as Error).message})` };
   }
-  const problems = problem ? [`${file}: ${problem}`] : baselineErrors(data).map((error) => `${file}: ${error.path}: ${error.message}`);
-  for (const line of problems) io.err(line);
-  return problems.length ? { problems } : { record: data as BaselineRecord, text };
 }
 
 /** The options every baseline command shares, read with Node's own parser; a bad value is a UsageError. */
@@ -92,8 +103,8 @@ function options(args: string[], usage: string, needsServer: boolean, env: NodeJ
   const { threshold = String(DEFAULT_THRESHOLD_PCT), format = 'table', server, limit = '20' } = parsed.values;
   const thresholdPct = Number(threshold);
   // Written in decimal: Number() also reads "" and " " as 0 (an unset variable in a CI script) and "0x10" as 16.
-  if (!/^(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/.test(threshold) || !Number.isFinite(thresholdPct))
-    throw new UsageError(`--threshold must be a decimal number >= 0, got "${threshold}"`);
+  if (!/^(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/.test(threshold) || !(thresholdPct <= MAX_THRESHOLD_PCT))
+    throw new UsageError(`--threshold must be a decimal number from 0 to ${MAX_THRESHOLD_PCT}, got "${threshold}"`);
   if (!FORMATS.includes(format as ReportFormat)) throw new UsageError(`--format must be table, json or markdown, got "${format}"`);
   if (!/^\d+$/.test(limit) || Number(limit) < 1 || Number(limit) > 500) throw new UsageError(`--limit must be 1..500, got "${limit}"`);
   const url = serverUrl(server, env);
@@ -235,7 +246,7 @@ function failure(error: unknown): { title: string; detail: string; errors: strin
   if (error instanceof ServerError) {
     const errors = (error.problem?.errors ?? []).map((entry) => `${entry.path}: ${entry.message}`);
     const title =
-      error.status !== undefined ? `${error.problem?.title ?? 'Refused'} (${error.status})` : error.sent ? 'No answer from the server' : 'Server not reached';
+      error.status !== undefined ? `${error.problem?.title ?? 'Refused'} (${error.status})` : error.sent ? 'The answer was lost' : 'Server not reached';
     const detail = error.problem?.detail ?? error.message;
     if (error.sent)
       return {

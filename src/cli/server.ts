@@ -64,12 +64,9 @@ export async function serverRequest<T>(url: string, env: NodeJS.ProcessEnv, init
   try {
     text = await response.text();
   } catch (error) {
-    throw new ServerError(
-      `${new URL(url).origin} answered ${response.status}, then its answer broke off: ${(error as Error).message}`,
-      undefined,
-      undefined,
-      true,
-    );
+    // A refusal recorded nothing; a success did, and only its answer was lost.
+    const message = `${new URL(url).origin} answered ${response.status}, then its answer broke off: ${(error as Error).message}`;
+    throw new ServerError(message, response.ok ? undefined : response.status, undefined, response.ok);
   }
   let body: unknown;
   try {

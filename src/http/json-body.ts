@@ -78,15 +78,15 @@ export function jsonBodies(app: FastifyInstance): void {
     request.rawBody = body as Buffer;
     const refusedCharset = charsetError(request.headers['content-type']);
     if (refusedCharset) return done(refusedCharset);
-    // Bodies are read as sent: a compressed one would be refused as "not UTF-8", or a `br` label on plain JSON ignored.
-    const encoding = request.headers['content-encoding'];
-    if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity')
-      return done(new ProblemError('unsupported_media_type', `Content-Encoding ${encoding.slice(0, 40)} is not accepted: send the body uncompressed`));
-    // Decoding would replace each stray byte with U+FFFD, and the name stored would not be the one sent.
-    if (!isUtf8(body as Buffer)) return done(new ProblemError('bad_request', 'The body is not valid UTF-8: send JSON in UTF-8 (RFC 8259)'));
     // Generic clients send `Content-Type: application/json` on every request, a bodyless DELETE too:
     // an empty body where the route takes none is no body, not malformed JSON.
     if ((body as Buffer).length === 0 && !request.routeOptions.schema?.body) return done(null, undefined);
+    // Bodies are read as sent: a compressed one would be refused as "not UTF-8", or a `br` label on plain JSON ignored.
+    const encoding = request.headers['content-encoding'];
+    if (encoding && encoding.split(',').some((coding) => !['', 'identity'].includes(coding.trim().toLowerCase())))
+      return done(new ProblemError('unsupported_media_type', `Content-Encoding ${encoding.slice(0, 40)} is not accepted: send the body uncompressed`));
+    // Decoding would replace each stray byte with U+FFFD, and the name stored would not be the one sent.
+    if (!isUtf8(body as Buffer)) return done(new ProblemError('bad_request', 'The body is not valid UTF-8: send JSON in UTF-8 (RFC 8259)'));
     void parseJson(request, body as unknown as string, (error, parsed) => {
       if (error) return done(poisonedJsonError(body as Buffer) ?? error);
       const shapeError = jsonShapeError(parsed);
