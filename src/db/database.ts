@@ -140,11 +140,13 @@ export class Database {
       // The server cancels a statement past the timeout itself (a lock waited for, a slow plan): the
       // connection stays in step and nothing goes on waiting on the server. One that cannot answer
       // (frozen, packets dropped) cannot cancel either: a moment later the client gives up and ends
-      // the connection (endOnQueryTimeout).
+      // the connection (endOnQueryTimeout). A transaction whose instance stops sending (frozen, a
+      // paused VM) is ended by the server, so the locks it holds do not stop every other instance.
       const database = Database.postgres(driver, options.databaseUrl, {
         max: 10,
         connectionTimeoutMillis: timeout,
         statement_timeout: timeout,
+        idle_in_transaction_session_timeout: timeout,
         query_timeout: timeout && timeout + QUERY_TIMEOUT_MARGIN_MS,
       });
       database.migratedFrom = migrator.migratedFrom;

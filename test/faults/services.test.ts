@@ -7,6 +7,7 @@ import { createTestEnv, eventually, startTestApp } from '../helpers/app.js';
 import { botRequest } from '../helpers/bot.js';
 import { REPLAY } from '../helpers/fixtures.js';
 import { spawnMothership, stopProcess } from '../helpers/process.js';
+import { deferred } from '../helpers/deferred.js';
 import { startPostgres, startRedis } from '../helpers/services.js';
 import { MqttLeadership } from '../../src/mqtt/index.js';
 
@@ -235,6 +236,50 @@ describe('a PostgreSQL query past DATABASE_TIMEOUT_MS', () => {
       assert.ok(!stored.includes('stalled'), `the write answered 503 was stored: ${JSON.stringify(stored)}`);
     } finally {
       await app.cleanup();
+    }
+  });
+});
+
+describe('an instance frozen inside a transaction on PostgreSQL', () => {
+  it('is ended by the server after DATABASE_TIMEOUT_MS, so its row locks stop no other instance (outside review: every write 503 while frozen)', async () => {
+    const env = await createTestEnv('postgres', { DATABASE_TIMEOUT_MS: '1000' });
+    const first = await startTestApp('postgres', { DATABASE_TIMEOUT_MS: '1000' }, { testEnv: env });
+    const second = await startTestApp('postgres', { DATABASE_TIMEOUT_MS: '1000' }, { testEnv: env });
+    const frozen = deferred<void>();
+    try {
+      assert.equal((await first.api('POST', '/api/persons', { id: 'held', name: 'Held' })).status, 201);
+      // The first instance locks the row, then stops sending, as a frozen process would.
+      const locked = deferred<void>();
+      const transaction = first.database
+        .transaction(async (db) => {
+          await sql`select id from persons where id = 'held' for update`.execute(db);
+          locked.resolve();
+          await frozen.promise;
+          await sql`select 1`.execute(db);
+        })
+        .then(
+          () => 'committed',
+          () => 'ended',
+        );
+      await locked.promise;
+      await eventually(
+        async () => {
+          const { rows } = await sql<{ count: number }>`select count(*)::int as count from pg_stat_activity
+            where datname = current_database() and state = 'idle in transaction'`.execute(second.database.db);
+          return rows[0]!.count === 0;
+        },
+        10_000,
+        'the server to end the session idle in its transaction',
+      );
+      const renamed = await second.api('PATCH', '/api/persons/held', { name: 'Renamed' });
+      assert.equal(renamed.status, 200, JSON.stringify(renamed.body));
+      frozen.resolve();
+      assert.equal(await transaction, 'ended', 'the frozen transaction did not commit after the server ended it');
+    } finally {
+      frozen.resolve();
+      await second.cleanup();
+      await first.cleanup();
+      await env.cleanup();
     }
   });
 });
