@@ -7,8 +7,8 @@ import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { createHash, createHmac } from 'node:crypto';
 import { MAX_CLOCK_SKEW_SECONDS, NONCE_TTL_SECONDS, parseSignatures, stringToSign, verifySignatures, type SignedParts } from '../src/enrichment/signing.js';
-import { SECRET_CACHE_MS } from '../src/enrichment/bots.js';
 import { DAILY_QUOTA } from '../src/enrichment/quota.js';
+import { SECRET_CACHE_MS } from '../src/enrichment/bots.js';
 import { EVENT_LOOP_SAMPLE_MS } from '../src/ops/event-loop-delay.js';
 import { IDLE_INTERVAL_MS, QUIET_INTERVAL_MS } from '../src/db/checkpointer.js';
 import { GIVE_BACK_HELD_MS } from '../src/storage-budget.js';
@@ -182,6 +182,7 @@ describe('numbers the code sets, in prose', () => {
     ['docs/baselines.md', /more than (\d+) minutes ahead of its own clock/g, FUTURE_LEEWAY_MS / 60_000],
     ['docs/baselines.md', /more than (\d+) minutes ahead of the machine's own clock/g, FUTURE_LEEWAY_MS / 60_000],
     ['docs/baselines.md', /a decimal number of percent from 0 to (\d+)/g, MAX_THRESHOLD_PCT],
+    ['docs/enrichment.md', /take the new secret within (\d+) s/g, SECRET_CACHE_MS / 1000],
     ['docs/configuration.md', /pays its cost once per (\d+) items/g, PAGE_ITEMS],
     ['docs/configuration.md', /items its `limit` asks for, (\d+) times that/g, DETECTION_WEIGHT],
     ['docs/baselines.md', /Verdicts take about (\d+) times/g, DETECTION_WEIGHT],

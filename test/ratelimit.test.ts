@@ -264,6 +264,27 @@ describe('rate limiting over HTTP', () => {
     );
   });
 
+  it("charges a bot's signed status read to the bot's bucket only, and a bad signature once to the address (outside review)", async () => {
+    // An app of its own, with a fresh address bucket: 20 tokens, next to nothing refilled.
+    const app = await startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '20', RATE_LIMIT_REFILL_PER_SEC: '0.01' });
+    try {
+      const bots = await Promise.all(Array.from({ length: 8 }, (_, index) => app.enrichment.bots.create({ id: `reader-${index}`, name: `Reader ${index}` })));
+      // Eight bots behind one address, four reads each: more than the address bucket holds.
+      for (const bot of bots)
+        for (let read = 0; read < 4; read++) {
+          const status = await botRequest(app.http, bot, 'GET', '/api/matches/none/enrichment');
+          assert.equal(status.status, 404, `${bot.id}: ${JSON.stringify(status.body)}`);
+        }
+      const address = async () => (await app.api('GET', '/api/system/health', undefined, anonymous)).headers['ratelimit'];
+      assert.equal(await address(), '"default";r=19;t=0', 'the signed reads left the address bucket alone');
+      const forged = await botRequest(app.http, bots[0]!, 'GET', '/api/matches/none/enrichment', undefined, { secrets: ['not-the-secret'] });
+      assert.equal(forged.status, 401);
+      assert.equal(forged.headers['ratelimit'], '"default";r=18;t=0', 'a bad signature costs the address one request, not two');
+    } finally {
+      await app.cleanup();
+    }
+  });
+
   it('charges a valid token to its own bucket (1000, 100 a second), not the address', async () => {
     const first = await app.api('GET', '/api/system/health');
     assert.equal(first.status, 200, "the address bucket is empty, the admin token's is not");

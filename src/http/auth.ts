@@ -265,7 +265,9 @@ export class RouteAuth {
         ? await this.session(request).catch((error: unknown) => this.checks.chargeAddress(request, reply).then(() => Promise.reject(error)))
         : null;
     if (session) await this.checks.chargeToken(request, reply, session.user === null ? `session:${session.id}` : `user:${session.user}`);
-    else await this.checks.chargeAddress(request, reply);
+    // Without admin credentials on a route that takes bots, the bot check charges: the bot's own
+    // bucket once signed, the address when not (charging both made bots behind one address share it).
+    else if (!(credential === null && ROUTE_ACCESS[mode].bot)) await this.checks.chargeAddress(request, reply);
     if (credential === 'wrong_token') {
       await this.checks.chargeSignIn(request, reply);
       this.refusedToken(request, 'bearer token');
