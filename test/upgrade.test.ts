@@ -56,6 +56,13 @@ async function replayInOrder(statements: Recorded[], db: Kysely<any>, dialect: D
   return outcomes;
 }
 
+/** A baseline run of `record`'s commit and time, with the figures the tests do not look at. */
+const baselineRun = (record: { commit_sha: string; timestamp: string; grep_1000_mean_ms?: number }) => ({
+  subject_geomean: 0.5,
+  grep_1000_mean_ms: 40,
+  ...record,
+});
+
 /**
  * A release's own insert of a baseline, with the parameters it gives it: commit, recorded_at, (from
  * 0.2.0 on, the run time it computes as this release does), record.
@@ -68,7 +75,7 @@ function insertsBaseline(
 ) {
   const insert = statements.find((recorded) => recorded.dialect === dialect && /^insert into "baselines"/.test(recorded.sql));
   assert.ok(insert, 'the fixture has the release insert a baseline');
-  const full = JSON.stringify({ subject_geomean: 0.5, grep_1000_mean_ms: 40, ...record });
+  const full = JSON.stringify(baselineRun(record));
   const withRunTime = /"run_at"/.test(insert.sql);
   const parameters = withRunTime
     ? [record.commit_sha, new Date().toISOString(), runAt(record.timestamp), full]
@@ -127,12 +134,7 @@ for (const release of RELEASES)
         const app = await startTestApp(dialect, {}, { testEnv: env });
         const db = connect(dialect, env);
         try {
-          const posted = await app.api('POST', '/api/baselines', {
-            commit_sha: 'aaaaaaa',
-            timestamp: '2026-11-24T10:00:00Z',
-            subject_geomean: 0.5,
-            grep_1000_mean_ms: 40,
-          });
+          const posted = await app.api('POST', '/api/baselines', baselineRun({ commit_sha: 'aaaaaaa', timestamp: '2026-11-24T10:00:00Z' }));
           assert.equal(posted.status, 201);
           // The release's instance records the next run: 36 % slower.
           await insertsBaseline(statements, db, dialect, { commit_sha: 'bbbbbbb', timestamp: '2026-11-24T12:00:00+01:00', grep_1000_mean_ms: 54.4 });
@@ -162,12 +164,7 @@ for (const release of RELEASES)
           const stored = await app.api('GET', '/api/baselines/compare?base=abcdef1&head=latest');
           assert.equal(stored.status, 200, JSON.stringify(stored.body));
           assert.equal(stored.body.base_id, stored.body.head_id, 'found by its sha in lower case');
-          const posted = await app.api('POST', '/api/baselines', {
-            commit_sha: 'abcdef1',
-            timestamp: '2026-11-24T11:00:00Z',
-            subject_geomean: 0.5,
-            grep_1000_mean_ms: 40,
-          });
+          const posted = await app.api('POST', '/api/baselines', baselineRun({ commit_sha: 'abcdef1', timestamp: '2026-11-24T11:00:00Z' }));
           assert.equal(posted.status, 201);
           assert.equal(posted.body.detection.fields[0].head_runs, 2, 'the stored run is the head commit’s');
           // Beside this release, during an upgrade: what the release inserts now is one commit with it too (outside review).
