@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { parseList } from 'structured-headers';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import type { InjectOptions } from 'fastify';
 import { ConfigError } from '../src/config.js';
 import { MICRO, PolicyError, takeTokens, validatePolicy, type BucketState } from '../src/ratelimit/bucket.js';
 import { addressKey, perPage } from '../src/http/index.js';
@@ -280,6 +281,44 @@ describe('rate limiting over HTTP', () => {
       const forged = await botRequest(app.http, bots[0]!, 'GET', '/api/matches/none/enrichment', undefined, { secrets: ['not-the-secret'] });
       assert.equal(forged.status, 401);
       assert.equal(forged.headers['ratelimit'], '"default";r=18;t=0', 'a bad signature costs the address one request, not two');
+    } finally {
+      await app.cleanup();
+    }
+  });
+
+  it('charges a request to a bot route refused before its signature is checked to its address, as the check would (outside review)', async () => {
+    const app = await startTestApp('sqlite', { RATE_LIMIT_CAPACITY: '20', RATE_LIMIT_REFILL_PER_SEC: '0.01' });
+    try {
+      const bot = await app.enrichment.bots.create({ id: 'sloppy', name: 'Sloppy' });
+      // Refused while the body or the query is read, before the signature (which signs the body) is checked.
+      const send = async (options: InjectOptions) => {
+        const response = await app.http.inject(options);
+        return { status: response.statusCode, headers: response.headers, body: response.json() };
+      };
+      const json = { 'content-type': 'application/json' };
+      const early = [
+        () => send({ method: 'POST', url: '/api/request-enrichment', headers: json, payload: '{' }),
+        () => send({ method: 'POST', url: '/api/request-enrichment', headers: { 'content-type': 'text/plain' }, payload: 'hello' }),
+        () => send({ method: 'POST', url: '/api/request-enrichment', headers: json, payload: `"${'x'.repeat(5000)}"` }),
+        () => send({ method: 'GET', url: '/api/matches/none/enrichment?page=%ff' }),
+        () => botRequest(app.http, bot, 'POST', '/api/request-enrichment', { match_id: 'none' }, { tamper: { body: '{"match_id":' } }),
+      ];
+      const answers: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        const response = await early[i % early.length]!();
+        answers.push(`${response.status} ${response.headers['ratelimit']}`);
+      }
+      assert.deepEqual(
+        answers.map((answer) => answer.split(' ')[1]),
+        Array.from({ length: 20 }, (_, index) => `"default";r=${19 - index};t=${index < 19 ? 0 : 100}`),
+        answers.join(', '),
+      );
+      assert.deepEqual([...new Set(answers.map((answer) => answer.split(' ')[0]))].sort(), ['400', '413', '415']);
+      const refused = await early[0]!();
+      assert.equal(refused.status, 429, 'the address bucket is empty');
+      assert.equal(refused.body.code, 'rate_limited');
+      const signed = await botRequest(app.http, bot, 'GET', '/api/matches/none/enrichment');
+      assert.equal(signed.status, 404, "a signed request is charged to the bot's bucket, which is full");
     } finally {
       await app.cleanup();
     }

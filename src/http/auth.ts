@@ -205,6 +205,9 @@ export interface RouteAuthChecks {
  * bytes), skipped for an admin on an `admin_or_bot` route.
  */
 export class RouteAuth {
+  /** Requests to a route that takes bots, without other credentials, whose bot check (which charges their route limit) has not run yet. */
+  private readonly awaitingBotCheck = new WeakSet<FastifyRequest>();
+
   constructor(
     private readonly adminToken: string,
     private readonly sessions: SessionStore,
@@ -267,7 +270,8 @@ export class RouteAuth {
     if (session) await this.checks.chargeToken(request, reply, session.user === null ? `session:${session.id}` : `user:${session.user}`);
     // Without admin credentials on a route that takes bots, the bot check charges: the bot's own
     // bucket once signed, the address when not (charging both made bots behind one address share it).
-    else if (!(credential === null && ROUTE_ACCESS[mode].bot)) await this.checks.chargeAddress(request, reply);
+    else if (credential === null && ROUTE_ACCESS[mode].bot) this.awaitingBotCheck.add(request);
+    else await this.checks.chargeAddress(request, reply);
     if (credential === 'wrong_token') {
       await this.checks.chargeSignIn(request, reply);
       this.refusedToken(request, 'bearer token');
@@ -290,12 +294,28 @@ export class RouteAuth {
       // An unmatched request has nothing to protect: the not-found handler answers it.
       if (request.is404) return done();
       const mode = request.routeOptions.config.auth ?? 'admin';
-      if (!ROUTE_ACCESS[mode].admin) return done();
+      if (!ROUTE_ACCESS[mode].admin) {
+        if (ROUTE_ACCESS[mode].bot) this.awaitingBotCheck.add(request);
+        return done();
+      }
       this.admit(request, reply, mode).then(() => done(), done);
     });
     app.addHook('preValidation', (request, reply, done) => {
       if (request.is404 || !ROUTE_ACCESS[request.routeOptions.config.auth ?? 'admin'].bot || request.isAdmin) return done();
+      this.awaitingBotCheck.delete(request);
       this.checks.authenticateBot(request, reply).then(() => done(), done);
+    });
+    // A request refused before the bot check (a body or query that cannot be read) would cost no
+    // bucket at all: it costs its address, as the check's own refusals do, and is a 429 once that is empty.
+    app.addHook('onRoute', (route) => {
+      if (!ROUTE_ACCESS[route.config!.auth!].bot) return;
+      route.errorHandler = (error, request, reply) => {
+        if (!this.awaitingBotCheck.has(request)) return request.server.errorHandler(error, request, reply);
+        void this.checks.chargeAddress(request, reply).then(
+          () => request.server.errorHandler(error, request, reply),
+          (refusal: typeof error) => request.server.errorHandler(refusal, request, reply),
+        );
+      };
     });
     // A household entry that depends on the body is decided once the body is read and valid.
     app.addHook('preHandler', (request, _reply, done) => {
