@@ -15,6 +15,7 @@ import { WAL_REST_BYTES, walLimits } from '../src/db/database.js';
 import { IDLE_INTERVAL_MS, QUIET_INTERVAL_MS, startCheckpointer, type CheckpointFailure } from '../src/db/checkpointer.js';
 import { GroupCommit } from '../src/db/group-commit.js';
 import { prepare, prepareColumn } from '../src/db/prepared.js';
+import { claimInterval } from '../src/db/kv.js';
 import { WaitEstimate } from '../src/enrichment/estimate.js';
 import { JobQueue } from '../src/enrichment/jobs.js';
 import { EnrichmentRequests } from '../src/enrichment/request.js';
@@ -299,6 +300,27 @@ for (const dialect of DIALECTS) {
     });
   });
 }
+
+describe('a periodic task claimed in the database (claimInterval)', () => {
+  it('is claimed once an interval: by one of three instances at the same moment, and by none before 0.9 of the interval has passed', async () => {
+    const { url, drop } = await createPgDatabase();
+    const dataDirs = [0, 1, 2].map(() => mkdtempSync(path.join(tmpdir(), 'mothership-claim-')));
+    const instances = await Promise.all(dataDirs.map((dataDir) => Database.open({ databaseUrl: url, dataDir })));
+    try {
+      const start = Date.parse('2026-11-20T00:00:00.000Z');
+      const claims = (at: number) => Promise.all(instances.map((database) => claimInterval(database, 'report', 1000, at)));
+      const winners = async (at: number) => (await claims(at)).filter(Boolean).length;
+      for (let round = 0; round < 20; round++) assert.equal(await winners(start + round * 1000), 1, `round ${round}: one claim`);
+      const last = start + 19 * 1000;
+      assert.equal(await winners(last + 899), 0, 'not before 0.9 of the interval');
+      assert.equal(await winners(last + 900), 1);
+    } finally {
+      await Promise.all(instances.map((database) => database.close()));
+      await drop();
+      for (const dataDir of dataDirs) rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
 
 describe('group commit on SQLite', () => {
   const file = new BetterSqlite3(':memory:');

@@ -348,12 +348,8 @@ describe('the health report timer', () => {
       // Three instances each ticking every 300 ms would report 30 times; once per interval is at most elapsed / (0.9 x 300 ms) + 1.
       assert.ok(events.length >= 5, `${events.length} reports in ${elapsed} ms`);
       assert.ok(events.length <= Math.floor(elapsed / 270) + 1, `${events.length} reports in ${elapsed} ms from 3 instances`);
-      const gaps = events.slice(1).map((event, index) => Date.parse(event.timestamp) - Date.parse(events[index]!.timestamp));
-      // Claims are at least 270 ms apart; the events' own timestamps add the time from claim to write.
-      assert.ok(
-        gaps.every((gap) => gap >= 150),
-        `gaps ${gaps.join(', ')} ms`,
-      );
+      // Not the gaps between the events' timestamps: each adds its own time from claim to write, which a
+      // busy machine stretches. The claims' spacing is db.test.ts's (claimInterval).
       // The instance that reported stops: another takes over within an interval or two.
       await instances[0]!.close();
       const before = events.length;

@@ -226,11 +226,8 @@ describe('three instances on one PostgreSQL, Redis and broker', () => {
     const elapsed = Date.now() - startedAt;
     // Once per interval (a claim waits at least 0.9 of it): three instances each reporting would be three times as many.
     assert.ok(health.length >= 2 && health.length <= Math.floor(elapsed / (0.9 * HEALTH_INTERVAL_MS)) + 1, `${health.length} reports in ${elapsed} ms`);
-    const gaps = health.slice(1).map((event, index) => Date.parse(event.timestamp) - Date.parse(health[index]!.timestamp));
-    assert.ok(
-      gaps.every((gap) => gap >= HEALTH_INTERVAL_MS / 2),
-      `gaps ${gaps.join(', ')} ms`,
-    );
+    // Not the gaps between the reports' timestamps: a busy machine stretches each one's time from claim
+    // to write (the claims' spacing is db.test.ts's).
   });
 
   it('enrichment: 60 concurrent requests of one bot over three instances enqueue 5 jobs, each processed once', async () => {
