@@ -51,7 +51,7 @@ async function waitForRedis(redis: Redis): Promise<void> {
 
 /** The database and what keeps its size: the outbox bound, the storage budget; the event pipeline writing through them. */
 async function openStorage(config: Config) {
-  const { database, box, warnings: installationWarnings } = await openInstallation(config);
+  const { database, box, warnings: installationWarnings } = await openInstallation(config, { serving: true });
   const metrics = new Metrics();
   const outboxBound = new OutboxBound(database, config.webhookPendingMax, metrics);
   const budget =

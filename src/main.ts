@@ -139,7 +139,7 @@ async function main(argv: string[]): Promise<number> {
         const missing = missingLocalDatabase(envConfig);
         if (missing) throw new UsageError(missing);
         const config = prepareDataDir(envConfig);
-        return localBots(config, io).catch(explainStartup(config));
+        return localBots(config).catch(explainStartup(config));
       });
     case 'mqtt':
       warnLookalikes();

@@ -8,6 +8,7 @@ import { createTestEnv, eventually, startTestApp, type TestApp } from './helpers
 import { freePort, observer, patientProxy, retainedAll, retainedSet, startBroker } from './helpers/broker.js';
 import { CUT_SHORT_IN_A_ROW } from '../src/mqtt/takeover.js';
 import { spawnMothership, START_TIMEOUT_MS, startService, stopProcess } from './helpers/process.js';
+import { Database, getSetting } from '../src/db/index.js';
 import { DEFAULT_WEBHOOK_EVENT_TYPES } from '../src/settings/model.js';
 
 const unique = () => randomBytes(4).toString('hex');
@@ -976,6 +977,26 @@ describe('mothership mqtt cleanup', () => {
       const own = await run('--installation', 'ms-new');
       assert.equal(own.code, 2, own.output);
       assert.match(own.output, /own id/);
+      // A shell without the service's MOTHERSHIP_ID (README: it is set where the service runs): the id the
+      // database was served as is still the live one, and no command of that shell records another.
+      const { MOTHERSHIP_ID: _served, ...shell } = env.env;
+      const inShell = async (...args: string[]) => {
+        const child = spawnMothership(args, shell);
+        const code = await new Promise((resolve) => child.once('exit', resolve));
+        return { code, output: child.output() };
+      };
+      const listed = await inShell('bots', 'list');
+      assert.equal(listed.code, 0, listed.output);
+      assert.doesNotMatch(listed.output, /MOTHERSHIP_ID|cleanup/, 'no advice to clear the live installation');
+      const served = await inShell('mqtt', 'cleanup', '--installation', 'ms-new');
+      assert.equal(served.code, 2, served.output);
+      assert.match(served.output, /"ms-new" is this installation's own id/);
+      const database = await Database.open({ databaseUrl: null, dataDir: env.dataDir });
+      try {
+        assert.equal(await getSetting(database.db, 'installation.id'), 'ms-new', 'the shell recorded no other installation id');
+      } finally {
+        await database.close();
+      }
       const cleanup = await run('--installation', 'ms-old');
       assert.equal(cleanup.code, 0, cleanup.output);
       assert.match(cleanup.output, /cleared 4 retained messages of installation ms-old/, 'both discovery forms');

@@ -66,9 +66,8 @@ export function missingLocalDatabase(
 }
 
 /** The bots of the local database (the configuration's). */
-export async function localBots(config: Config, io: Output): Promise<BotAdmin> {
-  const { database, box, warnings } = await openInstallation(config);
-  for (const warning of warnings) io.err(`warning: ${warning}`);
+export async function localBots(config: Config): Promise<BotAdmin> {
+  const { database, box } = await openInstallation(config);
   const { bots } = createEnrichment({
     config,
     database,

@@ -11,10 +11,9 @@ import { loggerOptions } from '../http/index.js';
 export async function workerCommand(config: Config, lookalikes: string | null): Promise<void> {
   const log = pino(loggerOptions(config.logLevel, config.logFormat) as object);
   if (lookalikes) log.warn(lookalikes);
-  const { database, box, warnings } = await openInstallation(config);
+  const { database, box } = await openInstallation(config);
   const migrated = database.migrationReport();
   if (migrated) log.info(migrated);
-  for (const warning of warnings) log.warn(warning);
   // The same pipeline as the server's: the worker's events get their webhook outbox rows too.
   const enrichment = createEnrichment({ config, database, events: createEventPipeline(database, box).events, box, metrics: null, log });
   const worker = enrichment.newWorker();

@@ -1,7 +1,7 @@
 import type { Config } from '../config.js';
 import { ID_PATTERN } from '../ids.js';
 import { cleanupRefusal, clearInstallation, describeMqttError } from '../mqtt/index.js';
-import { openInstallation } from '../ops/index.js';
+import { openInstallation, servedInstallation } from '../ops/index.js';
 import { createEventPipeline } from '../pipeline.js';
 import type { Output } from './io.js';
 
@@ -21,9 +21,15 @@ export async function mqttCleanupCommand(config: Config, installation: string, i
     return 2;
   }
   const { database, box } = await openInstallation(config);
-  const settings = await createEventPipeline(database, box)
-    .settings.get()
-    .finally(() => database.close());
+  const [settings, served] = await Promise.all([createEventPipeline(database, box).settings.get(), servedInstallation(database)]).finally(() =>
+    database.close(),
+  );
+  // The shell's MOTHERSHIP_ID may not be the service's: the id the server last ran as is live too.
+  const servedRefusal = served === undefined ? null : cleanupRefusal(installation, served);
+  if (servedRefusal) {
+    io.err(servedRefusal);
+    return 2;
+  }
   if (!settings.mqtt.broker_url) {
     io.err('no MQTT broker is configured (settings, mqtt.broker_url)');
     return 2;

@@ -4,5 +4,5 @@ export { HTTP_DURATION_BUCKETS, requestMetrics } from './request-metrics.js';
 export { opsRoutes } from './routes.js';
 export { missingRedisDatabase, redisProbe, redisUnreachable, serviceTarget, startupFailure } from './startup-errors.js';
 export { applyRetention, RETENTION_INTERVAL_MS } from './retention.js';
-export { checkInstallation, openInstallation } from './installation.js';
+export { checkInstallation, openInstallation, servedInstallation } from './installation.js';
 export { checkClock, CLOCK_CHECK_MS } from './clock.js';

@@ -9,13 +9,15 @@ const KEY_CHECK_TEXT = 'mothership';
 /**
  * Opens the configured database as this installation's, for the server and every command that
  * reads it: the database and the box that opens its secrets, once checkInstallation has passed (the
- * database is closed again when it fails), with its warnings for the caller to report.
+ * database is closed again when it fails), with its warnings for the caller to report. Only the
+ * server (`serving`) records its MOTHERSHIP_ID: a command run from a shell without the service's
+ * variable has another id, and must neither record it nor call the live one left over.
  */
-export async function openInstallation(config: Config): Promise<{ database: Database; box: SecretBox; warnings: string[] }> {
+export async function openInstallation(config: Config, { serving = false } = {}): Promise<{ database: Database; box: SecretBox; warnings: string[] }> {
   const database = await Database.open(config);
   const box = new SecretBox(config.secretsKey);
   try {
-    return { database, box, warnings: await checkInstallation(database, box, config.mothershipId) };
+    return { database, box, warnings: await checkInstallation(database, box, serving ? config.mothershipId : null) };
   } catch (error) {
     await database.close();
     throw error;
@@ -29,7 +31,7 @@ export async function openInstallation(config: Config): Promise<{ database: Data
  * instead, saying what to do. A different MOTHERSHIP_ID is legitimate (it was just set explicitly)
  * but moves every Home Assistant entity: returned as a warning for the caller to log.
  */
-export async function checkInstallation(database: Database, box: SecretBox, mothershipId: string): Promise<string[]> {
+export async function checkInstallation(database: Database, box: SecretBox, mothershipId: string | null): Promise<string[]> {
   const opens = (sealed: string) => {
     try {
       box.open(sealed);
@@ -51,6 +53,7 @@ export async function checkInstallation(database: Database, box: SecretBox, moth
   if (keyCheck === undefined) await database.write((db) => putSetting(db, KEY_CHECK, box.seal(KEY_CHECK_TEXT)));
 
   const warnings: string[] = [];
+  if (mothershipId === null) return warnings;
   /** Records `value` under `key`; a different value recorded before is `warning(previous)`. */
   const remember = async (key: string, value: string, warning: (previous: string) => string) => {
     const previous = await getSetting<string>(database.db, key);
@@ -67,3 +70,6 @@ export async function checkInstallation(database: Database, box: SecretBox, moth
   );
   return warnings;
 }
+
+/** The MOTHERSHIP_ID the server last ran as on this database: its entities are the live ones. */
+export const servedInstallation = (database: Database): Promise<string | undefined> => getSetting<string>(database.db, INSTALLATION_ID);
