@@ -173,6 +173,17 @@ for (const release of RELEASES)
           const resolved = await app.api('GET', '/api/baselines/compare?base=ABCDEF1&head=latest');
           assert.equal(resolved.status, 200, JSON.stringify(resolved.body));
           assert.equal(resolved.body.base_id, newest.body.id, 'the newest run of the commit, whichever release wrote it');
+          // And the release still finds a commit by the sha as it was sent: nothing it stored changed under it (outside test).
+          const byCommit = statements.find(
+            (recorded) => recorded.dialect === dialect && /^select .* from "baselines" where "commit_sha" = /.test(recorded.sql),
+          );
+          assert.ok(byCommit, 'the fixture has the release look a commit up');
+          const found = await db.executeQuery<{ id: number | string }>(CompiledQuery.raw(byCommit.sql, ['ABCDEF1', 1]));
+          assert.deepEqual(
+            found.rows.map((row) => Number(row.id)),
+            [newest.body.id],
+            "the release's own lookup by the sha it stored",
+          );
         } finally {
           await db.destroy();
           await app?.cleanup();

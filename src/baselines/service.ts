@@ -77,6 +77,8 @@ function detectAt(runs: Pick<StoredBaseline, 'record'>[], index: number, thresho
 const toRun = (stored: Pick<StoredBaseline, 'record'>) => ({ commit_sha: commitOf(stored.record), record: stored.record });
 /** A commit's sha in either case is one commit (docs/baselines.md): stored and compared in lower case. */
 const commitOf = (record: Pick<BaselineRecord, 'commit_sha'>) => record.commit_sha.toLowerCase();
+/** The column's commit as lookups compare it (`commitOf`), served by migration 032's index; the column holds the sha as sent. */
+const commitKey = sql<string>`lower(commit_sha)`;
 
 /**
  * Stores validated baseline records (exactly as sent) and compares them. Runs are in run order: by
@@ -122,7 +124,7 @@ export class BaselineService {
         db
           .selectFrom('baselines')
           .select('id')
-          .where('commit_sha', side, param('commit'))
+          .where(commitKey, side, param('commit'))
           .where('run_at', '<=', db.selectFrom('baselines').select('run_at').where('id', '=', param('id')))
           .limit(1),
       ),
@@ -152,7 +154,7 @@ export class BaselineService {
       const read = [...(await this.records(trx, ids)).reverse(), { id: 0, record }];
       const history = (await this.withHistory(read, read.length - 1, ids.length < HISTORY_RUNS, trx)).runs.slice(0, -1);
       const recordedAt = now();
-      const [row] = (await this.insert.execute(trx, { commitSha: commitOf(record), recordedAt, runAt: at, record: rawJson })).rows;
+      const [row] = (await this.insert.execute(trx, { commitSha: record.commit_sha, recordedAt, runAt: at, record: rawJson })).rows;
       const id = row!.id;
       this.uncommittedIn(trx).set(id, record);
       const deletedThrough = await this.keepWithinStorage(trx, id);
@@ -350,7 +352,7 @@ export class BaselineService {
   async resolve(reference: string): Promise<StoredBaseline> {
     if (reference === 'latest') return this.latest();
     if (/^\d{1,6}$/.test(reference)) return this.get(Number(reference));
-    const row = await inRunOrder(this.database.db).where('commit_sha', '=', reference.toLowerCase()).limit(1).executeTakeFirst();
+    const row = await inRunOrder(this.database.db).where(commitKey, '=', reference.toLowerCase()).limit(1).executeTakeFirst();
     if (row) return toStored(row);
     if (/^\d+$/.test(reference) && Number.isSafeInteger(Number(reference))) return this.get(Number(reference));
     throw notFound('Baseline', reference);

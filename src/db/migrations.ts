@@ -720,26 +720,12 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         }
       },
     },
-    '032_commits_in_lower_case': {
-      // A sha in either case is one commit: the column a history and `compare` look commits up by
-      // holds it in lower case (the record itself stays as sent). The database lowers what the
-      // previous release inserts too, beside this one during an upgrade.
+    '032_commits_found_in_any_case': {
+      // A sha in either case is one commit: histories and `compare` look commits up by
+      // `lower(commit_sha)`, through this index. The column stays as sent (expand-only): the previous
+      // release, beside this one during an upgrade, still finds a commit by the sha it stored.
       async up(db: Kysely<any>) {
-        if (dialect === 'postgres') {
-          await sql`
-            create function mothership_commit_in_lower_case() returns trigger language plpgsql as $$
-            begin
-              new.commit_sha := lower(new.commit_sha);
-              return new;
-            end $$`.execute(db);
-          await sql`create trigger baselines_commit_in_lower_case before insert on baselines for each row execute function mothership_commit_in_lower_case()`.execute(
-            db,
-          );
-        } else {
-          await sql`create trigger baselines_commit_in_lower_case after insert on baselines when new.commit_sha <> lower(new.commit_sha)
-            begin update baselines set commit_sha = lower(new.commit_sha) where id = new.id; end`.execute(db);
-        }
-        await sql`update baselines set commit_sha = lower(commit_sha) where commit_sha <> lower(commit_sha)`.execute(db);
+        await sql`create index baselines_commit_key_run_order on baselines (lower(commit_sha), run_at, id)`.execute(db);
       },
     },
   };
