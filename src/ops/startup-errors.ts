@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
-import { ServeLockError, sqliteFile, UnknownSchemaError } from '../db/index.js';
+import { statfsSync } from 'node:fs';
+import { ServeLockError, sqliteFile, storageFailure, UnknownSchemaError } from '../db/index.js';
 
 /** A start-up failure in one sentence; `passes`: its cause may go away on its own (a database restarting), so a supervisor should start the service again. */
 export interface StartupFailure {
@@ -17,7 +18,9 @@ export function startupFailure(error: unknown, config: Pick<Config, 'databaseUrl
   const sentence = startupSentence(error, config);
   if (sentence === null) return null;
   const code = (error as { code?: unknown } | null)?.code;
-  return { sentence, passes: config.databaseUrl !== null && typeof code === 'string' && POSTGRES_AWAY.has(code) };
+  // Space freed, PostgreSQL back: a supervisor's next start succeeds.
+  const passes = config.databaseUrl === null ? storageFailure(error) !== null : typeof code === 'string' && POSTGRES_AWAY.has(code);
+  return { sentence, passes };
 }
 
 function startupSentence(error: unknown, config: Pick<Config, 'databaseUrl' | 'dataDir' | 'host' | 'port'>): string | null {
@@ -36,12 +39,28 @@ function startupSentence(error: unknown, config: Pick<Config, 'databaseUrl' | 'd
     const where = serviceTarget(config.databaseUrl, 5432, '/');
     const reason = POSTGRES_REASONS[code ?? ''];
     if (reason) return `Cannot use the PostgreSQL database ${where} (DATABASE_URL): ${reason}${reason.endsWith('?') ? '' : '.'}`;
-  } else if (code === 'EACCES' || code === 'EROFS' || code === 'ENOSPC' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_READONLY' || code === 'SQLITE_FULL') {
-    return `Cannot write the SQLite database in ${config.dataDir} (DATA_DIR): ${code === 'ENOSPC' || code === 'SQLITE_FULL' ? 'the disk is full' : 'permission denied or read-only'}.`;
+  } else if (code === 'EACCES' || code === 'EROFS' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_READONLY') {
+    return `Cannot write the SQLite database in ${config.dataDir} (DATA_DIR): permission denied or read-only.`;
+  } else if (code === 'ENOSPC' || storageFailure(error)) {
+    // A full disk often reaches SQLite as an I/O error (mapping the WAL index: SQLITE_IOERR_SHMSIZE).
+    const full = code === 'ENOSPC' || code === 'SQLITE_FULL' || freeBytes(config.dataDir) < FULL_BELOW_BYTES;
+    return `Cannot write the SQLite database in ${config.dataDir} (DATA_DIR): ${full ? 'the disk is full; free space and start again' : `a disk I/O error (${code}); check the disk`}.`;
   } else if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') {
     return `The SQLite database ${sqliteFile(config.dataDir)} (DATA_DIR) is damaged or not a SQLite database: restore it from a backup (docs/operations.md).`;
   }
   return null;
+}
+
+/** Free space below which a disk counts as full (SQLite needs a few pages, its WAL and its index to start). */
+const FULL_BELOW_BYTES = 1024 * 1024;
+
+function freeBytes(dir: string): number {
+  try {
+    const stats = statfsSync(dir);
+    return stats.bavail * stats.bsize;
+  } catch {
+    return Infinity;
+  }
 }
 
 /** PostgreSQL away for now: not running yet, restarting, out of connections, or a network or DNS hiccup. */

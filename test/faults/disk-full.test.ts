@@ -8,7 +8,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { sql } from 'kysely';
 import { ADMIN_TOKEN, createTestEnv, eventually, startTestApp } from '../helpers/app.js';
 import { freePort } from '../helpers/broker.js';
-import { allEvents, post, startService, stopProcess } from '../helpers/process.js';
+import { allEvents, post, spawnMothership, START_TIMEOUT_MS, startService, stopProcess } from '../helpers/process.js';
 import { startReceiver } from '../helpers/receiver.js';
 
 /** A real full disk: DATA_DIR on a tmpfs of its own (root may mount one; the test runs as root here and in CI). */
@@ -132,6 +132,30 @@ describe('a full disk on SQLite (DATA_DIR on a 16 MB tmpfs)', () => {
       await Promise.all(senders);
       await stopProcess(service.child);
       await receiver.close();
+      await env.cleanup();
+      disk.remove();
+    }
+  });
+});
+
+describe('a start on a full disk (SQLite)', () => {
+  it('says so in one sentence, without a stack, and exits 1 so that a supervisor starts it again once space is freed (outside test)', async () => {
+    const disk = mountSmallDisk(4);
+    const env = await createTestEnv('sqlite', { DATA_DIR: disk.dir });
+    try {
+      const first = await startService(env.env, await freePort());
+      await stopProcess(first.child);
+      writeFileSync(path.join(disk.dir, 'ballast'), Buffer.alloc(disk.freeBytes()));
+      const child = spawnMothership(['serve'], { ...env.env, PORT: String(await freePort()) });
+      const code = await Promise.race([
+        new Promise((resolve) => child.once('exit', resolve)),
+        new Promise((resolve) => setTimeout(() => resolve('still running'), START_TIMEOUT_MS)),
+      ]);
+      child.kill('SIGKILL');
+      assert.equal(code, 1, child.output());
+      assert.match(child.output(), new RegExp(`^Cannot write the SQLite database in ${disk.dir} \\(DATA_DIR\\): the disk is full`, 'm'));
+      assert.doesNotMatch(child.output(), /\n\s+at /, 'no stack trace');
+    } finally {
       await env.cleanup();
       disk.remove();
     }
