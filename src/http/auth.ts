@@ -215,11 +215,11 @@ export class RouteAuth {
   ) {}
 
   /**
-   * A wrong admin token, for whoever watches the log for guessing: logged once the sign-in bucket has
+   * A wrong token, for whoever watches the log for guessing: logged once the sign-in bucket has
    * let the guess through (6 a minute per address), at most a line per address a minute.
    */
-  private refusedToken(request: FastifyRequest, what: string): void {
-    request.server.throttledLog.write(request.log, addressKey(request.ip), 'info', { ip: request.ip }, `${what} refused: wrong admin token`);
+  private refusedToken(request: FastifyRequest, refusal: string): void {
+    request.server.throttledLog.write(request.log, addressKey(request.ip), 'info', { ip: request.ip }, refusal);
   }
 
   /** The bearer token's credential; 'wrong_token' for one that is not valid, null without one. */
@@ -274,7 +274,7 @@ export class RouteAuth {
     else await this.checks.chargeAddress(request, reply);
     if (credential === 'wrong_token') {
       await this.checks.chargeSignIn(request, reply);
-      this.refusedToken(request, 'bearer token');
+      this.refusedToken(request, 'bearer token refused: neither the admin token nor a live API token (unknown or revoked)');
     }
     if (session) {
       if (!sessionRoles(request.method, request.routeOptions.url!).includes(session.role))
@@ -377,7 +377,7 @@ export class RouteAuth {
           if (username !== undefined || password !== undefined) throw invalid('/token', 'send either the admin token or a user name and password, not both');
           // A pasted token often brings a space or a line break along; the token itself has none.
           if (!safeEqual(token.trim(), this.adminToken)) {
-            this.refusedToken(request, 'sign-in');
+            this.refusedToken(request, 'sign-in refused: wrong admin token');
             throw unauthorized();
           }
         } else {
