@@ -25,6 +25,14 @@ describe('presence transitions', () => {
     );
   });
 
+  it('a first sighting changes presence from unknown, as the API reported it, and a return from not_home (outside test)', () => {
+    const first = enterZone(away, 'kitchen', at);
+    assert.deepEqual(first.events.at(-1)?.detail, { from: 'unknown', to: 'home' });
+    const gone = markAway(exitZone(first.next, 'kitchen', at, 0).next);
+    const back = enterZone(gone.next, 'kitchen', at);
+    assert.deepEqual(back.events.at(-1)?.detail, { from: 'not_home', to: 'home' });
+  });
+
   it("a move's occupancy: the others read before it, and the person where the move leaves them", () => {
     const inKitchen = enterZone(away, 'kitchen', at).next;
     const { next } = enterZone(inKitchen, 'garden', at);

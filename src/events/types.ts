@@ -18,7 +18,8 @@ type NodeChange = { node: string; quality: number; last_seen: string };
 export interface EventDetails {
   'zone.entry': ZoneOccupancy & { from_zone: string | null; already_inside: boolean };
   'zone.exit': ZoneOccupancy & { reason?: 'entered_other_zone' | 'not_in_zone'; to_zone?: string; ignored?: true };
-  'presence.changed': Partial<ZoneOccupancy> & { from: Presence; to: Presence };
+  /** `from` is `unknown` at a person's first sighting. */
+  'presence.changed': Partial<ZoneOccupancy> & { from: Presence | 'unknown'; to: Presence };
   'fall.detected': { state: 'ON' };
   'fall.cleared': { state: 'OFF' };
   /** What the sensing node sent. */

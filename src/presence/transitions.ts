@@ -33,7 +33,8 @@ export function enterZone(person: PersonState, zone: string, at: string): Transi
   }
   events.push({ type: 'zone.entry', zone, detail: { from_zone: person.zone_id !== zone ? person.zone_id : null, already_inside: person.zone_id === zone } });
   if (person.presence !== 'home') {
-    events.push({ type: 'presence.changed', zone, detail: { from: person.presence, to: 'home' } });
+    // From what the API reported: a first sighting is no homecoming (a flow on `from: not_home` must not fire for it).
+    events.push({ type: 'presence.changed', zone, detail: { from: reportedPresence(person), to: 'home' } });
   }
   return { next: { presence: 'home', zone_id: zone, left_at: null, last_seen: at }, events };
 }

@@ -26,7 +26,7 @@ export function describe(event) {
     case 'zone.exit':
       return detail.ignored ? [person(event.person), ' left ', zone(event.zone), ' (not there: ignored)'] : [person(event.person), ' left ', zone(event.zone)];
     case 'presence.changed':
-      return [person(event.person), detail.to === 'home' ? ' came home' : ' is away'];
+      return [person(event.person), detail.to !== 'home' ? ' is away' : detail.from === 'unknown' ? ' is home (first seen)' : ' came home'];
     case 'fall.detected':
       return ['Fall: ', person(event.person), ...where(event)];
     case 'fall.cleared':
