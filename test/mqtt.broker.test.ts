@@ -372,7 +372,7 @@ describe('MQTT connection management', () => {
       await app.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
       await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
       await connected(app);
-      await broker.stop();
+      await broker.stop('SIGKILL');
       const down = await eventually(
         async () => {
           const status = (await app.api('GET', '/api/settings/integration')).body.mqtt.status;
@@ -382,6 +382,7 @@ describe('MQTT connection management', () => {
         'disconnected',
       );
       assert.ok(Date.parse(down.next_reconnect_at) - Date.now() <= 400);
+      assert.ok(down.last_error, 'a reason from the moment the connection is gone (outside test: it was null until an attempt failed)');
       // Several attempts fail while the broker is down (the schedule runs to its cap).
       await new Promise((resolve) => setTimeout(resolve, 900));
       await app.api('POST', '/api/events', { type: 'fall.detected', person: 'ada' });

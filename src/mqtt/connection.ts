@@ -207,6 +207,8 @@ export class MqttConnection {
         this.takeover = attemptFailed(this.takeover);
       }
       this.connectedAt = 0;
+      // A broker that crashed closes without an error: say so until an attempt says more.
+      if (!this.closing && this.status.last_error === null) this.status.last_error = CLOSED_BY_BROKER;
       if (!this.closing) this.scheduleReconnect();
       hooks.onStatus(this.status);
     });
