@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { networkInterfaces } from 'node:os';
 import { loadConfig, lookalikeVariables, prepareDataDir, takeUnshownTokenMark, ConfigError, type Config } from './config.js';
 import { buildApp } from './app.js';
 import {
@@ -100,7 +101,15 @@ async function serve(): Promise<void> {
  */
 function firstStartMessage(address: string, config: Config): string {
   const url = address.replace('://0.0.0.0', '://localhost').replace('://[::]', '://localhost');
-  return `First start: open ${url}/ in a browser and sign in with the admin token ${config.adminToken} (kept in ${config.dataDir}/admin-token; it is not shown again), then add a user with a password for each person on the Users page. API clients send the token as "Authorization: Bearer <token>"; the API is described at ${url}/docs.`;
+  // On every interface the address above is loopback's: a phone on the network opens the host's own.
+  const lan = ['0.0.0.0', '::'].includes(config.host)
+    ? Object.values(networkInterfaces())
+        .flat()
+        .filter((entry) => entry && !entry.internal && entry.family === 'IPv4')
+        .map((entry) => `http://${entry!.address}:${new URL(address).port}/`)
+    : [];
+  const elsewhere = lan.length ? ` (from another device on the network: ${lan.join(' or ')})` : '';
+  return `First start: open ${url}/ in a browser${elsewhere} and sign in with the admin token ${config.adminToken} (kept in ${config.dataDir}/admin-token; it is not shown again), then add a user with a password for each person on the Users page. API clients send the token as "Authorization: Bearer <token>"; the API is described at ${url}/docs.`;
 }
 
 /** A failure a person can fix, or that passes on its own, becomes a StartupError with one sentence; anything else stays as it is. */

@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawnMothership, startService, stopProcess } from '../helpers/process.js';
 import { freePort } from '../helpers/broker.js';
@@ -170,6 +170,29 @@ describe('the first start, read by a person at a terminal', () => {
       await stopProcess(second.child);
       assert.match(second.child.output(), /^\{"level":30/m, 'JSON for a log collector');
       assert.equal(second.child.output().includes(token), false, 'the token is shown once');
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('on every interface (HOST=0.0.0.0), names the addresses other devices on the network open too (outside test)', async () => {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'ms-first-'));
+    try {
+      const port = await freePort();
+      const first = await startService({ DATA_DIR: dataDir, HOST: '0.0.0.0', LOG_FORMAT: 'json' }, port);
+      await stopProcess(first.child);
+      const lan = Object.values(networkInterfaces())
+        .flat()
+        .filter((entry) => entry && !entry.internal && entry.family === 'IPv4')
+        .map((entry) => `http://${entry!.address}:${port}/`);
+      const message = first.child
+        .output()
+        .split('\n')
+        .find((line) => line.includes('First start'));
+      assert.ok(message, first.child.output());
+      assert.match(message, new RegExp(`open http://127\\.0\\.0\\.1:${port}/ in a browser`));
+      for (const url of lan) assert.ok(message.includes(url), `${url} in ${message}`);
+      assert.ok(lan.length > 0 ? message.includes('another device') : !message.includes('another device'), message);
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }
