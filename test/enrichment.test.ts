@@ -571,6 +571,20 @@ for (const dialect of DIALECTS) {
       );
     });
 
+    it("a clock stepped forward purges no nonce still live by the time passed (outside test: +30 min, back, and a replay was accepted)", async () => {
+      const nonces = new DatabaseNonceStore(app.database);
+      const key = `${bot.id}:clock-step-nonce-0001`;
+      assert.equal(await nonces.firstUse(key), true);
+      const wall = Date.now;
+      Date.now = () => wall() + 30 * 60 * 1000;
+      try {
+        await nonces.purgeExpired();
+      } finally {
+        Date.now = wall;
+      }
+      assert.equal(await nonces.firstUse(key), false, 'the clock back: its request is fresh again, and still a replay');
+    });
+
     it("a deleted bot's signatures are refused; a bot created again under its id takes over its quota window and matches", async () => {
       const first = (await app.api('POST', '/api/bots', { id: 'again-bot', name: 'Again' })).body;
       await app.api('POST', '/api/matches', { id: 'again-match', status: 'completed', replay: REPLAY });

@@ -53,11 +53,18 @@ export class DatabaseNonceStore {
    * (by less than that) must not delete a nonce they still refuse a replay by. Expired ones kept until
    * then are taken over by their next first use.
    */
-  async purgeExpired(nowMs = Date.now()): Promise<void> {
+  async purgeExpired(nowMs = steadyNow()): Promise<void> {
     const before = new Date(nowMs - NONCE_TTL_SECONDS * 1000).toISOString();
     await this.database.write((db) => db.deleteFrom('nonces').where('expires_at', '<', before).execute());
   }
 }
+
+/**
+ * The wall clock, but never ahead of the time that has passed since the process started: a clock
+ * stepped forward (and back again) must not purge nonces whose requests are fresh again afterwards.
+ * Behind it (a step back, a suspend) purges later, which only keeps nonces longer.
+ */
+const steadyNow = (): number => Math.min(Date.now(), performance.timeOrigin + performance.now());
 
 const BOT_HEADERS = ['x-bot-id', 'x-bot-timestamp', 'x-bot-nonce', 'x-bot-signature'] as const;
 
