@@ -571,7 +571,7 @@ for (const dialect of DIALECTS) {
       );
     });
 
-    it("a clock stepped forward purges no nonce still live by the time passed (outside test: +30 min, back, and a replay was accepted)", async () => {
+    it('a clock stepped forward purges no nonce still live by the time passed (outside test: +30 min, back, and a replay was accepted)', async () => {
       const nonces = new DatabaseNonceStore(app.database);
       const key = `${bot.id}:clock-step-nonce-0001`;
       assert.equal(await nonces.firstUse(key), true);
