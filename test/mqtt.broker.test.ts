@@ -406,6 +406,68 @@ describe('MQTT connection management', () => {
     }
   });
 
+  it('a broker restored from an older snapshot (its generation marker still there) gets back what it lost: missing topics republished, ghosts cleared, old payloads replaced', async () => {
+    const broker = await startBroker({ persistence: true });
+    const { app, mid, root, prefix } = await mqttApp();
+    const filters = [`${root}/${mid}/#`, `${prefix}/+/${mid}/+/config`];
+    const lastConnected = async () => (await app.api('GET', '/api/settings/integration')).body.mqtt.status.last_connected_at as string | null;
+    const reconnectedSince = (before: string | null) =>
+      eventually(
+        async () => {
+          const { status } = (await app.api('GET', '/api/settings/integration')).body.mqtt;
+          return status.connected && status.last_connected_at !== before;
+        },
+        10_000,
+        'reconnected',
+      );
+    const person = (id: string) => [
+      `${prefix}/device_tracker/${mid}/person_${id}/config`,
+      `${prefix}/binary_sensor/${mid}/person_${id}_presence/config`,
+      `${prefix}/sensor/${mid}/person_${id}_room/config`,
+      `${root}/${mid}/person/${id}/attributes`,
+    ];
+    try {
+      await app.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
+      await app.api('POST', '/api/persons', { id: 'bob', name: 'Bob' });
+      await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: broker.url, topic_root: root, discovery_prefix: prefix } });
+      await eventually(async () => (await retainedAll(broker.url, filters)).has(person('bob')[3]!), 5000, 'first sync');
+      // A clean stop saves the broker's state, generation marker included: the snapshot.
+      let before = await lastConnected();
+      await broker.stop();
+      await broker.start();
+      await reconnectedSince(before);
+      assert.equal((await app.api('POST', '/api/persons', { id: 'cy', name: 'Cy' })).status, 201);
+      assert.equal((await app.api('DELETE', '/api/persons/ada')).status, 204);
+      assert.equal((await app.api('PATCH', '/api/persons/bob', { name: 'Robert' })).status, 200);
+      /** What the broker holds that differs from the current state. */
+      const wrong = (retained: Map<string, string>) => [
+        ...person('cy')
+          .filter((topic) => !retained.has(topic))
+          .map((topic) => `missing ${topic}`),
+        ...person('ada')
+          .filter((topic) => retained.has(topic))
+          .map((topic) => `ghost ${topic}`),
+        ...(JSON.parse(retained.get(person('bob')[0]!) ?? '{}').name === 'Robert' ? [] : ['bob not renamed']),
+      ];
+      const holdsCurrentState = async (what: string, timeoutMs: number) => {
+        let off: string[] = [];
+        await eventually(async () => (off = wrong(await retainedAll(broker.url, filters))).length === 0, timeoutMs, what).catch(() => {});
+        assert.deepEqual(off, [], what);
+      };
+      await holdsCurrentState('the changes on the broker', 5000);
+      // Killed before its next autosave, the broker starts again from the snapshot, which still has
+      // the generation marker: by the marker, the broker holds what the service's record says.
+      before = await lastConnected();
+      await broker.stop('SIGKILL');
+      await broker.start();
+      await reconnectedSince(before);
+      await holdsCurrentState('the broker holding the current state again', 10_000);
+    } finally {
+      await app.cleanup();
+      await broker.destroy();
+    }
+  });
+
   it('a broker that restarts again and again, each time soon after the connect, is restarting (it lost the generation marker), not another client taking the client id: no long backoff', async () => {
     const broker = await startBroker();
     // Every reconnect is accepted (the proxy waits for the restarted broker), as a takeover's would be:

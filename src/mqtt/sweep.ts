@@ -13,24 +13,39 @@ export function sweepable(topics: Topics, topic: string): boolean {
   return topic !== topics.availability && topic !== topics.generation && !topic.startsWith(`${topics.generation}/`) && !topic.endsWith('/set');
 }
 
+/** What a sweep read under the service's own topics. */
+export interface SweepRead {
+  /** Retained messages that `ours` does not recognise (a fake, a ghost of an older release). */
+  foreign: string[];
+  /** Topics whose retained message `ours` recognises: what the broker holds as the record says. */
+  ours: Set<string>;
+}
+
 /**
- * The topics under the service's own topics whose retained message `ours` does not recognise (a
- * fake, a ghost of an older release), read completely (read-back.ts). `signal` ends the read.
+ * Every retained message under the service's own topics, read completely (read-back.ts), sorted by
+ * `ours`. `signal` ends the read.
  */
-export function readForeign(
+export async function readOurTopics(
   settings: MqttSettings,
   clientId: string,
   topics: Topics,
   ours: (topic: string, payload: string) => boolean,
   signal: AbortSignal,
-): Promise<string[]> {
+): Promise<SweepRead> {
   const filters = [...topics.discoveryFilters, `${topics.base}/#`];
-  return readRetainedTopics(
+  const held = new Set<string>();
+  const foreign = await readRetainedTopics(
     settings,
     clientId,
     filters,
     `${topics.generation}/sweep`,
-    (topic, payload) => sweepable(topics, topic) && !ours(topic, payload),
+    (topic, payload) => {
+      if (!sweepable(topics, topic)) return false;
+      if (!ours(topic, payload)) return true;
+      held.add(topic);
+      return false;
+    },
     signal,
   );
+  return { foreign, ours: held };
 }

@@ -1,5 +1,5 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -99,7 +99,9 @@ export function anonymousAcl(publish: string[], subscribe: string[]): DynamicSec
  * A private Mosquitto the test starts, stops and restarts on a fixed port. `requireCertificate`
  * (with `tls`): clients must present a certificate signed by its CA (`broker.clientCertificate`).
  * `keepLog: false` (a benchmark measuring this process's memory): Mosquitto's default logging, not
- * kept; `output()` stays empty.
+ * kept; `output()` stays empty. `persistence`: its retained messages are saved to its own directory
+ * when it stops cleanly (SIGTERM) and restored when it starts again; a SIGKILL loses what changed
+ * since, as a crash between Mosquitto's autosaves does.
  */
 export async function startBroker(
   options: {
@@ -109,6 +111,7 @@ export async function startBroker(
     config?: string[];
     dynamicSecurity?: DynamicSecurity;
     keepLog?: boolean;
+    persistence?: boolean;
   } = {},
 ) {
   const dir = mkdtempSync(path.join(tmpdir(), 'mothership-broker-'));
@@ -116,7 +119,11 @@ export async function startBroker(
   const keepLog = options.keepLog ?? true;
   // The broker's log goes to the test (`output()`): it names every client that connects, and logs
   // every packet, which at a benchmark's scale is megabytes a minute.
-  const lines = [`listener ${port} 127.0.0.1`, 'persistence false', ...(keepLog ? ['log_dest stderr', 'log_type all', 'connection_messages true'] : [])];
+  const lines = [
+    `listener ${port} 127.0.0.1`,
+    `persistence ${options.persistence ? 'true' : 'false'}`,
+    ...(keepLog ? ['log_dest stderr', 'log_type all', 'connection_messages true'] : []),
+  ];
   let tls: TlsMaterial | null = null;
   if (options.tls) {
     tls = makeTlsMaterial(dir);
@@ -136,12 +143,18 @@ export async function startBroker(
     writeFileSync(path.join(dir, 'dynamic-security.json'), JSON.stringify(options.dynamicSecurity));
     lines.push(`plugin ${DYNAMIC_SECURITY_PLUGIN}`, `plugin_opt_config_file ${dir}/dynamic-security.json`);
   }
+  if (options.persistence) {
+    mkdirSync(path.join(dir, 'data'));
+    lines.push(`persistence_location ${dir}/data/`);
+  }
   lines.push(...(options.config ?? []));
   const config = path.join(dir, 'mosquitto.conf');
   writeFileSync(config, lines.join('\n') + '\n');
   // Started as root, mosquitto drops to its own user: it must be able to read the (test-only) files.
   chmodSync(dir, 0o755);
   for (const file of readdirSync(dir)) chmodSync(path.join(dir, file), 0o644);
+  // ... and write its database where it persists.
+  if (options.persistence) chmodSync(path.join(dir, 'data'), 0o777);
   let process: ChildProcess | null = null;
   let output = '';
 

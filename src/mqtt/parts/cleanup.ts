@@ -4,7 +4,7 @@ import { cleanupRefusal, clearInstallation, unreachable } from '../cleanup.js';
 import type { MqttConnection } from '../connection.js';
 import { discoveryInForm } from '../discovery.js';
 import { personStateTopics, zoneState, type StateMessage } from '../state.js';
-import { readForeign } from '../sweep.js';
+import { readOurTopics, sweepable } from '../sweep.js';
 import type { ConnectionPart, Placement } from './connection.js';
 import type { MqttDependencies, MqttPart } from './part.js';
 import type { SyncPart } from './sync.js';
@@ -42,9 +42,10 @@ export class CleanupPart implements MqttPart {
 
   /**
    * Reads every retained message under our topics (after each connect's sync, and when a config
-   * that is not ours shows up) and clears what the service did not publish: a flood of fakes larger
-   * than the broker queues for the watch, the state topics of an older release. One sweep at a time;
-   * asked again meanwhile, one more follows.
+   * that is not ours shows up), clears what the service did not publish (a flood of fakes larger
+   * than the broker queues for the watch, the state topics of an older release) and republishes
+   * what the record says the broker holds and it does not. One sweep at a time; asked again
+   * meanwhile, one more follows.
    */
   sweepSoon(): void {
     if (!this.running) return;
@@ -71,13 +72,20 @@ export class CleanupPart implements MqttPart {
     const { settings, topics, connection } = this.link;
     if (!settings || !topics || !connection?.client.connected) return;
     const [read, sent] = await this.sync.sentDuring(() =>
-      readForeign(settings, this.link.oneOffClientId('sweep'), topics, (topic, payload) => this.sync.holds(topic, payload), this.ending.signal),
+      readOurTopics(settings, this.link.oneOffClientId('sweep'), topics, (topic, payload) => this.sync.holds(topic, payload), this.ending.signal),
     );
-    // What was sent while reading is newer than what was read; another connection has its own sweep.
-    const foreign = read.filter((topic) => !sent.has(topic));
-    if (!this.running || this.link.connection !== connection || foreign.length === 0) return;
-    this.deps.log.info({ count: foreign.length }, 'MQTT: clearing retained messages under our topics that we did not publish');
-    for (const topic of foreign) this.sync.doubt(topic);
+    // Another connection has its own sweep.
+    if (!this.running || this.link.connection !== connection) return;
+    // What was sent while reading is newer than what was read.
+    const foreign = read.foreign.filter((topic) => !sent.has(topic));
+    // A broker restored from an older copy of its retained messages still has the generation marker
+    // but not what was published since: what the record says it holds and the read did not find is
+    // sent again. A read cut short can only make this republish more, never clear anything.
+    const lost = this.sync.unseen(read.ours, (topic) => sweepable(topics, topic) && !sent.has(topic));
+    if (foreign.length === 0 && lost.length === 0) return;
+    if (foreign.length > 0) this.deps.log.info({ count: foreign.length }, 'MQTT: clearing retained messages under our topics that we did not publish');
+    if (lost.length > 0) this.deps.log.info({ count: lost.length }, 'MQTT: republishing retained messages the broker does not hold');
+    for (const topic of [...foreign, ...lost]) this.sync.doubt(topic);
     await this.sync.requestFullSync({ forceConfigs: false });
   }
 

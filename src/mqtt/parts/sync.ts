@@ -105,7 +105,14 @@ export class SyncPart implements MqttPart {
     return matchesRecord(this.publisher.held, topic, payload);
   }
 
-  /** A topic the broker holds something else on: in doubt, republished by the next full sync. */
+  /** The topics `covered` picks that the broker holds by the record and that are not in `found`. */
+  unseen(found: ReadonlySet<string>, covered: (topic: string) => boolean): string[] {
+    const unseen: string[] = [];
+    for (const [topic, hash] of this.publisher.held) if (hash !== null && covered(topic) && !found.has(topic)) unseen.push(topic);
+    return unseen;
+  }
+
+  /** A topic the broker holds something else on (or nothing): in doubt, republished by the next full sync. */
   doubt(topic: string): void {
     this.publisher.held.set(topic, null);
   }
