@@ -80,6 +80,20 @@ for (const dialect of DIALECTS) {
       }
     });
 
+    it("catchUp delivers every event committed before it, another process's too, without waiting for the poll", async () => {
+      const { seqs, stop } = await follow(logs.mine);
+      try {
+        await emit(logs.other, 0); // not on this bus, and the poll is a minute away
+        await emit(logs.other, 1);
+        const last = await logs.mine.lastSeq();
+        await stop.catchUp();
+        assert.equal(seqs.at(-1), last);
+        assert.ok(consecutive(seqs));
+      } finally {
+        stop();
+      }
+    });
+
     it("finds another process's events by looking every pollMs", async () => {
       const { seqs, stop } = await follow(logs.mine, { pollMs: 100 });
       try {

@@ -5,7 +5,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createTestEnv, eventually, startTestApp, type TestApp } from './helpers/app.js';
-import { freePort, observer, patientProxy, retainedAll, retainedSet, startBroker } from './helpers/broker.js';
+import { freePort, observer, patientProxy, retainedAll, retainedSet, stallingProxy, startBroker } from './helpers/broker.js';
 import { CUT_SHORT_IN_A_ROW } from '../src/mqtt/takeover.js';
 import { spawnMothership, START_TIMEOUT_MS, startService, stopProcess } from './helpers/process.js';
 import { Database, getSetting } from '../src/db/index.js';
@@ -464,6 +464,39 @@ describe('MQTT connection management', () => {
       await holdsCurrentState('the broker holding the current state again', 10_000);
     } finally {
       await app.cleanup();
+      await broker.destroy();
+    }
+  });
+
+  it('a shutdown publishes the changes already answered before it says offline', async () => {
+    const broker = await startBroker();
+    const proxy = await stallingProxy(broker.port);
+    const { app, mid, root, prefix } = await mqttApp();
+    const ids = ['ada', 'bob', 'cy'];
+    const ours = (topic: string) => ids.some((id) => topic.includes(`person_${id}`) || topic.includes(`/person/${id}/`));
+    const filters = [`${root}/${mid}/#`, `${prefix}/+/${mid}/+/config`];
+    try {
+      for (const id of ids) await app.api('POST', '/api/persons', { id, name: id });
+      await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: proxy.url, topic_root: root, discovery_prefix: prefix } });
+      await eventually(async () => [...(await retainedAll(broker.url, filters)).keys()].filter(ours).length === 3 * 4, 5000, 'the persons on the broker');
+      // The connect's sweep is over, so nothing delays the stop below before it reaches the sync.
+      await eventually(
+        () => new RegExp(`Client mothership-${mid}-sweep-\\S+ (disconnected|closed its connection)`).test(broker.output()),
+        5000,
+        'the sweep done',
+      );
+      // Ada's removal waits for the broker's acknowledgements; Bob's and Cy's, answered 204, wait behind it.
+      proxy.holdAcknowledgements();
+      for (const id of ids) assert.equal((await app.api('DELETE', `/api/persons/${id}`)).status, 204);
+      const stopping = app.mqtt.stop();
+      proxy.release();
+      await stopping;
+      const retained = await retainedAll(broker.url, filters);
+      assert.deepEqual([...retained.keys()].filter(ours), [], 'every deleted person cleared');
+      assert.equal(retained.get(`${root}/${mid}/availability`), 'offline');
+    } finally {
+      await app.cleanup();
+      await proxy.close();
       await broker.destroy();
     }
   });

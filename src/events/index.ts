@@ -2,4 +2,4 @@
 export * from './types.js';
 export { EVENT_LOG, EventLog, type AfterAppend, type AppendHook, type AppendStatementPart, type Emit, type Writer } from './log.js';
 export { eventRoutes } from './routes.js';
-export { tailLog } from './tail.js';
+export { tailLog, type Tail } from './tail.js';

@@ -5,6 +5,9 @@ import type { StoredEvent } from './types.js';
 export const PAGE = 500;
 const PAGE_BYTES = 1024 * 1024;
 
+/** Stops following; `catchUp()` resolves once every event committed before the call is delivered (or reading failed). */
+export type Tail = (() => void) & { catchUp(): Promise<void> };
+
 export interface TailOptions {
   /** Deliver the events after this sequence number; without it, those appended from now on. A position beyond the log's end (a restored database) starts at its end. */
   after?: number;
@@ -23,9 +26,9 @@ export interface TailOptions {
  * (another process appended in between), every `pollMs` (events of other processes are not on
  * this bus), and when the reader fell behind. The order is the log's, which is the commit order
  * (EventLog.append): a committed event is never behind the position. Returns the function that
- * stops it.
+ * stops it, whose `catchUp` delivers every event committed so far.
  */
-export function tailLog(events: EventLog, options: TailOptions): () => void {
+export function tailLog(events: EventLog, options: TailOptions): Tail {
   let position: number | null = null;
   let stopped = false;
   let busy = false;
@@ -52,12 +55,18 @@ export function tailLog(events: EventLog, options: TailOptions): () => void {
     return next;
   };
 
-  const run = async (): Promise<void> => {
+  /** The loop under way: a call while it runs makes it go round once more, and resolves with it. */
+  let running: Promise<void> = Promise.resolve();
+  const run = (): Promise<void> => {
     if (busy) {
       again = true;
-      return;
+      return running;
     }
     busy = true;
+    running = loop();
+    return running;
+  };
+  const loop = async (): Promise<void> => {
     try {
       do {
         again = false;
@@ -96,9 +105,15 @@ export function tailLog(events: EventLog, options: TailOptions): () => void {
     void run();
   }, options.pollMs);
   void run();
-  return () => {
+  const stop = () => {
     stopped = true;
     clearInterval(timer);
     unsubscribe();
   };
+  return Object.assign(stop, {
+    catchUp: () => {
+      read = true;
+      return run();
+    },
+  });
 }

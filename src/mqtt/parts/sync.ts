@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import { tailLog, type EventDetails, type StoredEvent } from '../../events/index.js';
+import { tailLog, type EventDetails, type StoredEvent, type Tail } from '../../events/index.js';
 import type { PersonView, ZoneView } from '../../presence/index.js';
 import type { MqttConnection } from '../connection.js';
 import { discoveryInForm, eachDiscoveryInForm, payloadText, personConfigs, zoneConfigs, type DiscoveryMessage } from '../discovery.js';
@@ -15,7 +15,7 @@ import type { ConnectionPart } from './connection.js';
 import type { MqttDependencies, MqttPart } from './part.js';
 
 export const RETAINED = { qos: 1 as const, retain: true };
-/** How long stop() lets the last flush finish before the connection closes anyway. */
+/** How long stop() lets the changes already made reach the broker before the connection closes anyway. */
 const STOP_GRACE_MS = 2000;
 /**
  * How often the log is read for events other processes appended (other instances, a standalone
@@ -44,7 +44,7 @@ export class SyncPart implements MqttPart {
   private readonly record: RetainedRecord;
   private readonly publisher: RetainedPublisher;
   private lastHealth: (EventDetails['system.health'] & { timestamp: string }) | null = null;
-  private stopFollowing: (() => void) | null = null;
+  private following: Tail | null = null;
   private running = false;
 
   constructor(
@@ -66,13 +66,26 @@ export class SyncPart implements MqttPart {
     this.link.events.on('status', this.onStatus);
   }
 
-  /** Stops following; the last flush gets a moment (closing fails whatever the broker has not acknowledged). */
-  async stop(): Promise<void> {
-    this.running = false;
+  /**
+   * Publishes the changes already made (a delete answered before the shutdown: its event is
+   * committed) within STOP_GRACE_MS, so the `offline` that follows comes after them, then stops
+   * following; closing fails whatever the broker has not acknowledged by then. After losing
+   * ownership (`offline` false) only the flush under way ends: another instance may be the writer.
+   */
+  async stop({ offline }: { offline: boolean }): Promise<void> {
     this.link.events.off('connected', this.onConnected);
     this.link.events.off('status', this.onStatus);
+    if (!offline) this.running = false;
+    const finishing = offline ? this.finishChanges() : this.flushing;
+    if (finishing) await Promise.race([finishing, delay(STOP_GRACE_MS, undefined, { ref: false })]);
+    this.running = false;
     this.follow(false);
-    if (this.flushing) await Promise.race([this.flushing, delay(STOP_GRACE_MS, undefined, { ref: false })]);
+  }
+
+  /** Flushes until every event committed so far is on the broker. */
+  private async finishChanges(): Promise<void> {
+    await this.following?.catchUp();
+    while (hasWork(this.pending) || this.flushing) await this.scheduleFlush();
   }
 
   private readonly onStatus = (status: { enabled: boolean }, current: boolean): void => {
@@ -81,11 +94,11 @@ export class SyncPart implements MqttPart {
 
   private follow(following: boolean): void {
     if (!following) {
-      this.stopFollowing?.();
-      this.stopFollowing = null;
+      this.following?.();
+      this.following = null;
       return;
     }
-    this.stopFollowing ??= tailLog(this.deps.events, {
+    this.following ??= tailLog(this.deps.events, {
       pollMs: FOLLOW_POLL_MS,
       deliver: (page) => page.forEach((event) => this.onEvent(event)),
       onError: (error) =>
