@@ -1,15 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { clientOptions, connectBroker, connected, type MqttSettings, ONE_OFF_CONNECT_TIMEOUT_MS } from './connection.js';
 
-/** A read that has not seen its probe by then is given up (a probe the broker's ACL drops). */
+/** A read that has not seen its probe by then is given up (a probe the broker's ACL or its full queue drops). */
 const READ_TIMEOUT_MS = 60_000;
 
 /**
- * The topics of every retained message under `filters` that `keep` picks, however many, read from a
- * short-lived client: at QoS 0, since a broker cuts a QoS 1 read-back short at its queue limit
- * (Mosquitto's max_queued_messages, 1,000 by default), until `probe` (a topic under `filters`),
- * published after subscribing, comes back: the broker queues the retained messages to us before it,
- * so no wait is guessed. `signal` ends the read. The sweep and `mothership mqtt cleanup` both read so.
+ * The topics of the retained messages under `filters` that `keep` picks, read from a short-lived
+ * client until `probe` (a topic under `filters`), published after subscribing, comes back: the
+ * broker queues the retained messages to us before it, so no wait is guessed. At QoS 0, since a
+ * broker cuts a QoS 1 read-back at its queue limit (Mosquitto's max_queued_messages, 1,000 by
+ * default); at QoS 0 Mosquitto drops only what finds that many packets still unwritten to our
+ * connection, so a reader that keeps up gets every message, and one that falls behind misses some
+ * without being told (or misses the probe, and the read times out). `signal` ends the read. The
+ * sweep and `mothership mqtt cleanup` both read so.
  */
 export async function readRetainedTopics(
   settings: MqttSettings,

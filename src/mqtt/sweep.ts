@@ -22,8 +22,8 @@ export interface SweepRead {
 }
 
 /**
- * Every retained message under the service's own topics, read completely (read-back.ts), sorted by
- * `ours`. `signal` ends the read.
+ * The retained messages under the service's own topics (read-back.ts: all of them unless the broker
+ * drops some), sorted by `ours`. `signal` ends the read.
  */
 export async function readOurTopics(
   settings: MqttSettings,
