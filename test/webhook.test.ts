@@ -410,6 +410,38 @@ for (const dialect of DIALECTS) {
       }
     });
 
+    it("a Test of a URL other than the saved one leaves the saved webhook's status as it was; a Test of the saved URL is its last attempt", async () => {
+      assert.equal((await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { before: 'a test elsewhere' } })).status, 202);
+      await eventually(
+        async () =>
+          ((await app.api('GET', '/api/webhook/deliveries?event_type=anomaly.detected&limit=1')).body as { payload: string; state: string }[]).some(
+            (row) => row.payload.includes('a test elsewhere') && row.state === 'delivered',
+          ),
+        3000,
+        'the event delivered to the saved URL',
+      );
+      const delivered = (await app.api('GET', '/api/settings/integration')).body.webhook.status;
+      assert.equal(delivered.last_status_code, 200);
+      // Nothing listens on port 1: the Test fails, as one of a mistyped URL would.
+      const elsewhere = await app.api('POST', '/api/settings/integration/test', { target: 'webhook', webhook: { url: 'http://127.0.0.1:1/x' } });
+      assert.equal(elsewhere.body.webhook.ok, false);
+      assert.equal((await app.api('GET', '/api/settings/integration')).body.webhook.status.last_error, null, 'the saved webhook is not failed by it');
+      const other = await startReceiver(204);
+      try {
+        assert.equal((await app.api('POST', '/api/settings/integration/test', { target: 'webhook', webhook: { url: other.url } })).body.webhook.ok, true);
+      } finally {
+        await other.close();
+      }
+      assert.deepEqual((await app.api('GET', '/api/settings/integration')).body.webhook.status, { ...delivered, disabled_reason: null });
+      // The saved URL's own Test is an attempt of the saved webhook: the status shows it.
+      receiver.answerNext(503);
+      const saved = await app.api('POST', '/api/settings/integration/test', { target: 'webhook', webhook: { url: receiver.url } });
+      assert.equal(saved.body.webhook.status_code, 503);
+      const status = (await app.api('GET', '/api/settings/integration')).body.webhook.status;
+      assert.equal(status.last_status_code, 503);
+      assert.notEqual(status.last_delivery_at, delivered.last_delivery_at);
+    });
+
     it('loses nothing across a secret rotation: a receiver verifying with either secret accepts every delivery (standardwebhooks and svix)', async () => {
       const verifying = await startReceiver();
       let receiverSecret = secret;

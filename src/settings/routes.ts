@@ -180,7 +180,8 @@ export interface IntegrationControls {
     cleanupInstallation(installation: string): Promise<number>;
   };
   webhook: {
-    status(): Promise<{ last_delivery_at: string | null; last_status_code: number | null; last_error: string | null }>;
+    /** The last attempt of the webhook saved at `url`. */
+    status(url: string): Promise<{ last_delivery_at: string | null; last_status_code: number | null; last_error: string | null }>;
     test(
       candidate: { url: string; secrets: string[] },
       options: { detailed: boolean },
@@ -215,7 +216,7 @@ async function view(settings: IntegrationSettings, { mqtt, webhook }: Integratio
       event_types: event_types ?? DEFAULT_WEBHOOK_EVENT_TYPES,
       event_types_default: event_types === null,
       previous_secret_expires_at: inGrace ? previous_secret_expires_at : null,
-      status: { ...(await webhook.status()), disabled_reason: disabled_reason || null },
+      status: { ...(await webhook.status(settings.webhook.url)), disabled_reason: disabled_reason || null },
     },
   };
 }

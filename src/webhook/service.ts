@@ -513,11 +513,16 @@ export class WebhookService {
     return rows.sort((a, b) => (at(a) === at(b) ? b.id - a.id : at(a) < at(b) ? 1 : -1));
   }
 
-  async status(): Promise<WebhookStatus> {
+  /**
+   * The last attempt of the webhook saved at `url`. A Test of another URL is left out: it tried
+   * values not saved, and must not paint the saved webhook red (or green).
+   */
+  async status(url: string): Promise<WebhookStatus> {
     const last = await this.database.db
       .selectFrom('webhook_deliveries')
       .select(['attempted_at', 'status_code', 'error'])
       .where('attempted_at', 'is not', null)
+      .where((eb) => eb.or([eb('event_type', '!=', 'webhook.test'), eb('url', '=', url)]))
       .orderBy('attempted_at', 'desc')
       .orderBy('id', 'desc')
       .limit(1)
