@@ -169,6 +169,7 @@ async function loadDeliveries() {
   if ($('#delivery-state').value) query.set('state', $('#delivery-state').value);
   if ($('#delivery-type').value) query.set('event_type', $('#delivery-type').value);
   const deliveries = await api('GET', `/api/webhook/deliveries?${query}`);
+  followInFlight(deliveries);
   const body = $('#deliveries tbody');
   body.replaceChildren(
     ...deliveries.map((delivery) =>
@@ -201,6 +202,26 @@ async function loadDeliveries() {
         8,
       ),
     );
+}
+
+let followUp = null;
+let inFlight = false;
+/**
+ * An attempt's outcome is no event: while the log shows one waiting or in flight (a redelivery, a
+ * retry), it is read again, when it is due or else at the refresh's pace; once none is left, the
+ * status badge is read too, as it names the last attempt.
+ */
+function followInFlight(deliveries) {
+  clearTimeout(followUp);
+  const waiting = deliveries.filter((delivery) => delivery.state === 'pending' || delivery.state === 'sending');
+  if (!waiting.length) {
+    if (inFlight) refreshSettings();
+    inFlight = false;
+    return;
+  }
+  inFlight = true;
+  const due = Math.min(...waiting.map((delivery) => (delivery.state === 'pending' ? Date.parse(delivery.due_at) : 0)));
+  followUp = setTimeout(refreshDeliveries, Math.max(0, due - Date.now()));
 }
 
 $('#redeliver-failed').addEventListener('click', async (event) => {

@@ -1,0 +1,81 @@
+// The webhook card and its delivery log in Chromium, after an outside test: a redelivery's outcome
+// shows without another event to refresh the page.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import type { Browser, Page } from 'playwright-core';
+import { launchChromium, signInWithToken } from './helpers/browser.js';
+import { ADMIN_TOKEN, eventually, startTestApp, type TestApp } from './helpers/app.js';
+import { startReceiver } from './helpers/receiver.js';
+
+const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url).pathname;
+
+describe('the webhook delivery log in Chromium', () => {
+  let app: TestApp;
+  let browser: Browser;
+  let page: Page;
+  let base: string;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  const pageErrors: string[] = [];
+
+  /** The log's rows of one event type, newest first, once none is waiting or in flight. */
+  const settled = (eventType: string) =>
+    eventually(
+      async () => {
+        const rows = (await app.api('GET', `/api/webhook/deliveries?event_type=${eventType}`)).body as { state: string; attempt: number }[];
+        return rows.length && rows.every((row) => row.state !== 'pending' && row.state !== 'sending') ? rows : null;
+      },
+      10_000,
+      `settled ${eventType} deliveries`,
+    );
+
+  before(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    receiver = await startReceiver(500);
+    app = await startTestApp('sqlite', { WEBHOOK_RETRY_DELAY_MS: '300', WEBHOOK_TIMEOUT_MS: '5000' }, { start: true });
+    base = await app.http.listen({ port: 0, host: '127.0.0.1' });
+    await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url, event_types: ['anomaly.detected', 'zone.created'] } });
+    browser = await launchChromium();
+    page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    await signInWithToken(page, base, ADMIN_TOKEN);
+  });
+  after(async () => {
+    await browser?.close();
+    await app?.cleanup();
+    await receiver?.close();
+  });
+
+  it('shows a redelivery delivered once it is, though no event follows it, and the badge with it', async () => {
+    await page.goto(`${base}/#/integrations`);
+    await page.waitForSelector('#deliveries tbody tr');
+    await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { what: 'failed twice' } });
+    assert.deepEqual(
+      (await settled('anomaly.detected')).map((row) => [row.attempt, row.state]),
+      [
+        [2, 'failed'],
+        [1, 'retried'],
+      ],
+    );
+    // The receiver is back, and takes a moment to answer: the page reads the log while the redelivery is in flight.
+    receiver.answerWith((response) => setTimeout(() => response.writeHead(200).end('ok'), 1000));
+    // The page learns of the failure as the outside tester did: by a look at it.
+    await page.reload();
+    await page.waitForSelector('#deliveries tbody tr:first-child[data-state="failed"]');
+    await page.waitForSelector('#webhook-status.bad');
+    await page.click('#redeliver-failed');
+    await page.waitForSelector('#redeliver-failed:has-text("Redelivering 1")');
+    await page.waitForSelector('#deliveries tbody tr:first-child:is([data-state="pending"], [data-state="sending"])');
+    // From here no event is posted: only the page's own re-reading can show the outcome.
+    const [redelivery] = await settled('anomaly.detected');
+    assert.equal(redelivery!.state, 'delivered');
+    await page.waitForSelector('#deliveries tbody tr:first-child[data-state="delivered"]:has-text("anomaly.detected")', { timeout: 10_000 });
+    assert.doesNotMatch((await page.textContent('#deliveries tbody tr:first-child'))!, /sending/);
+    await page.waitForSelector('#webhook-status.ok:has-text("last: 200")', { timeout: 10_000 });
+    await page.screenshot({ path: `${ARTIFACTS}delivery-log-redelivered.png`, fullPage: true });
+  });
+
+  it('raised no script error', () => {
+    assert.deepEqual(pageErrors, []);
+  });
+});
