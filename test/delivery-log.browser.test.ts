@@ -1,5 +1,5 @@
-// The webhook card and its delivery log in Chromium, after an outside test: a redelivery's outcome
-// shows without another event to refresh the page.
+// The webhook card and its delivery log in Chromium: a redelivery's outcome shows without another
+// event to refresh the page, and the "switched off" time reads like the page's other times.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
@@ -59,7 +59,7 @@ describe('the webhook delivery log in Chromium', () => {
     );
     // The receiver is back, and takes a moment to answer: the page reads the log while the redelivery is in flight.
     receiver.answerWith((response) => setTimeout(() => response.writeHead(200).end('ok'), 1000));
-    // The page learns of the failure as the outside tester did: by a look at it.
+    // Read afresh, the page starts from the failure.
     await page.reload();
     await page.waitForSelector('#deliveries tbody tr:first-child[data-state="failed"]');
     await page.waitForSelector('#webhook-status.bad');
@@ -73,6 +73,25 @@ describe('the webhook delivery log in Chromium', () => {
     assert.doesNotMatch((await page.textContent('#deliveries tbody tr:first-child'))!, /sending/);
     await page.waitForSelector('#webhook-status.ok:has-text("last: 200")', { timeout: 10_000 });
     await page.screenshot({ path: `${ARTIFACTS}delivery-log-redelivered.png`, fullPage: true });
+  });
+
+  it('says when a 410 Gone switched the webhook off in local time, as the rest of the page does', async () => {
+    await page.goto(`${base}/#/integrations`);
+    receiver.answerWith(410);
+    await app.api('POST', '/api/zones', { name: 'Attic' });
+    const reason = await eventually(
+      async () => (await app.api('GET', '/api/settings/integration')).body.webhook.status.disabled_reason,
+      5000,
+      'the switch-off',
+    );
+    const at = /at (\d{4}-\d\d-\d\dT[\d:.]+Z)/.exec(reason)![1]!;
+    await page.reload();
+    await page.waitForSelector('#webhook-disabled-reason:not([hidden])');
+    const shown = (await page.textContent('#webhook-disabled-reason'))!;
+    const local = (await page.evaluate(`new Date(${JSON.stringify(at)}).toLocaleString()`)) as string;
+    assert.ok(shown.includes(local), `"${shown}" says ${local}`);
+    assert.doesNotMatch(shown, /\d{4}-\d\d-\d\dT/);
+    assert.match(shown, /410 Gone/);
   });
 
   it('raised no script error', () => {

@@ -125,7 +125,7 @@ async function loadSettings() {
   else if (hook.last_status_code === null && !hook.last_error) statusBadge($('#webhook-status'), 'no deliveries yet', '');
   else statusBadge($('#webhook-status'), hook.last_error ? `last: ${hook.last_error}` : `last: ${hook.last_status_code}`, hook.last_error ? 'bad' : 'ok');
   $('#webhook-disabled-reason').hidden = !hook.disabled_reason;
-  $('#webhook-disabled-reason').textContent = hook.disabled_reason ? `Switched off: ${hook.disabled_reason}` : '';
+  $('#webhook-disabled-reason').textContent = hook.disabled_reason ? `Switched off: ${localTimes(hook.disabled_reason)}` : '';
   const grace = settings.webhook.previous_secret_expires_at;
   $('#webhook-grace').hidden = !grace;
   $('#webhook-grace').textContent = grace
@@ -133,6 +133,9 @@ async function loadSettings() {
     : '';
   return settings;
 }
+
+/** The server writes the time into its reason as ISO 8601 (UTC): shown in local time, as the page's other times. */
+const localTimes = (text) => text.replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z/g, (iso) => new Date(iso).toLocaleString());
 
 for (const type of EVENT_TYPES) $('#delivery-type').append(el('option', {}, type));
 for (const filter of ['#delivery-state', '#delivery-type']) $(filter).addEventListener('change', () => loadDeliveries().catch(report));
