@@ -1,4 +1,5 @@
 // The one way the dashboard talks to the API: JSON in and out, problems as ApiError, a 401 signs out.
+import { clearPageProblem, pageProblem } from './dom.js';
 
 export class ApiError extends Error {
   constructor(status, problem) {
@@ -12,6 +13,12 @@ let onUnauthorized = () => {};
 /** What to do when the session has ended (the app shows the sign-in form). */
 export function whenUnauthorized(callback) {
   onUnauthorized = callback;
+}
+
+let onForbidden = () => {};
+/** What to do when a request is refused with 403: the account's role may have changed since the page was loaded. */
+export function whenForbidden(callback) {
+  onForbidden = callback;
 }
 
 let inFlight = 0;
@@ -63,6 +70,7 @@ async function request(method, path, body) {
     const data = text ? JSON.parse(text) : null;
     // A refused sign-in is answered in its form; any other 401 means the session has ended.
     if (response.status === 401 && !(method === 'POST' && path === '/api/session')) onUnauthorized();
+    if (response.status === 403) onForbidden();
     if (!response.ok) throw new ApiError(response.status, data);
     return { data, response };
   } finally {
@@ -73,4 +81,18 @@ async function request(method, path, body) {
 /** Logs what went wrong, except a 401 (the sign-in form is already showing). */
 export function report(error) {
   if (!(error instanceof ApiError && error.status === 401)) console.error(error);
+}
+
+/**
+ * A page's load: what it reads, then the page as loaded, or why it could not be at the page's top
+ * (a re-read that fails later says so too; one that succeeds takes the message away).
+ */
+export function loadView(viewId, load) {
+  return load().then(
+    () => clearPageProblem(viewId),
+    (error) => {
+      report(error);
+      pageProblem(viewId, error);
+    },
+  );
 }

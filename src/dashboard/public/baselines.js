@@ -1,6 +1,6 @@
 // Baselines: the run history, one small chart per metric, and a comparison of any two runs, chosen in the page
 // (#/baselines/<base id>..<head id>; the last two by default).
-import { api, report } from './api.js';
+import { api, loadView } from './api.js';
 import { $, dateTime, debounce, el, emptyState, row } from './dom.js';
 import { lineChart } from './chart.js';
 
@@ -25,7 +25,7 @@ export const baselines = {
   },
 };
 
-const reload = debounce(() => load().catch(report), 300, 2000);
+const reload = debounce(() => loadView('baselines', load), 300, 2000);
 
 async function load() {
   runs = (await api('GET', '/api/baselines?limit=200&detection=true')).reverse();

@@ -76,12 +76,17 @@ export function debounce(task, waitMs, maxWaitMs = waitMs * 4) {
 /** The input a message slot belongs to (they share the .field label). */
 const inputOf = (slot) => slot.closest('.field')?.querySelector('input, select, textarea');
 
+/** Each form's line under it for what no field claims (showProblem). */
+const formLines = new WeakMap();
+
 export function clearErrors(form) {
   for (const slot of $$('[data-error-for]', form)) {
     slot.textContent = '';
     slot.closest('.field')?.classList.remove('invalid');
     inputOf(slot)?.removeAttribute('aria-invalid');
   }
+  const line = formLines.get(form);
+  if (line) line.hidden = true;
 }
 
 /** Shows each error next to its field; returns the errors no field claimed. */
@@ -100,6 +105,50 @@ export function showErrors(form, error, prefix = '') {
   }
   if (!error.problem?.errors) unclaimed.push(error.message);
   return unclaimed;
+}
+
+/**
+ * Shows each error next to its field, and what no field claims (a 403, a server error: the problem's
+ * detail) on a line under the form, so that no refusal goes unsaid.
+ */
+export function showProblem(form, error) {
+  const rest = showErrors(form, error);
+  let line = formLines.get(form);
+  if (!line) {
+    // After the form, not in it: an inline form lays its children out in one row.
+    line = el('p', { class: 'error-text form-problem', role: 'alert' });
+    form.after(line);
+    formLines.set(form, line);
+  }
+  line.textContent = rest.join('\n');
+  line.hidden = !rest.length;
+}
+
+// ---- a page that could not be loaded says why at its top ----
+
+/** Says at the top of a page why it could not be read; a 403 that this account may not see it (its content is hidden, not shown empty). */
+export function pageProblem(viewId, error) {
+  if (error?.status === 401) return; // the sign-in form is showing
+  const section = $(`#view-${viewId}`);
+  let box = $(':scope > .page-problem', section);
+  if (!box) {
+    box = el('div', { class: 'card page-problem', role: 'alert' });
+    section.prepend(box);
+  }
+  const refused = error?.status === 403;
+  section.classList.toggle('refused', refused);
+  box.hidden = false;
+  box.replaceChildren(
+    el('p', { class: 'error-text' }, refused ? 'Your account may not see this page. ' : 'This page could not be loaded. ', error?.message ?? String(error)),
+    refused ? el('p', {}, el('a', { href: '#/overview' }, 'Go to the overview')) : null,
+  );
+}
+
+export function clearPageProblem(viewId) {
+  const section = $(`#view-${viewId}`);
+  section.classList.remove('refused');
+  const box = $(':scope > .page-problem', section);
+  if (box) box.hidden = true;
 }
 
 export function result(output, ok, text) {

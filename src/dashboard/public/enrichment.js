@@ -1,7 +1,7 @@
 // Enrichment: bots with their quota and secrets, matches with their commentary.
 // #/enrichment/matches/<id> opens a match's commentary, #/enrichment/bots/<id> marks a bot.
 import { api } from './api.js';
-import { $, busy, clearErrors, dateTime, debounce, el, emptyState, row, showErrors } from './dom.js';
+import { $, busy, clearErrors, dateTime, debounce, el, emptyState, row, showProblem } from './dom.js';
 
 let bots = null;
 let matches = null;
@@ -153,6 +153,6 @@ $('#bot-form').addEventListener('submit', async (event) => {
     showBotSecret(`Bot "${bot.id}" created. Shared secret (shown once): ${bot.shared_secret}`);
     await load();
   } catch (error) {
-    showErrors(form, error);
+    showProblem(form, error);
   }
 });

@@ -2,7 +2,7 @@
 // (set here: Rename, the zone list, Remove: admins only, as the API allows). node.online and node.offline change a row at once;
 // heartbeats are not events, so the times are re-read every 15 s while the page is open.
 import { isHousehold } from './account.js';
-import { api, apiAll, report } from './api.js';
+import { api, apiAll, loadView } from './api.js';
 import { $, ago, dateTime, el, emptyState, row } from './dom.js';
 import { household, zoneName } from './household.js';
 
@@ -17,7 +17,7 @@ export const nodesView = {
     selected = params[0] ?? null;
     render();
     clearInterval(timer);
-    timer = setInterval(() => (isOpen() ? load().catch(report) : clearInterval(timer)), REFRESH_MS);
+    timer = setInterval(() => (isOpen() ? loadView('nodes', load) : clearInterval(timer)), REFRESH_MS);
     await load();
   },
   apply(event) {

@@ -1,5 +1,5 @@
 // Overview: system, zones, people, falls and recent events; #/people/<id> and #/zones/<id> open a record.
-import { api, ApiError, report } from './api.js';
+import { api, ApiError, loadView, report } from './api.js';
 import { $, ago, busy, clearErrors, dateTime, el, emptyState, showErrors } from './dom.js';
 import { household, loadHousehold, personName, sharesName, zoneName } from './household.js';
 import { EVENT_FILTERS, loadActivity, loadRecordEvents, renderEvents, renderFalls, renderFiltered } from './activity.js';
@@ -71,7 +71,7 @@ $('#event-filter').addEventListener('change', async (event) => {
   if (event.target.value === 'household') url.searchParams.delete('events');
   else url.searchParams.set('events', event.target.value);
   history.replaceState(history.state, '', url);
-  await loadActivity(eventFilter()).catch(report);
+  await loadView('overview', () => loadActivity(eventFilter()));
   render();
 });
 
@@ -260,4 +260,13 @@ for (const [selector, collection] of [
   });
 }
 
-$('#mode').addEventListener('change', (event) => api('PUT', '/api/system/mode', { mode: event.target.value }).catch(report));
+$('#mode').addEventListener('change', async (event) => {
+  const select = event.target;
+  try {
+    await api('PUT', '/api/system/mode', { mode: select.value });
+  } catch (error) {
+    alert(error.message);
+    // The mode in force, not the one refused.
+    if (household.loaded) select.value = household.health.mode;
+  }
+});

@@ -1,7 +1,7 @@
 // API tokens: list (never the token), create (the token shown once, with a Copy button), revoke.
 // #/tokens/<id> marks a token.
 import { api } from './api.js';
-import { $, ago, busy, clearErrors, copyRow, dateTime, el, emptyState, row, showErrors } from './dom.js';
+import { $, ago, busy, clearErrors, copyRow, dateTime, el, emptyState, row, showProblem } from './dom.js';
 
 let tokens = null;
 let selected = null;
@@ -92,6 +92,6 @@ $('#token-form').addEventListener('submit', async (event) => {
     showNewToken(created);
     await load();
   } catch (error) {
-    showErrors(form, error);
+    showProblem(form, error);
   }
 });

@@ -1,7 +1,7 @@
 // Users (admins only: add, change the role, set a new password, delete) and the signed-in devices
 // (everyone: a household user sees their own sessions, an admin every one; each can be ended).
 import { api, ApiError } from './api.js';
-import { $, ago, busy, clearErrors, dateTime, el, emptyState, row, showErrors } from './dom.js';
+import { $, ago, busy, clearErrors, dateTime, el, emptyState, row, showErrors, showProblem } from './dom.js';
 import { currentUser, isHousehold } from './account.js';
 
 let users = null;
@@ -90,9 +90,21 @@ function renderSessions() {
   if (!sessions.length) body.append(emptyState('tr', 'No dashboard sessions: API clients use tokens, not sessions.', 6));
 }
 
+const isMe = (user) => user.username === currentUser()?.user;
+
 async function change(user, body) {
+  // One change of a select would take the admin pages from the person changing it: asked first.
+  if (isMe(user) && body.role === 'household') {
+    const otherAdmins = users.filter((other) => other.role === 'admin' && other.username !== user.username).length;
+    const question = `Make your own account a household account? You lose the admin pages at once${
+      otherAdmins ? '' : ', and no admin user is left: only the admin token can make one again'
+    }.`;
+    if (!confirm(question)) return render(); // the select shows the role in force again
+  }
   try {
     const changed = await api('PATCH', `/api/users/${encodeURIComponent(user.username)}`, body);
+    // Your own role changed: the page is drawn afresh for it.
+    if (isMe(user)) return location.reload();
     users = users.map((known) => (known.username === user.username ? changed : known));
     render();
   } catch (error) {
@@ -133,9 +145,13 @@ $('#password-form').addEventListener('submit', async (event) => {
 });
 
 async function remove(user) {
-  if (!confirm(`Delete ${user.name} (${user.username})? They are signed out on every device and cannot sign in again.`)) return;
+  const question = isMe(user)
+    ? `Delete your own account, ${user.name} (${user.username})? You are signed out at once, on this device and every other, and cannot sign in with it again.`
+    : `Delete ${user.name} (${user.username})? They are signed out on every device and cannot sign in again.`;
+  if (!confirm(question)) return;
   try {
     await api('DELETE', `/api/users/${encodeURIComponent(user.username)}`);
+    if (isMe(user)) return location.reload();
     await load();
   } catch (error) {
     alert(error.message);
@@ -173,6 +189,6 @@ $('#user-form').addEventListener('submit', async (event) => {
     await load();
   } catch (error) {
     if (error.status === 409) error.problem = { errors: [{ path: '/username', message: 'is taken: choose another user name' }] };
-    showErrors(form, error);
+    showProblem(form, error);
   }
 });
