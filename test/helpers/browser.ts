@@ -36,8 +36,10 @@ export async function signInWithToken(page: Page, base: string, token: string): 
 
 /**
  * The visible texts of the page whose colour has less contrast with what is behind it than WCAG AA
- * asks (4.5:1; 3:1 for large text), as `text (ratio)`. The background is the nearest one painted,
- * translucent ones blended over what is under them; disabled controls are exempt, as in WCAG.
+ * asks (4.5:1; 3:1 for large text), as `text (ratio)`; an empty field's placeholder counts as text
+ * (it can say something the page states nowhere else, such as that a secret is saved). The background
+ * is the nearest one painted, translucent ones blended over what is under them; disabled controls are
+ * exempt, as in WCAG.
  * (A script in the page's own language: the test project has no DOM types.)
  */
 export async function lowContrast(page: Page): Promise<string[]> {
@@ -56,9 +58,12 @@ export async function lowContrast(page: Page): Promise<string[]> {
     const luminance = ([r, g, b]) => 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
     const failures = [];
     for (const element of document.querySelectorAll('body *')) {
-      const text = [...element.childNodes].filter((node) => node.nodeType === Node.TEXT_NODE).map((node) => node.textContent.trim()).join(' ').trim();
+      const placeholder = element.matches('input:placeholder-shown, textarea:placeholder-shown') && element.placeholder.trim() !== '';
+      const text = placeholder
+        ? 'placeholder "' + element.placeholder.trim() + '"'
+        : [...element.childNodes].filter((node) => node.nodeType === Node.TEXT_NODE).map((node) => node.textContent.trim()).join(' ').trim();
       if (!text || element.closest(':disabled, [hidden], svg')) continue;
-      const style = getComputedStyle(element);
+      const style = placeholder ? getComputedStyle(element, '::placeholder') : getComputedStyle(element);
       const box = element.getBoundingClientRect();
       if (style.visibility !== 'visible' || box.width === 0 || box.height === 0) continue;
       const back = background(element);
