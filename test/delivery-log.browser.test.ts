@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
-import { launchChromium, signInWithToken } from './helpers/browser.js';
+import { signedInPage } from './helpers/browser.js';
 import { ADMIN_TOKEN, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';
 
@@ -35,10 +35,7 @@ describe('the webhook delivery log in Chromium', () => {
     app = await startTestApp('sqlite', { WEBHOOK_RETRY_DELAY_MS: '300', WEBHOOK_TIMEOUT_MS: '5000' }, { start: true });
     base = await app.http.listen({ port: 0, host: '127.0.0.1' });
     await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url, event_types: ['anomaly.detected', 'zone.created'] } });
-    browser = await launchChromium();
-    page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
-    page.on('pageerror', (error) => pageErrors.push(error.message));
-    await signInWithToken(page, base, ADMIN_TOKEN);
+    ({ browser, page } = await signedInPage(base, ADMIN_TOKEN, pageErrors));
   });
   after(async () => {
     await browser?.close();

@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
-import { launchChromium, signInWithToken } from './helpers/browser.js';
+import { signedInPage } from './helpers/browser.js';
 import { ADMIN_TOKEN, startTestApp, type TestApp } from './helpers/app.js';
 
 const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url).pathname;
@@ -54,10 +54,7 @@ describe('long names in Chromium', () => {
       const person = (await app.api('POST', '/api/persons', { name })).body.id;
       await app.api('POST', '/api/events', { type: 'zone.entry', person, zone });
     }
-    browser = await launchChromium();
-    page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
-    page.on('pageerror', (error) => pageErrors.push(error.message));
-    await signInWithToken(page, base, ADMIN_TOKEN);
+    ({ browser, page } = await signedInPage(base, ADMIN_TOKEN, pageErrors));
   });
   after(async () => {
     await browser?.close();

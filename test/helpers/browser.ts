@@ -34,6 +34,15 @@ export async function signInWithToken(page: Page, base: string, token: string): 
   await page.waitForSelector('#app:not([hidden])');
 }
 
+/** A desktop-sized page of a new Chromium, signed in at `base` with `token`; the page's uncaught errors go into `errors`. */
+export async function signedInPage(base: string, token: string, errors: string[]): Promise<{ browser: Browser; page: Page }> {
+  const browser = await launchChromium();
+  const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+  page.on('pageerror', (error) => errors.push(error.message));
+  await signInWithToken(page, base, token);
+  return { browser, page };
+}
+
 /**
  * The visible texts of the page whose colour has less contrast with what is behind it than WCAG AA
  * asks (4.5:1; 3:1 for large text), as `text (ratio)`; an empty field's placeholder counts as text
