@@ -2,7 +2,9 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { FastifyInstance } from 'fastify';
 import { createHttpServer } from '../src/http/index.js';
+import { tmpdir } from 'node:os';
 import { DomainError, invalid } from '../src/errors.js';
+import { startupFailure } from '../src/ops/startup-errors.js';
 
 /**
  * Domain errors carry no HTTP: the shell's one error handler turns any `DomainError` (whichever room
@@ -64,5 +66,20 @@ describe('domain errors at the HTTP edge', () => {
     assert.equal(status, 500);
     assert.equal(body.code, 'internal_error');
     assert.doesNotMatch(JSON.stringify(body), /registry lacks/);
+  });
+});
+
+describe('start-up failures on SQLite', () => {
+  const config = { databaseUrl: null, dataDir: tmpdir(), host: '127.0.0.1', port: 8080 };
+  it('a full disk, however it is reported, is one sentence and passes once space is freed; any other I/O error names its code', () => {
+    for (const code of ['ENOSPC', 'SQLITE_FULL']) {
+      const failure = startupFailure(Object.assign(new Error('full'), { code }), config);
+      assert.equal(failure?.passes, true, code);
+      assert.match(failure?.sentence ?? '', /the disk is full; free space and start again/, code);
+    }
+    const io = startupFailure(Object.assign(new Error('io'), { code: 'SQLITE_IOERR_READ' }), config);
+    assert.equal(io?.passes, true);
+    assert.match(io?.sentence ?? '', /a disk I\/O error \(SQLITE_IOERR_READ\); check the disk/, 'a disk with room is not called full');
+    assert.equal(startupFailure(Object.assign(new Error('denied'), { code: 'EACCES' }), config)?.passes, false, 'a person must fix permissions');
   });
 });

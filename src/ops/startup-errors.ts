@@ -19,7 +19,7 @@ export function startupFailure(error: unknown, config: Pick<Config, 'databaseUrl
   if (sentence === null) return null;
   const code = (error as { code?: unknown } | null)?.code;
   // Space freed, PostgreSQL back: a supervisor's next start succeeds.
-  const passes = config.databaseUrl === null ? storageFailure(error) !== null : typeof code === 'string' && POSTGRES_AWAY.has(code);
+  const passes = config.databaseUrl === null ? code === 'ENOSPC' || storageFailure(error) !== null : typeof code === 'string' && POSTGRES_AWAY.has(code);
   return { sentence, passes };
 }
 
