@@ -112,7 +112,11 @@ describe('refusals in the dashboard in Chromium', () => {
     await page.click('#nav a[data-view="nodes"]');
     const said = page.locator('#view-nodes [role=alert]:visible');
     await said.waitFor();
-    assert.match((await said.textContent())!, /The database is busy; try again/);
+    assert.equal((await said.textContent())!, 'This page could not be loaded. The database is busy; try again');
+    // The table no longer says it is loading.
+    assert.equal((await page.textContent('#nodes tbody'))!.trim(), 'Not loaded.');
+    assert.equal(await page.locator('#view-nodes .loading-text, #view-nodes tr.placeholder').count(), 0);
+    await page.screenshot({ path: `${ARTIFACTS}refusals-nodes-not-loaded.png` });
     await page.unroute('**/api/nodes*');
     // Back and there again: loaded, the message is gone.
     await page.click('#nav a[data-view="overview"]');
@@ -128,6 +132,29 @@ describe('refusals in the dashboard in Chromium', () => {
     assert.match(message, /The database is busy; try again/);
     await eventually(async () => (await page.inputValue('#mode')) === 'home', 5000, 'the select back at home');
     await page.unroute('**/api/system/mode');
+  });
+
+  it("a person's page whose events could not be read says so, not that there are none", async () => {
+    await app.api('POST', '/api/persons', { id: 'ada', name: 'Ada' });
+    const page = await signedIn('ann', '#/overview');
+    await page.waitForSelector('#view-overview:not([hidden]) #mode');
+    const unavailable = JSON.stringify({ type: '/problems/unavailable', title: 'Service unavailable', status: 503, detail: 'The database is busy; try again' });
+    // The record's own read (the types that name a person or zone, creations among them), not the timeline's.
+    const recordRead = (url: URL) => url.pathname === '/api/events' && url.searchParams.getAll('type').includes('person.created');
+    await page.route(recordRead, (route) => route.fulfill({ status: 503, headers: { 'content-type': 'application/problem+json' }, body: unavailable }));
+    await page.goto(`${base}/#/people/ada`);
+    const events = page.locator('#record ol.events');
+    await page.waitForSelector('#record ol.events .not-loaded');
+    assert.match((await events.textContent())!, /Earlier events could not be loaded: The database is busy; try again/);
+    assert.doesNotMatch((await events.textContent())!, /No recent events/);
+    assert.equal(await page.locator('#view-overview [role=alert]:visible').count(), 0, 'the rest of the page loaded');
+    await page.screenshot({ path: `${ARTIFACTS}refusals-record-events.png`, fullPage: true });
+    await page.unroute(recordRead);
+    // Read again at the next record: the message goes.
+    await page.goto(`${base}/#/overview`);
+    await page.goto(`${base}/#/people/ada`);
+    await page.waitForSelector('#record ol.events li[data-seq]');
+    assert.equal(await events.locator('.not-loaded').count(), 0);
   });
 
   it('asks an admin before she demotes her own account, and says when no admin user would be left', async () => {

@@ -112,6 +112,8 @@ const RECORD_TYPES = EVENT_TYPES.filter((type) => ['household', 'changes'].inclu
 const RECORD_EVENTS = 1000;
 const recordEvents = [];
 let recordEventsRead = null;
+/** Why the last read of the record pages' events failed: the page says so rather than "no recent events". */
+let recordEventsError = null;
 
 const typeQuery = (types) => (types ?? []).map((type) => `&type=${encodeURIComponent(type)}`).join('');
 
@@ -131,9 +133,13 @@ export async function loadActivity(filter = 'household') {
 /** Reads the record pages' events once (renderEvents); a failed read is tried again at the next record. */
 export function loadRecordEvents() {
   recordEventsRead ??= api('GET', `/api/events?order=desc&limit=${RECORD_EVENTS}${typeQuery(RECORD_TYPES)}`).then(
-    ({ events }) => merge(recordEvents, events),
+    ({ events }) => {
+      recordEventsError = null;
+      merge(recordEvents, events);
+    },
     (error) => {
       recordEventsRead = null;
+      recordEventsError = error;
       throw error;
     },
   );
@@ -183,7 +189,9 @@ export function renderEvents(list, concerns, empty) {
   // A person or zone added again under a deleted one's id starts at its own creation.
   const created = events.findIndex((event) => event.event_type === 'person.created' || event.event_type === 'zone.created');
   events.splice(created >= 0 ? Math.min(created + 1, MAX_SHOWN) : MAX_SHOWN);
-  list.replaceChildren(...(events.length ? events.map((event) => eventItem(event)) : [emptyState('li', empty)]));
+  const items = events.map((event) => eventItem(event));
+  if (recordEventsError) items.push(el('li', { class: 'not-loaded' }, `Earlier events could not be loaded: ${recordEventsError.message}`));
+  list.replaceChildren(...(items.length ? items : [emptyState('li', empty)]));
 }
 
 /** Renders the newest events of one of EVENT_FILTERS into `list`. */

@@ -138,9 +138,19 @@ export function pageProblem(viewId, error) {
   const refused = error?.status === 403;
   section.classList.toggle('refused', refused);
   box.hidden = false;
+  // What waited for the read says it did not come, rather than "Loading…" for good; the next load redraws it.
+  for (const waiting of section.querySelectorAll('.loading-text')) {
+    waiting.classList.replace('loading-text', 'not-loaded');
+    waiting.textContent = 'Not loaded.';
+  }
+  for (const waiting of section.querySelectorAll('tr.placeholder')) {
+    waiting.classList.replace('placeholder', 'not-loaded');
+    waiting.firstElementChild.textContent = 'Not loaded.';
+  }
   box.replaceChildren(
     el('p', { class: 'error-text' }, refused ? 'Your account may not see this page. ' : 'This page could not be loaded. ', error?.message ?? String(error)),
-    refused ? el('p', {}, el('a', { href: '#/overview' }, 'Go to the overview')) : null,
+    // replaceChildren, unlike el(), writes a null as the text "null".
+    ...(refused ? [el('p', {}, el('a', { href: '#/overview' }, 'Go to the overview'))] : []),
   );
 }
 
