@@ -1,5 +1,5 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -30,6 +30,47 @@ export async function waitForPort(port: number, open = true, timeoutMs = 15_000)
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   throw new Error(`port ${port} did not ${open ? 'open' : 'close'}`);
+}
+
+/** Whether process `pid` holds a socket listening on 127.0.0.1:`port` (/proc/net/tcp, its fds). */
+function listensOn(pid: number, port: number): boolean {
+  const address = `0100007F:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const inodes = readFileSync('/proc/net/tcp', 'utf8')
+    .split('\n')
+    .map((line) => line.trim().split(/\s+/))
+    .filter((fields) => fields[1] === address && fields[3] === '0A') // 0A: LISTEN
+    .map((fields) => `socket:[${fields[9]}]`);
+  if (!inodes.length) return false;
+  const fds = (() => {
+    try {
+      return readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      return []; // it exited
+    }
+  })();
+  return fds.some((fd) => {
+    try {
+      return inodes.includes(readlinkSync(`/proc/${pid}/fd/${fd}`));
+    } catch {
+      return false; // closed meanwhile
+    }
+  });
+}
+
+/**
+ * Waits until `child` itself listens on `port`. Something else answering there is not enough: a
+ * port freePort found can be taken before the child binds it (or between a stop and a start), the
+ * child then exits, and a test would talk to another session's server (retained messages on its
+ * broker).
+ */
+export async function waitForOwnListener(child: ChildProcess, port: number, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${child.spawnfile} exited before listening on port ${port} (taken?)`);
+    if (listensOn(child.pid!, port)) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`${child.spawnfile} did not listen on port ${port} within ${timeoutMs} ms`);
 }
 
 export interface TlsMaterial {
@@ -169,7 +210,7 @@ export async function startBroker(
     async start() {
       process = spawn('mosquitto', ['-c', config], { stdio: ['ignore', 'ignore', keepLog ? 'pipe' : 'ignore'] });
       process.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      await waitForPort(port);
+      await waitForOwnListener(process, port);
     },
     /** Stops the broker; SIGKILL drops every connection mid-packet, as a crash or power cut does. */
     async stop(signal: NodeJS.Signals = 'SIGTERM') {

@@ -2,7 +2,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { freePort, waitForPort } from './broker.js';
+import { freePort, waitForOwnListener, waitForPort } from './broker.js';
 
 /** A private redis-server the test can stop and start. */
 export async function startRedis() {
@@ -12,7 +12,7 @@ export async function startRedis() {
     url: `redis://127.0.0.1:${port}/0`,
     async start() {
       child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-      await waitForPort(port, true);
+      await waitForOwnListener(child, port);
     },
     async stop() {
       if (!child || child.exitCode !== null || child.signalCode !== null) return;
