@@ -322,6 +322,33 @@ for (const dialect of DIALECTS) {
       assert.match((log[0] as any).error, /timed out after 400 ms/);
     });
 
+    it('an attempt answered after another took its row over records nothing: that one stands, and no retry follows', async () => {
+      const retries = async () => Number(/outcome="retry"} (\d+)/.exec((await app.http.inject({ method: 'GET', url: '/metrics' })).body)?.[1] ?? 0);
+      const retriesBefore = await retries();
+      // As a process paused past its claim deadline sees it: meanwhile another instance claimed the
+      // row again and the receiver took that attempt; then the paused one's answer comes, a 500.
+      receiver.answerNext((response) => {
+        const webhookId = receiver.received.at(-1)!.headers['webhook-id'] as string;
+        void app.database.db
+          .updateTable('webhook_deliveries')
+          .set({ state: 'delivered', status_code: 204, due_at: new Date(Date.now() + 60_000).toISOString(), attempted_at: new Date().toISOString() })
+          .where('webhook_id', '=', webhookId)
+          .where('state', '=', 'sending')
+          .execute()
+          .then(() => response.writeHead(500).end());
+      });
+      await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { claim: 'taken over' } });
+      await eventually(async () => (await retries()) > retriesBefore, 5000, 'the stale answer handled');
+      // A retry would be due 300 ms after it (FAST): none is sent.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      assert.equal(receiver.received.length, 1);
+      const log = (await deliveriesOf('anomaly.detected')).filter((row: any) => row.webhook_id === receiver.received[0]!.headers['webhook-id']);
+      assert.deepEqual(
+        log.map((row: any) => [row.attempt, row.state, row.status_code]),
+        [[1, 'delivered', 204]],
+      );
+    });
+
     it('claims a delivery for long enough to wait for a slot, make the attempt and wait for its answer to be written', async () => {
       receiver.answerNext('hang', 200);
       const before = Date.now();

@@ -81,9 +81,13 @@ export const dueDeliveries = (lane: LaneName) => (db: Db, param: Param<'state' |
     .where('due_at', '<=', param('at'))
     .orderBy('due_at')
     .orderBy('id');
-const ATTEMPT_FIELDS = ['id', 'state', 'statusCode', 'error', 'durationMs', 'attemptedAt', 'responseBody'] as const;
+const ATTEMPT_FIELDS = ['id', 'claimedUntil', 'state', 'statusCode', 'error', 'durationMs', 'attemptedAt', 'responseBody'] as const;
 type AttemptField = (typeof ATTEMPT_FIELDS)[number];
-/** An attempt's outcome written to its row. */
+/**
+ * An attempt's outcome written to its row, while the claim that sent it still holds the row: a
+ * process that stalled past its claim deadline (a paused VM) finds the row taken over by another
+ * attempt, whose result stands.
+ */
 const attemptRecord = (db: Db, param: Param<AttemptField>) =>
   db
     .updateTable('webhook_deliveries')
@@ -95,7 +99,30 @@ const attemptRecord = (db: Db, param: Param<AttemptField>) =>
       attempted_at: param('attemptedAt'),
       response_body: param('responseBody'),
     })
-    .where('id', '=', param('id'));
+    .where('id', '=', param('id'))
+    .where('state', '=', 'sending')
+    .where('due_at', '=', param('claimedUntil'));
+/** The row as this claim left it: `sending` until the deadline the claim set (claimDueRows). */
+const stillClaimed = (db: Db, row: Pick<DeliveryRow, 'id' | 'due_at'>) =>
+  db.selectFrom('webhook_deliveries').where('id', '=', row.id).where('state', '=', 'sending').where('due_at', '=', row.due_at);
+/** The retry of a claimed row, copied from it while the claim holds (`stillClaimed`), due at `dueAt`. */
+const retryOf = (db: Db, row: DeliveryRow, dueAt: string) =>
+  db
+    .insertInto('webhook_deliveries')
+    .columns(['webhook_id', 'event_seq', 'event_type', 'url', 'payload', 'attempt', 'state', 'due_at', 'created_at'])
+    .expression(
+      stillClaimed(db, row).select([
+        'webhook_id',
+        'event_seq',
+        'event_type',
+        'url',
+        'payload',
+        sql<number>`attempt + 1`.as('attempt'),
+        sql.lit('pending').as('state'),
+        sql.val(dueAt).as('due_at'),
+        sql.val(now()).as('created_at'),
+      ]),
+    );
 /** One of the writes recording a batch of attempts (`record`). */
 type RecordWrite = (db: Db) => Compilable<unknown> & { execute(): Promise<unknown> };
 /** A claimed row and the secrets in force when it was claimed, which sign its attempt. */
@@ -264,9 +291,15 @@ export class WebhookService {
    * the same webhook-id (at-least-once).
    */
   private async release(rows: DeliveryRow[]): Promise<void> {
-    const ids = rows.map((row) => row.id);
+    if (!rows.length) return;
+    // Only rows still under this process's claims: one another instance took over is its to send.
     await this.database.write((db) =>
-      db.updateTable('webhook_deliveries').set({ state: 'pending', due_at: now() }).where('id', 'in', ids).where('state', '=', 'sending').execute(),
+      db
+        .updateTable('webhook_deliveries')
+        .set({ state: 'pending', due_at: now() })
+        .where('state', '=', 'sending')
+        .where((eb) => eb.or(rows.map((row) => eb.and([eb('id', '=', row.id), eb('due_at', '=', row.due_at)]))))
+        .execute(),
     );
   }
 
@@ -295,6 +328,7 @@ export class WebhookService {
       const outcome = outcomeOf(result, row.attempt);
       attempts.push({
         id: row.id,
+        claimedUntil: row.due_at,
         state: outcome === 'delivered' ? 'delivered' : outcome === 'retry' ? 'retry_scheduled' : 'failed',
         statusCode: result.statusCode,
         error: result.error,
@@ -311,12 +345,13 @@ export class WebhookService {
             .where('webhook_id', '=', row.webhook_id)
             .where('state', '=', 'retry_scheduled')
             .where('attempt', '=', row.attempt - 1)
-            .where('id', '<', row.id),
+            .where('id', '<', row.id)
+            .where((eb) => eb.exists(stillClaimed(db, row).select('id'))),
         );
       if (outcome === 'retry') {
         const delayMs = retryDelayOf(result, this.options.retryDelayMs);
         nextRetryMs = Math.min(nextRetryMs, delayMs);
-        writes.push((db) => db.insertInto('webhook_deliveries').values(resendOf(row, row.attempt + 1, new Date(Date.now() + delayMs).toISOString())));
+        writes.push((db) => retryOf(db, row, new Date(Date.now() + delayMs).toISOString()));
         copies.push(row.payload);
         // Once per delivery of a flood to a failing receiver: a line a minute per URL (the attempts are in the delivery log).
         this.throttledLog.write(
@@ -353,7 +388,9 @@ export class WebhookService {
    * Writes a batch's record at once. A delivery sent on its own and answered is one statement, which
    * needs no transaction. On PostgreSQL more are one statement too, each write a data-modifying CTE
    * (round trips were most of the dispatcher's cost against a failing receiver): they touch different rows, except a 410's failing of the pending rows, which must see
-   * the retries written before it (`ordered`), so that batch is a transaction, as on SQLite.
+   * the retries written before it (`ordered`), so that batch is a transaction, as on SQLite. Every
+   * write but the 410's holds only while its row's claim does: the retries and the marks go first,
+   * while the attempts' rows are still `sending` (a statement's CTEs all see the rows as it began).
    */
   private async writeRecord(attempts: PreparedValues<AttemptField>[], writes: RecordWrite[], ordered: boolean): Promise<void> {
     if (attempts.length === 1 && writes.length === 0) {
@@ -361,12 +398,12 @@ export class WebhookService {
       return;
     }
     const all = [
+      ...writes,
       ...attempts.map(
         (values): RecordWrite =>
           (db) =>
             attemptRecord(db, (name) => values[name]),
       ),
-      ...writes,
     ];
     if (this.database.dialect === 'postgres' && !ordered)
       await this.database.write((db) =>
@@ -400,6 +437,7 @@ export class WebhookService {
     const payload = JSON.stringify(makeEvent('webhook.test', { detail: { message: 'Test delivery from Mothership' } }));
     const webhookId = newWebhookId();
     const at = now();
+    const claimedUntil = this.sendingDeadline();
     const { id } = await this.database.write((db) =>
       db
         .insertInto('webhook_deliveries')
@@ -413,7 +451,7 @@ export class WebhookService {
           payload,
           attempt: 1,
           state: 'sending',
-          due_at: this.sendingDeadline(),
+          due_at: claimedUntil,
           created_at: at,
           ...UNANSWERED,
         })
@@ -424,7 +462,7 @@ export class WebhookService {
     const ok = outcomeOf(result, 1) === 'delivered';
     const { statusCode, error, durationMs, responseBody } = result;
     const state = ok ? 'delivered' : 'failed';
-    await this.database.write((db) => this.recordAttempt.execute(db, { id, state, statusCode, error, durationMs, attemptedAt: now(), responseBody }));
+    await this.database.write((db) => this.recordAttempt.execute(db, { id, claimedUntil, state, statusCode, error, durationMs, attemptedAt: now(), responseBody }));
     this.metrics?.webhookDeliveries.inc({ outcome: ok ? 'delivered' : 'failed' });
     return { ...result, ok };
   }
