@@ -462,7 +462,9 @@ export class WebhookService {
     const ok = outcomeOf(result, 1) === 'delivered';
     const { statusCode, error, durationMs, responseBody } = result;
     const state = ok ? 'delivered' : 'failed';
-    await this.database.write((db) => this.recordAttempt.execute(db, { id, claimedUntil, state, statusCode, error, durationMs, attemptedAt: now(), responseBody }));
+    await this.database.write((db) =>
+      this.recordAttempt.execute(db, { id, claimedUntil, state, statusCode, error, durationMs, attemptedAt: now(), responseBody }),
+    );
     this.metrics?.webhookDeliveries.inc({ outcome: ok ? 'delivered' : 'failed' });
     return { ...result, ok };
   }
