@@ -536,6 +536,49 @@ describe('MQTT connection management', () => {
     }
   });
 
+  it('a broker that keeps its retained messages and restarts again and again before the reconnect is restarting (its uptime says so), not another client taking the client id', async () => {
+    // Its generation marker survives each restart (saved on SIGTERM), every reconnect is accepted (the
+    // proxy waits for the broker): only the broker's uptime tells. `sys_interval 1`: it says so every second.
+    const broker = await startBroker({ persistence: true, config: ['sys_interval 1'] });
+    const proxy = await patientProxy(broker.port);
+    const { app, root } = await mqttApp({ MQTT_TAKEOVER_SESSION_MS: '600000', MQTT_TAKEOVER_BACKOFF_MS: '600000' });
+    const status = async () => (await app.api('GET', '/api/settings/integration')).body.mqtt.status;
+    /** Once the broker has published its uptime live twice since now: the service's read of it, which takes the first, is done. */
+    const uptimeSaid = async () => {
+      const view = await observer(broker.url, ['$SYS/broker/uptime']);
+      try {
+        await eventually(() => view.messages.filter((message) => !message.retain).length >= 2, 10_000, 'the uptime published');
+      } finally {
+        await view.close();
+      }
+    };
+    try {
+      await app.api('POST', '/api/settings/integration', { mqtt: { enabled: true, broker_url: proxy.url, topic_root: root } });
+      let connectedAt = (await eventually(async () => (await status()).last_connected_at, 10_000, 'connected')) as string;
+      await uptimeSaid();
+      for (let restart = 1; restart <= CUT_SHORT_IN_A_ROW + 1; restart++) {
+        await broker.stop();
+        await broker.start();
+        const reconnected = await eventually(
+          async () => {
+            const current = await status();
+            return current.connected && current.last_connected_at !== connectedAt ? current : null;
+          },
+          10_000,
+          `reconnected after restart ${restart}`,
+        );
+        assert.equal(reconnected.client_id_conflict, false, `after restart ${restart}: ${reconnected.last_error}`);
+        connectedAt = reconnected.last_connected_at;
+        await uptimeSaid();
+      }
+      assert.equal((await status()).client_id_conflict, false);
+    } finally {
+      await app.cleanup();
+      await proxy.close();
+      await broker.destroy();
+    }
+  });
+
   it('moves to another broker at run time, leaving offline on the old one', async () => {
     const first = await startBroker();
     const second = await startBroker();

@@ -138,6 +138,40 @@ export function describeMqttError(error: Error & { code?: string | number }, det
   return error.message || String(error);
 }
 
+/** Mosquitto's uptime in whole seconds, published every `sys_interval` (10 s by default). */
+const BROKER_UPTIME_TOPIC = '$SYS/broker/uptime';
+/** One `sys_interval` of Mosquitto's default, and a second for the message to come. */
+const BROKER_UPTIME_WAIT_MS = 11_000;
+
+/**
+ * How long the broker says it has been up, in ms (`$SYS/broker/uptime`, `N seconds`), from the next
+ * time it publishes it: the retained figure can be a `sys_interval` old. Null when it does not say
+ * within the wait (another broker, `$SYS` off or refused) or the connection closes first. Read apart
+ * from the integration's subscriptions: a refusal here is no refusal of ours to report.
+ */
+export function brokerUptimeMs(client: MqttClient): Promise<number | null> {
+  return new Promise((resolve) => {
+    const done = (uptime: number | null) => {
+      clearTimeout(timer);
+      client.off('message', onMessage).off('close', onClose);
+      if (client.connected) client.unsubscribe(BROKER_UPTIME_TOPIC, () => {});
+      resolve(uptime);
+    };
+    const onMessage = (topic: string, payload: Buffer, packet: { retain: boolean }) => {
+      if (topic !== BROKER_UPTIME_TOPIC || packet.retain) return;
+      const seconds = /^(\d+) seconds$/.exec(payload.toString('utf8'));
+      done(seconds ? Number(seconds[1]) * 1000 : null);
+    };
+    const onClose = () => done(null);
+    const timer = setTimeout(onClose, BROKER_UPTIME_WAIT_MS);
+    timer.unref();
+    client.on('message', onMessage).once('close', onClose);
+    client.subscribe(BROKER_UPTIME_TOPIC, { qos: 0 }, (error, granted) => {
+      if (error || (granted?.[0]?.qos ?? 0x80) >= 0x80) done(null);
+    });
+  });
+}
+
 type ConnectionBackoff = { initialMs: number; maxMs: number; takeover: TakeoverPolicy };
 interface ConnectionHooks {
   onConnect: () => void;
@@ -159,6 +193,8 @@ export class MqttConnection {
   private takeover = UNCONTESTED;
   /** When the current connection was accepted (0: not connected), and the timer that says it held. */
   private connectedAt = 0;
+  /** When the last connection the broker cut short had been accepted (0: none since one held). */
+  private cutShortAt = 0;
   private heldTimer: NodeJS.Timeout | null = null;
   readonly status: MqttStatus = { ...NO_CONNECTION };
 
@@ -190,6 +226,7 @@ export class MqttConnection {
       Object.assign(this.status, { connected: true, last_error, last_connected_at: new Date().toISOString(), next_reconnect_at: null });
       hooks.onStatus(this.status);
       hooks.onConnect();
+      if (this.cutShortAt) void this.restartedSince(this.cutShortAt);
     });
     this.client.on('error', (error) => {
       if (!this.status.client_id_conflict) this.status.last_error = describeMqttError(error as Error & { code?: string | number });
@@ -202,6 +239,7 @@ export class MqttConnection {
       if (this.connectedAt && !this.closing) {
         const lasted = Date.now() - this.connectedAt;
         if (lasted < backoff.takeover.sessionMs) hooks.onCutShort();
+        this.cutShortAt = lasted < backoff.takeover.sessionMs ? this.connectedAt : 0;
         this.settle(connectionClosed(this.takeover, lasted, backoff.takeover), clientId);
       } else if (!this.closing) {
         this.takeover = attemptFailed(this.takeover);
@@ -220,6 +258,17 @@ export class MqttConnection {
    */
   brokerRestarted(): void {
     this.takeover = attemptFailed(this.takeover);
+  }
+
+  /**
+   * A broker that restarts faster than our reconnect refuses no attempt, and one that keeps its
+   * retained messages on disk keeps the generation marker too: only its uptime tells. One that says
+   * it started after the connection it cut short was accepted (its figure is in whole seconds)
+   * restarted then.
+   */
+  private async restartedSince(acceptedAt: number): Promise<void> {
+    const uptime = await brokerUptimeMs(this.client);
+    if (uptime !== null && uptime + 1000 < Date.now() - acceptedAt) this.brokerRestarted();
   }
 
   /** Counts a publish or subscription the broker refused, in the status too. */
