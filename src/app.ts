@@ -204,7 +204,18 @@ function registerRoutes(config: Config, wired: Wired): void {
     database,
     metrics,
     mqttState: () => mqtt.status(),
-    dependencies: redis ? [{ name: 'redis', probe: () => redisProbe(redis, config.redisUrl!), where: serviceTarget(config.redisUrl!, 6379, '/0') }] : [],
+    // Every instance shares Redis: with a rate limit that fails open, taking them all out of a load
+    // balancer while it is away would turn a limit that lets requests through into an outage.
+    dependencies: redis
+      ? [
+          {
+            name: 'redis',
+            required: !config.rateLimit.failOpen,
+            probe: () => redisProbe(redis, config.redisUrl!),
+            where: serviceTarget(config.redisUrl!, 6379, '/0'),
+          },
+        ]
+      : [],
   });
   presenceRoutes(http, presence);
   eventRoutes(http, events, metrics, config.eventStreams);

@@ -3,10 +3,12 @@ import { SCHEMA_VERSION, type Database } from '../db/index.js';
 import { VERSION } from '../version.js';
 import type { Metrics } from './metrics.js';
 
-/** A backing service without which requests fail (Redis when configured): readiness probes it. */
+/** A backing service readiness probes (Redis when configured). */
 export interface Dependency {
   /** Its field in the readiness `checks`. */
   name: string;
+  /** Whether requests fail without it, so that the instance is not ready: otherwise it is only reported. */
+  required: boolean;
   /** Resolves when it answers. */
   probe: () => Promise<unknown>;
   /** What the log line names when it does not answer (an address, never credentials). */
@@ -26,7 +28,8 @@ function answersInTime(probe: () => Promise<unknown>): Promise<unknown> {
 
 /**
  * Liveness (process up), readiness (every dependency whose failure fails requests: the database, its
- * writes, Redis when configured; MQTT reported, not required) and Prometheus metrics.
+ * writes, Redis when the rate limit fails closed without it; MQTT and a Redis the limit fails open
+ * without reported, not required) and Prometheus metrics.
  */
 export function opsRoutes(
   app: FastifyInstance,
@@ -61,7 +64,7 @@ export function opsRoutes(
       checks: {
         type: 'object',
         description:
-          'Each dependency whose failure fails requests: "ok" or why not in words. `database` ("unreachable"), `disk` (the database\'s writes: "disk full", "disk I/O error", "out of resources"), `redis` when configured ("unreachable")',
+          'Each dependency: "ok" or why not in words. `database` ("unreachable"), `disk` (the database\'s writes: "disk full", "disk I/O error", "out of resources"), `redis` when configured ("unreachable"; not ready for it only with RATE_LIMIT_REDIS_FAILURE=closed)',
         additionalProperties: { type: 'string' },
       },
       mqtt: {
@@ -78,12 +81,13 @@ export function opsRoutes(
       schema: {
         operationId: 'getReadiness',
         tags: ['operations'],
-        summary: 'Every dependency requests need works (database, disk, Redis when configured); MQTT state is reported, not required',
+        summary:
+          'Every dependency requests need works (database, disk, Redis when the rate limit fails closed without it); MQTT state is reported, not required',
         response: { 200: readiness, 503: readiness },
       },
     },
     async (request, reply) => {
-      const probes = [{ name: 'database', probe: () => deps.database.ping() }, ...(deps.dependencies ?? [])];
+      const probes: Dependency[] = [{ name: 'database', required: true, probe: () => deps.database.ping() }, ...(deps.dependencies ?? [])];
       const checks: Record<string, string> = Object.fromEntries(probes.map(({ name }) => [name, 'ok']));
       await Promise.all(
         probes.map(async ({ name, probe, where }) => {
@@ -98,7 +102,7 @@ export function opsRoutes(
         }),
       );
       checks.disk = deps.database.writeState();
-      const ready = Object.values(checks).every((state) => state === 'ok');
+      const ready = checks.disk === 'ok' && probes.every(({ name, required }) => !required || checks[name] === 'ok');
       return reply
         .code(ready ? 200 : 503)
         .send({ status: ready ? 'ready' : 'not_ready', version: VERSION, schema: SCHEMA_VERSION, database: checks.database, checks, mqtt: deps.mqttState() });

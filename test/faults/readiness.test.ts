@@ -11,28 +11,37 @@ const readyz = async (base: string) => {
 };
 
 describe('/readyz with Redis configured', () => {
-  it('is not ready while Redis is away, naming it, and ready again when it returns', async () => {
-    const redis = await startRedis();
-    const app = await startTestApp('sqlite', { REDIS_URL: redis.url, REDIS_PREFIX: 'readyz:' });
-    try {
-      const ready = await app.api('GET', '/readyz', undefined, { authorization: '' });
-      assert.equal(ready.status, 200, JSON.stringify(ready.body));
-      assert.deepEqual(ready.body.checks, { database: 'ok', redis: 'ok', disk: 'ok' });
-      await redis.stop();
-      const away = await app.api('GET', '/readyz', undefined, { authorization: '' });
-      assert.equal(away.status, 503);
-      assert.equal(away.body.status, 'not_ready');
-      assert.equal(away.body.checks.redis, 'unreachable');
-      assert.equal(away.body.checks.database, 'ok');
-      // The route is public: no address, no driver message.
-      assert.doesNotMatch(JSON.stringify(away.body), new RegExp(String.raw`127\.0\.0\.1|${new URL(redis.url).port}|ECONNREFUSED|writeable`));
-      await redis.start();
-      await eventually(async () => (await app.api('GET', '/readyz', undefined, { authorization: '' })).status === 200, 10_000, 'ready after Redis returns');
-    } finally {
-      await app.cleanup();
-      await redis.stop();
-    }
-  });
+  for (const { failure, readyWithout } of [
+    { failure: 'closed', readyWithout: false },
+    { failure: 'open', readyWithout: true },
+  ] as const) {
+    it(`reports Redis away, naming it, and is ${readyWithout ? 'still ready (the rate limit lets requests through)' : 'not ready (every limited request fails)'} with RATE_LIMIT_REDIS_FAILURE=${failure}`, async () => {
+      const redis = await startRedis();
+      const app = await startTestApp('sqlite', { REDIS_URL: redis.url, REDIS_PREFIX: `readyz-${failure}:`, RATE_LIMIT_REDIS_FAILURE: failure });
+      try {
+        const ready = await app.api('GET', '/readyz', undefined, { authorization: '' });
+        assert.equal(ready.status, 200, JSON.stringify(ready.body));
+        assert.deepEqual(ready.body.checks, { database: 'ok', redis: 'ok', disk: 'ok' });
+        await redis.stop();
+        const away = await app.api('GET', '/readyz', undefined, { authorization: '' });
+        assert.equal(away.status, readyWithout ? 200 : 503);
+        assert.equal(away.body.status, readyWithout ? 'ready' : 'not_ready');
+        assert.equal(away.body.checks.redis, 'unreachable');
+        assert.equal(away.body.checks.database, 'ok');
+        // The route is public: no address, no driver message.
+        assert.doesNotMatch(JSON.stringify(away.body), new RegExp(String.raw`127\.0\.0\.1|${new URL(redis.url).port}|ECONNREFUSED|writeable`));
+        await redis.start();
+        await eventually(
+          async () => (await app.api('GET', '/readyz', undefined, { authorization: '' })).body.checks.redis === 'ok',
+          10_000,
+          'Redis ok again once it returns',
+        );
+      } finally {
+        await app.cleanup();
+        await redis.stop();
+      }
+    });
+  }
 
   it('without Redis configured, has no Redis check', async () => {
     const app = await startTestApp('sqlite');
@@ -47,7 +56,7 @@ describe('/readyz with Redis configured', () => {
 });
 
 describe('an unreachable REDIS_URL at start', () => {
-  it('is logged naming host and port, never the password, and /readyz is not ready', async () => {
+  it('is logged naming host and port, never the password, and /readyz reports it', async () => {
     const redisPort = await freePort();
     const cases = [
       { url: `redis://mothership:s3cret-Passw0rd@127.0.0.1:${redisPort}/0`, where: `127.0.0.1:${redisPort}`, reason: /connection refused/ },
@@ -68,7 +77,7 @@ describe('an unreachable REDIS_URL at start', () => {
           assert.equal((JSON.parse(line) as { level: number }).level, 40, 'a warning');
           assert.match(line, reason);
           const away = await eventually(() => readyz(`http://127.0.0.1:${port}`).catch(() => null), 30_000, 'the service answers');
-          assert.equal(away.status, 503);
+          assert.equal(away.status, 200, 'the rate limit fails open (the default): ready');
           assert.equal(away.body.checks.redis, 'unreachable');
           assert.doesNotMatch(service.output(), /s3cret-Passw0rd|an0ther-Secret/);
         } finally {
