@@ -591,6 +591,58 @@ for (const dialect of DIALECTS) {
   });
 }
 
+describe('system webhook (postgres): a claim taken over while the attempt is being recorded', () => {
+  let app: TestApp;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  before(async () => {
+    receiver = await startReceiver();
+    app = await startTestApp('postgres', FAST, { start: true });
+    await app.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } });
+  });
+  after(async () => {
+    await app.cleanup();
+    await receiver.close();
+  });
+
+  it('writes no retry when the attempt itself is not recorded (found by review: the retry read the row as the statement began)', async () => {
+    let takeover: Promise<void> | null = null;
+    receiver.answerNext((response) => {
+      const webhookId = receiver.received.at(-1)!.headers['webhook-id'] as string;
+      takeover = app.database.db.transaction().execute(async (trx) => {
+        // Another instance's claim of the row: its lock taken before the record starts...
+        await trx.selectFrom('webhook_deliveries').select('id').where('webhook_id', '=', webhookId).where('state', '=', 'sending').forUpdate().execute();
+        response.writeHead(500).end();
+        const waiting = sql<{ n: string }>`select count(*) as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`;
+        await eventually(async () => Number((await waiting.execute(app.database.db)).rows[0]!.n) > 0, 5000, 'the record waiting for the row');
+        // ...and committed, delivered, while the record waits.
+        await trx
+          .updateTable('webhook_deliveries')
+          .set({ state: 'delivered', status_code: 204, due_at: new Date(Date.now() + 60_000).toISOString(), attempted_at: new Date().toISOString() })
+          .where('webhook_id', '=', webhookId)
+          .where('state', '=', 'sending')
+          .execute();
+      });
+    });
+    await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { claim: 'taken over mid-record' } });
+    await eventually(() => takeover !== null, 5000, 'the attempt');
+    await takeover;
+    // A retry would be due 300 ms after the record (FAST): none is sent.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const webhookId = receiver.received[0]!.headers['webhook-id'] as string;
+    const rows = await app.database.db
+      .selectFrom('webhook_deliveries')
+      .select(['attempt', 'state', 'status_code'])
+      .where('webhook_id', '=', webhookId)
+      .orderBy('id')
+      .execute();
+    assert.deepEqual(
+      rows.map((row) => [row.attempt, row.state, row.status_code]),
+      [[1, 'delivered', 204]],
+      `sent ${receiver.received.length} times`,
+    );
+  });
+});
+
 describe('webhook retry across a restart', () => {
   it('sends a pending retry after the service restarts', async () => {
     const receiver = await startReceiver();

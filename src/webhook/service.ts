@@ -102,16 +102,22 @@ const attemptRecord = (db: Db, param: Param<AttemptField>) =>
     .where('id', '=', param('id'))
     .where('state', '=', 'sending')
     .where('due_at', '=', param('claimedUntil'));
-/** The row as this claim left it: `sending` until the deadline the claim set (claimDueRows). */
-const stillClaimed = (db: Db, row: Pick<DeliveryRow, 'id' | 'due_at'>) =>
-  db.selectFrom('webhook_deliveries').where('id', '=', row.id).where('state', '=', 'sending').where('due_at', '=', row.due_at);
+/**
+ * The row as this claim left it: `sending` until the deadline the claim set (claimDueRows). On
+ * PostgreSQL locked (`lock`): a plain read sees the row as the statement began, and another
+ * instance's claim committed meanwhile would go unseen by it, though not by the attempt's update.
+ */
+const stillClaimed = (db: Db, row: Pick<DeliveryRow, 'id' | 'due_at'>, lock: boolean) => {
+  const claimed = db.selectFrom('webhook_deliveries').where('id', '=', row.id).where('state', '=', 'sending').where('due_at', '=', row.due_at);
+  return lock ? claimed.forUpdate() : claimed;
+};
 /** The retry of a claimed row, copied from it while the claim holds (`stillClaimed`), due at `dueAt`. */
-const retryOf = (db: Db, row: DeliveryRow, dueAt: string) =>
+const retryOf = (db: Db, row: DeliveryRow, dueAt: string, lock: boolean) =>
   db
     .insertInto('webhook_deliveries')
     .columns(['webhook_id', 'event_seq', 'event_type', 'url', 'payload', 'attempt', 'state', 'due_at', 'created_at'])
     .expression(
-      stillClaimed(db, row).select([
+      stillClaimed(db, row, lock).select([
         'webhook_id',
         'event_seq',
         'event_type',
@@ -324,6 +330,7 @@ export class WebhookService {
     const copies: string[] = [];
     const attempts: PreparedValues<AttemptField>[] = [];
     const writes: RecordWrite[] = [];
+    const lock = this.database.dialect === 'postgres';
     for (const { row, result } of outcomes) {
       const outcome = outcomeOf(result, row.attempt);
       attempts.push({
@@ -346,12 +353,12 @@ export class WebhookService {
             .where('state', '=', 'retry_scheduled')
             .where('attempt', '=', row.attempt - 1)
             .where('id', '<', row.id)
-            .where((eb) => eb.exists(stillClaimed(db, row).select('id'))),
+            .where((eb) => eb.exists(stillClaimed(db, row, lock).select('id'))),
         );
       if (outcome === 'retry') {
         const delayMs = retryDelayOf(result, this.options.retryDelayMs);
         nextRetryMs = Math.min(nextRetryMs, delayMs);
-        writes.push((db) => retryOf(db, row, new Date(Date.now() + delayMs).toISOString()));
+        writes.push((db) => retryOf(db, row, new Date(Date.now() + delayMs).toISOString(), lock));
         copies.push(row.payload);
         // Once per delivery of a flood to a failing receiver: a line a minute per URL (the attempts are in the delivery log).
         this.throttledLog.write(
@@ -390,7 +397,7 @@ export class WebhookService {
    * (round trips were most of the dispatcher's cost against a failing receiver): they touch different rows, except a 410's failing of the pending rows, which must see
    * the retries written before it (`ordered`), so that batch is a transaction, as on SQLite. Every
    * write but the 410's holds only while its row's claim does: the retries and the marks go first,
-   * while the attempts' rows are still `sending` (a statement's CTEs all see the rows as it began).
+   * while the attempts' rows are still `sending`.
    */
   private async writeRecord(attempts: PreparedValues<AttemptField>[], writes: RecordWrite[], ordered: boolean): Promise<void> {
     if (attempts.length === 1 && writes.length === 0) {
