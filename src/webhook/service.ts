@@ -3,7 +3,7 @@ import { setMaxListeners } from 'node:events';
 import { Webhook } from 'standardwebhooks';
 import type { Database, Db, WebhookDeliveriesTable } from '../db/index.js';
 import { type LogTable, now, type Param, PollGate, prepare, type Prepared, type PreparedValues, pruneOlderThan } from '../db/index.js';
-import { sql, type Compilable, type Insertable, type Selectable } from 'kysely';
+import { sql, type Compilable, type Insertable, type RawBuilder, type Selectable } from 'kysely';
 import { makeEvent, type EventLog } from '../events/index.js';
 import type { ThrottledLog } from '../http/index.js';
 import { conflict, notFound } from '../errors.js';
@@ -103,34 +103,40 @@ const attemptRecord = (db: Db, param: Param<AttemptField>) =>
     .where('state', '=', 'sending')
     .where('due_at', '=', param('claimedUntil'));
 /**
- * The row as this claim left it: `sending` until the deadline the claim set (claimDueRows). On
- * PostgreSQL locked (`lock`): a plain read sees the row as the statement began, and another
- * instance's claim committed meanwhile would go unseen by it, though not by the attempt's update.
+ * The retry of a claimed row, copied from it, due at `dueAt`; only when `recorded` holds (the
+ * attempt's own record was written: it ran first in the transaction, or it is a CTE of the statement).
  */
-const stillClaimed = (db: Db, row: Pick<DeliveryRow, 'id' | 'due_at'>, lock: boolean) => {
-  const claimed = db.selectFrom('webhook_deliveries').where('id', '=', row.id).where('state', '=', 'sending').where('due_at', '=', row.due_at);
-  return lock ? claimed.forUpdate() : claimed;
-};
-/** The retry of a claimed row, copied from it while the claim holds (`stillClaimed`), due at `dueAt`. */
-const retryOf = (db: Db, row: DeliveryRow, dueAt: string, lock: boolean) =>
+const retryOf = (db: Db, row: DeliveryRow, dueAt: string, recorded: Recorded) =>
   db
     .insertInto('webhook_deliveries')
     .columns(['webhook_id', 'event_seq', 'event_type', 'url', 'payload', 'attempt', 'state', 'due_at', 'created_at'])
     .expression(
-      stillClaimed(db, row, lock).select([
-        'webhook_id',
-        'event_seq',
-        'event_type',
-        'url',
-        'payload',
-        sql<number>`attempt + 1`.as('attempt'),
-        sql.lit('pending').as('state'),
-        sql.val(dueAt).as('due_at'),
-        sql.val(now()).as('created_at'),
-      ]),
+      db
+        .selectFrom('webhook_deliveries')
+        .where('id', '=', row.id)
+        .$if(recorded !== null, (query) => query.where(recorded!))
+        .select([
+          'webhook_id',
+          'event_seq',
+          'event_type',
+          'url',
+          'payload',
+          sql<number>`attempt + 1`.as('attempt'),
+          sql.lit('pending').as('state'),
+          sql.val(dueAt).as('due_at'),
+          sql.val(now()).as('created_at'),
+        ]),
     );
+/** In one statement of CTEs, the condition that the attempt's record was written; null in a transaction, where it ran first. */
+type Recorded = RawBuilder<boolean> | null;
+/** An attempt's record and the writes that follow from it, made only if it was written. */
+interface AttemptRecord {
+  values: PreparedValues<AttemptField>;
+  then: ((db: Db, recorded: Recorded) => RecordWriteQuery)[];
+}
 /** One of the writes recording a batch of attempts (`record`). */
-type RecordWrite = (db: Db) => Compilable<unknown> & { execute(): Promise<unknown> };
+type RecordWriteQuery = Compilable<unknown> & { execute(): Promise<unknown> };
+type RecordWrite = (db: Db) => RecordWriteQuery;
 /** A claimed row and the secrets in force when it was claimed, which sign its attempt. */
 interface Claimed {
   row: DeliveryRow;
@@ -328,12 +334,12 @@ export class WebhookService {
     let nextRetryMs = Infinity;
     const gone = new Set<string>();
     const copies: string[] = [];
-    const attempts: PreparedValues<AttemptField>[] = [];
-    const writes: RecordWrite[] = [];
-    const lock = this.database.dialect === 'postgres';
+    const attempts: AttemptRecord[] = [];
+    const goneWrites: RecordWrite[] = [];
     for (const { row, result } of outcomes) {
       const outcome = outcomeOf(result, row.attempt);
-      attempts.push({
+      const then: AttemptRecord['then'] = [];
+      const values: PreparedValues<AttemptField> = {
         id: row.id,
         claimedUntil: row.due_at,
         state: outcome === 'delivered' ? 'delivered' : outcome === 'retry' ? 'retry_scheduled' : 'failed',
@@ -342,10 +348,11 @@ export class WebhookService {
         durationMs: result.durationMs,
         attemptedAt,
         responseBody: result.responseBody,
-      });
+      };
+      attempts.push({ values, then });
       // The attempt this one retried has its answer now: it no longer waits for a retry.
       if (row.attempt > 1)
-        writes.push((db) =>
+        then.push((db, recorded) =>
           db
             .updateTable('webhook_deliveries')
             .set({ state: 'retried' })
@@ -353,12 +360,13 @@ export class WebhookService {
             .where('state', '=', 'retry_scheduled')
             .where('attempt', '=', row.attempt - 1)
             .where('id', '<', row.id)
-            .where((eb) => eb.exists(stillClaimed(db, row, lock).select('id'))),
+            .$if(recorded !== null, (query) => query.where(recorded!)),
         );
       if (outcome === 'retry') {
         const delayMs = retryDelayOf(result, this.options.retryDelayMs);
         nextRetryMs = Math.min(nextRetryMs, delayMs);
-        writes.push((db) => retryOf(db, row, new Date(Date.now() + delayMs).toISOString(), lock));
+        const dueAt = new Date(Date.now() + delayMs).toISOString();
+        then.push((db, recorded) => retryOf(db, row, dueAt, recorded));
         copies.push(row.payload);
         // Once per delivery of a flood to a failing receiver: a line a minute per URL (the attempts are in the delivery log).
         this.throttledLog.write(
@@ -374,14 +382,14 @@ export class WebhookService {
       this.metrics?.webhookDuration.observe(result.durationMs / 1000);
     }
     for (const url of gone)
-      writes.push((db) =>
+      goneWrites.push((db) =>
         db
           .updateTable('webhook_deliveries')
           .set({ state: 'failed', error: 'not sent: the receiver answered 410 Gone' })
           .where('state', '=', 'pending')
           .where('url', '=', url),
       );
-    await this.writeRecord(attempts, writes, gone.size > 0);
+    await this.writeRecord(attempts, goneWrites);
     if (copies.length) this.options.stored?.(copies);
     for (const url of gone) {
       if (await this.settings.disableWebhook(url, `The receiver answered 410 Gone at ${attemptedAt}; enable the webhook again once the URL is fixed`)) {
@@ -392,34 +400,41 @@ export class WebhookService {
   }
 
   /**
-   * Writes a batch's record at once. A delivery sent on its own and answered is one statement, which
+   * Writes a batch's record at once. An attempt's record holds only while its row is still under the
+   * claim that sent it (attemptRecord), and its retry and the mark on the attempt it retried are
+   * written only if the record was. A delivery sent on its own and answered is one statement, which
    * needs no transaction. On PostgreSQL more are one statement too, each write a data-modifying CTE
-   * (round trips were most of the dispatcher's cost against a failing receiver): they touch different rows, except a 410's failing of the pending rows, which must see
-   * the retries written before it (`ordered`), so that batch is a transaction, as on SQLite. Every
-   * write but the 410's holds only while its row's claim does: the retries and the marks go first,
-   * while the attempts' rows are still `sending`.
+   * (round trips were most of the dispatcher's cost against a failing receiver), each dependent write
+   * conditioned on its attempt's CTE (`returning`): they see the table as the statement began, not
+   * each other's changes. A 410's failing of the pending rows must see the retries written before it,
+   * so that batch is a transaction, as on SQLite.
    */
-  private async writeRecord(attempts: PreparedValues<AttemptField>[], writes: RecordWrite[], ordered: boolean): Promise<void> {
-    if (attempts.length === 1 && writes.length === 0) {
-      await this.database.write((db) => this.recordAttempt.execute(db, attempts[0]!));
+  private async writeRecord(attempts: AttemptRecord[], goneWrites: RecordWrite[]): Promise<void> {
+    if (attempts.length === 1 && attempts[0]!.then.length === 0 && goneWrites.length === 0) {
+      await this.database.write((db) => this.recordAttempt.execute(db, attempts[0]!.values));
       return;
     }
-    const all = [
-      ...writes,
-      ...attempts.map(
-        (values): RecordWrite =>
-          (db) =>
-            attemptRecord(db, (name) => values[name]),
-      ),
-    ];
-    if (this.database.dialect === 'postgres' && !ordered)
-      await this.database.write((db) =>
-        sql`with ${sql.join(all.map((write, index) => sql`${sql.ref(`write${index}`)} as (${write(db)})`))} select 1`.execute(db),
-      );
-    else
-      await this.database.transaction(async (trx) => {
-        for (const write of all) await write(trx).execute();
+    if (this.database.dialect === 'postgres' && goneWrites.length === 0) {
+      await this.database.write((db) => {
+        const parts = attempts.flatMap(({ values, then }, index) => {
+          const attempt = sql.ref(`attempt${index}`);
+          const recorded = sql<boolean>`exists (select 1 from ${attempt})`;
+          return [
+            sql`${attempt} as (${attemptRecord(db, (name) => values[name]).returning('id')})`,
+            ...then.map((write, step) => sql`${sql.ref(`then${index}_${step}`)} as (${write(db, recorded)})`),
+          ];
+        });
+        return sql`with ${sql.join(parts)} select 1`.execute(db);
       });
+      return;
+    }
+    await this.database.transaction(async (trx) => {
+      for (const { values, then } of attempts) {
+        const { numUpdatedRows } = await attemptRecord(trx, (name) => values[name]).executeTakeFirstOrThrow();
+        if (numUpdatedRows > 0n) for (const write of then) await write(trx, null).execute();
+      }
+      for (const write of goneWrites) await write(trx).execute();
+    });
   }
 
   /** Signs (Standard Webhooks: one signature per secret, space-separated) and POSTs the exact payload bytes. */
