@@ -323,8 +323,11 @@ for (const dialect of DIALECTS) {
     });
 
     it('an attempt answered after another took its row over records nothing: that one stands, and no retry follows', async () => {
-      const retries = async () => Number(/outcome="retry"} (\d+)/.exec((await app.http.inject({ method: 'GET', url: '/metrics' })).body)?.[1] ?? 0);
-      const retriesBefore = await retries();
+      const metric = async (pattern: RegExp) => Number(pattern.exec((await app.http.inject({ method: 'GET', url: '/metrics' })).body)?.[1] ?? 0);
+      // Every attempt made is timed; only a recorded one counts its outcome.
+      const attempts = () => metric(/^mothership_webhook_delivery_seconds_count (\d+)/m);
+      const retries = () => metric(/outcome="retry"} (\d+)/);
+      const [attemptsBefore, retriesBefore] = [await attempts(), await retries()];
       // As a process paused past its claim deadline sees it: meanwhile another instance claimed the
       // row again and the receiver took that attempt; then the paused one's answer comes, a 500.
       receiver.answerNext((response) => {
@@ -338,10 +341,11 @@ for (const dialect of DIALECTS) {
           .then(() => response.writeHead(500).end());
       });
       await app.api('POST', '/api/events', { type: 'anomaly.detected', detail: { claim: 'taken over' } });
-      await eventually(async () => (await retries()) > retriesBefore, 5000, 'the stale answer handled');
+      await eventually(async () => (await attempts()) > attemptsBefore, 5000, 'the stale answer handled');
       // A retry would be due 300 ms after it (FAST): none is sent.
       await new Promise((resolve) => setTimeout(resolve, 1500));
       assert.equal(receiver.received.length, 1);
+      assert.equal(await retries(), retriesBefore, 'no retry counted for an attempt not recorded');
       const log = (await deliveriesOf('anomaly.detected')).filter((row: any) => row.webhook_id === receiver.received[0]!.headers['webhook-id']);
       assert.deepEqual(
         log.map((row: any) => [row.attempt, row.state, row.status_code]),

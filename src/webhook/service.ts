@@ -335,6 +335,7 @@ export class WebhookService {
     const gone = new Set<string>();
     const copies: string[] = [];
     const attempts: AttemptRecord[] = [];
+    const afterwards: (() => void)[] = [];
     const goneWrites: RecordWrite[] = [];
     for (const { row, result } of outcomes) {
       const outcome = outcomeOf(result, row.attempt);
@@ -362,11 +363,18 @@ export class WebhookService {
             .where('id', '<', row.id)
             .$if(recorded !== null, (query) => query.where(recorded!)),
         );
+      const delayMs = outcome === 'retry' ? retryDelayOf(result, this.options.retryDelayMs) : Infinity;
       if (outcome === 'retry') {
-        const delayMs = retryDelayOf(result, this.options.retryDelayMs);
-        nextRetryMs = Math.min(nextRetryMs, delayMs);
         const dueAt = new Date(Date.now() + delayMs).toISOString();
         then.push((db, recorded) => retryOf(db, row, dueAt, recorded));
+      }
+      if (outcome === 'gone') gone.add(row.url);
+      this.metrics?.webhookDuration.observe(result.durationMs / 1000);
+      // What follows from the attempt's record, once it is known to be written (writeRecord).
+      afterwards.push(() => {
+        this.metrics?.webhookDeliveries.inc({ outcome });
+        if (outcome !== 'retry') return;
+        nextRetryMs = Math.min(nextRetryMs, delayMs);
         copies.push(row.payload);
         // Once per delivery of a flood to a failing receiver: a line a minute per URL (the attempts are in the delivery log).
         this.throttledLog.write(
@@ -376,10 +384,7 @@ export class WebhookService {
           { delivery: row.id, status: result.statusCode, error: result.error, retryInMs: delayMs },
           'webhook attempt failed; retry scheduled',
         );
-      }
-      if (outcome === 'gone') gone.add(row.url);
-      this.metrics?.webhookDeliveries.inc({ outcome });
-      this.metrics?.webhookDuration.observe(result.durationMs / 1000);
+      });
     }
     for (const url of gone)
       goneWrites.push((db) =>
@@ -389,7 +394,19 @@ export class WebhookService {
           .where('state', '=', 'pending')
           .where('url', '=', url),
       );
-    await this.writeRecord(attempts, goneWrites);
+    const written = await this.writeRecord(attempts, goneWrites);
+    written.forEach((recorded, index) => {
+      if (recorded) afterwards[index]!();
+      // Paused past its claim deadline, this process sent an attempt another has taken over since.
+      else
+        this.throttledLog.write(
+          this.log,
+          'webhook-superseded',
+          'info',
+          { delivery: outcomes[index]!.row.id },
+          'webhook attempt answered after another instance took the delivery over: its result is not recorded',
+        );
+    });
     if (copies.length) this.options.stored?.(copies);
     for (const url of gone) {
       if (await this.settings.disableWebhook(url, `The receiver answered 410 Gone at ${attemptedAt}; enable the webhook again once the URL is fixed`)) {
@@ -407,15 +424,15 @@ export class WebhookService {
    * (round trips were most of the dispatcher's cost against a failing receiver), each dependent write
    * conditioned on its attempt's CTE (`returning`): they see the table as the statement began, not
    * each other's changes. A 410's failing of the pending rows must see the retries written before it,
-   * so that batch is a transaction, as on SQLite.
+   * so that batch is a transaction, as on SQLite. Resolves with whether each attempt's record was written.
    */
-  private async writeRecord(attempts: AttemptRecord[], goneWrites: RecordWrite[]): Promise<void> {
+  private async writeRecord(attempts: AttemptRecord[], goneWrites: RecordWrite[]): Promise<boolean[]> {
     if (attempts.length === 1 && attempts[0]!.then.length === 0 && goneWrites.length === 0) {
-      await this.database.write((db) => this.recordAttempt.execute(db, attempts[0]!.values));
-      return;
+      const { numAffectedRows } = await this.database.write((db) => this.recordAttempt.execute(db, attempts[0]!.values));
+      return [(numAffectedRows ?? 0n) > 0n];
     }
     if (this.database.dialect === 'postgres' && goneWrites.length === 0) {
-      await this.database.write((db) => {
+      const { rows } = await this.database.write((db) => {
         const parts = attempts.flatMap(({ values, then }, index) => {
           const attempt = sql.ref(`attempt${index}`);
           const recorded = sql<boolean>`exists (select 1 from ${attempt})`;
@@ -424,16 +441,22 @@ export class WebhookService {
             ...then.map((write, step) => sql`${sql.ref(`then${index}_${step}`)} as (${write(db, recorded)})`),
           ];
         });
-        return sql`with ${sql.join(parts)} select 1`.execute(db);
+        // Which attempts' records were written, by their place in the batch.
+        const written = attempts.map((_attempt, index) => sql`select ${sql.lit(index)} as written from ${sql.ref(`attempt${index}`)}`);
+        return sql<{ written: number }>`with ${sql.join(parts)} ${sql.join(written, sql` union all `)}`.execute(db);
       });
-      return;
+      const written = new Set(rows.map((row) => Number(row.written)));
+      return attempts.map((_attempt, index) => written.has(index));
     }
-    await this.database.transaction(async (trx) => {
+    return this.database.transaction(async (trx) => {
+      const written: boolean[] = [];
       for (const { values, then } of attempts) {
         const { numUpdatedRows } = await attemptRecord(trx, (name) => values[name]).executeTakeFirstOrThrow();
+        written.push(numUpdatedRows > 0n);
         if (numUpdatedRows > 0n) for (const write of then) await write(trx, null).execute();
       }
       for (const write of goneWrites) await write(trx).execute();
+      return written;
     });
   }
 
