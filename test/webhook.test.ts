@@ -715,6 +715,32 @@ describe('webhook retry across a restart', () => {
     }
   });
 
+  it('a shutdown puts back only its own claims: a delivery another instance has taken over since is left to that one', async () => {
+    const receiver = await startReceiver();
+    const env = await createTestEnv('sqlite', { WEBHOOK_TIMEOUT_MS: '60000' });
+    try {
+      const first = await startTestApp('sqlite', {}, { testEnv: env, start: true });
+      await first.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } });
+      receiver.answerNext('hang');
+      await first.api('POST', '/api/zones', { id: 'den', name: 'Den' });
+      await eventually(() => receiver.received.length === 1, 5000, 'first attempt');
+      // As another instance leaves it once it claimed the row again (this one paused past its deadline).
+      const otherClaim = new Date(Date.now() + 600_000).toISOString();
+      await first.database.db.updateTable('webhook_deliveries').set({ due_at: otherClaim }).where('state', '=', 'sending').execute();
+      await first.close();
+      const after = await startTestApp('sqlite', {}, { testEnv: env });
+      try {
+        const rows = await after.database.db.selectFrom('webhook_deliveries').select(['state', 'due_at']).execute();
+        assert.deepEqual(rows, [{ state: 'sending', due_at: otherClaim }]);
+      } finally {
+        await after.close();
+      }
+    } finally {
+      await env.cleanup();
+      await receiver.close();
+    }
+  });
+
   it('connection refused is retried once, then failed', async () => {
     const port = await new Promise<number>((resolve) => {
       const probe = createServer().listen(0, '127.0.0.1', () => {
