@@ -1,7 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Browser, Page } from 'playwright-core';
-import { launchChromium, signInWithToken } from './helpers/browser.js';
+import { launchChromium, signInWithToken, widerThanWindow } from './helpers/browser.js';
 import { ADMIN_TOKEN, startTestApp, type TestApp } from './helpers/app.js';
 
 /** Where the screenshots go: looked at by whoever changes the page (SCREENSHOTS=dir overrides). */
@@ -142,7 +142,7 @@ describe('Baselines page in Chromium: one chart per metric', () => {
             assert.ok(boxes[index]!.left >= boxes[index - 1]!.right + 4, `${field} at ${width}px: ${JSON.stringify(boxes)}`);
           assert.ok(boxes.at(-1)!.right <= width, `${field}: the last label is on the screen`);
         }
-        assert.ok(((await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number) <= 0, 'no sideways scrolling');
+        assert.ok((await widerThanWindow(page)) <= 0, 'no sideways scrolling');
         await page.screenshot({ path: `${SHOTS}${name}-${scheme}.png`, fullPage: true });
         await page.screenshot({ path: `${SHOTS}${name}-${scheme}-top.png` });
       }

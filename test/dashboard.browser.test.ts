@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import type { Browser, Page } from 'playwright-core';
-import { launchChromium, lowContrast } from './helpers/browser.js';
+import { launchChromium, lowContrast, widerThanWindow } from './helpers/browser.js';
 import { ADMIN_TOKEN, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startBroker } from './helpers/broker.js';
 import { startReceiver } from './helpers/receiver.js';
@@ -470,7 +470,7 @@ describe('dashboard in Chromium', () => {
     await page.emulateMedia({ colorScheme: 'dark' });
     await shot('tokens-dark');
     await page.setViewportSize({ width: 390, height: 844 });
-    assert.ok(((await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number) <= 0, 'fits a phone');
+    assert.ok((await widerThanWindow(page)) <= 0, 'fits a phone');
     await shot('phone-tokens-dark');
     await page.emulateMedia({ colorScheme: 'light' });
     await shot('phone-tokens');
@@ -494,7 +494,7 @@ describe('dashboard in Chromium', () => {
     const header = await page.locator('.topbar').boundingBox();
     assert.ok(header!.height <= 56, `the header is one row (${header!.height}px)`);
     assert.equal(await page.isVisible('#nav'), false, 'the pages are behind the menu');
-    const overflow = (await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number;
+    const overflow = await widerThanWindow(page);
     assert.ok(overflow <= 0, `page is ${overflow}px wider than the screen`);
     await shot('phone');
     await page.click('#menu');
@@ -520,7 +520,7 @@ describe('dashboard in Chromium', () => {
       cells.every((cell) => (cell.visible || cell.empty) && cell.right <= 390),
       JSON.stringify(cells),
     );
-    assert.ok(((await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number) <= 0);
+    assert.ok((await widerThanWindow(page)) <= 0);
     await shot('phone-integrations');
     // A match never enriched: its "not requested" was cut to "not requ" beside the status (new user's walkthrough).
     await app.api('POST', '/api/matches', { id: 'final-43', status: 'completed', replay: REPLAY });

@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
-import { dismissNextDialog, launchChromium, signInWithToken } from './helpers/browser.js';
+import { dismissNextDialog, inEveryLook, launchChromium, signInWithToken, widerThanWindow } from './helpers/browser.js';
 import { ADMIN_TOKEN, eventually, startTestApp, type TestApp } from './helpers/app.js';
 import { startReceiver } from './helpers/receiver.js';
 
@@ -26,23 +26,20 @@ describe('the household dashboard in Chromium (#38)', () => {
     if (process.env.UPDATE_DOCS_SCREENSHOTS) await page.screenshot({ path: `${DOCS_IMAGES}${name}.png`, fullPage: true });
   };
   /** Desktop and phone, light and dark, of the page showing now. */
-  const shots = async (name: string, ready: string) => {
-    for (const scheme of ['light', 'dark'] as const) {
-      await page.emulateMedia({ colorScheme: scheme });
-      for (const [device, width, height] of [
+  const shots = (name: string, ready: string) =>
+    inEveryLook(
+      page,
+      [
         ['desktop', 1280, 900],
         ['phone', 390, 844],
-      ] as const) {
-        await page.setViewportSize({ width, height });
+      ],
+      async (device, scheme) => {
         await page.waitForSelector(ready);
-        const overflow = (await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number;
+        const overflow = await widerThanWindow(page);
         assert.ok(overflow <= 0, `${name} on a ${device} (${scheme}) is ${overflow}px wider than the screen`);
         await shot(`${name}-${device}-${scheme}`);
-      }
-    }
-    await page.emulateMedia({ colorScheme: 'light' });
-    await page.setViewportSize({ width: 1280, height: 900 });
-  };
+      },
+    );
 
   before(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });

@@ -4,15 +4,15 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
-import { signedInPage } from './helpers/browser.js';
+import { inEveryLook, signedInPage, widerThanWindow, type ScreenSize } from './helpers/browser.js';
 import { ADMIN_TOKEN, startTestApp, type TestApp } from './helpers/app.js';
 
 const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url).pathname;
 const ROOM = 'Upstairs bathroom next to the kids bedroom with the long name';
-const SIZES = [
-  ['phone', 390, 844],
+const SIZES: ScreenSize[] = [
   ['desktop', 1440, 900],
-] as const;
+  ['phone', 390, 844],
+];
 
 /**
  * What of the page lies outside the card it is drawn in (more than half a pixel), as `tag.class
@@ -69,21 +69,15 @@ describe('long names in Chromium', () => {
   ] as const) {
     it(`the ${name} page with a room of ${ROOM.length} characters fits a phone and a desktop, light and dark`, async () => {
       await page.goto(`${base}/${hash()}`);
-      for (const scheme of ['light', 'dark'] as const) {
-        await page.emulateMedia({ colorScheme: scheme });
-        for (const [device, width, height] of SIZES) {
-          await page.setViewportSize({ width, height });
-          await page.waitForSelector(ready);
-          const wider = (await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number;
-          assert.ok(wider <= 0, `${name} on a ${device} (${scheme}) is ${wider}px wider than the screen`);
-          assert.deepEqual(await page.evaluate(OUTSIDE_ITS_CARD), [], `${name} on a ${device} (${scheme})`);
-          await page.screenshot({ path: `${ARTIFACTS}long-names-${name}-${device}-${scheme}.png`, fullPage: true });
-        }
-      }
+      await inEveryLook(page, SIZES, async (device, scheme) => {
+        await page.waitForSelector(ready);
+        const wider = await widerThanWindow(page);
+        assert.ok(wider <= 0, `${name} on a ${device} (${scheme}) is ${wider}px wider than the screen`);
+        assert.deepEqual(await page.evaluate(OUTSIDE_ITS_CARD), [], `${name} on a ${device} (${scheme})`);
+        await page.screenshot({ path: `${ARTIFACTS}long-names-${name}-${device}-${scheme}.png`, fullPage: true });
+      });
       // Cut short or not, the room's whole name is there to read.
       for (const badge of await page.locator('.view:not([hidden]) .badge.ok').all()) assert.equal(await badge.getAttribute('title'), `Home, in ${ROOM}`);
-      await page.emulateMedia({ colorScheme: 'light' });
-      await page.setViewportSize({ width: 1440, height: 900 });
     });
   }
 

@@ -4,7 +4,7 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import type { Browser, BrowserContext, Dialog, Page } from 'playwright-core';
-import { launchChromium, lowContrast } from './helpers/browser.js';
+import { inEveryLook, launchChromium, lowContrast } from './helpers/browser.js';
 import { eventually, startTestApp, type TestApp } from './helpers/app.js';
 
 const ARTIFACTS = new URL('../../test-artifacts/', import.meta.url).pathname;
@@ -89,17 +89,17 @@ describe('refusals in the dashboard in Chromium', () => {
     assert.match((await said.textContent())!, /A household account may not call GET \/api\/settings\/integration/);
     assert.equal(await page.isVisible('#webhook-form'), false, 'no empty settings form that looks unconfigured');
     assert.equal(await page.isVisible('#mqtt-form'), false);
-    for (const scheme of ['light', 'dark'] as const) {
-      await page.emulateMedia({ colorScheme: scheme });
-      for (const [device, width, height] of [
+    await inEveryLook(
+      page,
+      [
         ['phone', 390, 844],
         ['desktop', 1440, 900],
-      ] as const) {
-        await page.setViewportSize({ width, height });
+      ],
+      async (device, scheme) => {
         assert.deepEqual(await lowContrast(page), [], `${device} ${scheme}`);
         await page.screenshot({ path: `${ARTIFACTS}refusals-integrations-${device}-${scheme}.png`, fullPage: true });
-      }
-    }
+      },
+    );
     await page.click('#view-integrations a[href="#/overview"]');
     await page.waitForSelector('#view-overview:not([hidden])');
   });

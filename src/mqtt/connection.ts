@@ -149,7 +149,7 @@ const BROKER_UPTIME_WAIT_MS = 11_000;
  * within the wait (another broker, `$SYS` off or refused) or the connection closes first. Read apart
  * from the integration's subscriptions: a refusal here is no refusal of ours to report.
  */
-export function brokerUptimeMs(client: MqttClient): Promise<number | null> {
+function brokerUptimeMs(client: MqttClient): Promise<number | null> {
   return new Promise((resolve) => {
     const done = (uptime: number | null) => {
       clearTimeout(timer);

@@ -43,6 +43,28 @@ export async function signedInPage(base: string, token: string, errors: string[]
   return { browser, page };
 }
 
+/** A screen size a dashboard test looks at the page in: its name, width and height. */
+export type ScreenSize = readonly [device: string, width: number, height: number];
+
+/**
+ * Runs `look` on the page as it shows now, light and dark, at each of `sizes`; leaves it light, at
+ * the first size.
+ */
+export async function inEveryLook(page: Page, sizes: readonly ScreenSize[], look: (device: string, scheme: 'light' | 'dark') => Promise<void>): Promise<void> {
+  for (const scheme of ['light', 'dark'] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    for (const [device, width, height] of sizes) {
+      await page.setViewportSize({ width, height });
+      await look(device, scheme);
+    }
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.setViewportSize({ width: sizes[0]![1], height: sizes[0]![2] });
+}
+
+/** How many pixels the page is wider than the window (0 or less: no sideways scrolling). */
+export const widerThanWindow = (page: Page): Promise<number> => page.evaluate('document.documentElement.scrollWidth - window.innerWidth') as Promise<number>;
+
 /**
  * The visible texts of the page whose colour has less contrast with what is behind it than WCAG AA
  * asks (4.5:1; 3:1 for large text), as `text (ratio)`; an empty field's placeholder counts as text
