@@ -689,7 +689,13 @@ describe('webhook retry across a restart', () => {
     }
   });
 
-  it('a shutdown does not wait for a hanging receiver; the abandoned attempt is sent at once after the restart', async () => {
+  /**
+   * An instance whose first webhook attempt hangs at the receiver (a 60 s timeout), handed to `test`
+   * with the environment a next instance starts on; everything closed afterwards.
+   */
+  const withHangingAttempt = async (
+    test: (first: TestApp, env: Awaited<ReturnType<typeof createTestEnv>>, receiver: Awaited<ReturnType<typeof startReceiver>>) => Promise<void>,
+  ) => {
     const receiver = await startReceiver();
     const env = await createTestEnv('sqlite', { WEBHOOK_TIMEOUT_MS: '60000' });
     try {
@@ -698,6 +704,15 @@ describe('webhook retry across a restart', () => {
       receiver.answerNext('hang');
       await first.api('POST', '/api/zones', { id: 'den', name: 'Den' });
       await eventually(() => receiver.received.length === 1, 5000, 'first attempt');
+      await test(first, env, receiver);
+    } finally {
+      await env.cleanup();
+      await receiver.close();
+    }
+  };
+
+  it('a shutdown does not wait for a hanging receiver; the abandoned attempt is sent at once after the restart', () =>
+    withHangingAttempt(async (first, env, receiver) => {
       const closing = Date.now();
       await first.close();
       assert.ok(Date.now() - closing < 5000, `closed in ${Date.now() - closing} ms with a 60 s webhook timeout`);
@@ -709,21 +724,10 @@ describe('webhook retry across a restart', () => {
       } finally {
         await second.close();
       }
-    } finally {
-      await env.cleanup();
-      await receiver.close();
-    }
-  });
+    }));
 
-  it('a shutdown puts back only its own claims: a delivery another instance has taken over since is left to that one', async () => {
-    const receiver = await startReceiver();
-    const env = await createTestEnv('sqlite', { WEBHOOK_TIMEOUT_MS: '60000' });
-    try {
-      const first = await startTestApp('sqlite', {}, { testEnv: env, start: true });
-      await first.api('POST', '/api/settings/integration', { webhook: { enabled: true, url: receiver.url } });
-      receiver.answerNext('hang');
-      await first.api('POST', '/api/zones', { id: 'den', name: 'Den' });
-      await eventually(() => receiver.received.length === 1, 5000, 'first attempt');
+  it('a shutdown puts back only its own claims: a delivery another instance has taken over since is left to that one', () =>
+    withHangingAttempt(async (first, env) => {
       // As another instance leaves it once it claimed the row again (this one paused past its deadline).
       const otherClaim = new Date(Date.now() + 600_000).toISOString();
       await first.database.db.updateTable('webhook_deliveries').set({ due_at: otherClaim }).where('state', '=', 'sending').execute();
@@ -735,11 +739,7 @@ describe('webhook retry across a restart', () => {
       } finally {
         await after.close();
       }
-    } finally {
-      await env.cleanup();
-      await receiver.close();
-    }
-  });
+    }));
 
   it('connection refused is retried once, then failed', async () => {
     const port = await new Promise<number>((resolve) => {
