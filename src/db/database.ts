@@ -89,6 +89,27 @@ export const sqliteFile = (dataDir: string): string => path.join(dataDir, 'mothe
  * - `db` is for reads. A write through it would commit alone, outside the group commit
  *   (test/architecture.test.ts refuses one outside src/db/).
  */
+/** How long a statement waits for another connection's lock before SQLITE_BUSY. */
+const SQLITE_BUSY_TIMEOUT_MS = 5000;
+
+/**
+ * Puts the file in WAL mode. On a new file that several processes open at once (a CLI command beside
+ * the server), another one can hold the lock the switch needs in a way SQLite does not wait for (its
+ * deadlock rule skips the busy handler): the switch is tried again, for up to the busy timeout.
+ */
+async function switchToWal(file: BetterSqlite3.Database): Promise<void> {
+  const deadline = Date.now() + SQLITE_BUSY_TIMEOUT_MS;
+  for (;;) {
+    try {
+      file.pragma('journal_mode = WAL');
+      return;
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'SQLITE_BUSY' || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+}
+
 export class Database {
   /** SQLite only: concurrent transactions share one commit. */
   private readonly groupCommit: GroupCommit<Db> | null;
@@ -158,9 +179,9 @@ export class Database {
     closeSync(openSync(filename, 'a', 0o600));
     chmodSync(filename, 0o600);
     const file = new BetterSqlite3(filename);
-    file.pragma('journal_mode = WAL');
+    file.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
+    await switchToWal(file);
     file.pragma('synchronous = NORMAL');
-    file.pragma('busy_timeout = 5000');
     const pageSize = file.pragma('page_size', { simple: true }) as number;
     const wal = walLimits(options.storageBudgetMb ?? 0, pageSize);
     file.pragma(`wal_autocheckpoint = ${wal.autocheckpointPages}`);
